@@ -1,0 +1,137 @@
+//! The one error type of worldfs.
+//!
+//! Every layer (codecs, views, stores, trees, the FUSE adapter) returns this type. It carries
+//! the errno the FUSE adapter replies with and the human message the log and the CLI print,
+//! so a parse error deep in a codec reaches the user as "file, line, reason" and the
+//! application as `EINVAL`, without any layer knowing about the ones above it.
+
+use std::fmt;
+
+/// An error with its errno and a human-readable message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    errno: i32,
+    message: String,
+}
+
+/// The result type used throughout worldfs.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// An error with an explicit errno.
+    pub fn new(errno: i32, message: impl Into<String>) -> Self {
+        Error {
+            errno,
+            message: message.into(),
+        }
+    }
+
+    /// Input the user wrote that cannot be accepted (`EINVAL`).
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(libc::EINVAL, message)
+    }
+
+    /// Input rejected at a position of a text file (`EINVAL`), line and column from 1.
+    pub fn at(line: usize, column: usize, message: impl fmt::Display) -> Self {
+        Self::invalid(format!("line {line}, column {column}: {message}"))
+    }
+
+    /// Stored data that cannot be decoded (`EIO`).
+    pub fn corrupt(message: impl Into<String>) -> Self {
+        Self::new(libc::EIO, message)
+    }
+
+    /// A format or version worldfs does not handle (`EOPNOTSUPP`).
+    pub fn unsupported(message: impl Into<String>) -> Self {
+        Self::new(libc::EOPNOTSUPP, message)
+    }
+
+    /// No such object (`ENOENT`).
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(libc::ENOENT, message)
+    }
+
+    /// The object exists already (`EEXIST`).
+    pub fn exists(message: impl Into<String>) -> Self {
+        Self::new(libc::EEXIST, message)
+    }
+
+    /// The operation is not allowed on this object (`EPERM`).
+    pub fn not_permitted(message: impl Into<String>) -> Self {
+        Self::new(libc::EPERM, message)
+    }
+
+    /// The mount or store is read-only (`EROFS`).
+    pub fn read_only(message: impl Into<String>) -> Self {
+        Self::new(libc::EROFS, message)
+    }
+
+    /// The errno to report to the kernel.
+    pub fn errno(&self) -> i32 {
+        self.errno
+    }
+
+    /// The human-readable message.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Prefixes the message with where the error happened (a path, a block position).
+    pub fn context(mut self, what: impl fmt::Display) -> Self {
+        self.message = format!("{what}: {}", self.message);
+        self
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string())
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        let errno = match &e {
+            rusqlite::Error::SqliteFailure(f, _) => match f.code {
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked => {
+                    libc::EBUSY
+                }
+                rusqlite::ErrorCode::ReadOnly => libc::EROFS,
+                rusqlite::ErrorCode::DiskFull => libc::ENOSPC,
+                rusqlite::ErrorCode::PermissionDenied => libc::EACCES,
+                _ => libc::EIO,
+            },
+            _ => libc::EIO,
+        };
+        Error::new(errno, format!("sqlite: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_prefixes_and_keeps_errno() {
+        let e = Error::at(3, 7, "unknown character 'q'").context("blocks/0,0,0/nodes.cubeset");
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert_eq!(
+            e.to_string(),
+            "blocks/0,0,0/nodes.cubeset: line 3, column 7: unknown character 'q'"
+        );
+    }
+
+    #[test]
+    fn io_errors_keep_their_errno() {
+        let e: Error = std::io::Error::from_raw_os_error(libc::ENOSPC).into();
+        assert_eq!(e.errno(), libc::ENOSPC);
+    }
+}

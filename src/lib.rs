@@ -1,0 +1,12 @@
+//! worldfs: mount a voxel-game world as a tree of decoded, readable and writable files.
+//!
+//! Layers, each testable without the ones above it (see DESIGN.md):
+//! codecs (bytes ⇄ structs) → text views (structs ⇄ files) → stores (containers,
+//! transactions) → trees (paths → objects, cache, write-back) → the FUSE adapter.
+
+pub mod cubeset;
+pub mod error;
+pub mod luanti;
+pub mod names;
+
+pub use error::{Error, Result};
