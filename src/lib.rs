@@ -8,5 +8,7 @@ pub mod cubeset;
 pub mod error;
 pub mod luanti;
 pub mod names;
+pub mod survivalcraft;
+pub mod tvda;
 
 pub use error::{Error, Result};

@@ -3,3 +3,6 @@
 pub mod block;
 pub mod codec;
 pub mod views;
+pub mod auth;
+pub mod mod_storage;
+pub mod players;

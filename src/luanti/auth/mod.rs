@@ -1,0 +1,1 @@
+//! Luanti auth: auth.txt lines from auth.sqlite or the real auth.txt.

@@ -1,0 +1,1 @@
+//! Luanti mod storage: mod_storage.sqlite and the files backend.

@@ -1,0 +1,1 @@
+//! Luanti players: the player file format, players.sqlite (both schemas) and the files backend.

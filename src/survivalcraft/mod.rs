@@ -1,0 +1,1 @@
+//! Survivalcraft worlds: Chunks.dat, Chunks32.dat, Chunks32h.dat, region files, Project.xml.
