@@ -1,8 +1,12 @@
 //! Luanti (formerly Minetest) worlds: map-block codec, text views, stores and the mounted tree.
 
-pub mod block;
-pub mod codec;
-pub mod views;
 pub mod auth;
+pub mod block;
+pub mod blocks;
+pub mod codec;
+pub mod inspect;
+pub mod map_store;
 pub mod mod_storage;
 pub mod players;
+pub mod tree;
+pub mod views;
