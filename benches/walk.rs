@@ -1,0 +1,169 @@
+//! In-process walks over every block of a Luanti world, for `scripts/bench`.
+//!
+//! `cargo bench --bench walk -- WORLD [--runs N]` times, on one world, best of N runs each:
+//! * `floor`: every blob read from SQLite (paged listing) and decompressed, nothing else
+//!   ([`codec::decompress_only`]) — the least any walk of the world can cost;
+//! * `codec`: the same reads, each blob decoded and its `nodes.cubeset` rendered, with the
+//!   decode and render shares timed separately;
+//! * `tree`: the mounted tree without FUSE: `blocks/` listed through [`Tree::list`] and every
+//!   `blocks/X,Y,Z/nodes.cubeset` read through [`Tree::read`] with the default cache.
+//!
+//! Output is one `key value` line per figure (seconds, counts, bytes), read by the script.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use worldfs::luanti::codec;
+use worldfs::luanti::map_store::MapStore;
+use worldfs::luanti::tree::{LuantiTree, Options};
+use worldfs::luanti::views;
+use worldfs::vfs::Tree;
+use worldfs::Result;
+
+/// Blocks per listing page, as the mounted tree pages `blocks/`.
+const PAGE: usize = 512;
+/// The default `--cache-size` of `worldfs mount`, in bytes.
+const DEFAULT_CACHE: usize = 64 << 20;
+
+/// What one walk counted: blocks and bytes produced.
+#[derive(Default, Clone, Copy)]
+struct Count {
+    blocks: u64,
+    bytes: u64,
+}
+
+/// Calls `each` with every stored blob of the world, in listing order.
+fn for_each_blob(store: &MapStore, mut each: impl FnMut(&[u8]) -> Result<()>) -> Result<u64> {
+    let mut after = 0;
+    let mut blocks = 0;
+    loop {
+        let page = store.list(after, PAGE, true)?;
+        let Some(last) = page.last() else {
+            return Ok(blocks);
+        };
+        after = last.key;
+        for listed in &page {
+            each(listed.data.as_deref().unwrap_or_default())?;
+            blocks += 1;
+        }
+    }
+}
+
+fn floor(store: &MapStore) -> Result<Count> {
+    let mut bytes = 0u64;
+    let blocks = for_each_blob(store, |blob| {
+        bytes += codec::decompress_only(blob)? as u64;
+        Ok(())
+    })?;
+    Ok(Count { blocks, bytes })
+}
+
+/// The codec walk; also returns the time spent decoding and rendering.
+fn codec_walk(store: &MapStore) -> Result<(Count, Duration, Duration)> {
+    let (mut bytes, mut decode, mut render) = (0u64, Duration::ZERO, Duration::ZERO);
+    let blocks = for_each_blob(store, |blob| {
+        let t0 = Instant::now();
+        let block = codec::decode_block(blob)?;
+        let t1 = Instant::now();
+        let text = views::render_nodes(&block);
+        decode += t1 - t0;
+        render += t1.elapsed();
+        bytes += black_box(text).len() as u64;
+        Ok(())
+    })?;
+    Ok((Count { blocks, bytes }, decode, render))
+}
+
+fn tree_walk(world: &Path) -> Result<Count> {
+    let tree = LuantiTree::open(
+        world,
+        &Options {
+            read_only: true,
+            cache_bytes: DEFAULT_CACHE,
+        },
+    )?;
+    let mut names = Vec::new();
+    tree.list(&["blocks".to_string()], 0, &mut |e| {
+        names.push(e.name);
+        true
+    })?;
+    let mut count = Count::default();
+    for name in names {
+        let path = ["blocks".to_string(), name, "nodes.cubeset".to_string()];
+        count.bytes += tree.read(&path)?.len() as u64;
+        count.blocks += 1;
+    }
+    Ok(count)
+}
+
+/// Runs `walk` `runs` times; the best time and the last count.
+fn best<T>(runs: usize, mut walk: impl FnMut() -> Result<T>) -> Result<(Duration, T)> {
+    let mut best: Option<(Duration, T)> = None;
+    for _ in 0..runs.max(1) {
+        let start = Instant::now();
+        let value = walk()?;
+        let took = start.elapsed();
+        if best.as_ref().map_or(true, |(b, _)| took < *b) {
+            best = Some((took, value));
+        }
+    }
+    best.ok_or_else(|| worldfs::Error::invalid("no run"))
+}
+
+fn run(world: &Path, runs: usize) -> Result<()> {
+    let (map, _) = worldfs::luanti::tree::locate(world)?;
+    let store = MapStore::open(&map, true)?;
+    // Warm the page cache so that every walk reads the database from memory.
+    floor(&store)?;
+    let (t, c) = best(runs, || floor(&store))?;
+    println!("blocks {}", c.blocks);
+    println!("floor_s {:.6}", t.as_secs_f64());
+    println!("floor_bytes {}", c.bytes);
+    let (t, (c, decode, render)) = best(runs, || codec_walk(&store))?;
+    println!("codec_s {:.6}", t.as_secs_f64());
+    println!("codec_decode_s {:.6}", decode.as_secs_f64());
+    println!("codec_render_s {:.6}", render.as_secs_f64());
+    println!("cubeset_bytes {}", c.bytes);
+    let (t, c) = best(runs, || tree_walk(world))?;
+    println!("tree_s {:.6}", t.as_secs_f64());
+    println!("tree_blocks {}", c.blocks);
+    println!("tree_bytes {}", c.bytes);
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let mut world: Option<PathBuf> = None;
+    let mut runs = 2;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            // cargo bench passes --bench to every bench binary.
+            "--bench" => {}
+            "--runs" => match args.next().and_then(|n| n.parse().ok()) {
+                Some(n) => runs = n,
+                None => {
+                    eprintln!("walk: --runs needs a number");
+                    return ExitCode::FAILURE;
+                }
+            },
+            a if world.is_none() && !a.starts_with('-') => world = Some(PathBuf::from(a)),
+            a => {
+                eprintln!("walk: unexpected argument {a}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let Some(world) = world else {
+        eprintln!("usage: cargo bench --bench walk -- WORLD [--runs N]");
+        return ExitCode::FAILURE;
+    };
+    match run(&world, runs) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("walk: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
