@@ -4,6 +4,11 @@
 //! the stream or frame and reports how much input it used, because the block continues
 //! right after it. The output is bounded by a budget shared by all parts of a block, so a
 //! hostile blob cannot make us allocate more than [`super::MAX_DECOMPRESSED`] bytes.
+//!
+//! Each thread keeps one zstd and one zlib decompressor and resets it per stream: creating
+//! a zstd context costs more than decompressing a whole block.
+
+use std::cell::RefCell;
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
@@ -12,6 +17,11 @@ use crate::error::{Error, Result};
 
 /// Output is grown in steps of at most this much.
 const STEP: usize = 64 << 10;
+
+thread_local! {
+    static ZSTD: RefCell<Option<Decoder<'static>>> = const { RefCell::new(None) };
+    static ZLIB: RefCell<Option<Decompress>> = const { RefCell::new(None) };
+}
 
 /// Reserves room for the next step of output, failing when the budget is spent.
 fn grow(out: &mut Vec<u8>, budget: usize, what: &str) -> Result<()> {
@@ -28,7 +38,23 @@ fn grow(out: &mut Vec<u8>, budget: usize, what: &str) -> Result<()> {
 /// Inflates the zlib stream at the start of `input`; returns the data and the number of
 /// input bytes the stream occupied. `budget` is reduced by the output length.
 pub fn inflate_zlib(input: &[u8], budget: &mut usize, what: &str) -> Result<(Vec<u8>, usize)> {
-    let mut z = Decompress::new(true);
+    ZLIB.with(|cell| {
+        // A re-entrant call (none exists today) would find the cell borrowed: use a fresh one.
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return inflate_with(&mut Decompress::new(true), input, budget, what);
+        };
+        let z = slot.get_or_insert_with(|| Decompress::new(true));
+        z.reset(true);
+        inflate_with(z, input, budget, what)
+    })
+}
+
+fn inflate_with(
+    z: &mut Decompress,
+    input: &[u8],
+    budget: &mut usize,
+    what: &str,
+) -> Result<(Vec<u8>, usize)> {
     let mut out = Vec::new();
     loop {
         if out.len() == out.capacity() {
@@ -61,8 +87,35 @@ pub fn inflate_zlib(input: &[u8], budget: &mut usize, what: &str) -> Result<(Vec
 /// returns the data and the number of input bytes the frame occupied.
 pub fn decode_zstd(input: &[u8], budget: &mut usize, what: &str) -> Result<(Vec<u8>, usize)> {
     let zerr = |e: std::io::Error| Error::corrupt(format!("{what}: zstd: {e}"));
-    let mut decoder = Decoder::new().map_err(zerr)?;
+    ZSTD.with(|cell| {
+        // A re-entrant call (none exists today) would find the cell borrowed: use a fresh one.
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return decode_with(&mut Decoder::new().map_err(zerr)?, input, budget, what);
+        };
+        let decoder = match slot.as_mut() {
+            Some(d) => {
+                d.reinit().map_err(zerr)?;
+                d
+            }
+            None => slot.insert(Decoder::new().map_err(zerr)?),
+        };
+        decode_with(decoder, input, budget, what)
+    })
+}
+
+fn decode_with(
+    decoder: &mut Decoder<'_>,
+    input: &[u8],
+    budget: &mut usize,
+    what: &str,
+) -> Result<(Vec<u8>, usize)> {
+    let zerr = |e: std::io::Error| Error::corrupt(format!("{what}: zstd: {e}"));
     let mut out: Vec<u8> = Vec::new();
+    // The frame usually states its size: allocate it at once (within the budget; the
+    // loop below still enforces the budget whatever the header claims).
+    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(input) {
+        out.reserve_exact(usize::try_from(size).unwrap_or(usize::MAX).min(*budget));
+    }
     let mut used = 0usize;
     loop {
         if out.len() == out.capacity() {
