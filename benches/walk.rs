@@ -1,12 +1,14 @@
 //! In-process walks over every block of a Luanti world, for `scripts/bench`.
 //!
-//! `cargo bench --bench walk -- WORLD [--runs N]` times, on one world, best of N runs each:
+//! `cargo bench --bench walk -- WORLD [--runs N] [--only floor,codec,tree]` times, on one
+//! world, best of N runs each (all three walks unless `--only` names some):
 //! * `floor`: every blob read from SQLite (paged listing) and decompressed, nothing else
 //!   ([`codec::decompress_only`]) — the least any walk of the world can cost;
 //! * `codec`: the same reads, each blob decoded and its `nodes.cubeset` rendered, with the
 //!   decode and render shares timed separately;
 //! * `tree`: the mounted tree without FUSE: `blocks/` listed through [`Tree::list`] and every
-//!   `blocks/X,Y,Z/nodes.cubeset` read through [`Tree::read`] with the default cache.
+//!   `blocks/X,Y,Z/nodes.cubeset` read through [`Tree::read`] with the default cache; the
+//!   process's peak RSS is reported after it.
 //!
 //! Output is one `key value` line per figure (seconds, counts, bytes), read by the script.
 
@@ -112,30 +114,51 @@ fn best<T>(runs: usize, mut walk: impl FnMut() -> Result<T>) -> Result<(Duration
     best.ok_or_else(|| worldfs::Error::invalid("no run"))
 }
 
-fn run(world: &Path, runs: usize) -> Result<()> {
+fn run(world: &Path, runs: usize, only: &[String]) -> Result<()> {
+    let wanted = |walk: &str| only.is_empty() || only.iter().any(|w| w == walk);
     let (map, _) = worldfs::luanti::tree::locate(world)?;
     let store = MapStore::open(&map, true)?;
     // Warm the page cache so that every walk reads the database from memory.
     floor(&store)?;
-    let (t, c) = best(runs, || floor(&store))?;
-    println!("blocks {}", c.blocks);
-    println!("floor_s {:.6}", t.as_secs_f64());
-    println!("floor_bytes {}", c.bytes);
-    let (t, (c, decode, render)) = best(runs, || codec_walk(&store))?;
-    println!("codec_s {:.6}", t.as_secs_f64());
-    println!("codec_decode_s {:.6}", decode.as_secs_f64());
-    println!("codec_render_s {:.6}", render.as_secs_f64());
-    println!("cubeset_bytes {}", c.bytes);
-    let (t, c) = best(runs, || tree_walk(world))?;
-    println!("tree_s {:.6}", t.as_secs_f64());
-    println!("tree_blocks {}", c.blocks);
-    println!("tree_bytes {}", c.bytes);
+    if wanted("floor") {
+        let (t, c) = best(runs, || floor(&store))?;
+        println!("blocks {}", c.blocks);
+        println!("floor_s {:.6}", t.as_secs_f64());
+        println!("floor_bytes {}", c.bytes);
+    }
+    if wanted("codec") {
+        let (t, (c, decode, render)) = best(runs, || codec_walk(&store))?;
+        println!("codec_s {:.6}", t.as_secs_f64());
+        println!("codec_decode_s {:.6}", decode.as_secs_f64());
+        println!("codec_render_s {:.6}", render.as_secs_f64());
+        println!("cubeset_bytes {}", c.bytes);
+    }
+    if wanted("tree") {
+        let (t, c) = best(runs, || tree_walk(world))?;
+        println!("tree_s {:.6}", t.as_secs_f64());
+        println!("tree_blocks {}", c.blocks);
+        println!("tree_bytes {}", c.bytes);
+        println!("peak_rss_kib {}", peak_rss_kib());
+    }
     Ok(())
+}
+
+/// This process's peak resident set (VmHWM) in KiB, 0 when unknown.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn main() -> ExitCode {
     let mut world: Option<PathBuf> = None;
     let mut runs = 2;
+    let mut only: Vec<String> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -148,6 +171,13 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             },
+            "--only" => match args.next() {
+                Some(list) => only.extend(list.split(',').map(str::to_string)),
+                None => {
+                    eprintln!("walk: --only needs floor, codec and/or tree");
+                    return ExitCode::FAILURE;
+                }
+            },
             a if world.is_none() && !a.starts_with('-') => world = Some(PathBuf::from(a)),
             a => {
                 eprintln!("walk: unexpected argument {a}");
@@ -156,10 +186,10 @@ fn main() -> ExitCode {
         }
     }
     let Some(world) = world else {
-        eprintln!("usage: cargo bench --bench walk -- WORLD [--runs N]");
+        eprintln!("usage: cargo bench --bench walk -- WORLD [--runs N] [--only floor,codec,tree]");
         return ExitCode::FAILURE;
     };
-    match run(&world, runs) {
+    match run(&world, runs, &only) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("walk: {e}");

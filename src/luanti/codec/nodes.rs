@@ -67,60 +67,69 @@ pub fn decode_nodes(raw: &[u8], content_width: u8, name_ids: &[NameId<'_>]) -> R
     let param1 = raw[cw * NODE_COUNT..(cw + 1) * NODE_COUNT].to_vec();
     let mut param2 = raw[(cw + 1) * NODE_COUNT..].to_vec();
 
+    // The stored id of every node.
+    let mut content: Vec<u16> = if cw == 2 {
+        raw[..2 * NODE_COUNT]
+            .chunks_exact(2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]))
+            .collect()
+    } else {
+        // content_width 1: ids above 0x7F borrow the high nibble of param2
+        // (MapNode::deSerializeBulk).
+        raw[..NODE_COUNT]
+            .iter()
+            .zip(param2.iter_mut())
+            .map(|(&p0, p2)| {
+                let p0 = u16::from(p0);
+                if p0 > 0x7F {
+                    let id = (p0 << 4) | u16::from(*p2 >> 4);
+                    *p2 &= 0x0F;
+                    id
+                } else {
+                    p0
+                }
+            })
+            .collect()
+    };
+
     // Later entries for the same id win, as in NameIdMapping::deSerialize.
     let by_id: HashMap<u16, &[u8]> = name_ids.iter().map(|e| (e.id, e.name)).collect();
     let mut names: Vec<String> = Vec::new();
     let mut index_of_name: HashMap<&[u8], u16> = HashMap::new();
-    let mut index_of_id: HashMap<u16, u16> = HashMap::new();
-    let mut content = Vec::with_capacity(NODE_COUNT);
-    let mut last: Option<(u16, u16)> = None;
-    for (i, p2) in param2.iter_mut().enumerate() {
-        let id = if cw == 2 {
-            u16::from_be_bytes([raw[2 * i], raw[2 * i + 1]])
-        } else {
-            // content_width 1: ids above 0x7F borrow the high nibble of param2
-            // (MapNode::deSerializeBulk).
-            let p0 = u16::from(raw[i]);
-            if p0 > 0x7F {
-                let id = (p0 << 4) | u16::from(*p2 >> 4);
-                *p2 &= 0x0F;
-                id
-            } else {
-                p0
-            }
+    // Stored id → canonical index, UNSET until first seen; ids are small and dense in
+    // practice, and the table never exceeds 64 Ki entries.
+    const UNSET: u16 = u16::MAX;
+    let max_id = content.iter().copied().max().unwrap_or(0);
+    let mut index_of_id = vec![UNSET; usize::from(max_id) + 1];
+    for (i, node) in content.iter_mut().enumerate() {
+        let id = *node;
+        let Some(slot) = index_of_id.get_mut(usize::from(id)) else {
+            return Err(Error::corrupt(format!("node {i}: id {id} out of range")));
         };
-        let index = match last {
-            Some((last_id, index)) if last_id == id => index,
-            _ => match index_of_id.get(&id) {
+        if *slot == UNSET {
+            let name = by_id.get(&id).ok_or_else(|| {
+                Error::corrupt(format!(
+                    "node {i} has id {id}, which the name-id mapping does not name"
+                ))
+            })?;
+            *slot = match index_of_name.get(name) {
                 Some(&index) => index,
                 None => {
-                    let name = by_id.get(&id).ok_or_else(|| {
+                    let text = std::str::from_utf8(name).map_err(|_| {
                         Error::corrupt(format!(
-                            "node {i} has id {id}, which the name-id mapping does not name"
+                            "node name {:?} is not valid UTF-8",
+                            String::from_utf8_lossy(name)
                         ))
                     })?;
-                    let index = match index_of_name.get(name) {
-                        Some(&index) => index,
-                        None => {
-                            let text = std::str::from_utf8(name).map_err(|_| {
-                                Error::corrupt(format!(
-                                    "node name {:?} is not valid UTF-8",
-                                    String::from_utf8_lossy(name)
-                                ))
-                            })?;
-                            let index = names.len() as u16;
-                            names.push(text.to_string());
-                            index_of_name.insert(name, index);
-                            index
-                        }
-                    };
-                    index_of_id.insert(id, index);
+                    // At most 4096 distinct ids are used, so the index stays below UNSET.
+                    let index = names.len() as u16;
+                    names.push(text.to_string());
+                    index_of_name.insert(name, index);
                     index
                 }
-            },
-        };
-        last = Some((id, index));
-        content.push(index);
+            };
+        }
+        *node = *slot;
     }
     Ok(Nodes {
         names,

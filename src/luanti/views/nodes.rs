@@ -25,16 +25,65 @@ fn node_index(cell: usize) -> usize {
 
 /// `nodes.cubeset`: node names and param2 as a Cubeset file.
 pub fn render_nodes(block: &MapBlock) -> Vec<u8> {
+    let grid = if block.content.len() == NODE_COUNT
+        && block.param2.len() == NODE_COUNT
+        && block.names.len() <= DENSE_NAMES
+    {
+        dense_cells(block)
+    } else {
+        sparse_cells(block)
+    };
+    cubeset::render(&grid, &|_| None)
+}
+
+/// The palette and cells of a well-formed block with few names, row by row. The palette is
+/// in no particular order: the Cubeset writer orders definitions by first use.
+fn dense_cells(block: &MapBlock) -> Grid {
+    let mut palette: Vec<Definition> = Vec::new();
+    let mut cells = vec![u32::MAX; NODE_COUNT];
+    // (content, param2) → palette index.
+    let mut dense = vec![u32::MAX; block.names.len() * 256];
+    for (row, out) in cells.chunks_exact_mut(BLOCK_SIZE).enumerate() {
+        // Cell rows run (y, z); node rows start at node index z*256 + y*16.
+        let (y, z) = (row / BLOCK_SIZE, row % BLOCK_SIZE);
+        let start = z * BLOCK_SIZE * BLOCK_SIZE + y * BLOCK_SIZE;
+        let (Some(content), Some(param2)) = (
+            block.content.get(start..start + BLOCK_SIZE),
+            block.param2.get(start..start + BLOCK_SIZE),
+        ) else {
+            continue;
+        };
+        for ((cell, &c), &p2) in out.iter_mut().zip(content).zip(param2) {
+            // A content index past the names has no slot and stays an invalid cell.
+            let Some(slot) = dense.get_mut(usize::from(c) * 256 + usize::from(p2)) else {
+                continue;
+            };
+            if *slot == u32::MAX {
+                let Some(name) = block.names.get(usize::from(c)) else {
+                    continue;
+                };
+                *slot = palette.len() as u32;
+                palette.push(Definition {
+                    kind: name.clone(),
+                    meta: u32::from(p2),
+                });
+            }
+            *cell = *slot;
+        }
+    }
+    Grid {
+        size: SIZE,
+        palette,
+        cells,
+    }
+}
+
+/// The palette and cells of any block (missing nodes and unknown names become invalid
+/// cells, which the Cubeset writer shows without a definition).
+fn sparse_cells(block: &MapBlock) -> Grid {
     let mut palette: Vec<Definition> = Vec::new();
     let mut cells: Vec<u32> = Vec::with_capacity(NODE_COUNT);
-    let names = block.names.len();
-    // (content, param2) → palette index: a dense table for the usual few names.
-    let mut dense: Vec<u32> = if names <= DENSE_NAMES {
-        vec![u32::MAX; names * 256]
-    } else {
-        Vec::new()
-    };
-    let mut sparse: HashMap<(u16, u8), u32> = HashMap::new();
+    let mut slots: HashMap<(u16, u8), u32> = HashMap::new();
     for cell in 0..NODE_COUNT {
         let i = node_index(cell);
         let (Some(&content), Some(&param2)) = (block.content.get(i), block.param2.get(i)) else {
@@ -45,26 +94,20 @@ pub fn render_nodes(block: &MapBlock) -> Vec<u8> {
             cells.push(u32::MAX);
             continue;
         };
-        let slot = if names <= DENSE_NAMES {
-            &mut dense[usize::from(content) * 256 + usize::from(param2)]
-        } else {
-            sparse.entry((content, param2)).or_insert(u32::MAX)
-        };
-        if *slot == u32::MAX {
-            *slot = palette.len() as u32;
+        let slot = slots.entry((content, param2)).or_insert_with(|| {
             palette.push(Definition {
                 kind: name.clone(),
                 meta: u32::from(param2),
             });
-        }
+            palette.len() as u32 - 1
+        });
         cells.push(*slot);
     }
-    let grid = Grid {
+    Grid {
         size: SIZE,
         palette,
         cells,
-    };
-    cubeset::render(&grid, &|_| None)
+    }
 }
 
 /// Parses `nodes.cubeset` into `block` (names, content, param2), canonically.
@@ -113,4 +156,64 @@ fn check(def: &Definition) -> std::result::Result<(), String> {
         return Err("node name longer than 65535 bytes".to_string());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(names: usize, seed: u64) -> MapBlock {
+        let mut s = seed | 1;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let content: Vec<u16> = (0..NODE_COUNT)
+            .map(|_| (next() % names as u64) as u16)
+            .collect();
+        let param2: Vec<u8> = (0..NODE_COUNT).map(|_| (next() % 3) as u8).collect();
+        let mut b = crate::luanti::blocks::new_block();
+        b.names = (0..names).map(|i| format!("mod:node{i}")).collect();
+        b.content = content;
+        b.param2 = param2;
+        b
+    }
+
+    #[test]
+    fn dense_and_sparse_cells_render_the_same_file() {
+        for (names, seed) in [(1, 1), (2, 7), (5, 99), (DENSE_NAMES, 3)] {
+            let b = block(names, seed);
+            let dense = cubeset::render(&dense_cells(&b), &|_| None);
+            let sparse = cubeset::render(&sparse_cells(&b), &|_| None);
+            assert_eq!(dense, sparse, "{names} names");
+            assert_eq!(render_nodes(&b), dense);
+        }
+    }
+
+    #[test]
+    fn blocks_with_many_names_round_trip() {
+        let b = block(DENSE_NAMES * 3, 5);
+        let text = render_nodes(&b);
+        let mut back = crate::luanti::blocks::new_block();
+        parse_nodes(&text, &mut back).unwrap();
+        for i in 0..NODE_COUNT {
+            let name = |m: &MapBlock| m.names[usize::from(m.content[i])].clone();
+            assert_eq!(name(&back), name(&b));
+            assert_eq!(back.param2[i], b.param2[i]);
+        }
+    }
+
+    #[test]
+    fn content_past_the_names_is_an_undefined_cell() {
+        let mut b = block(3, 11);
+        b.content[5] = 3;
+        for grid in [dense_cells(&b), sparse_cells(&b)] {
+            assert_eq!(grid.cells[5], u32::MAX);
+            assert_ne!(grid.cells[4], u32::MAX);
+        }
+        let mut back = crate::luanti::blocks::new_block();
+        assert!(parse_nodes(&render_nodes(&b), &mut back).is_err());
+    }
 }
