@@ -99,7 +99,7 @@ fn object() -> impl Strategy<Value = StaticObject> {
             })
         });
     prop_oneof![
-        (pos.clone(), entity).prop_map(|(pos, data)| StaticObject { kind: 7, pos, data }),
+        (pos, entity).prop_map(|(pos, data)| StaticObject { kind: 7, pos, data }),
         (0..7u8, pos, bytes(50)).prop_map(|(kind, pos, data)| StaticObject {
             kind,
             pos,
