@@ -17,59 +17,73 @@ const SIZE: [usize; 3] = [BLOCK_SIZE; 3];
 /// Up to this many names, (content, param2) pairs are looked up in a table of names × 256.
 const DENSE_NAMES: usize = 32;
 
-/// Node index (`z*256 + y*16 + x`) of each grid cell (`(y*16 + z)*16 + x`).
-fn node_index(cell: usize) -> usize {
-    let (x, z, y) = (cell & 15, (cell >> 4) & 15, (cell >> 8) & 15);
-    (z << 8) | (y << 4) | x
-}
-
 /// `nodes.cubeset`: node names and param2 as a Cubeset file.
 pub fn render_nodes(block: &MapBlock) -> Vec<u8> {
-    let grid = if block.content.len() == NODE_COUNT
-        && block.param2.len() == NODE_COUNT
-        && block.names.len() <= DENSE_NAMES
-    {
-        dense_cells(block)
+    let names = block.names.len();
+    let grid = if names <= DENSE_NAMES {
+        grid_dense(block)
     } else {
-        sparse_cells(block)
+        grid_sparse(block)
     };
     cubeset::render(&grid, &|_| None)
 }
 
-/// The palette and cells of a well-formed block with few names, row by row. The palette is
-/// in no particular order: the Cubeset writer orders definitions by first use.
-fn dense_cells(block: &MapBlock) -> Grid {
+/// Grid order is y, z, x and node index z*256 + y*16 + x, so each grid row is a run of 16
+/// nodes in the block's arrays: the start of the row of grid rows in order.
+fn row_starts() -> impl Iterator<Item = usize> {
+    (0..BLOCK_SIZE).flat_map(|y| (0..BLOCK_SIZE).map(move |z| z * 256 + y * 16))
+}
+
+/// The grid of a block with few names: (content, param2) pairs are looked up in a table of
+/// names × 256 entries; content without a name and missing nodes are out of the palette's
+/// range (the Cubeset shows them as undefined).
+fn grid_dense(block: &MapBlock) -> Grid {
+    let mut table = vec![u32::MAX; block.names.len() * 256];
     let mut palette: Vec<Definition> = Vec::new();
-    let mut cells = vec![u32::MAX; NODE_COUNT];
-    // (content, param2) → palette index.
-    let mut dense = vec![u32::MAX; block.names.len() * 256];
-    for (row, out) in cells.chunks_exact_mut(BLOCK_SIZE).enumerate() {
-        // Cell rows run (y, z); node rows start at node index z*256 + y*16.
-        let (y, z) = (row / BLOCK_SIZE, row % BLOCK_SIZE);
-        let start = z * BLOCK_SIZE * BLOCK_SIZE + y * BLOCK_SIZE;
+    let mut lookup = |c: u16, p: u8| -> u32 {
+        let key = usize::from(c) << 8 | usize::from(p);
+        match table.get(key) {
+            Some(&index) if index != u32::MAX => index,
+            _ => match (table.get_mut(key), block.names.get(usize::from(c))) {
+                (Some(slot), Some(name)) => {
+                    *slot = palette.len() as u32;
+                    palette.push(Definition {
+                        kind: name.clone(),
+                        meta: u32::from(p),
+                    });
+                    *slot
+                }
+                // Content without a name: out of the palette, shown as undefined.
+                _ => u32::MAX,
+            },
+        }
+    };
+    let mut cells: Vec<u32> = Vec::with_capacity(NODE_COUNT);
+    for start in row_starts() {
         let (Some(content), Some(param2)) = (
             block.content.get(start..start + BLOCK_SIZE),
             block.param2.get(start..start + BLOCK_SIZE),
         ) else {
+            cells.extend_from_slice(&[u32::MAX; BLOCK_SIZE]);
             continue;
         };
-        for ((cell, &c), &p2) in out.iter_mut().zip(content).zip(param2) {
-            // A content index past the names has no slot and stays an invalid cell.
-            let Some(slot) = dense.get_mut(usize::from(c) * 256 + usize::from(p2)) else {
-                continue;
-            };
-            if *slot == u32::MAX {
-                let Some(name) = block.names.get(usize::from(c)) else {
-                    continue;
-                };
-                *slot = palette.len() as u32;
-                palette.push(Definition {
-                    kind: name.clone(),
-                    meta: u32::from(p2),
-                });
+        let (Ok(content), Ok(param2)) = (
+            <&[u16; BLOCK_SIZE]>::try_from(content),
+            <&[u8; BLOCK_SIZE]>::try_from(param2),
+        ) else {
+            cells.extend_from_slice(&[u32::MAX; BLOCK_SIZE]);
+            continue;
+        };
+        let mut row = [0u32; BLOCK_SIZE];
+        if *content == [content[0]; BLOCK_SIZE] && *param2 == [param2[0]; BLOCK_SIZE] {
+            // A row of one kind (common: air, stone): one lookup.
+            row = [lookup(content[0], param2[0]); BLOCK_SIZE];
+        } else {
+            for ((d, &c), &p) in row.iter_mut().zip(content).zip(param2) {
+                *d = lookup(c, p);
             }
-            *cell = *slot;
         }
+        cells.extend_from_slice(&row);
     }
     Grid {
         size: SIZE,
@@ -78,30 +92,32 @@ fn dense_cells(block: &MapBlock) -> Grid {
     }
 }
 
-/// The palette and cells of any block (missing nodes and unknown names become invalid
-/// cells, which the Cubeset writer shows without a definition).
-fn sparse_cells(block: &MapBlock) -> Grid {
+/// The grid of any block: a hash map from (content, param2); cells whose content has no
+/// name, or which are missing, are out of the palette's range (the Cubeset shows them as
+/// undefined).
+fn grid_sparse(block: &MapBlock) -> Grid {
+    let mut map: HashMap<(u16, u8), u32> = HashMap::new();
     let mut palette: Vec<Definition> = Vec::new();
     let mut cells: Vec<u32> = Vec::with_capacity(NODE_COUNT);
-    let mut slots: HashMap<(u16, u8), u32> = HashMap::new();
-    for cell in 0..NODE_COUNT {
-        let i = node_index(cell);
-        let (Some(&content), Some(&param2)) = (block.content.get(i), block.param2.get(i)) else {
-            cells.push(u32::MAX);
-            continue;
-        };
-        let Some(name) = block.names.get(usize::from(content)) else {
-            cells.push(u32::MAX);
-            continue;
-        };
-        let slot = slots.entry((content, param2)).or_insert_with(|| {
-            palette.push(Definition {
-                kind: name.clone(),
-                meta: u32::from(param2),
+    for start in row_starts() {
+        for i in start..start + 16 {
+            let (Some(&c), Some(&p)) = (block.content.get(i), block.param2.get(i)) else {
+                cells.push(u32::MAX);
+                continue;
+            };
+            let Some(name) = block.names.get(usize::from(c)) else {
+                cells.push(u32::MAX);
+                continue;
+            };
+            let index = *map.entry((c, p)).or_insert_with(|| {
+                palette.push(Definition {
+                    kind: name.clone(),
+                    meta: u32::from(p),
+                });
+                palette.len() as u32 - 1
             });
-            palette.len() as u32 - 1
-        });
-        cells.push(*slot);
+            cells.push(index);
+        }
     }
     Grid {
         size: SIZE,
@@ -182,11 +198,11 @@ mod tests {
     }
 
     #[test]
-    fn dense_and_sparse_cells_render_the_same_file() {
+    fn dense_and_grid_sparse_render_the_same_file() {
         for (names, seed) in [(1, 1), (2, 7), (5, 99), (DENSE_NAMES, 3)] {
             let b = block(names, seed);
-            let dense = cubeset::render(&dense_cells(&b), &|_| None);
-            let sparse = cubeset::render(&sparse_cells(&b), &|_| None);
+            let dense = cubeset::render(&grid_dense(&b), &|_| None);
+            let sparse = cubeset::render(&grid_sparse(&b), &|_| None);
             assert_eq!(dense, sparse, "{names} names");
             assert_eq!(render_nodes(&b), dense);
         }
@@ -209,7 +225,7 @@ mod tests {
     fn content_past_the_names_is_an_undefined_cell() {
         let mut b = block(3, 11);
         b.content[5] = 3;
-        for grid in [dense_cells(&b), sparse_cells(&b)] {
+        for grid in [grid_dense(&b), grid_sparse(&b)] {
             assert_eq!(grid.cells[5], u32::MAX);
             assert_ne!(grid.cells[4], u32::MAX);
         }
