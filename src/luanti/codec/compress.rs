@@ -5,13 +5,17 @@
 //! right after it. The output is bounded by a budget shared by all parts of a block, so a
 //! hostile blob cannot make us allocate more than [`super::MAX_DECOMPRESSED`] bytes.
 //!
-//! Each thread keeps one zstd and one zlib decompressor and resets it per stream: creating
-//! a zstd context costs more than decompressing a whole block.
+//! Each thread keeps its zstd and zlib decompressors and resets them per stream: creating
+//! a zstd context costs more than decompressing a whole block. A complete zstd frame is
+//! decompressed in one call straight into its output (into the size its header states, or,
+//! as the engine writes none, into 64 KiB); only frames larger than that are streamed.
 
 use std::cell::RefCell;
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use zstd::bulk::Decompressor;
 use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
+use zstd::zstd_safe;
 
 use crate::error::{Error, Result};
 
@@ -20,6 +24,7 @@ const STEP: usize = 64 << 10;
 
 thread_local! {
     static ZSTD: RefCell<Option<Decoder<'static>>> = const { RefCell::new(None) };
+    static ZSTD_BULK: RefCell<Option<Decompressor<'static>>> = const { RefCell::new(None) };
     static ZLIB: RefCell<Option<Decompress>> = const { RefCell::new(None) };
 }
 
@@ -86,6 +91,9 @@ fn inflate_with(
 /// Decodes the zstd frame at the start of `input` (the content-size field is optional);
 /// returns the data and the number of input bytes the frame occupied.
 pub fn decode_zstd(input: &[u8], budget: &mut usize, what: &str) -> Result<(Vec<u8>, usize)> {
+    if let Some(done) = decode_whole_frame(input, budget, what) {
+        return done;
+    }
     let zerr = |e: std::io::Error| Error::corrupt(format!("{what}: zstd: {e}"));
     ZSTD.with(|cell| {
         // A re-entrant call (none exists today) would find the cell borrowed: use a fresh one.
@@ -101,6 +109,60 @@ pub fn decode_zstd(input: &[u8], budget: &mut usize, what: &str) -> Result<(Vec<
         };
         decode_with(decoder, input, budget, what)
     })
+}
+
+/// Output room tried for a frame that does not state its size: a block's node data is 16 KiB
+/// and its metadata usually small; bigger frames are streamed.
+const UNSIZED_GUESS: usize = 64 << 10;
+
+/// Decompresses a complete frame in one call, straight into its output; `None` when the
+/// frame is incomplete or, not stating its size, does not fit [`UNSIZED_GUESS`] (the
+/// streaming path then decodes it or reports why not).
+fn decode_whole_frame(
+    input: &[u8],
+    budget: &mut usize,
+    what: &str,
+) -> Option<Result<(Vec<u8>, usize)>> {
+    let frame_len = zstd_safe::find_frame_compressed_size(input).ok()?;
+    let frame = input.get(..frame_len)?;
+    let stated = zstd_safe::get_frame_content_size(frame).ok()?;
+    let room = match stated.map(usize::try_from) {
+        Some(Ok(size)) if size <= *budget => size,
+        Some(_) => {
+            return Some(Err(Error::corrupt(format!(
+                "{what}: decompresses to more than {budget} bytes"
+            ))))
+        }
+        None => UNSIZED_GUESS.min(*budget),
+    };
+    let zerr = |e: std::io::Error| Error::corrupt(format!("{what}: zstd: {e}"));
+    let decompress = |d: &mut Decompressor<'_>| -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(room);
+        d.decompress_to_buffer(frame, &mut out).map_err(zerr)?;
+        if stated.is_some() && out.len() != room {
+            return Err(Error::corrupt(format!(
+                "{what}: zstd frame holds {} bytes, its header says {room}",
+                out.len()
+            )));
+        }
+        Ok(out)
+    };
+    let out = ZSTD_BULK.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut slot) => match slot.as_mut() {
+            Some(d) => decompress(d),
+            None => decompress(slot.insert(Decompressor::new().map_err(zerr)?)),
+        },
+        // A re-entrant call (none exists today) finds the cell borrowed: use a fresh one.
+        Err(_) => decompress(&mut Decompressor::new().map_err(zerr)?),
+    });
+    match out {
+        Ok(out) => {
+            *budget -= out.len();
+            Some(Ok((out, frame_len)))
+        }
+        Err(e) if stated.is_some() => Some(Err(e)),
+        Err(_) => None,
+    }
 }
 
 fn decode_with(
@@ -206,8 +268,56 @@ mod tests {
     }
 
     #[test]
-    fn zstd_frame_without_content_size_stops_at_frame_end() {
+    fn zstd_frame_with_content_size_stops_at_frame_end() {
         let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 13) as u8).collect();
+        let mut blob = Vec::new();
+        encode_zstd(&data, &mut blob).unwrap();
+        assert_eq!(
+            zstd_safe::get_frame_content_size(&blob).unwrap(),
+            Some(data.len() as u64)
+        );
+        let len = blob.len();
+        blob.extend_from_slice(b"rest");
+        let mut budget = 1 << 20;
+        let (out, used) = decode_zstd(&blob, &mut budget, "t").unwrap();
+        assert_eq!(out, data);
+        assert_eq!(used, len);
+        assert_eq!(budget, (1 << 20) - data.len());
+        for cut in [0, 3, len / 2, len - 1] {
+            let mut budget = 1 << 20;
+            assert!(decode_zstd(&blob[..cut], &mut budget, "t").is_err());
+        }
+        // A header whose content size is off by one either way is corrupt, not trusted.
+        let fhd = blob[4];
+        let at = 5 + usize::from(fhd & 0x20 == 0);
+        let width = match fhd >> 6 {
+            0 => usize::from(fhd & 0x20 != 0),
+            1 => 2,
+            2 => 4,
+            _ => 8,
+        };
+        assert!(width >= 2, "test frame should store its size in 2+ bytes");
+        for delta in [1i64, -1] {
+            let mut lying = blob.clone();
+            let mut field = [0u8; 8];
+            field[..width].copy_from_slice(&lying[at..at + width]);
+            let v = (i64::from_le_bytes(field) + delta).to_le_bytes();
+            lying[at..at + width].copy_from_slice(&v[..width]);
+            let mut budget = 1 << 20;
+            assert!(decode_zstd(&lying, &mut budget, "t").is_err(), "{delta}");
+        }
+    }
+
+    #[test]
+    fn zstd_frame_without_content_size_stops_at_frame_end() {
+        // Small frames are decoded whole, big ones streamed.
+        for len in [20_000u32, 3 * UNSIZED_GUESS as u32] {
+            unsized_frame_stops_at_frame_end(len);
+        }
+    }
+
+    fn unsized_frame_stops_at_frame_end(len: u32) {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 13) as u8).collect();
         let mut enc = zstd::stream::Encoder::new(Vec::new(), 3).unwrap();
         enc.include_contentsize(false).unwrap();
         std::io::Write::write_all(&mut enc, &data).unwrap();
