@@ -69,10 +69,12 @@ pub fn decode_nodes(raw: &[u8], content_width: u8, name_ids: &[NameId<'_>]) -> R
 
     // The stored id of every node.
     let mut content: Vec<u16> = if cw == 2 {
-        raw[..2 * NODE_COUNT]
-            .chunks_exact(2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-            .collect()
+        // A plain loop into a sized vector: much faster than collecting the iterator.
+        let mut ids = vec![0u16; NODE_COUNT];
+        for (id, b) in ids.iter_mut().zip(raw.chunks_exact(2)) {
+            *id = u16::from_be_bytes([b[0], b[1]]);
+        }
+        ids
     } else {
         // content_width 1: ids above 0x7F borrow the high nibble of param2
         // (MapNode::deSerializeBulk).
