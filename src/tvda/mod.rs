@@ -1,1 +1,14 @@
 //! Terrarum TVDA disks (spec version 254) and TEVD v3 disks.
+//!
+//! Layers, each usable without the ones above it:
+//! - codecs: `container` (the TVDA header, entries, CRCs, index scan), `chunk` (chunk entry
+//!   IDs, tile layers), `compress` (gzip, zstd, Snappy framing), `tevd` (TEVD v2/v3 disks);
+//! - views: `names` (readable names of entries), `json_view` (savegameinfo and actor JSON),
+//!   `inventory` (a player's item list), `chunk_view` (chunk tiles as Cubeset grids);
+//! - stores: `store` (a TVDA file, crash-safe commits, compaction), `tevd_store` (a TEVD
+//!   disk as a directory tree).
+
+pub mod bytes;
+pub mod container;
+mod replace;
+pub mod store;
