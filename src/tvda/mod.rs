@@ -9,6 +9,12 @@
 //!   disk as a directory tree).
 
 pub mod bytes;
+pub mod chunk;
+pub mod chunk_view;
+pub mod compress;
 pub mod container;
+pub mod inventory;
+pub mod json_view;
+pub mod names;
 mod replace;
 pub mod store;
