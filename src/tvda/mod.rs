@@ -18,3 +18,5 @@ pub mod json_view;
 pub mod names;
 mod replace;
 pub mod store;
+pub mod tevd;
+pub mod tevd_store;
