@@ -134,44 +134,45 @@ pub fn chunk_grid(tiles: &[Tile], names: &TileNames) -> Grid {
     }
 }
 
-/// The tiles of a chunk grid; `text` (the file it came from) is searched to give a bad
-/// definition's line.
-pub fn grid_tiles(layer: Layer, grid: &Grid, names: &TileNames, text: &[u8]) -> Result<Vec<Tile>> {
+/// The tile a definition stands for in `layer`, or why it stands for none.
+fn definition_tile(
+    layer: Layer,
+    def: &Definition,
+    names: &TileNames,
+) -> std::result::Result<Tile, String> {
+    let number = names.number(&def.kind).ok_or_else(|| {
+        format!(
+            "tile name {:?} is not in the world's tileNumberToNameMap",
+            def.kind
+        )
+    })?;
+    let meta = u16::try_from(def.meta)
+        .ok()
+        .filter(|&m| m <= layer.max_meta())
+        .ok_or_else(|| {
+            format!(
+                "{} META {} out of range 0..={}",
+                layer.name(),
+                def.meta,
+                layer.max_meta()
+            )
+        })?;
+    Ok(Tile { number, meta })
+}
+
+/// The tiles of a chunk grid.
+pub fn grid_tiles(layer: Layer, grid: &Grid, names: &TileNames) -> Result<Vec<Tile>> {
     if grid.size != [CHUNK_SIZE, 1, CHUNK_SIZE] || grid.cells.len() != CHUNK_TILES {
         return Err(Error::invalid(format!(
             "a chunk is {CHUNK_SIZE} x 1 x {CHUNK_SIZE} cells, not {} x {} x {}",
             grid.size[0], grid.size[1], grid.size[2]
         )));
     }
-    let mut palette = Vec::with_capacity(grid.palette.len());
-    for def in &grid.palette {
-        let Some(number) = names.number(&def.kind) else {
-            return Err(at_text(
-                text,
-                &def.kind,
-                format!(
-                    "tile name {:?} is not in the world's tileNumberToNameMap",
-                    def.kind
-                ),
-            ));
-        };
-        let meta = u16::try_from(def.meta)
-            .ok()
-            .filter(|&m| m <= layer.max_meta())
-            .ok_or_else(|| {
-                at_text(
-                    text,
-                    &def.kind,
-                    format!(
-                        "{} META {} out of range 0..={}",
-                        layer.name(),
-                        def.meta,
-                        layer.max_meta()
-                    ),
-                )
-            })?;
-        palette.push(Tile { number, meta });
-    }
+    let palette = grid
+        .palette
+        .iter()
+        .map(|d| definition_tile(layer, d, names).map_err(Error::invalid))
+        .collect::<Result<Vec<Tile>>>()?;
     grid.cells
         .iter()
         .map(|&c| {
@@ -202,8 +203,9 @@ pub fn render_chunk(layer: Layer, tiles: &[Tile], names: &TileNames) -> Vec<u8> 
 
 /// The tiles of a chunk's Cubeset text.
 pub fn parse_chunk(text: &[u8], layer: Layer, names: &TileNames) -> Result<Vec<Tile>> {
-    let grid = cubeset::parse(text)?;
-    grid_tiles(layer, &grid, names, text)
+    let check = |d: &Definition| definition_tile(layer, d, names).map(|_| ());
+    let grid = cubeset::parse_checked(text, Some([CHUNK_SIZE, 1, CHUNK_SIZE]), &check)?;
+    grid_tiles(layer, &grid, names)
 }
 
 /// The Cubeset text of a stored chunk entry.
@@ -229,20 +231,6 @@ pub fn store_chunk(
         Some((p, Err(_))) => encode_chunk(layer, Codec::detect(p).unwrap_or(new_codec), &tiles),
         None => encode_chunk(layer, new_codec, &tiles),
     }
-}
-
-fn at_text(text: &[u8], needle: &str, message: String) -> Error {
-    let text = String::from_utf8_lossy(text);
-    for (i, line) in text.lines().enumerate() {
-        if let Some(col) = line.find(needle) {
-            return Error::at(
-                i + 1,
-                line.get(..col).map_or(1, |p| p.chars().count() + 1),
-                message,
-            );
-        }
-    }
-    Error::invalid(message)
 }
 
 #[cfg(test)]
@@ -274,24 +262,39 @@ mod tests {
         assert_eq!(grid.palette.len(), 4);
         assert_eq!(grid.palette[2].kind, "7", "duplicate name keeps its number");
         assert_eq!(grid.palette[3].kind, "999");
-        assert_eq!(grid_tiles(Layer::Ores, &grid, &names, b"").unwrap(), tiles);
+        assert_eq!(grid_tiles(Layer::Ores, &grid, &names).unwrap(), tiles);
         assert!(
-            grid_tiles(Layer::Terrain, &grid, &names, b"").is_err(),
+            grid_tiles(Layer::Terrain, &grid, &names).is_err(),
             "meta on terrain"
         );
     }
 
     #[test]
-    fn unknown_names_report_their_line() {
+    fn text_round_trip_and_errors_with_lines() {
         let names = names();
-        let mut grid = chunk_grid(&vec![Tile { number: 0, meta: 0 }; CHUNK_TILES], &names);
-        grid.palette[0].kind = "basegame:nope".into();
-        let text = b"Cubeset = {\n  \"A: basegame:nope: 0\",\n}";
-        let e = grid_tiles(Layer::Wall, &grid, &names, text).unwrap_err();
+        let mut tiles = vec![Tile { number: 0, meta: 0 }; CHUNK_TILES];
+        tiles[100] = Tile {
+            number: 3,
+            meta: 0x3800,
+        };
+        let text = render_chunk(Layer::Fluid, &tiles, &names);
+        assert!(String::from_utf8_lossy(&text).contains("amount 0.5"));
+        assert_eq!(parse_chunk(&text, Layer::Fluid, &names).unwrap(), tiles);
+        let bad = String::from_utf8(text.clone())
+            .unwrap()
+            .replace("ores@basegame:1", "basegame:nope");
+        let e = parse_chunk(bad.as_bytes(), Layer::Fluid, &names).unwrap_err();
         assert_eq!(e.errno(), libc::EINVAL);
-        assert!(e.message().starts_with("line 2, column 7:"), "{e}");
+        assert!(e.message().starts_with("line "), "{e}");
+        assert!(e.message().contains("basegame:nope"), "{e}");
+        assert!(
+            parse_chunk(&text, Layer::Ores, &names).is_err(),
+            "amount too big for ores"
+        );
+        assert!(parse_chunk(&text[..text.len() / 2], Layer::Fluid, &names).is_err());
+        let mut grid = chunk_grid(&tiles, &names);
         grid.size = [90, 2, 45];
-        assert!(grid_tiles(Layer::Wall, &grid, &names, b"").is_err());
+        assert!(grid_tiles(Layer::Wall, &grid, &names).is_err());
     }
 
     #[test]
