@@ -260,3 +260,51 @@ fn malformed_tevd_gives_errors_never_panics() {
         }
     }
 }
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        /// Random writes, creates and removes of files in the root of a fresh disk, committed
+        /// in random batches, read back like a map with every CRC valid.
+        #[test]
+        fn file_ops_match_a_map(ops in proptest::collection::vec((0u8..6, proptest::collection::vec(any::<u8>(), 0..300), any::<bool>()), 1..20)) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("p.tevd");
+            let mut disk = TevdDisk::create(&path, "prop", 0, 1).unwrap();
+            let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+            for (i, (which, data, commit)) in ops.into_iter().enumerate() {
+                let name = format!("f{which}");
+                if data.len() % 5 == 0 {
+                    if let Ok(id) = disk.lookup(TEVD_ROOT, &name) {
+                        disk.remove(id, i as u64).unwrap();
+                    }
+                    model.remove(&name);
+                } else {
+                    let id = match disk.lookup(TEVD_ROOT, &name) {
+                        Ok(id) => id,
+                        Err(_) => disk.create_node(TEVD_ROOT, &name, NewNode::File, i as u64).unwrap(),
+                    };
+                    disk.write(id, &data, i as u64).unwrap();
+                    model.insert(name, data);
+                }
+                if commit {
+                    disk.commit().unwrap();
+                    let back = TevdDisk::open(&path, false).unwrap();
+                    let got: BTreeMap<String, Vec<u8>> = back
+                        .list(TEVD_ROOT)
+                        .unwrap()
+                        .into_iter()
+                        .map(|n| (n.name.clone(), back.read(n.id).unwrap()))
+                        .collect();
+                    prop_assert_eq!(&got, &model);
+                    let c = back.check().unwrap();
+                    prop_assert!(c.bad_entry_crcs.is_empty() && c.disk_crc_ok);
+                }
+            }
+        }
+    }
+}

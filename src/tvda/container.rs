@@ -529,6 +529,60 @@ pub fn live_index(records: &[Record]) -> std::collections::BTreeMap<i64, usize> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn content() -> impl Strategy<Value = Content> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..200).prop_map(Content::File),
+            proptest::collection::vec(any::<i64>(), 0..20).prop_map(Content::Directory),
+            any::<i64>().prop_map(Content::Symlink),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn scanned_disks_give_back_what_was_written(
+            entries in proptest::collection::vec((-5i64..5, content(), any::<bool>()), 0..24)
+        ) {
+            let mut disk = Header::new("p", 2).unwrap().bytes().to_vec();
+            let mut expect = std::collections::BTreeMap::new();
+            for (id, content, discard) in &entries {
+                let mut bytes = encode_entry(*id, 0, 1, 2, content).unwrap();
+                if *discard {
+                    bytes[16] |= DISCARD_BIT;
+                } else {
+                    let mut sorted = content.clone();
+                    if let Content::Directory(ids) = &mut sorted {
+                        ids.sort_unstable();
+                    }
+                    expect.insert(*id, sorted);
+                }
+                disk.extend_from_slice(&bytes);
+            }
+            let found = scan(&disk[..], disk.len() as u64).unwrap();
+            prop_assert_eq!(found.end, disk.len() as u64);
+            prop_assert_eq!(found.records.len(), entries.len());
+            let live = live_index(&found.records);
+            prop_assert_eq!(live.len(), expect.len());
+            for (id, i) in live {
+                let r = found.records[i];
+                let body = &disk[(r.offset + ENTRY_HEADER_LEN) as usize..r.end() as usize];
+                prop_assert_eq!(entry_crc(body), r.header.crc);
+                prop_assert_eq!(&Content::decode(r.kind, body).unwrap(), &expect[&id]);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let mut disk = Header::new("p", 1).unwrap().bytes().to_vec();
+            disk.extend_from_slice(&tail);
+            if let Ok(found) = scan(&disk[..], disk.len() as u64) {
+                prop_assert!(found.end <= disk.len() as u64);
+            }
+            let _ = Header::parse(&tail);
+        }
+    }
 
     #[test]
     fn worked_example_crcs() {

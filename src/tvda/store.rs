@@ -292,7 +292,7 @@ impl Disk {
     /// Commits `changes` atomically; `now` (Unix seconds) becomes the entries' mtime.
     ///
     /// Later changes of the same ID override earlier ones; a `Put` of the bytes already
-    /// stored is no change. One effective change is appended in place (game autosave
+    /// stored, or a `Remove` of an entry that does not exist, is no change. One effective change is appended in place (game autosave
     /// style); several are written as a clean rewrite.
     pub fn commit(&mut self, changes: &[Change], now: u64) -> Result<()> {
         let mut wanted: BTreeMap<i64, Option<&[u8]>> = BTreeMap::new();
@@ -311,7 +311,7 @@ impl Disk {
         let mut effective = BTreeMap::new();
         for (id, data) in wanted {
             match (self.entry(id), data) {
-                (None, None) => return Err(Error::not_found(format!("no entry {id}"))),
+                (None, None) => {}
                 (Some(e), Some(_)) if e.kind != EntryKind::File => {
                     return Err(Error::not_permitted(format!("entry {id} is not a file")))
                 }
