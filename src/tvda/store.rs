@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::tvda::bytes::{put_u48, read_vec, ReadAt};
 use crate::tvda::container::{
-    disk_crc, encode_entry, entry_crc, live_index, scan, Content, DiskKind, EntryKind, Header,
-    Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID, ROOT_MTIME_OFFSET,
+    disk_crc, encode_entry, entry_crc, live_index, scan, Content, DiskKind, EntryHeader, EntryKind,
+    Header, Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID,
+    ROOT_MTIME_OFFSET,
 };
 use crate::tvda::replace::replace_file;
 
@@ -375,8 +376,7 @@ impl Disk {
             let bytes = encode_entry(id, parent, ctime, now, &Content::File(data.to_vec()))?;
             self.file.write_all_at(&bytes, self.end)?;
             self.file.sync_data()?;
-            let mut header = crate::tvda::container::EntryHeader::decode(&bytes)?;
-            header.type_byte = EntryKind::File.type_byte();
+            let header = EntryHeader::decode(&bytes)?;
             added = Some(Record {
                 offset: self.end,
                 header,
