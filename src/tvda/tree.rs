@@ -206,9 +206,10 @@ impl TvdaTree {
         })
     }
 
-    /// The world facts of entry -1 (world disks only).
+    /// The world facts of entry -1 (world disks, and very old disks of undefined kind
+    /// whose entry -1 is a world).
     fn world(&self, s: &mut State) -> Result<Arc<World>> {
-        if self.kind != DiskKind::World {
+        if !matches!(self.kind, DiskKind::World | DiskKind::Undefined) {
             return Err(Error::not_found("only world disks have chunks"));
         }
         if let Some(w) = &s.world {
@@ -221,7 +222,7 @@ impl TvdaTree {
 
     fn has_chunks(&self) -> Result<bool> {
         let mut s = self.state()?;
-        Ok(self.kind == DiskKind::World && self.world(&mut s).is_ok())
+        Ok(self.world(&mut s).is_ok())
     }
 
     /// The entry ID of a chunk file, if the world has such a chunk position.
@@ -460,7 +461,7 @@ impl TvdaTree {
     fn store_info(&self, text: &[u8], stored: Option<&[u8]>) -> Result<Vec<u8>> {
         let stored = stored.unwrap_or_default();
         let new = parse_info_json(text, stored)?;
-        if self.kind == DiskKind::World && World::from_json(stored).is_ok() {
+        if self.kind != DiskKind::Player && World::from_json(stored).is_ok() {
             World::from_json(&new).map_err(|e| {
                 Error::invalid(format!(
                     "a world's savegameinfo.json needs width, height and tileNumberToNameMap: {}",
