@@ -37,7 +37,10 @@ fn every_sample_checks_out() {
     let mut seen = 0;
     for entry in std::fs::read_dir(samples()).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().is_none_or(|e| e != "tvda" && e != "tevd") {
+        if !matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("tvda" | "tevd")
+        ) {
             continue;
         }
         seen += 1;

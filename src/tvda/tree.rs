@@ -39,6 +39,8 @@ use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
 
 /// Largest decoded image shown (the core refuses larger files anyway).
 const IMAGE_LIMIT: usize = 256 << 20;
+/// Estimated memory of one remembered file size.
+const SIZE_COST: usize = 64;
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
 /// Cookies of the root folder's fixed names (well-known entries use 1..).
@@ -101,6 +103,9 @@ pub struct TvdaTree {
     state: Mutex<State>,
     kind: DiskKind,
     cache: Cache<(i64, View), Vec<u8>>,
+    /// Sizes of rendered files, kept longer than the files so `ls -l` of a big folder
+    /// renders each file once.
+    sizes: Cache<(i64, View), u64>,
     mtimes: Mtimes,
     read_only: bool,
     last_check_ms: AtomicU64,
@@ -152,6 +157,7 @@ impl TvdaTree {
             }),
             kind,
             cache: Cache::new(options.cache_bytes),
+            sizes: Cache::new(options.cache_bytes / 8),
             mtimes: Mtimes::open(path, options.read_only),
             read_only: options.read_only,
             last_check_ms: AtomicU64::new(0),
@@ -175,7 +181,7 @@ impl TvdaTree {
                 let path = s.disk.path().to_path_buf();
                 s.lock.follow(&path)?;
                 s.world = None;
-                self.cache.clear();
+                self.forget_all();
             }
         }
         Ok(s)
@@ -292,7 +298,15 @@ impl TvdaTree {
         };
         let data = Arc::new(data);
         self.cache.insert((id, view), data.clone(), data.len() + 64);
+        self.sizes
+            .insert((id, view), Arc::new(data.len() as u64), SIZE_COST);
         Ok(data)
+    }
+
+    /// Drops every rendered file and size (the disk or the world JSON changed).
+    fn forget_all(&self) {
+        self.cache.clear();
+        self.sizes.clear();
     }
 
     /// The time shown for an entry: the time recorded when worldfs (or rsync, touch) last
@@ -334,8 +348,9 @@ impl TvdaTree {
     }
 
     fn file_entry_stat(&self, info: &EntryInfo, view: View) -> Result<Stat> {
-        let size = match view {
-            View::Raw => info.size,
+        let size = match (view, self.sizes.get(&(info.id, view))) {
+            (View::Raw, _) => info.size,
+            (_, Some(size)) => *size,
             _ => self.render(info.id, view)?.len() as u64,
         };
         Ok(self.file_stat(size, self.mtime(info)))
@@ -421,10 +436,11 @@ impl TvdaTree {
             }
             if id == -1 {
                 s.world = None;
-                self.cache.clear();
+                self.forget_all();
             }
             for view in ALL_VIEWS {
                 self.cache.remove(&(id, view));
+                self.sizes.remove(&(id, view));
             }
         }
         Ok(())
