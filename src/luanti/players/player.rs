@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use crate::error::{Error, Result};
 use crate::luanti::block::Inventory;
-use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
+use crate::luanti::codec::inventory::{check_inventory, parse_inventory, serialize_inventory};
 use crate::luanti::players::settings::{self, Entry, Mode, Value};
 
 /// The line that ends the settings part of a player file.
@@ -24,8 +24,6 @@ pub const END_LINE: &str = "PlayerArgsEnd";
 pub const DEFAULT_HP: u16 = 20;
 /// The engine's default breath.
 pub const DEFAULT_BREATH: u16 = 10;
-/// Slots per inventory list accepted from a store or a file (bounds allocation on bad data).
-pub const MAX_SLOTS: u32 = 65_536;
 
 /// One player, whatever backend stores it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -157,7 +155,7 @@ fn parse(text: &[u8], strictness: Strictness<'_>) -> Result<Player> {
         check_slot_counts(inventory_text, offset)?;
     }
     player.inventory = parse_inventory(inventory_text).map_err(|e| shift_line(e, offset))?;
-    check_inventory(&player.inventory).map_err(|m| Error::at(parsed.rest_line, 1, m))?;
+    check_inventory(&player.inventory).map_err(|e| Error::at(parsed.rest_line, 1, e))?;
     Ok(player)
 }
 
@@ -348,26 +346,6 @@ fn shift_line(error: Error, offset: usize) -> Error {
     }
 }
 
-fn check_inventory(inventory: &Inventory) -> std::result::Result<(), String> {
-    for list in &inventory.lists {
-        if list.name.is_empty()
-            || list
-                .name
-                .chars()
-                .any(|c| c.is_whitespace() || c.is_control())
-        {
-            return Err(format!(
-                "inventory list name {:?} is not allowed",
-                list.name
-            ));
-        }
-        if list.slots.len() as u64 > u64::from(MAX_SLOTS) {
-            return Err(format!("inventory list {:?} has too many slots", list.name));
-        }
-    }
-    Ok(())
-}
-
 impl Player {
     /// Checks that the player can be stored and read back unchanged by every backend.
     pub fn validate(&self) -> Result<()> {
@@ -393,7 +371,7 @@ impl Player {
                 )));
             }
         }
-        check_inventory(&self.inventory).map_err(Error::invalid)
+        check_inventory(&self.inventory)
     }
 }
 

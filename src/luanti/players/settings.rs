@@ -128,7 +128,11 @@ fn parse_block(
             if mode == Mode::Lenient {
                 continue;
             }
-            return Err(Error::at(number, 1, "expected `key = value`"));
+            let expected = match end {
+                Some(end) => format!("expected `key = value` or `{end}`"),
+                None => "expected `key = value`".to_string(),
+            };
+            return Err(Error::at(number, 1, expected));
         };
         let key = trim(key);
         let value = trim(value);

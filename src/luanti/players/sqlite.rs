@@ -14,8 +14,8 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 
 use crate::error::{Error, Result};
 use crate::luanti::block::{Inventory, InventoryList, ItemStack};
-use crate::luanti::codec::inventory::{parse_itemstring, serialize_itemstring};
-use crate::luanti::players::player::{Player, MAX_SLOTS};
+use crate::luanti::codec::inventory::{parse_itemstring, serialize_itemstring, MAX_SLOTS};
+use crate::luanti::players::player::Player;
 
 /// The schema a new `players.sqlite` gets (the engine's current one).
 const CREATE_SCHEMA: &str = "
@@ -291,19 +291,19 @@ fn load_inventory(conn: &Connection, name: &str) -> Result<Inventory> {
         "SELECT `slot_id`, `item` FROM `player_inventory_items` WHERE `player` = ?1 AND `inv_id` = ?2",
     )?;
     let mut inventory = Inventory::default();
+    let mut budget = MAX_SLOTS as f64;
     let mut rows = lists_stmt.query([name])?;
     while let Some(row) = rows.next()? {
         let inv_id: i64 = row.get(0)?;
         let width = number(row.get_ref(1)?, "inv_width")?;
         let list_name = text(row.get_ref(2)?, "inv_name")?;
         let size = number(row.get_ref(3)?, "inv_size")?;
-        if !(0.0..=f64::from(MAX_SLOTS)).contains(&size)
-            || !(0.0..=f64::from(u32::MAX)).contains(&width)
-        {
+        if !(0.0..=budget).contains(&size) || !(0.0..=f64::from(u32::MAX)).contains(&width) {
             return Err(Error::corrupt(format!(
                 "inventory list {list_name:?}: size {size} or width {width} out of range"
             )));
         }
+        budget -= size;
         let mut list = InventoryList {
             name: list_name,
             width: width as u32,
