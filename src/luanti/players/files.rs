@@ -15,6 +15,9 @@ use crate::luanti::players::safe_write::{remove_durably, write_atomic};
 /// How many alternative file names the engine tries (`PLAYER_FILE_ALTERNATE_TRIES`).
 const ALTERNATE_TRIES: usize = 1000;
 
+/// The mode of a new player file.
+const FILE_MODE: u32 = 0o644;
+
 /// A `players/` folder.
 pub struct FilesPlayers {
     dir: PathBuf,
@@ -103,7 +106,7 @@ impl FilesPlayers {
         let file = self
             .file_of(&player.name)?
             .ok_or_else(|| Error::not_found(format!("no player {:?}", player.name)))?;
-        write_atomic(&self.dir.join(file), &render_player(player))
+        write_atomic(&self.dir.join(file), &render_player(player), FILE_MODE)
     }
 
     /// Writes a new player's file under the first free name the engine would use.
@@ -118,7 +121,7 @@ impl FilesPlayers {
             .ok_or_else(|| Error::exists(format!("no free file name for {:?}", player.name)))?;
         std::fs::create_dir_all(&self.dir)
             .map_err(|e| Error::from(e).context(self.dir.display()))?;
-        write_atomic(&self.dir.join(file), &render_player(player))
+        write_atomic(&self.dir.join(file), &render_player(player), FILE_MODE)
     }
 
     /// Deletes a player's file.

@@ -7,6 +7,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
@@ -14,8 +15,9 @@ use crate::error::{Error, Result};
 /// The suffix of temporary files.
 pub const TEMP_SUFFIX: &str = ".worldfs-tmp";
 
-/// Replaces (or creates) `path` with `bytes`, keeping the permissions of an existing file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Replaces (or creates) `path` with `bytes`, keeping the permissions of an existing file; a
+/// new file gets `new_mode` (less the umask).
+pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| Error::invalid(format!("{}: no parent folder", path.display())))?;
@@ -31,6 +33,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(new_mode)
             .open(&temp)?;
         file.write_all(bytes)?;
         if let Ok(meta) = fs::metadata(path) {
@@ -67,10 +70,14 @@ mod tests {
         let path = dir.path().join("auth.txt");
         fs::write(&path, b"old").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
-        write_atomic(&path, b"new").unwrap();
+        write_atomic(&path, b"new", 0o644).unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"new");
         let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        let fresh = dir.path().join("fresh");
+        write_atomic(&fresh, b"x", 0o600).unwrap();
+        let mode = fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 }
