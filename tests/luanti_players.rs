@@ -159,18 +159,15 @@ fn old_schema_sample_database_round_trips() {
 fn current_schema_database_holds_a_player_with_metadata() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("players.sqlite");
-    let mut store = SqlitePlayers::create(&db).unwrap();
+    let mut store = SqlitePlayers::open_or_create(&db).unwrap();
     let path = samples().join("cornernote-mesecons-circuits/players/singleplayer");
     let mut player = read_player_file(&std::fs::read(path).unwrap()).unwrap();
     player
         .metadata
         .insert("3d_armor".into(), "return {\n\tx = 1\n}".into());
     player.metadata.insert("quote\"key".into(), String::new());
-    store.create_player(&player).unwrap();
-    assert!(
-        store.create_player(&player).is_err(),
-        "duplicate player accepted"
-    );
+    store.create(&player).unwrap();
+    assert!(store.create(&player).is_err(), "duplicate player accepted");
     assert_eq!(store.load("singleplayer").unwrap(), player);
     assert_view_round_trip(&player);
     store.delete("singleplayer").unwrap();
@@ -344,7 +341,7 @@ fn bad_player_files_fail_with_their_line_and_store_nothing() {
     let mut bad = stored.clone();
     bad.name = "nobody".into();
     assert!(store.save(&bad).is_err());
-    assert!(store.create_player(&stored).is_err());
+    assert!(store.create(&stored).is_err());
     drop(store);
     assert_eq!(std::fs::read(&db).unwrap(), before, "the database changed");
 }

@@ -80,7 +80,7 @@ impl AuthStore {
                 let store = if read_only || path.exists() {
                     SqliteAuth::open(&path, read_only)?
                 } else {
-                    SqliteAuth::create(&path)?
+                    SqliteAuth::open_or_create(&path)?
                 };
                 Ok(AuthStore::Sqlite(store))
             }

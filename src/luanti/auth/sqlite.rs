@@ -44,7 +44,7 @@ impl SqliteAuth {
     }
 
     /// Opens the database, creating it with the current schema when it does not exist.
-    pub fn create(path: &Path) -> Result<SqliteAuth> {
+    pub fn open_or_create(path: &Path) -> Result<SqliteAuth> {
         let conn = Connection::open(path).map_err(|e| Error::from(e).context(path.display()))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.execute_batch(CREATE_SCHEMA)?;

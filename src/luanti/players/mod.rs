@@ -39,7 +39,7 @@ impl PlayerStore {
                 let store = if read_only || path.exists() {
                     SqlitePlayers::open(&path, read_only)?
                 } else {
-                    SqlitePlayers::create(&path)?
+                    SqlitePlayers::open_or_create(&path)?
                 };
                 Ok(PlayerStore::Sqlite(store))
             }
@@ -74,7 +74,7 @@ impl PlayerStore {
     /// Adds a new player (`EEXIST` when the name is taken).
     pub fn create(&mut self, player: &Player) -> Result<()> {
         match self {
-            PlayerStore::Sqlite(s) => s.create_player(player),
+            PlayerStore::Sqlite(s) => s.create(player),
             PlayerStore::Files(f) => f.create(player),
         }
     }

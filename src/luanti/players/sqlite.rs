@@ -48,7 +48,7 @@ impl SqlitePlayers {
     }
 
     /// Opens the database, creating it with the current schema when it does not exist.
-    pub fn create(path: &Path) -> Result<SqlitePlayers> {
+    pub fn open_or_create(path: &Path) -> Result<SqlitePlayers> {
         let conn = Connection::open(path).map_err(|e| Error::from(e).context(path.display()))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.execute_batch(CREATE_SCHEMA)?;
@@ -118,7 +118,7 @@ impl SqlitePlayers {
     }
 
     /// Adds a new player, all tables in one transaction.
-    pub fn create_player(&mut self, player: &Player) -> Result<()> {
+    pub fn create(&mut self, player: &Player) -> Result<()> {
         player.validate()?;
         let tx = self
             .conn
