@@ -119,6 +119,11 @@ fn sample_auth_txt_round_trips() {
         "the view differs from the engine's file"
     );
     assert!(store.apply(&text).unwrap().is_empty());
+    let duplicate = [text.as_slice(), text.as_slice()].concat();
+    assert!(
+        store.apply(&duplicate).is_err(),
+        "duplicate player accepted"
+    );
     assert_eq!(std::fs::read(&path).unwrap(), text);
 }
 
