@@ -46,6 +46,11 @@ for ms in sqlite3 files; do
   assert_eq "$(cat "$D/newmod/a%2F..%2F..%2Fescape")" inside "the key a/../../escape"
   rm "$D/newmod/a%2F..%2F..%2Fescape" || fail "removing the key a/../../escape failed"
   [ -z "$(find "$W" "$T" -maxdepth 2 -name escape)" ] || fail "a file named escape appeared"
+  mkdir "$D/gone" && echo v >"$D/gone/k" || fail "making mod gone failed"
+  rm "$D/gone/k" || fail "rm gone/k failed"
+  [ -d "$D/gone" ] || fail "the folder of a mod whose last key was removed vanished before rmdir"
+  rmdir "$D/gone" || fail "rmdir gone failed"
+  [ ! -e "$D/gone" ] || fail "gone still exists after rmdir"
   assert_eq "$(ls "$D/newmod" | tr '\n' ' ')" "50%25 k1 k3 multi " "newmod keys"
   assert_eq "$(cat "$D/newmod/k1")" "value two" "k1"
   assert_eq "$(stat -c %s "$D/newmod/k3")" 11 "k3 size (value plus newline)"
@@ -64,6 +69,8 @@ d = sys.argv[1]
 new = json.load(open(f"{d}/newmod"))
 assert new == {"k1": "value two", "k3": "no newline", "multi": "line1\nline2\n", "50%": "set by path"}, new
 assert "greeting" not in json.load(open(f"{d}/mkworld"))
+import os
+assert not os.path.exists(f"{d}/gone"), "the emptied mod's file was left behind"
 PY
   fi
 

@@ -684,6 +684,7 @@ impl Accounts {
                 if !self.keys(&m)?.is_empty() {
                     return Err(not_empty());
                 }
+                self.mods()?.with(false, || Ok(()), |s| s.remove_mod(&m))?;
                 lock(&self.empty_mods)?.remove(&m);
                 Ok(())
             }

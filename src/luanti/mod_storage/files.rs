@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::luanti::mod_storage::sqlite::not_found;
-use crate::luanti::players::safe_write::write_atomic;
+use crate::luanti::players::safe_write::{remove_durably, write_atomic};
 
 /// The mode of a new mod file.
 const FILE_MODE: u32 = 0o644;
@@ -158,5 +158,17 @@ impl FilesModStorage {
             return Err(not_found(modname, key));
         }
         self.store(modname, &map)
+    }
+
+    /// Removes the file of a mod that has no entries left (`ENOTEMPTY` while it has some).
+    pub fn remove_mod(&mut self, modname: &str) -> Result<()> {
+        match self.load(modname)? {
+            None => Ok(()),
+            Some(map) if map.is_empty() => remove_durably(&self.path(modname)?),
+            Some(_) => Err(Error::new(
+                libc::ENOTEMPTY,
+                format!("mod storage {modname}: has entries"),
+            )),
+        }
     }
 }

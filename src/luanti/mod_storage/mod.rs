@@ -89,4 +89,21 @@ impl ModStorage {
             ModStorage::Files(f) => f.delete(modname, key),
         }
     }
+    /// Forgets a mod that has no entries left: the files backend removes its (empty) file;
+    /// in mod_storage.sqlite a mod without rows does not exist anyway.
+    pub fn remove_mod(&mut self, modname: &str) -> Result<()> {
+        match self {
+            ModStorage::Sqlite(s) => {
+                if s.list_keys(modname)?.is_empty() {
+                    Ok(())
+                } else {
+                    Err(crate::error::Error::new(
+                        libc::ENOTEMPTY,
+                        format!("mod storage {modname}: has entries"),
+                    ))
+                }
+            }
+            ModStorage::Files(f) => f.remove_mod(modname),
+        }
+    }
 }
