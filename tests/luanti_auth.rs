@@ -9,6 +9,9 @@ use worldfs::luanti::auth::sqlite::SqliteAuth;
 use worldfs::luanti::auth::{read_auth_file, AuthStore};
 use worldfs::luanti::players::world_mt::WorldMt;
 
+/// Engine runs use fixed ports and locks: every run on this machine takes this lock.
+const ENGINE_LOCK: &str = "/tmp/worldfs-engine.lock";
+
 fn samples() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
     assert!(dir.is_dir(), "samples folder missing: {}", dir.display());
@@ -27,7 +30,9 @@ fn mkworld(parent: &Path, name: &str, players: &str, auth: &str) -> PathBuf {
         "the Luanti engine is not installed (apt-get install minetest-server)"
     );
     let world = parent.join(name);
-    let status = Command::new(tools.join("mkworld.sh"))
+    let status = Command::new("flock")
+        .arg(ENGINE_LOCK)
+        .arg(tools.join("mkworld.sh"))
         .arg(&world)
         .arg("1")
         .arg(players)
@@ -48,7 +53,9 @@ fn engine_migrate_auth(world: &Path, copy: &Path, backend: &str) {
         .status()
         .unwrap();
     assert!(status.success());
-    let status = Command::new("/usr/games/minetestserver")
+    let status = Command::new("flock")
+        .arg(ENGINE_LOCK)
+        .arg("/usr/games/minetestserver")
         .arg("--world")
         .arg(copy)
         .arg("--migrate-auth")

@@ -11,6 +11,9 @@ use worldfs::luanti::mod_storage::sqlite::SqliteModStorage;
 use worldfs::luanti::mod_storage::ModStorage;
 use worldfs::luanti::players::world_mt::WorldMt;
 
+/// Engine runs use fixed ports and locks: every run on this machine takes this lock.
+const ENGINE_LOCK: &str = "/tmp/worldfs-engine.lock";
+
 fn samples() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
     assert!(dir.is_dir(), "samples folder missing: {}", dir.display());
@@ -29,7 +32,9 @@ fn mkworld(parent: &Path) -> PathBuf {
         "the Luanti engine is not installed (apt-get install minetest-server)"
     );
     let world = parent.join("w");
-    let status = Command::new(tools.join("mkworld.sh"))
+    let status = Command::new("flock")
+        .arg(ENGINE_LOCK)
+        .arg(tools.join("mkworld.sh"))
         .arg(&world)
         .arg("1")
         .stdout(std::process::Stdio::null())
@@ -42,7 +47,9 @@ fn mkworld(parent: &Path) -> PathBuf {
 /// Lets the engine migrate the world's mod storage to `backend` in place.
 fn engine_migrate(world: &Path, backend: &str) {
     let log = world.join("migrate.log");
-    let status = Command::new("/usr/games/minetestserver")
+    let status = Command::new("flock")
+        .arg(ENGINE_LOCK)
+        .arg("/usr/games/minetestserver")
         .arg("--world")
         .arg(world)
         .arg("--migrate-mod-storage")
