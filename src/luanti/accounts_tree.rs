@@ -453,7 +453,8 @@ impl Accounts {
                 }
                 for key in self.keys(&m)? {
                     let file = names::escape(&key);
-                    let path = [MOD_STORAGE.to_string(), dir[1].clone(), file.clone()];
+                    let mut path = dir.to_vec();
+                    path.push(file.clone());
                     match self.value_text(&m, &key) {
                         Ok(text) => entries.push(Entry {
                             cookie: cookie(&file),
