@@ -710,6 +710,12 @@ impl Tree for TvdaTree {
         self.check_writable()?;
         let place = self.place(path)?;
         let (id, _) = self.target(place, path)?;
+        if id == -1 {
+            return Err(Error::not_permitted(format!(
+                "{}: entry -1 (savegameinfo.json) cannot be removed: the game cannot load a disk without it",
+                path.join("/")
+            )));
+        }
         match place {
             Place::Inventory => {
                 self.info(id, path)?;
