@@ -8,4 +8,5 @@ pub mod block_names;
 pub mod chunk;
 pub mod codec;
 pub mod format;
+pub mod store;
 pub mod views;
