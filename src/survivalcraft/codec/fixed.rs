@@ -197,31 +197,31 @@ pub fn encode_record(chunk: &Chunk, pos: ChunkPos) -> Result<Vec<u8>> {
 }
 
 /// Checks the start of a chunk file against its format: the first directory entry and,
-/// when `head` reaches it, the first record's magic. Catches a 32-bit file under a 16-bit
-/// name and the reverse.
+/// when `head` reaches it, the record at the start of the data area (where the game puts
+/// the first chunk). Catches a 32-bit file under a 16-bit name and the reverse.
 pub fn check_head(format: TerrainFormat, head: &[u8]) -> Result<()> {
     let m2 = magic2(format)?;
-    let Some(w) = i32_at(head, 8) else {
-        return Ok(());
-    };
-    let first = if format == TerrainFormat::Chunks16 {
-        match w {
-            0 => return Ok(()),
-            w if w as usize == DIRECTORY_BYTES => DIRECTORY_BYTES,
-            w => {
+    let listed = match i32_at(head, 8) {
+        None => return Ok(()),
+        Some(w) if format == TerrainFormat::Chunks16 => {
+            if w != 0 && w as usize != DIRECTORY_BYTES {
                 return Err(Error::corrupt(format!(
-                "first directory entry points at {w}, not at {DIRECTORY_BYTES}: not a Chunks.dat"
-            )))
+                    "first directory entry points at {w}, not at {DIRECTORY_BYTES}: not a Chunks.dat"
+                )));
             }
+            w != 0
         }
-    } else {
-        match w {
-            w if w < 0 => return Ok(()),
-            w => slot_offset(format, w as usize) as usize,
+        Some(w) => {
+            if w > 0 {
+                return Err(Error::corrupt(format!(
+                    "first directory entry is slot {w}, not 0"
+                )));
+            }
+            w == 0
         }
     };
-    match (u32_at(head, first), u32_at(head, first + 4)) {
-        (Some(a), Some(b)) if a != MAGIC1 || b != m2 => Err(Error::corrupt(format!(
+    match (u32_at(head, DIRECTORY_BYTES), u32_at(head, DIRECTORY_BYTES + 4)) {
+        (Some(a), Some(b)) if (a == MAGIC1 || listed) && (a != MAGIC1 || b != m2) => Err(Error::corrupt(format!(
             "first chunk record has magic {a:#010x} {b:#010x}, expected {MAGIC1:#010x} {m2:#010x} for {format:?}"
         ))),
         _ => Ok(()),

@@ -2,8 +2,8 @@
 //!
 //! Format: lines starting with `#` are comments, blank lines are ignored, and every other
 //! line is `X Z TOP TEMPERATURE HUMIDITY` (decimal, separated by spaces or tabs): X and Z
-//! the column inside the chunk (0–15), TOP the y of its highest non-air cell, temperature
-//! and humidity 0–15. Each of the 256 columns appears exactly once, in any order. TOP is
+//! the column inside the chunk (0–15), TOP the y of its highest non-air cell (a byte,
+//! 0–255, as stored), temperature and humidity 0–15. Each of the 256 columns appears exactly once, in any order. TOP is
 //! derived data: editing `blocks.cubeset` recomputes it; writing it here stores the value
 //! for formats that store it and must match the cells for region chunks, which do not.
 //! Shaft bytes the file does not show (bottom and sunlight heights) are kept.
@@ -37,7 +37,13 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
     let mut seen = [false; 256];
     let mut last_line = 0;
     let names = ["X", "Z", "TOP", "TEMPERATURE", "HUMIDITY"];
-    let max = [15, 15, base.height() as u32 - 1, 15, 15];
+    // A stored top is a byte; keep any byte the file holds so every chunk round trips.
+    let top_max = if base.format().stores_heights() {
+        255
+    } else {
+        base.height() as u32 - 1
+    };
+    let max = [15, 15, top_max, 15, 15];
     for (n, line) in lines(text) {
         last_line = n;
         let t = line.trim_start();
@@ -192,7 +198,7 @@ mod tests {
             msg(text.replace("4 2 9 3 14", "4 2 9 16 1")),
             "line 39, column 7: TEMPERATURE 16 is out of range 0-15"
         );
-        assert!(msg(text.replace("4 2 9 3 14", "4 2 128 3 1")).starts_with("line 39, column 5"));
+        assert!(msg(text.replace("4 2 9 3 14", "4 2 256 3 1")).starts_with("line 39, column 5"));
         assert!(
             msg(text.replace("4 2 9 3 14", "4 2 9 3")).starts_with("line 39, column 8: missing")
         );
