@@ -1,10 +1,63 @@
 //! The Cubeset file format (version 1) for node grids, shared by every game's tree.
-//! (Placeholder signatures; the views work replaces the bodies.)
+//!
+//! A Cubeset (the prefab format of Cuberite) is a Lua table:
+//!
+//! ```text
+//! Cubeset =
+//! {
+//!     Metadata = { CubesetFormatVersion = 1, IntendedUse = "worldfs", },
+//!     Pieces =
+//!     {
+//!         {
+//!             Size = { x = 16, y = 16, z = 16 },
+//!             Hitbox = { MinX = 0, MinY = 0, MinZ = 0, MaxX = 15, MaxY = 15, MaxZ = 15 },
+//!             Connectors = {},
+//!             Metadata = {},
+//!             BlockDefinitions = { "a: default:stone: 0", "b: air: 0", },
+//!             BlockData = { -- Level 0
+//!                 "aaaabbbbaaaabbbb",  --  0
+//!                 ...
+//!             },
+//!         },
+//!     },
+//! }
+//! ```
+//!
+//! Each character of `BlockData` is one cell: levels bottom-up (Y), each level a list of rows
+//! (Z), X varying fastest inside a row. A definition `"C: TYPE: META"` gives the cell
+//! character C its TYPE and META; TYPE may itself contain `:` (Luanti node names), so META is
+//! what follows the *last* `:`, a decimal number. Surrounding spaces are not part of TYPE.
+//!
+//! **Writing** is canonical, so equal grids give identical bytes: definitions appear in order
+//! of first use (cell order: Y, then Z, then X), unused palette entries are left out and
+//! duplicate ones merged; the n-th definition gets the n-th character of the alphabet in
+//! [`glyphs`]: the 91 printable ASCII characters other than `"`, `\`, `:` and space (letters
+//! first), then Unicode letters (Latin-1, Latin Extended-A/B, Greek, Cyrillic), then CJK
+//! ideographs and Hangul syllables — 75,486 characters in all. A cell whose palette index is
+//! out of range (or past the alphabet) is written as U+FFFD, which has no definition, so the
+//! file is rejected when read back rather than silently changed.
+//!
+//! **Reading** accepts what a person would type: any whitespace, `--` comments, `,` or `;`
+//! separators and trailing ones, single or double quotes with Lua escapes, definitions in any
+//! order with any characters (other than whitespace, control characters and `:`), keys written
+//! as `Name =` or `["Name"] =`. Two characters may define the same (TYPE, META): they are the
+//! same cell value. `Hitbox`, `Connectors` and the `Metadata` tables (other than
+//! `CubesetFormatVersion`, which must be 1) are accepted and not used. Everything else is
+//! rejected with line and column: unknown keys, a second piece, a character without
+//! definition, a row of the wrong length, the wrong number of rows. The grid read is
+//! canonical in the same way as the writer's output, so `render(parse(render(g)))` is
+//! byte-identical to `render(g)`.
+
+mod glyphs;
+mod lua;
+
+use std::collections::HashMap;
 
 use crate::error::Result;
+use lua::{Field, Kind, Source, Value};
 
 /// One block definition line `"C: TYPE: META"`, with an optional comment shown after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Definition {
     /// TYPE: a node name (Luanti), a numeric block id (Survivalcraft), a tile name (Terrarum).
     pub kind: String,
@@ -23,14 +76,624 @@ pub struct Grid {
     pub cells: Vec<u32>,
 }
 
+/// The largest size along one axis that `parse` accepts.
+const MAX_EDGE: usize = 1 << 16;
+
+/// The character written for a cell that has no definition.
+const NO_GLYPH: char = '\u{FFFD}';
+
+const HEADER: &str = "\
+-- worldfs Cubeset. Each character of BlockData is one cell: levels bottom-up (Y), rows (Z)
+-- inside a level, X left to right inside a row. A definition is \"C: TYPE: META\".
+Cubeset =
+{
+\tMetadata =
+\t{
+\t\tCubesetFormatVersion = 1,
+\t\tIntendedUse = \"worldfs\",
+\t},
+\tPieces =
+\t{
+\t\t{
+";
+
+const FOOTER: &str = "\t\t\t},\n\t\t},\n\t},\n}\n";
+
 /// Renders a grid; `comment` gives the optional comment for a definition (e.g. a block name).
 pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> Vec<u8> {
-    let _ = (grid, comment);
-    unimplemented!("views")
+    let [sx, sy, sz] = grid.size;
+    let cell_count = sx.saturating_mul(sy).saturating_mul(sz);
+
+    // Merge duplicate palette entries: `unique[p]` is the first palette index equal to `p`.
+    let unique: Vec<usize> = if grid.palette.len() <= 1 {
+        (0..grid.palette.len()).collect()
+    } else {
+        let mut first: HashMap<&Definition, usize> = HashMap::with_capacity(grid.palette.len());
+        grid.palette
+            .iter()
+            .enumerate()
+            .map(|(i, d)| *first.entry(d).or_insert(i))
+            .collect()
+    };
+
+    // Characters in order of first use; `glyph_of[p]` is the UTF-8 of palette entry p's
+    // character, and index `palette.len()` holds the character for cells out of range.
+    let mut glyph_of: Vec<Glyph> = vec![Glyph::UNSET; grid.palette.len() + 1];
+    glyph_of[grid.palette.len()] = Glyph::new(NO_GLYPH);
+    let mut used: Vec<(usize, Glyph)> = Vec::new();
+    let mut all_ascii = true;
+    for &cell in grid.cells.iter().take(cell_count) {
+        let p = cell as usize;
+        if p >= grid.palette.len() {
+            all_ascii = false;
+            continue;
+        }
+        if glyph_of[p].len != 0 {
+            continue;
+        }
+        let u = unique[p];
+        if glyph_of[u].len == 0 {
+            let glyph = glyphs::glyph(used.len()).map_or(Glyph::new(NO_GLYPH), Glyph::new);
+            all_ascii &= glyph.len == 1;
+            glyph_of[u] = glyph;
+            used.push((u, glyph));
+        }
+        glyph_of[p] = glyph_of[u];
+    }
+    let missing = grid.cells.len() < cell_count;
+    all_ascii &= !missing;
+
+    let mut out = Vec::with_capacity(
+        HEADER.len() + 400 + used.len() * 40 + cell_count + sy * sz * 20 + sy * 24,
+    );
+    out.extend_from_slice(HEADER.as_bytes());
+    push_line(
+        &mut out,
+        &format!("\t\t\tSize = {{ x = {sx}, y = {sy}, z = {sz} }},"),
+    );
+    push_line(
+        &mut out,
+        &format!(
+            "\t\t\tHitbox = {{ MinX = 0, MinY = 0, MinZ = 0, MaxX = {}, MaxY = {}, MaxZ = {} }},",
+            sx.saturating_sub(1),
+            sy.saturating_sub(1),
+            sz.saturating_sub(1)
+        ),
+    );
+    out.extend_from_slice(b"\t\t\tConnectors = {},\n\t\t\tMetadata = {},\n");
+    out.extend_from_slice(b"\t\t\tBlockDefinitions =\n\t\t\t{\n");
+    for &(u, glyph) in &used {
+        let def = &grid.palette[u];
+        out.extend_from_slice(b"\t\t\t\t\"");
+        out.extend_from_slice(glyph.bytes());
+        out.extend_from_slice(b": ");
+        push_lua_escaped(&mut out, &def.kind);
+        out.extend_from_slice(format!(": {}\",", def.meta).as_bytes());
+        if let Some(text) = comment(def) {
+            out.extend_from_slice(b"  -- ");
+            for c in text.chars() {
+                let c = if c.is_control() { ' ' } else { c };
+                let mut buf = [0; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"\t\t\t},\n\t\t\tBlockData =\n\t\t\t{\n");
+
+    let width = sz.saturating_sub(1).to_string().len();
+    let row_ends: Vec<String> = (0..sz).map(|z| format!("\",  -- {z:>width$}\n")).collect();
+    let ascii_table: Vec<u8> = if all_ascii {
+        glyph_of.iter().map(|g| g.buf[0]).collect()
+    } else {
+        Vec::new()
+    };
+    let no_glyph = Glyph::new(NO_GLYPH);
+    let mut rows = grid.cells.chunks(sx.max(1));
+    for y in 0..sy {
+        if y > 0 {
+            out.push(b'\n');
+        }
+        push_line(&mut out, &format!("\t\t\t\t-- Level {y}"));
+        for row_end in &row_ends {
+            out.extend_from_slice(b"\t\t\t\t\"");
+            let row = rows.next().unwrap_or(&[]);
+            if all_ascii {
+                out.extend(row.iter().map(|&c| {
+                    ascii_table
+                        .get(c as usize)
+                        .copied()
+                        .unwrap_or(no_glyph.buf[0])
+                }));
+            } else {
+                for &c in row {
+                    let g = glyph_of.get(c as usize).unwrap_or(&no_glyph);
+                    out.extend_from_slice(g.bytes());
+                }
+                for _ in row.len()..sx {
+                    out.extend_from_slice(no_glyph.bytes());
+                }
+            }
+            out.extend_from_slice(row_end.as_bytes());
+        }
+    }
+    out.extend_from_slice(FOOTER.as_bytes());
+    out
 }
 
 /// Parses a Cubeset file into a grid; errors carry line and column.
 pub fn parse(text: &[u8]) -> Result<Grid> {
-    let _ = text;
-    unimplemented!("views")
+    parse_checked(text, None, &|_| Ok(()))
+}
+
+/// Parses a Cubeset file whose size must be `size` (when given) and whose definitions must
+/// pass `check` (an `Err` message is reported at the definition's line and column).
+pub fn parse_checked(
+    text: &[u8],
+    size: Option<[usize; 3]>,
+    check: &dyn Fn(&Definition) -> std::result::Result<(), String>,
+) -> Result<Grid> {
+    let text = match std::str::from_utf8(text) {
+        Ok(t) => t,
+        Err(e) => {
+            let valid = text.get(..e.valid_up_to()).unwrap_or(&[]);
+            let prefix = String::from_utf8_lossy(valid);
+            return Err(Source { text: &prefix }.error(prefix.len(), "the file is not UTF-8"));
+        }
+    };
+    let src = Source { text };
+    let (name, name_at, value) = src.parse_assignment()?;
+    if name != "Cubeset" {
+        return Err(src.error(name_at, format!("expected `Cubeset = {{`, found `{name}`")));
+    }
+    let top = Fields::of(&src, &value, "Cubeset")?;
+    top.only(&["Metadata", "Pieces"])?;
+    let metadata = top.required("Metadata")?;
+    let version = Fields::of(&src, metadata, "Metadata")?.required("CubesetFormatVersion")?;
+    if !matches!(version.kind, Kind::Num("1")) {
+        return Err(src.error(version.at, "only CubesetFormatVersion = 1 is supported"));
+    }
+    let pieces = top.required("Pieces")?;
+    let piece = match &pieces.kind {
+        Kind::Table(fields) => match fields.as_slice() {
+            [Field {
+                key: None, value, ..
+            }] => value,
+            [] => return Err(src.error(pieces.at, "Pieces must hold one piece")),
+            [_, second, ..] => {
+                return Err(src.error(second.key_at, "a worldfs Cubeset holds exactly one piece"))
+            }
+            [other] => return Err(src.error(other.key_at, "a piece must be a table without key")),
+        },
+        _ => return Err(src.error(pieces.at, "Pieces must be a table")),
+    };
+    let piece = Fields::of(&src, piece, "a piece")?;
+    piece.only(&[
+        "Size",
+        "Hitbox",
+        "Connectors",
+        "Metadata",
+        "BlockDefinitions",
+        "BlockData",
+    ])?;
+    for name in ["Hitbox", "Connectors", "Metadata"] {
+        if let Some(v) = piece.get(name) {
+            Fields::of(&src, v, name)?;
+        }
+    }
+    let size_value = piece.required("Size")?;
+    let size_fields = Fields::of(&src, size_value, "Size")?;
+    size_fields.only(&["x", "y", "z"])?;
+    let mut dims = [0usize; 3];
+    for (dim, axis) in dims.iter_mut().zip(["x", "y", "z"]) {
+        let v = size_fields.required(axis)?;
+        *dim = match v.kind {
+            Kind::Num(n) => n
+                .parse::<usize>()
+                .ok()
+                .filter(|&d| (1..=MAX_EDGE).contains(&d)),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            src.error(
+                v.at,
+                format!("Size.{axis} must be a whole number from 1 to {MAX_EDGE}"),
+            )
+        })?;
+    }
+    if let Some(expected) = size {
+        if expected != dims {
+            return Err(src.error(
+                size_value.at,
+                format!(
+                    "the size must be x = {}, y = {}, z = {}",
+                    expected[0], expected[1], expected[2]
+                ),
+            ));
+        }
+    }
+    let definitions = Definitions::parse(&src, piece.required("BlockDefinitions")?, check)?;
+    let raw_cells = read_cells(&src, piece.required("BlockData")?, dims, &definitions)?;
+    Ok(definitions.canonical(dims, raw_cells))
+}
+
+/// The UTF-8 bytes of one character.
+#[derive(Clone, Copy)]
+struct Glyph {
+    buf: [u8; 4],
+    len: u8,
+}
+
+impl Glyph {
+    const UNSET: Glyph = Glyph {
+        buf: [0; 4],
+        len: 0,
+    };
+
+    fn new(c: char) -> Glyph {
+        let mut buf = [0; 4];
+        let len = c.encode_utf8(&mut buf).len() as u8;
+        Glyph { buf, len }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+fn push_line(out: &mut Vec<u8>, line: &str) {
+    out.extend_from_slice(line.as_bytes());
+    out.push(b'\n');
+}
+
+/// Appends `text` as the inside of a double-quoted Lua string.
+fn push_lua_escaped(out: &mut Vec<u8>, text: &str) {
+    for &b in text.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1f | 0x7f => out.extend_from_slice(format!("\\{b:03}").as_bytes()),
+            _ => out.push(b),
+        }
+    }
+}
+
+/// The named fields of a table, for lookups with good error messages.
+struct Fields<'s, 'v, 'a> {
+    src: &'s Source<'a>,
+    table: &'v Value<'a>,
+    what: &'static str,
+    fields: &'v [Field<'a>],
+}
+
+impl<'s, 'v, 'a> Fields<'s, 'v, 'a> {
+    /// The fields of `value`, which must be a table; duplicate keys are rejected.
+    fn of(src: &'s Source<'a>, value: &'v Value<'a>, what: &'static str) -> Result<Self> {
+        let Kind::Table(fields) = &value.kind else {
+            return Err(src.error(
+                value.at,
+                format!("{what} must be a table, found {}", value.describe()),
+            ));
+        };
+        for (i, f) in fields.iter().enumerate() {
+            if let Some(key) = &f.key {
+                if fields[..i].iter().any(|g| g.key.as_ref() == Some(key)) {
+                    return Err(src.error(f.key_at, format!("`{key}` is given twice")));
+                }
+            }
+        }
+        Ok(Fields {
+            src,
+            table: value,
+            what,
+            fields,
+        })
+    }
+
+    /// Rejects fields other than the named ones, and positional fields.
+    fn only(&self, allowed: &[&str]) -> Result<()> {
+        for f in self.fields {
+            match &f.key {
+                Some(k) if allowed.contains(&k.as_ref()) => {}
+                Some(k) => {
+                    return Err(self.src.error(
+                        f.key_at,
+                        format!(
+                            "unknown key `{k}` in {} (expected {})",
+                            self.what,
+                            allowed.join(", ")
+                        ),
+                    ))
+                }
+                None => {
+                    return Err(self.src.error(
+                        f.key_at,
+                        format!("{} takes only `key = value` fields", self.what),
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Option<&'v Value<'a>> {
+        self.fields
+            .iter()
+            .find(|f| f.key.as_deref() == Some(key))
+            .map(|f| &f.value)
+    }
+
+    fn required(&self, key: &str) -> Result<&'v Value<'a>> {
+        self.get(key).ok_or_else(|| {
+            self.src
+                .error(self.table.at, format!("{} has no `{key}`", self.what))
+        })
+    }
+}
+
+/// The definitions of a file, in file order, with the lookup from character to definition.
+struct Definitions {
+    /// Distinct (TYPE, META) in file order.
+    defs: Vec<Definition>,
+    /// Definition index for each ASCII character (`u32::MAX` = undefined).
+    ascii: [u32; 128],
+    /// Definition index for other characters.
+    other: HashMap<char, u32>,
+}
+
+impl Definitions {
+    fn parse(
+        src: &Source<'_>,
+        value: &Value<'_>,
+        check: &dyn Fn(&Definition) -> std::result::Result<(), String>,
+    ) -> Result<Self> {
+        let Kind::Table(fields) = &value.kind else {
+            return Err(src.error(value.at, "BlockDefinitions must be a table of strings"));
+        };
+        let mut index_of: HashMap<Definition, u32> = HashMap::with_capacity(fields.len());
+        let mut table = Definitions {
+            defs: Vec::with_capacity(fields.len()),
+            ascii: [u32::MAX; 128],
+            other: HashMap::new(),
+        };
+        for f in fields {
+            let (None, Kind::Str(s)) = (&f.key, &f.value.kind) else {
+                return Err(if f.key.is_some() {
+                    src.error(
+                        f.key_at,
+                        "BlockDefinitions takes only strings, not `key = value`",
+                    )
+                } else {
+                    src.error(
+                        f.value.at,
+                        format!(
+                            "a definition must be a string like \"a: default:stone: 0\", found {}",
+                            f.value.describe()
+                        ),
+                    )
+                });
+            };
+            let (glyph, kind, meta) =
+                split_definition(&s.text).map_err(|message| src.error(f.value.at, message))?;
+            let def = Definition {
+                kind: kind.to_string(),
+                meta,
+            };
+            check(&def).map_err(|message| src.error(f.value.at, message))?;
+            let next = table.defs.len() as u32;
+            let index = match index_of.get(&def) {
+                Some(&i) => i,
+                None => {
+                    index_of.insert(def.clone(), next);
+                    table.defs.push(def);
+                    next
+                }
+            };
+            let slot = if glyph.is_ascii() {
+                &mut table.ascii[glyph as usize]
+            } else {
+                table.other.entry(glyph).or_insert(u32::MAX)
+            };
+            if *slot != u32::MAX {
+                return Err(src.error(f.value.at, format!("character {glyph:?} is defined twice")));
+            }
+            *slot = index;
+        }
+        Ok(table)
+    }
+
+    fn lookup(&self, c: char) -> Option<u32> {
+        let index = if c.is_ascii() {
+            self.ascii[c as usize]
+        } else {
+            *self.other.get(&c)?
+        };
+        (index != u32::MAX).then_some(index)
+    }
+
+    /// The grid with definitions renumbered in order of first use, unused ones dropped.
+    fn canonical(mut self, size: [usize; 3], mut cells: Vec<u32>) -> Grid {
+        let mut new_index = vec![u32::MAX; self.defs.len()];
+        let mut palette = Vec::new();
+        for c in cells.iter_mut() {
+            let old = *c as usize;
+            if new_index[old] == u32::MAX {
+                new_index[old] = palette.len() as u32;
+                palette.push(Definition {
+                    kind: std::mem::take(&mut self.defs[old].kind),
+                    meta: self.defs[old].meta,
+                });
+            }
+            *c = new_index[old];
+        }
+        Grid {
+            size,
+            palette,
+            cells,
+        }
+    }
+}
+
+/// Splits `"C: TYPE: META"` into its parts; META is after the last `:`.
+fn split_definition(text: &str) -> std::result::Result<(char, &str, u32), String> {
+    const SHAPE: &str =
+        "a definition must look like \"C: TYPE: META\", e.g. \"a: default:stone: 0\"";
+    let text = text.trim_start();
+    let mut chars = text.chars();
+    let glyph = chars
+        .next()
+        .ok_or_else(|| format!("empty definition; {SHAPE}"))?;
+    if glyph == ':' || glyph.is_control() {
+        return Err(format!("{glyph:?} cannot be a cell character; {SHAPE}"));
+    }
+    let rest = chars
+        .as_str()
+        .trim_start()
+        .strip_prefix(':')
+        .ok_or_else(|| format!("expected `:` after the character {glyph:?}; {SHAPE}"))?;
+    let (kind, meta) = rest
+        .rsplit_once(':')
+        .ok_or_else(|| format!("no `: META` after the type; {SHAPE}"))?;
+    let meta = meta.trim();
+    let meta = if !meta.is_empty() && meta.bytes().all(|b| b.is_ascii_digit()) {
+        meta.parse::<u32>().ok()
+    } else {
+        None
+    }
+    .ok_or_else(|| format!("META `{meta}` must be a whole number from 0 to 4294967295"))?;
+    Ok((glyph, kind.trim(), meta))
+}
+
+/// Reads `BlockData` into definition indices in cell order.
+fn read_cells(
+    src: &Source<'_>,
+    value: &Value<'_>,
+    [sx, sy, sz]: [usize; 3],
+    defs: &Definitions,
+) -> Result<Vec<u32>> {
+    let Kind::Table(rows) = &value.kind else {
+        return Err(src.error(value.at, "BlockData must be a table of strings"));
+    };
+    let row_count = sy * sz;
+    if let Some(extra) = rows.get(row_count) {
+        return Err(src.error(
+            extra.key_at,
+            format!("too many rows: BlockData has {sy} levels of {sz} rows ({row_count} strings)"),
+        ));
+    }
+    if rows.len() < row_count {
+        return Err(src.error(
+            value.at,
+            format!(
+                "BlockData has {} rows, expected {sy} levels of {sz} rows ({row_count} strings)",
+                rows.len()
+            ),
+        ));
+    }
+    // Every cell takes at least one byte of the file: that bounds the allocation.
+    let mut cells = Vec::with_capacity(row_count.saturating_mul(sx).min(src.text.len()));
+    for (r, row) in rows.iter().enumerate() {
+        let (None, Kind::Str(s)) = (&row.key, &row.value.kind) else {
+            return Err(src.error(
+                row.key_at,
+                format!(
+                    "BlockData takes only strings, found {}",
+                    row.value.describe()
+                ),
+            ));
+        };
+        let (level, z) = (r / sz, r % sz);
+        // Column positions inside the string are exact when it has no escapes.
+        let char_at = |byte: usize| {
+            if s.raw {
+                row.value.at + 1 + byte
+            } else {
+                row.value.at
+            }
+        };
+        let mut n = 0;
+        for (byte, c) in s.text.char_indices() {
+            let Some(d) = defs.lookup(c) else {
+                return Err(src.error(
+                    char_at(byte),
+                    format!("unknown character {c:?} (no definition in BlockDefinitions)"),
+                ));
+            };
+            if n == sx {
+                return Err(src.error(
+                    char_at(byte),
+                    format!("row too long: level {level} row {z} must have {sx} characters"),
+                ));
+            }
+            cells.push(d);
+            n += 1;
+        }
+        if n < sx {
+            return Err(src.error(
+                row.value.at,
+                format!("row too short: level {level} row {z} has {n} characters, expected {sx}"),
+            ));
+        }
+    }
+    Ok(cells)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(kind: &str, meta: u32) -> Definition {
+        Definition {
+            kind: kind.into(),
+            meta,
+        }
+    }
+
+    #[test]
+    fn renders_in_first_use_order_and_merges_duplicates() {
+        let grid = Grid {
+            size: [2, 1, 2],
+            palette: vec![def("x", 0), def("unused", 1), def("y", 0), def("x", 0)],
+            cells: vec![2, 0, 3, 2],
+        };
+        let text = String::from_utf8(render(&grid, &|_| None)).unwrap();
+        assert!(
+            text.contains("\"a: y: 0\",\n\t\t\t\t\"b: x: 0\",\n"),
+            "{text}"
+        );
+        assert!(!text.contains("unused"));
+        assert!(
+            text.contains("\"ab\",  -- 0\n\t\t\t\t\"ba\",  -- 1\n"),
+            "{text}"
+        );
+        let parsed = parse(text.as_bytes()).unwrap();
+        assert_eq!(parsed.palette, vec![def("y", 0), def("x", 0)]);
+        assert_eq!(parsed.cells, vec![0, 1, 1, 0]);
+    }
+
+    #[test]
+    fn meta_is_after_the_last_colon() {
+        assert_eq!(
+            split_definition(" q :  default:stone:with:colons :  17 "),
+            Ok(('q', "default:stone:with:colons", 17))
+        );
+        assert!(split_definition("q: stone").is_err());
+        assert!(split_definition("q: stone: -1").is_err());
+        assert!(split_definition("q stone: 1").is_err());
+    }
+
+    #[test]
+    fn out_of_range_cells_are_written_as_undefined() {
+        let grid = Grid {
+            size: [2, 1, 1],
+            palette: vec![def("x", 0)],
+            cells: vec![0, 5],
+        };
+        let text = render(&grid, &|_| None);
+        let err = parse(&text).unwrap_err().to_string();
+        assert!(err.contains("unknown character"), "{err}");
+    }
 }

@@ -1,65 +1,19 @@
-//! Text views of a map block: the files of `blocks/X,Y,Z/`.
-//! (Placeholder signatures; the views work replaces the bodies.)
+//! Text views of a map block: the files of `blocks/X,Y,Z/` (DESIGN.md "The trees").
+//!
+//! Each view renders deterministically (equal blocks give identical bytes) and parses what a
+//! person would type in an editor, rejecting everything else with line, column and reason.
+//! Every position is relative to the block's origin (node = 16 · block + relative), so a
+//! copied block folder is a correct block at its new place. Metadata folders are the tree's.
 
-use crate::error::Result;
-use crate::luanti::block::{BlockPos, MapBlock};
+mod header;
+mod light;
+mod nodes;
+mod objects;
+mod text;
+mod timers;
 
-/// `nodes.cubeset`: node names and param2 as a Cubeset file.
-pub fn render_nodes(block: &MapBlock) -> Vec<u8> {
-    let _ = block;
-    unimplemented!("views")
-}
-
-/// Parses `nodes.cubeset` into `block` (names, content, param2), canonically.
-pub fn parse_nodes(text: &[u8], block: &mut MapBlock) -> Result<()> {
-    let _ = (text, block);
-    unimplemented!("views")
-}
-
-/// `light.txt`: param1 of every node, layer by layer.
-pub fn render_light(block: &MapBlock) -> Vec<u8> {
-    let _ = block;
-    unimplemented!("views")
-}
-
-/// Parses `light.txt` into `block.param1`.
-pub fn parse_light(text: &[u8], block: &mut MapBlock) -> Result<()> {
-    let _ = (text, block);
-    unimplemented!("views")
-}
-
-/// `block.txt`: version, flags, lighting_complete, timestamp.
-pub fn render_header(block: &MapBlock) -> Vec<u8> {
-    let _ = block;
-    unimplemented!("views")
-}
-
-/// Parses `block.txt` into `block`.
-pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
-    let _ = (text, block);
-    unimplemented!("views")
-}
-
-/// `timers.txt`: node timers, positions relative to the block.
-pub fn render_timers(block: &MapBlock) -> Vec<u8> {
-    let _ = block;
-    unimplemented!("views")
-}
-
-/// Parses `timers.txt` into `block.timers`.
-pub fn parse_timers(text: &[u8], block: &mut MapBlock) -> Result<()> {
-    let _ = (text, block);
-    unimplemented!("views")
-}
-
-/// `objects.txt`: static objects, positions relative to the block at `pos`.
-pub fn render_objects(block: &MapBlock, pos: BlockPos) -> Vec<u8> {
-    let _ = (block, pos);
-    unimplemented!("views")
-}
-
-/// Parses `objects.txt` into `block.objects` for the block at `pos`.
-pub fn parse_objects(text: &[u8], pos: BlockPos, block: &mut MapBlock) -> Result<()> {
-    let _ = (text, pos, block);
-    unimplemented!("views")
-}
+pub use header::{parse_header, render_header};
+pub use light::{parse_light, render_light};
+pub use nodes::{parse_nodes, render_nodes};
+pub use objects::{parse_objects, render_objects};
+pub use timers::{parse_timers, render_timers};

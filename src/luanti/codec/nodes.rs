@@ -1,0 +1,262 @@
+//! Bulk node data (param0/param1/param2 arrays) and the block's name-id mapping.
+//!
+//! Decoding replaces the stored ids, whose numbering the engine changes on every save, by
+//! canonical indices: names in order of first use by node index. Encoding writes that same
+//! dense numbering, which is what the engine itself writes and what third-party tools rely
+//! on (only used ids, no duplicates, starting at 0).
+
+use std::collections::HashMap;
+
+use super::reader::{put_string16, put_u16, Reader};
+use crate::error::{Error, Result};
+use crate::luanti::block::{MapBlock, NODE_COUNT};
+
+/// One stored name-id mapping entry.
+pub struct NameId<'a> {
+    pub id: u16,
+    pub name: &'a [u8],
+}
+
+/// Reads a name-id mapping (`u8 0`, `u16 count`, entries of `u16 id` + String16 name).
+pub fn read_name_ids<'a>(r: &mut Reader<'a>) -> Result<Vec<NameId<'a>>> {
+    let version = r.u8("name-id mapping version")?;
+    if version != 0 {
+        return Err(Error::corrupt(format!(
+            "unsupported name-id mapping version {version}"
+        )));
+    }
+    let count = usize::from(r.u16("name-id mapping count")?);
+    if count * 4 > r.remaining() {
+        return Err(Error::corrupt(format!(
+            "name-id mapping: {count} entries cannot fit in {} bytes",
+            r.remaining()
+        )));
+    }
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let id = r.u16("name-id mapping entry")?;
+        let name = r.string16("name-id mapping entry")?;
+        out.push(NameId { id, name });
+    }
+    Ok(out)
+}
+
+/// The decoded node arrays with canonical names.
+pub struct Nodes {
+    pub names: Vec<String>,
+    pub content: Vec<u16>,
+    pub param1: Vec<u8>,
+    pub param2: Vec<u8>,
+}
+
+/// The stored length of the node arrays for a content width.
+pub fn nodes_len(content_width: u8) -> usize {
+    NODE_COUNT * (usize::from(content_width) + 2)
+}
+
+/// Decodes the node arrays (`raw` is exactly [`nodes_len`] bytes) with the mapping.
+pub fn decode_nodes(raw: &[u8], content_width: u8, name_ids: &[NameId<'_>]) -> Result<Nodes> {
+    let cw = usize::from(content_width);
+    if raw.len() != nodes_len(content_width) {
+        return Err(Error::corrupt(format!(
+            "node data is {} bytes, expected {}",
+            raw.len(),
+            nodes_len(content_width)
+        )));
+    }
+    let param1 = raw[cw * NODE_COUNT..(cw + 1) * NODE_COUNT].to_vec();
+    let mut param2 = raw[(cw + 1) * NODE_COUNT..].to_vec();
+
+    // Later entries for the same id win, as in NameIdMapping::deSerialize.
+    let by_id: HashMap<u16, &[u8]> = name_ids.iter().map(|e| (e.id, e.name)).collect();
+    let mut names: Vec<String> = Vec::new();
+    let mut index_of_name: HashMap<&[u8], u16> = HashMap::new();
+    let mut index_of_id: HashMap<u16, u16> = HashMap::new();
+    let mut content = Vec::with_capacity(NODE_COUNT);
+    let mut last: Option<(u16, u16)> = None;
+    for (i, p2) in param2.iter_mut().enumerate() {
+        let id = if cw == 2 {
+            u16::from_be_bytes([raw[2 * i], raw[2 * i + 1]])
+        } else {
+            // content_width 1: ids above 0x7F borrow the high nibble of param2
+            // (MapNode::deSerializeBulk).
+            let p0 = u16::from(raw[i]);
+            if p0 > 0x7F {
+                let id = (p0 << 4) | u16::from(*p2 >> 4);
+                *p2 &= 0x0F;
+                id
+            } else {
+                p0
+            }
+        };
+        let index = match last {
+            Some((last_id, index)) if last_id == id => index,
+            _ => match index_of_id.get(&id) {
+                Some(&index) => index,
+                None => {
+                    let name = by_id.get(&id).ok_or_else(|| {
+                        Error::corrupt(format!(
+                            "node {i} has id {id}, which the name-id mapping does not name"
+                        ))
+                    })?;
+                    let index = match index_of_name.get(name) {
+                        Some(&index) => index,
+                        None => {
+                            let text = std::str::from_utf8(name).map_err(|_| {
+                                Error::corrupt(format!(
+                                    "node name {:?} is not valid UTF-8",
+                                    String::from_utf8_lossy(name)
+                                ))
+                            })?;
+                            let index = names.len() as u16;
+                            names.push(text.to_string());
+                            index_of_name.insert(name, index);
+                            index
+                        }
+                    };
+                    index_of_id.insert(id, index);
+                    index
+                }
+            },
+        };
+        last = Some((id, index));
+        content.push(index);
+    }
+    Ok(Nodes {
+        names,
+        content,
+        param1,
+        param2,
+    })
+}
+
+/// The encoded name-id mapping and node arrays (content_width 2, params_width 2 — the
+/// two width bytes are not included), with dense ids in order of first use.
+pub struct EncodedNodes {
+    pub name_ids: Vec<u8>,
+    pub nodes: Vec<u8>,
+}
+
+/// Encodes the nodes of `block`; ids are renumbered 0.. in order of first use, so the
+/// output is canonical even if `block.names` is not.
+pub fn encode_nodes(block: &MapBlock) -> Result<EncodedNodes> {
+    for (what, len) in [
+        ("content", block.content.len()),
+        ("param1", block.param1.len()),
+        ("param2", block.param2.len()),
+    ] {
+        if len != NODE_COUNT {
+            return Err(Error::invalid(format!(
+                "block has {len} {what} values, expected {NODE_COUNT}"
+            )));
+        }
+    }
+    let mut new_id = vec![u16::MAX; block.names.len()];
+    let mut id_of_name: HashMap<&str, u16> = HashMap::new();
+    let mut used: Vec<&str> = Vec::new();
+    let mut nodes = Vec::with_capacity(nodes_len(2));
+    for (i, &c) in block.content.iter().enumerate() {
+        let slot = new_id.get_mut(usize::from(c)).ok_or_else(|| {
+            Error::invalid(format!(
+                "node {i} uses name index {c}, but the block has {} names",
+                block.names.len()
+            ))
+        })?;
+        if *slot == u16::MAX {
+            let name = block.names[usize::from(c)].as_str();
+            *slot = *id_of_name.entry(name).or_insert_with(|| {
+                used.push(name);
+                (used.len() - 1) as u16
+            });
+        }
+        put_u16(&mut nodes, *slot);
+    }
+    nodes.extend_from_slice(&block.param1);
+    nodes.extend_from_slice(&block.param2);
+
+    let mut name_ids = vec![0u8];
+    put_u16(&mut name_ids, used.len() as u16);
+    for (id, name) in used.iter().enumerate() {
+        put_u16(&mut name_ids, id as u16);
+        put_string16(&mut name_ids, name.as_bytes(), "node name")?;
+    }
+    Ok(EncodedNodes { name_ids, nodes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw_cw1(p0: &[(usize, u8, u8)]) -> Vec<u8> {
+        let mut raw = vec![0u8; nodes_len(1)];
+        for &(i, c, p2) in p0 {
+            raw[i] = c;
+            raw[2 * NODE_COUNT + i] = p2;
+        }
+        raw
+    }
+
+    #[test]
+    fn content_width_1_borrows_param2_high_nibble() {
+        let raw = raw_cw1(&[(5, 0x80, 0x38), (6, 1, 0x38)]);
+        let map = [
+            NameId {
+                id: 0,
+                name: b"air",
+            },
+            NameId {
+                id: 1,
+                name: b"test:one",
+            },
+            NameId {
+                id: 0x803,
+                name: b"test:two",
+            },
+        ];
+        let nodes = decode_nodes(&raw, 1, &map).unwrap();
+        assert_eq!(nodes.names, ["air", "test:two", "test:one"]);
+        assert_eq!(nodes.content[5], 1);
+        assert_eq!(nodes.param2[5], 0x08);
+        assert_eq!(nodes.content[6], 2);
+        assert_eq!(nodes.param2[6], 0x38);
+    }
+
+    #[test]
+    fn unmapped_ids_are_corrupt() {
+        let raw = raw_cw1(&[(7, 9, 0)]);
+        let e = decode_nodes(
+            &raw,
+            1,
+            &[NameId {
+                id: 0,
+                name: b"air",
+            }],
+        )
+        .err()
+        .unwrap();
+        assert!(e.message().contains("node 7 has id 9"), "{e}");
+    }
+
+    #[test]
+    fn encoding_renumbers_by_first_use() {
+        let block = MapBlock {
+            version: 29,
+            flags: 0,
+            lighting_complete: 0xFFFF,
+            timestamp: 0,
+            names: vec!["unused".into(), "b".into(), "a".into(), "b".into()],
+            content: (0..NODE_COUNT).map(|i| [2u16, 1, 3][i % 3]).collect(),
+            param1: vec![0; NODE_COUNT],
+            param2: vec![0; NODE_COUNT],
+            metadata: vec![],
+            objects: vec![],
+            timers: vec![],
+        };
+        let enc = encode_nodes(&block).unwrap();
+        assert_eq!(&enc.nodes[..6], &[0, 0, 0, 1, 0, 1]);
+        assert_eq!(
+            enc.name_ids,
+            b"\x00\x00\x02\x00\x00\x00\x01a\x00\x01\x00\x01b"
+        );
+    }
+}

@@ -1,0 +1,189 @@
+//! `block.txt`: the header fields of a block as `key = value` lines.
+//!
+//! ```text
+//! version = 29
+//! underground = false        # flags 0x01: the block is underground
+//! day_night_differs = true   # flags 0x02: day and night light differ
+//! lighting_expired = false   # flags 0x04: light needs updating (versions before 27)
+//! generated = true           # not flags 0x08: false makes the engine generate the block again
+//! lighting_complete = 0xffff # one bit per face and light bank; 0xffff = complete
+//! timestamp = undefined      # game time in seconds of the last save; undefined = 0xffffffff
+//! ```
+//!
+//! Flag bits 0x10–0x80 have no meaning in the engine; when a block has any, they are shown as
+//! `other_flags = 0x..` (absent means 0). Reading takes every key but `other_flags` exactly
+//! once, in any order; booleans are `true`/`false` (also `yes`/`no`, `1`/`0`); numbers are
+//! decimal or `0x` hexadecimal; `#` starts a comment.
+
+use crate::error::{Error, Result};
+use crate::luanti::block::MapBlock;
+use crate::luanti::views::text::{key_value, lines, parse_int, Cursor};
+
+/// The flag bits with a name: (key, bit, shown inverted, comment).
+const FLAGS: [(&str, u8, bool, &str); 4] = [
+    (
+        "underground",
+        0x01,
+        false,
+        "flags 0x01: the block is underground",
+    ),
+    (
+        "day_night_differs",
+        0x02,
+        false,
+        "flags 0x02: day and night light differ",
+    ),
+    (
+        "lighting_expired",
+        0x04,
+        false,
+        "flags 0x04: light needs updating (versions before 27)",
+    ),
+    (
+        "generated",
+        0x08,
+        true,
+        "not flags 0x08: false makes the engine generate the block again",
+    ),
+];
+
+/// The bits of `flags` not named in [`FLAGS`].
+const OTHER_FLAGS: u8 = 0xf0;
+
+/// `block.txt`: version, flags, lighting_complete, timestamp.
+pub fn render_header(block: &MapBlock) -> Vec<u8> {
+    let mut lines: Vec<(String, &str)> = Vec::with_capacity(8);
+    lines.push((format!("version = {}", block.version), ""));
+    for (key, bit, inverted, comment) in FLAGS {
+        let set = (block.flags & bit != 0) != inverted;
+        lines.push((format!("{key} = {set}"), comment));
+    }
+    if block.flags & OTHER_FLAGS != 0 {
+        lines.push((
+            format!("other_flags = {:#04x}", block.flags & OTHER_FLAGS),
+            "flags 0x10-0x80: not used by the engine",
+        ));
+    }
+    lines.push((
+        format!("lighting_complete = {:#06x}", block.lighting_complete),
+        "one bit per face and light bank; 0xffff = complete",
+    ));
+    let timestamp = if block.timestamp == u32::MAX {
+        "undefined".to_string()
+    } else {
+        block.timestamp.to_string()
+    };
+    lines.push((
+        format!("timestamp = {timestamp}"),
+        "game time in seconds of the last save; undefined = 0xffffffff",
+    ));
+    let width = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
+    let mut out = String::with_capacity(600);
+    for (line, comment) in lines {
+        if comment.is_empty() {
+            out.push_str(&line);
+        } else {
+            out.push_str(&format!("{line:width$}  # {comment}"));
+        }
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
+/// Parses `block.txt` into `block`.
+pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
+    let mut version = None;
+    let mut flags = [None; 4];
+    let mut other = None;
+    let mut lighting_complete = None;
+    let mut timestamp = None;
+    let mut last_line = 0;
+    for line in lines(text)? {
+        last_line = line.number;
+        if line.content().is_empty() {
+            continue;
+        }
+        let (key, mut value) = key_value(&line)?;
+        let duplicate = || line.error(format!("`{key}` is given twice"));
+        match key {
+            "version" => {
+                let v = value.int("version", 22, 29)? as u8;
+                if version.replace(v).is_some() {
+                    return Err(duplicate());
+                }
+            }
+            "other_flags" => {
+                let v = value.int("other_flags", 0, 255)? as u8;
+                if v & !OTHER_FLAGS != 0 {
+                    return Err(line.error(format!(
+                        "other_flags may only hold bits 0x10-0x80, not {v:#04x}"
+                    )));
+                }
+                if other.replace(v).is_some() {
+                    return Err(duplicate());
+                }
+            }
+            "lighting_complete" => {
+                let v = value.int("lighting_complete", 0, 0xffff)? as u16;
+                if lighting_complete.replace(v).is_some() {
+                    return Err(duplicate());
+                }
+            }
+            "timestamp" => {
+                let word = value.word(&[]);
+                let v = if word == "undefined" {
+                    u32::MAX
+                } else {
+                    parse_int(word)
+                        .and_then(|v| u32::try_from(v).ok())
+                        .ok_or_else(|| {
+                            line.error_at(
+                                word,
+                                "timestamp must be a number of seconds (0 to 4294967295) or `undefined`",
+                            )
+                        })?
+                };
+                if timestamp.replace(v).is_some() {
+                    return Err(duplicate());
+                }
+            }
+            _ => {
+                let Some(i) = FLAGS.iter().position(|f| f.0 == key) else {
+                    return Err(line.error(format!(
+                        "unknown key `{key}` (expected version, {}, lighting_complete, timestamp)",
+                        FLAGS.map(|f| f.0).join(", ")
+                    )));
+                };
+                let v = boolean(&mut value, key)?;
+                if flags[i].replace(v).is_some() {
+                    return Err(duplicate());
+                }
+            }
+        }
+        value.end()?;
+    }
+    let missing = |key: &str| Error::at(last_line + 1, 1, format!("`{key}` is missing"));
+    let version = version.ok_or_else(|| missing("version"))?;
+    let mut bits = other.unwrap_or(0);
+    for ((key, bit, inverted, _), value) in FLAGS.iter().zip(flags) {
+        if value.ok_or_else(|| missing(key))? != *inverted {
+            bits |= bit;
+        }
+    }
+    block.version = version;
+    block.flags = bits;
+    block.lighting_complete = lighting_complete.ok_or_else(|| missing("lighting_complete"))?;
+    block.timestamp = timestamp.ok_or_else(|| missing("timestamp"))?;
+    Ok(())
+}
+
+fn boolean(value: &mut Cursor<'_>, key: &str) -> Result<bool> {
+    let word = value.word(&[]);
+    match word {
+        "true" | "yes" | "1" => Ok(true),
+        "false" | "no" | "0" => Ok(false),
+        _ => Err(value
+            .line
+            .error_at(word, format!("{key} must be true or false"))),
+    }
+}

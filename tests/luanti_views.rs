@@ -1,0 +1,690 @@
+//! The text views of a Luanti map block: proptest round trips (render → parse gives the block
+//! back, and rendering is byte-stable), the error messages of typical mistakes, and a corpus
+//! of truncated and mutated views that must give errors, never panics.
+
+use proptest::prelude::*;
+use worldfs::luanti::block::{
+    BlockPos, LuaEntity, LuaEntityExtra, MapBlock, NodeTimer, ObjectData, RelPos, StaticObject,
+    NODE_COUNT,
+};
+use worldfs::luanti::views;
+
+/// Puts `names`/`content` in canonical form: used names only, in first-use order.
+fn canonicalise(names: &[String], raw: &[u16]) -> (Vec<String>, Vec<u16>) {
+    let mut out_names: Vec<String> = Vec::new();
+    let mut map = vec![u16::MAX; names.len()];
+    let content = raw
+        .iter()
+        .map(|&c| {
+            let c = usize::from(c) % names.len();
+            if map[c] == u16::MAX {
+                // Names may repeat in `names`: merge equal ones.
+                map[c] = match out_names.iter().position(|n| *n == names[c]) {
+                    Some(i) => i as u16,
+                    None => {
+                        out_names.push(names[c].clone());
+                        (out_names.len() - 1) as u16
+                    }
+                };
+            }
+            map[c]
+        })
+        .collect();
+    (out_names, content)
+}
+
+fn node_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[a-z_]{1,10}:[a-z0-9_]{1,12}",
+        1 => Just("air".to_string()),
+        1 => "[^\\s\\p{Cc}][^\\p{Cc}]{0,6}[^\\s\\p{Cc}]",
+    ]
+}
+
+/// 4096 bytes, either few distinct values in runs (realistic) or arbitrary.
+fn bytes4096() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), NODE_COUNT),
+        (prop::collection::vec(any::<u8>(), 1..4), any::<u64>()).prop_map(|(vals, seed)| {
+            let mut s = seed | 1;
+            (0..NODE_COUNT)
+                .map(|i| {
+                    s ^= s << 13;
+                    s ^= s >> 7;
+                    s ^= s << 17;
+                    vals[(i / 64 + (s % 3) as usize) % vals.len()]
+                })
+                .collect()
+        }),
+    ]
+}
+
+fn rel_pos() -> impl Strategy<Value = RelPos> {
+    (0u8..16, 0u8..16, 0u8..16).prop_map(|(x, y, z)| RelPos { x, y, z })
+}
+
+fn block_pos() -> impl Strategy<Value = BlockPos> {
+    (-2048i16..2048, -2048i16..2048, -2048i16..2048).prop_map(|(x, y, z)| BlockPos { x, y, z })
+}
+
+fn object(origin: BlockPos) -> impl Strategy<Value = StaticObject> {
+    let pos = prop::array::uniform3(-5_000i32..165_000).prop_map(move |rel| {
+        [
+            i32::from(origin.x) * 160_000 + rel[0],
+            i32::from(origin.y) * 160_000 + rel[1],
+            i32::from(origin.z) * 160_000 + rel[2],
+        ]
+    });
+    let extra = prop_oneof![
+        Just(None),
+        (any::<i32>(), any::<i32>()).prop_map(|(pitch, roll)| Some(LuaEntityExtra {
+            version2: 1,
+            pitch,
+            roll,
+            guid: None
+        })),
+        (2u8..=255, any::<i32>(), any::<i32>(), any::<[u8; 16]>()).prop_map(
+            |(version2, pitch, roll, guid)| Some(LuaEntityExtra {
+                version2,
+                pitch,
+                roll,
+                guid: Some(guid)
+            })
+        ),
+    ];
+    let lua = (
+        node_name(),
+        prop::collection::vec(any::<u8>(), 0..40),
+        any::<u16>(),
+        any::<[i32; 3]>(),
+        any::<i32>(),
+        extra,
+    )
+        .prop_map(|(name, state, hp, velocity, yaw, extra)| {
+            ObjectData::LuaEntity(LuaEntity {
+                name,
+                state,
+                hp,
+                velocity,
+                yaw,
+                extra,
+            })
+        });
+    let data = prop_oneof![
+        lua.prop_map(|d| (7u8, d)),
+        (any::<u8>(), prop::collection::vec(any::<u8>(), 0..30))
+            .prop_map(|(k, d)| (k, ObjectData::Raw(d))),
+    ];
+    (pos, data).prop_map(|(pos, (kind, data))| StaticObject { kind, pos, data })
+}
+
+fn block() -> impl Strategy<Value = (MapBlock, BlockPos)> {
+    let header = (
+        22u8..=29,
+        any::<u8>(),
+        any::<u16>(),
+        any::<u32>(),
+        any::<bool>(),
+    );
+    let nodes = (
+        prop::collection::vec(node_name(), 1..8),
+        prop::collection::vec(0u16..8, NODE_COUNT),
+        bytes4096(),
+        bytes4096(),
+    );
+    let timers = prop::collection::btree_map(rel_pos(), (any::<i32>(), any::<i32>()), 0..6);
+    (header, nodes, timers, block_pos()).prop_flat_map(
+        |((version, flags, lc, ts, undefined), (names, raw, param1, param2), timers, pos)| {
+            let (names, content) = canonicalise(&names, &raw);
+            let block = MapBlock {
+                version,
+                flags,
+                lighting_complete: if version < 27 { 0xffff } else { lc },
+                timestamp: if undefined { u32::MAX } else { ts },
+                names,
+                content,
+                param1,
+                param2,
+                metadata: Vec::new(),
+                objects: Vec::new(),
+                timers: timers
+                    .into_iter()
+                    .map(|(pos, (timeout, elapsed))| NodeTimer {
+                        pos,
+                        timeout,
+                        elapsed,
+                    })
+                    .collect(),
+            };
+            prop::collection::vec(object(pos), 0..4).prop_map(move |objects| {
+                let mut b = block.clone();
+                b.objects = objects;
+                (b, pos)
+            })
+        },
+    )
+}
+
+/// A block that differs from any generated one in every field the views cover.
+fn blank() -> MapBlock {
+    MapBlock {
+        version: 1,
+        flags: 0,
+        lighting_complete: 0,
+        timestamp: 0,
+        names: vec!["x".into()],
+        content: vec![0; NODE_COUNT],
+        param1: vec![0; NODE_COUNT],
+        param2: vec![0; NODE_COUNT],
+        metadata: Vec::new(),
+        objects: Vec::new(),
+        timers: Vec::new(),
+    }
+}
+
+type Render = fn(&MapBlock, BlockPos) -> Vec<u8>;
+type Parse = fn(&[u8], BlockPos, &mut MapBlock) -> worldfs::Result<()>;
+/// Copies the fields a view covers from one block to another.
+type Copy = fn(&MapBlock, &mut MapBlock);
+
+/// Every view as (file name, render, parse, the fields it covers copied into a block).
+fn all_views() -> Vec<(&'static str, Render, Parse, Copy)> {
+    vec![
+        (
+            "nodes.cubeset",
+            |b, _| views::render_nodes(b),
+            |t, _, b| views::parse_nodes(t, b),
+            |from, to| {
+                to.names = from.names.clone();
+                to.content = from.content.clone();
+                to.param2 = from.param2.clone();
+            },
+        ),
+        (
+            "light.txt",
+            |b, _| views::render_light(b),
+            |t, _, b| views::parse_light(t, b),
+            |from, to| to.param1 = from.param1.clone(),
+        ),
+        (
+            "block.txt",
+            |b, _| views::render_header(b),
+            |t, _, b| views::parse_header(t, b),
+            |from, to| {
+                to.version = from.version;
+                to.flags = from.flags;
+                to.lighting_complete = from.lighting_complete;
+                to.timestamp = from.timestamp;
+            },
+        ),
+        (
+            "timers.txt",
+            |b, _| views::render_timers(b),
+            |t, _, b| views::parse_timers(t, b),
+            |from, to| to.timers = from.timers.clone(),
+        ),
+        (
+            "objects.txt",
+            views::render_objects,
+            views::parse_objects,
+            |from, to| to.objects = from.objects.clone(),
+        ),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn every_view_round_trips((block, pos) in block()) {
+        for (name, render, parse, copy) in all_views() {
+            let text = render(&block, pos);
+            let mut parsed = blank();
+            parse(&text, pos, &mut parsed).map_err(|e| {
+                TestCaseError::fail(format!("{name}: {e}\n{}", String::from_utf8_lossy(&text)))
+            })?;
+            let mut expected = blank();
+            copy(&block, &mut expected);
+            prop_assert_eq!(&parsed, &expected, "{}", name);
+            prop_assert_eq!(render(&parsed, pos), text, "{} is not byte-stable", name);
+        }
+    }
+
+    #[test]
+    fn all_views_together_rebuild_the_block((block, pos) in block()) {
+        let mut copy = blank();
+        for (_, render, parse, _) in all_views() {
+            parse(&render(&block, pos), pos, &mut copy).unwrap();
+        }
+        prop_assert_eq!(copy, block);
+    }
+
+    #[test]
+    fn objects_keep_their_relative_place_in_another_block(
+        (block, pos) in block(), to in block_pos()
+    ) {
+        let text = views::render_objects(&block, pos);
+        let mut moved = blank();
+        views::parse_objects(&text, to, &mut moved).unwrap();
+        for (a, b) in block.objects.iter().zip(&moved.objects) {
+            let shift = [to.x - pos.x, to.y - pos.y, to.z - pos.z];
+            for ((pb, pa), s) in b.pos.iter().zip(a.pos).zip(shift) {
+                prop_assert_eq!(i64::from(*pb) - i64::from(pa), i64::from(s) * 160_000);
+            }
+        }
+        prop_assert_eq!(views::render_objects(&moved, to), text);
+    }
+}
+
+/// A hand-made block with two names, a timer and both kinds of object.
+fn sample() -> (MapBlock, BlockPos) {
+    let content = (0..NODE_COUNT)
+        .map(|i| u16::from((i >> 4) & 15 >= 3))
+        .collect();
+    let mut param2 = vec![0u8; NODE_COUNT];
+    param2[5] = 3;
+    let pos = BlockPos { x: -1, y: 0, z: 3 };
+    let block = MapBlock {
+        version: 29,
+        flags: 0x0b,
+        lighting_complete: 0xfffe,
+        timestamp: 1234,
+        names: vec!["default:stone".into(), "air".into()],
+        content,
+        param1: (0..NODE_COUNT).map(|i| (i % 251) as u8).collect(),
+        param2,
+        metadata: Vec::new(),
+        objects: vec![
+            StaticObject {
+                kind: 7,
+                pos: [-155_000, 12_345, 480_005],
+                data: ObjectData::LuaEntity(LuaEntity {
+                    name: "mobs:sheep".into(),
+                    state: b"return {\"a\"=1}\n\x00\xff".to_vec(),
+                    hp: 10,
+                    velocity: [0, -250, 1],
+                    yaw: 1571,
+                    extra: Some(LuaEntityExtra {
+                        version2: 2,
+                        pitch: 0,
+                        roll: -1,
+                        guid: Some([0xab; 16]),
+                    }),
+                }),
+            },
+            StaticObject {
+                kind: 3,
+                pos: [-160_000, 0, 480_000],
+                data: ObjectData::Raw(vec![1, 2, 255]),
+            },
+        ],
+        timers: vec![NodeTimer {
+            pos: RelPos { x: 1, y: 2, z: 3 },
+            timeout: 10_000,
+            elapsed: 5,
+        }],
+    };
+    (block, pos)
+}
+
+fn view_text(name: &str) -> String {
+    let (block, pos) = sample();
+    let (_, render, _, _) = all_views().into_iter().find(|v| v.0 == name).unwrap();
+    String::from_utf8(render(&block, pos)).unwrap()
+}
+
+fn error_of(name: &str, text: &str) -> String {
+    let (mut block, pos) = sample();
+    let (_, _, parse, _) = all_views().into_iter().find(|v| v.0 == name).unwrap();
+    let before = block.clone();
+    let e = parse(text.as_bytes(), pos, &mut block).unwrap_err();
+    assert_eq!(block, before, "a failed parse must not change the block");
+    assert_eq!(e.errno(), libc_einval());
+    e.to_string()
+}
+
+fn libc_einval() -> i32 {
+    worldfs::Error::invalid("").errno()
+}
+
+/// `text` with the first occurrence of `from` replaced (which must exist).
+fn edit(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "{from:?} not in\n{text}");
+    text.replacen(from, to, 1)
+}
+
+#[test]
+fn hand_edits_are_accepted() {
+    let (block, pos) = sample();
+    let mut b = block.clone();
+    // nodes: a new definition, used by one node (x=1, y=0, z=0).
+    let nodes = view_text("nodes.cubeset");
+    let nodes = edit(
+        &nodes,
+        "\"a: default:stone: 0\",",
+        "\"a: default:stone: 0\", 'S: default:dirt: 7';",
+    );
+    let nodes = edit(&nodes, "\"aaaaabaaaaaaaaaa\"", "\"aSaaabaaaaaaaaaa\"");
+    views::parse_nodes(nodes.as_bytes(), &mut b).unwrap();
+    assert_eq!(b.names, vec!["default:stone", "default:dirt", "air"]);
+    assert_eq!((b.content[1], b.param2[1]), (1, 7));
+    // light: upper-case, single digits, odd spacing, no trailing newline.
+    let light = view_text("light.txt")
+        .replacen("00 01 02", "  0   1 02", 1)
+        .replace(" 0a ", " A ");
+    views::parse_light(light.trim_end().as_bytes(), &mut b).unwrap();
+    assert_eq!(b.param1, block.param1);
+    // header: reordered, other spellings, hexadecimal.
+    let header = "timestamp=0x10\n\n  generated = no\nunderground=yes # comment\n\
+                  day_night_differs = 1\nlighting_expired = false\nlighting_complete = 65535\nversion = 28";
+    views::parse_header(header.as_bytes(), &mut b).unwrap();
+    assert_eq!(
+        (b.version, b.flags, b.lighting_complete, b.timestamp),
+        (28, 0x0b, 0xffff, 16)
+    );
+    // timers: spaces, fewer decimals, any order.
+    views::parse_timers(b"# mine\n 2, 0 ,1  5 0.5\n0,0,0 1.25 0   # first\n", &mut b).unwrap();
+    let positions: Vec<_> = b
+        .timers
+        .iter()
+        .map(|t| (t.pos.x, t.pos.y, t.pos.z, t.timeout, t.elapsed))
+        .collect();
+    assert_eq!(positions, vec![(0, 0, 0, 1250, 0), (2, 0, 1, 5000, 500)]);
+    // objects: keys in another order, a quoted name, spaced hex.
+    let objects = "[object]\ndata = 01 02\npos = 1,2,3 \ntype=9\n[lua_entity]\nstate=\"\"\nyaw=0\n\
+                   velocity=1,2,3\nhp=1\nname = \"a b\"\npos = 0,0,0";
+    views::parse_objects(objects.as_bytes(), pos, &mut b).unwrap();
+    assert_eq!(b.objects[0].pos, [-150_000, 20_000, 510_000]);
+    assert_eq!(b.objects[0].data, ObjectData::Raw(vec![1, 2]));
+    let ObjectData::LuaEntity(e) = &b.objects[1].data else {
+        panic!()
+    };
+    assert_eq!(
+        (e.name.as_str(), e.velocity, e.extra.is_none()),
+        ("a b", [1000, 2000, 3000], true)
+    );
+}
+
+#[test]
+fn nodes_errors() {
+    let nodes = view_text("nodes.cubeset");
+    let e = error_of(
+        "nodes.cubeset",
+        &edit(&nodes, "\"aaaaabaaaaaaaaaa\"", "\"aaaaaZaaaaaaaaaa\""),
+    );
+    assert_eq!(
+        e,
+        "line 26, column 11: unknown character 'Z' (no definition in BlockDefinitions)"
+    );
+    let e = error_of(
+        "nodes.cubeset",
+        &edit(&nodes, "\"aaaaabaaaaaaaaaa\"", "\"aaaaabaaaaaaaaa\""),
+    );
+    assert_eq!(
+        e,
+        "line 26, column 5: row too short: level 0 row 0 has 15 characters, expected 16"
+    );
+    let e = error_of("nodes.cubeset", &edit(&nodes, "stone: 3", "stone: 256"));
+    assert_eq!(
+        e,
+        "line 20, column 5: param2 256 is out of range (0 to 255)"
+    );
+    let e = error_of("nodes.cubeset", &edit(&nodes, "stone: 3", "stone: three"));
+    assert!(
+        e.starts_with("line 20, column 5: META `three` must be a whole number"),
+        "{e}"
+    );
+    let e = error_of(
+        "nodes.cubeset",
+        &edit(&nodes, "\"b: default:stone: 3\"", "\"b: : 3\""),
+    );
+    assert_eq!(e, "line 20, column 5: empty node name");
+    let e = error_of("nodes.cubeset", &edit(&nodes, "y = 16", "y = 15"));
+    assert!(
+        e.starts_with("line 13, column 11: the size must be x = 16, y = 16, z = 16"),
+        "{e}"
+    );
+    let e = error_of(
+        "nodes.cubeset",
+        &edit(
+            &nodes,
+            "\"b: default:stone: 3\",",
+            "\"b: default:stone: 3\"",
+        ),
+    );
+    assert!(
+        e.starts_with("line 21, column 5: expected `,` or `}`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn light_errors() {
+    let light = view_text("light.txt");
+    let e = error_of("light.txt", &edit(&light, "00 01 02", "00 0g 02"));
+    assert_eq!(
+        e,
+        "line 4, column 4: `0g` is not a light value (two hexadecimal digits, 00 to ff)"
+    );
+    let e = error_of("light.txt", &edit(&light, "00 01 02", "00 01 102"));
+    assert!(
+        e.starts_with("line 4, column 7: `102` is not a light value"),
+        "{e}"
+    );
+    let e = error_of("light.txt", &edit(&light, "00 01 02 ", "00 01 "));
+    assert_eq!(
+        e,
+        "line 4, column 1: level 0 row 0 has 15 values, expected 16"
+    );
+    let e = error_of("light.txt", &edit(&light, "00 01 02 ", "00 01 02 03 "));
+    assert!(e.starts_with("line 4, column 49: too many values"), "{e}");
+    let e = error_of("light.txt", &format!("{light}00 00\n"));
+    assert!(e.starts_with("line 290, column 1: too many rows"), "{e}");
+    let short: String = light.lines().take(100).map(|l| format!("{l}\n")).collect();
+    let e = error_of("light.txt", &short);
+    assert!(
+        e.starts_with("line 101, column 1: only 87 rows, expected 256"),
+        "{e}"
+    );
+}
+
+#[test]
+fn header_errors() {
+    let header = view_text("block.txt");
+    let e = error_of("block.txt", &edit(&header, "version = 29", "version = 30"));
+    assert_eq!(
+        e,
+        "line 1, column 11: version 30 is out of range (22 to 29)"
+    );
+    let e = error_of(
+        "block.txt",
+        &edit(&header, "version = 29", "version = twenty"),
+    );
+    assert_eq!(e, "line 1, column 11: version must be a whole number");
+    let e = error_of(
+        "block.txt",
+        &edit(&header, "underground = true", "underground = maybe"),
+    );
+    assert_eq!(e, "line 2, column 15: underground must be true or false");
+    let e = error_of("block.txt", &edit(&header, "underground", "undergrund"));
+    assert!(
+        e.starts_with("line 2, column 1: unknown key `undergrund`"),
+        "{e}"
+    );
+    let e = error_of("block.txt", &format!("{header}version = 29\n"));
+    assert_eq!(e, "line 8, column 1: `version` is given twice");
+    let e = error_of(
+        "block.txt",
+        &edit(&header, "timestamp = 1234", "timestamp = -1"),
+    );
+    assert!(
+        e.starts_with("line 7, column 13: timestamp must be a number of seconds"),
+        "{e}"
+    );
+    let e = error_of(
+        "block.txt",
+        &edit(&header, "timestamp = 1234", "timestamp = 12 34"),
+    );
+    assert_eq!(e, "line 7, column 16: unexpected text");
+    let e = error_of(
+        "block.txt",
+        &edit(&header, "lighting_complete", "# lighting_complete"),
+    );
+    assert_eq!(e, "line 8, column 1: `lighting_complete` is missing");
+    let e = error_of("block.txt", &edit(&header, "version = 29", "version 29"));
+    assert_eq!(e, "line 1, column 1: expected `key = value`");
+}
+
+#[test]
+fn timer_errors() {
+    let e = error_of("timers.txt", "16,0,0 1 1\n");
+    assert_eq!(e, "line 1, column 1: x 16 is out of range (0 to 15)");
+    let e = error_of("timers.txt", "1,0,0 1.2345 1\n");
+    assert_eq!(
+        e,
+        "line 1, column 7: timeout: `1.2345` is not a number (at most 3 digits after the point)"
+    );
+    let e = error_of("timers.txt", "1,0 0 1 1\n");
+    assert_eq!(e, "line 1, column 5: expected `,` between y and z");
+    let e = error_of("timers.txt", "1,0,0 1\n");
+    assert_eq!(
+        e,
+        "line 1, column 8: expected the elapsed in seconds, found the end of the line"
+    );
+    let e = error_of("timers.txt", "1,0,0 1 1\n\n1,0,0 2 2\n");
+    assert_eq!(
+        e,
+        "line 3, column 1: a second timer at 1,0,0 (the first is on line 1)"
+    );
+    let e = error_of("timers.txt", "1,0,0 2147483.648 0\n");
+    assert!(
+        e.starts_with("line 1, column 7: timeout 2147483.648 is out of range"),
+        "{e}"
+    );
+}
+
+#[test]
+fn object_errors() {
+    let objects = view_text("objects.txt");
+    let e = error_of("objects.txt", &edit(&objects, "[object]", "[thing]"));
+    assert_eq!(
+        e,
+        "line 16, column 1: unknown section `[thing]` (expected [lua_entity] or [object])"
+    );
+    let e = error_of("objects.txt", &edit(&objects, "hp = 10\n", ""));
+    assert_eq!(e, "line 4, column 1: [lua_entity] has no `hp`");
+    let e = error_of(
+        "objects.txt",
+        &edit(&objects, "data = 0102ff", "data = 0102f"),
+    );
+    assert!(
+        e.starts_with("line 19, column 8: data must be hexadecimal digits in pairs"),
+        "{e}"
+    );
+    let e = error_of(
+        "objects.txt",
+        &edit(&objects, "pos = 0.5000", "pos = 16.5000"),
+    );
+    assert!(
+        e.starts_with("line 5, column 7: x 16.5000 is out of range (-0.5000 to 16.4999)"),
+        "{e}"
+    );
+    let e = error_of("objects.txt", &edit(&objects, "version2 = 2\n", ""));
+    assert_eq!(
+        e,
+        "line 4, column 1: `pitch` needs `version2` (1 for pitch and roll, 2 with guid)"
+    );
+    let e = error_of(
+        "objects.txt",
+        &edit(&objects, "version2 = 2", "version2 = 1"),
+    );
+    assert_eq!(e, "line 4, column 1: `guid` needs version2 2 or higher");
+    let e = error_of(
+        "objects.txt",
+        &edit(&objects, "state = \"", "state = \"\\q"),
+    );
+    assert!(e.starts_with("line 14, column 10: unknown escape"), "{e}");
+    let e = error_of("objects.txt", &edit(&objects, "\\xff\"", "\\xff"));
+    assert_eq!(e, "line 14, column 9: state: missing closing quote");
+    let e = error_of("objects.txt", &edit(&objects, "hp = 10", "hp = 70000"));
+    assert_eq!(e, "line 7, column 6: hp 70000 is out of range (0 to 65535)");
+    let e = error_of(
+        "objects.txt",
+        &edit(&objects, "\n[lua_entity]", "hp = 1\n[lua_entity]"),
+    );
+    assert_eq!(
+        e,
+        "line 3, column 1: expected a section header, [lua_entity] or [object]"
+    );
+    let e = error_of(
+        "objects.txt",
+        &edit(&objects, "yaw = 1.571", "yaw = 1.571\nyaw = 2"),
+    );
+    assert_eq!(e, "line 10, column 1: `yaw` is given twice");
+}
+
+#[test]
+fn not_utf8_is_rejected_with_its_place() {
+    let e = error_of("timers.txt", "0,0,0 1 1\n1,\u{e9}\u{ff}");
+    assert!(e.starts_with("line 2, column 3:"), "{e}");
+    let mut bytes = b"0,0,0 1 1\n1,0".to_vec();
+    bytes.push(0xff);
+    let (mut block, _) = sample();
+    let e = views::parse_timers(&bytes, &mut block)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, "line 2, column 4: the file is not UTF-8");
+}
+
+/// Truncations at every length and random byte mutations: errors or blocks, never panics.
+#[test]
+fn malformed_views_never_panic() {
+    let (block, pos) = sample();
+    let mut other = block.clone();
+    other.names = vec!["a".into(), "é:\"\\".into(), "c".into()];
+    other.content = (0..NODE_COUNT).map(|i| (i % 3) as u16).collect();
+    other.param2 = (0..NODE_COUNT).map(|i| (i % 7) as u8).collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let (mut ok, mut err) = (0usize, 0usize);
+    for b in [&block, &other] {
+        for (_, render, parse, _) in all_views() {
+            let text = render(b, pos);
+            let mut tally = |r: worldfs::Result<()>| match r {
+                Ok(()) => ok += 1,
+                Err(_) => err += 1,
+            };
+            for len in 0..=text.len() {
+                let mut scratch = blank();
+                tally(parse(&text[..len], pos, &mut scratch));
+            }
+            for _ in 0..400 {
+                let mut t = text.clone();
+                for _ in 0..1 + next() % 4 {
+                    let i = (next() as usize) % t.len();
+                    match next() % 3 {
+                        0 => t[i] = next() as u8,
+                        1 => {
+                            t.remove(i);
+                        }
+                        _ => {
+                            let symbols = b"\"#,=:[]\n\\ 0f-.";
+                            t.insert(i, symbols[(next() as usize) % symbols.len()]);
+                        }
+                    }
+                }
+                let mut scratch = blank();
+                tally(parse(&t, pos, &mut scratch));
+            }
+        }
+    }
+    assert!(
+        err > ok,
+        "most damaged files must be rejected ({ok} accepted, {err} rejected)"
+    );
+}
