@@ -9,7 +9,7 @@ use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
 use worldfs::survivalcraft::codec::{self, project};
 use worldfs::survivalcraft::format::TerrainFormat;
 use worldfs::survivalcraft::store::World;
-use worldfs::survivalcraft::views::{inventory, light, surface};
+use worldfs::survivalcraft::views::{blocks, inventory, light, surface};
 
 fn samples() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/survivalcraft");
@@ -203,6 +203,14 @@ fn region_samples_decode_and_round_trip() {
             )
             .unwrap();
             assert_eq!(again, chunk, "chunk {pos}");
+            assert_eq!(
+                blocks::parse(&chunk, &blocks::render(&chunk)).unwrap(),
+                chunk
+            );
+            assert_eq!(
+                surface::parse(&chunk, &surface::render(&chunk)).unwrap(),
+                chunk
+            );
             assert!(chunk.cells().iter().any(|c| c.id != 0));
             total += 1;
         }
@@ -473,4 +481,47 @@ fn project_inventories_edit_with_targeted_bytes() {
         project::write_inventories(&scnet, &players[0].1.entity_id, &players[0].1.inventories)
             .unwrap();
     assert_eq!(unchanged, scnet);
+}
+
+#[test]
+fn editing_blocks_cubeset_text_moves_the_top_height() {
+    let world = World::open(&ardoitia(), true).unwrap();
+    let pos = world.chunks()[20];
+    let chunk = world.read_chunk(pos).unwrap();
+    let top = chunk.computed_top(0, 0) as usize;
+    assert!(top < 120);
+    // Put the cell below the top of column (0,0) at y = top + 5: find its row in the text.
+    let text = String::from_utf8(blocks::render(&chunk)).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let level = |y: usize| {
+        lines
+            .iter()
+            .position(|l| l.contains(&format!("-- Level {y}")))
+            .unwrap()
+    };
+    let row_of = |y: usize| {
+        // The first row string of level y is on the line with the level comment or after it.
+        let at = level(y);
+        (at..)
+            .find(|&i| lines[i].trim_start().starts_with('"'))
+            .unwrap()
+    };
+    let src = lines[row_of(top)].trim_start()[1..2].to_string();
+    let dst_line = row_of(top + 5);
+    let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    let l = &edited[dst_line];
+    let q = l.find('"').unwrap();
+    edited[dst_line] = format!(
+        "{}{}{}",
+        &l[..q + 1],
+        src,
+        &l[q + 1 + l[q + 1..].chars().next().unwrap().len_utf8()..]
+    );
+    let new = blocks::parse(&chunk, edited.join("\n").as_bytes()).unwrap();
+    assert_eq!(
+        new.cell(0, top + 5, 0).unwrap().id,
+        chunk.cell(0, top, 0).unwrap().id
+    );
+    assert_eq!(new.column(0, 0).unwrap().top as usize, top + 5);
+    assert_eq!(new.column(1, 0).unwrap(), chunk.column(1, 0).unwrap());
 }

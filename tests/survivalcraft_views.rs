@@ -107,6 +107,11 @@ proptest! {
     }
 
     #[test]
+    fn block_text_round_trips(c in any_chunk()) {
+        prop_assert_eq!(&blocks::parse(&c, &blocks::render(&c)).unwrap(), &c);
+    }
+
+    #[test]
     fn inventories_round_trip(
         invs in prop::collection::vec(
             ("[A-Za-z_][A-Za-z0-9_]{0,12}", prop::collection::btree_map(0u32..=project::MAX_SLOT, (any::<i32>(), 1i32..=i32::MAX), 0..12)),
@@ -138,7 +143,7 @@ proptest! {
 
     #[test]
     fn mutated_views_never_panic(c in any_chunk(), at in any::<prop::sample::Index>(), byte in any::<u8>()) {
-        for text in [light::render(&c), surface::render(&c)] {
+        for text in [light::render(&c), surface::render(&c), blocks::render(&c)] {
             let mut t = text.clone();
             let i = at.index(t.len());
             t[i] = byte;
@@ -146,6 +151,8 @@ proptest! {
             let _ = surface::parse(&c, &t);
             let _ = light::parse(&c, &t[..i]);
             let _ = surface::parse(&c, &t[..i]);
+            let _ = blocks::parse(&c, &t);
+            let _ = blocks::parse(&c, &t[..i]);
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::cubeset::{self, Definition, Grid};
 use crate::error::{Error, Result};
 use crate::survivalcraft::block_names::block_name;
 use crate::survivalcraft::chunk::{Cell, Chunk};
+use crate::survivalcraft::format::TerrainFormat;
 
 /// The chunk as a grid; palette sorted by (id, data).
 pub fn to_grid(chunk: &Chunk) -> Grid {
@@ -47,18 +48,27 @@ pub fn render(chunk: &Chunk) -> Vec<u8> {
     cubeset::render(&to_grid(chunk), &comment)
 }
 
-fn block_id(def: &Definition, max: u16) -> Result<u16> {
+/// The block id of a definition, checking TYPE is a decimal id and META fits the format.
+fn definition(def: &Definition, format: TerrainFormat) -> Result<(u16, u32)> {
     let k = def.kind.as_str();
-    let id: u16 = if !k.is_empty() && k.len() <= 5 && k.bytes().all(|b| b.is_ascii_digit()) {
-        k.parse()
-            .map_err(|_| Error::invalid(format!("block id {k:?} is not a number")))?
-    } else {
-        return Err(Error::invalid(format!("block id {k:?} is not a number")));
+    let id: u16 = match k.parse() {
+        Ok(id) if k.len() <= 5 && k.bytes().all(|b| b.is_ascii_digit()) => id,
+        _ => return Err(Error::invalid(format!("block id {k:?} is not a number"))),
     };
-    if id > max {
-        return Err(Error::invalid(format!("block id {id} is over {max}")));
+    if id > format.max_id() {
+        return Err(Error::invalid(format!(
+            "block id {id} is over {}",
+            format.max_id()
+        )));
     }
-    Ok(id)
+    if def.meta > format.max_data() {
+        return Err(Error::invalid(format!(
+            "block data {} is over {}",
+            def.meta,
+            format.max_data()
+        )));
+    }
+    Ok((id, def.meta))
 }
 
 /// Applies a grid onto `base`: new ids and data, light kept, tops of changed columns
@@ -76,20 +86,9 @@ pub fn from_grid(base: &Chunk, grid: &Grid) -> Result<Chunk> {
     }
     let mut palette = Vec::with_capacity(grid.palette.len());
     for def in &grid.palette {
-        let id = block_id(def, format.max_id())
-            .and_then(|id| {
-                if def.meta > format.max_data() {
-                    Err(Error::invalid(format!(
-                        "block data {} is over {}",
-                        def.meta,
-                        format.max_data()
-                    )))
-                } else {
-                    Ok(id)
-                }
-            })
+        let entry = definition(def, format)
             .map_err(|e| e.context(format!("definition \"{}: {}\"", def.kind, def.meta)))?;
-        palette.push((id, def.meta));
+        palette.push(entry);
     }
     if grid.cells.len() != base.cells().len() {
         return Err(Error::invalid("grid has the wrong number of cells"));
@@ -110,15 +109,22 @@ pub fn from_grid(base: &Chunk, grid: &Grid) -> Result<Chunk> {
     Ok(out)
 }
 
-/// Parses an edited `blocks.cubeset` onto `base`.
+/// Parses an edited `blocks.cubeset` onto `base`; a bad size or definition is reported at
+/// its line and column.
 pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
-    from_grid(base, &cubeset::parse(text)?)
+    let format = base.format();
+    let check = |d: &Definition| {
+        definition(d, format)
+            .map(|_| ())
+            .map_err(|e| e.message().to_string())
+    };
+    let grid = cubeset::parse_checked(text, Some([16, base.height(), 16]), &check)?;
+    from_grid(base, &grid)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::survivalcraft::format::TerrainFormat;
 
     #[test]
     fn grid_round_trip_keeps_light_and_follows_tops() {
@@ -196,5 +202,90 @@ mod tests {
         assert!(from_grid(&c16, &g).is_err());
         g.size = [16, 256, 16];
         assert!(from_grid(&c16, &g).is_err());
+    }
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    fn chunk() -> Chunk {
+        let mut c = Chunk::empty(TerrainFormat::Chunks16);
+        for z in 0..16 {
+            for x in 0..16 {
+                c.set_cell(
+                    x,
+                    0,
+                    z,
+                    Cell {
+                        id: 1,
+                        light: 0,
+                        data: 0,
+                    },
+                )
+                .unwrap();
+                c.set_cell(
+                    x,
+                    1,
+                    z,
+                    Cell {
+                        id: 67,
+                        light: 0,
+                        data: (x % 3) as u32,
+                    },
+                )
+                .unwrap();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn text_round_trips_with_names_in_comments() {
+        let c = chunk();
+        let text = render(&c);
+        let s = String::from_utf8(text.clone()).unwrap();
+        assert!(s.contains("Basalt"), "{}", &s[..600]);
+        assert_eq!(parse(&c, &text).unwrap(), c);
+    }
+
+    #[test]
+    fn bad_definitions_are_reported_at_their_line() {
+        let c = chunk();
+        let s = String::from_utf8(render(&c)).unwrap();
+        let line = s.lines().position(|l| l.contains(": 67: 2\"")).unwrap() + 1;
+        for (from, to, why) in [
+            (": 67: 2\"", ": 1024: 2\"", "over 255"),
+            (": 67: 2\"", ": 67: 16\"", "data 16 is over 15"),
+            (": 67: 2\"", ": stone: 2\"", "not a number"),
+        ] {
+            let e = parse(&c, s.replacen(from, to, 1).as_bytes()).unwrap_err();
+            assert!(
+                e.message().starts_with(&format!("line {line}, column")),
+                "{e}"
+            );
+            assert!(e.message().contains(why), "{e}");
+        }
+        let mut t = Chunk::empty(TerrainFormat::Chunks32);
+        t.set_cell(
+            0,
+            0,
+            0,
+            Cell {
+                id: 5,
+                light: 0,
+                data: 0,
+            },
+        )
+        .unwrap();
+        let s = String::from_utf8(render(&t))
+            .unwrap()
+            .replacen(": 5: 0\"", ": 1024: 0\"", 1);
+        assert!(parse(&t, s.as_bytes())
+            .unwrap_err()
+            .message()
+            .contains("over 1023"));
+        // The grid of another height is refused.
+        assert!(parse(&Chunk::empty(TerrainFormat::Chunks32h), &render(&c)).is_err());
     }
 }
