@@ -315,8 +315,12 @@ pub fn patch_region(old: Option<&[u8]>, changes: &[(usize, Vec<u8>)]) -> Result<
             }
             Some(i) => {
                 let offset = live[i].offset;
-                let next = live.iter().map(|e| e.offset).filter(|&o| o > offset).min();
-                let room = next.map(|n| n - offset - 4);
+                let next = live
+                    .iter()
+                    .filter(|e| e.slot != *slot && e.offset >= offset)
+                    .map(|e| e.offset)
+                    .min();
+                let room = next.map(|n| n.saturating_sub(offset + 4));
                 if room.map_or(true, |r| data.len() <= r) {
                     let end = offset + 4 + data.len();
                     if end > file.len() {
@@ -452,6 +456,19 @@ mod tests {
         let e3 = parse_header(&f3).unwrap();
         assert_eq!(record_payload(&f3, &e3[0]).unwrap(), big.as_slice());
         assert_eq!(record_payload(&f3, &e3[1]).unwrap(), a.as_slice());
+    }
+
+    #[test]
+    fn overlapping_records_do_not_panic() {
+        let mut file = patch_region(None, &[(0, vec![1, 2, 3])]).unwrap();
+        // Slot 1 claims a record 2 bytes after slot 0's: CHK1 is not there.
+        put_entry(&mut file, 1, HEADER_BYTES + 2, 0).unwrap();
+        assert!(patch_region(Some(&file), &[(0, vec![9; 10])]).is_err());
+        // Slot 1 shares slot 0's record: an in-place write has no room and forces a rewrite.
+        put_entry(&mut file, 1, HEADER_BYTES, 3).unwrap();
+        let out = patch_region(Some(&file), &[(0, vec![9; 10])]).unwrap();
+        let e = parse_header(&out).unwrap();
+        assert_eq!(record_payload(&out, &e[1]).unwrap(), &[1, 2, 3]);
     }
 
     #[test]
