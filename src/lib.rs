@@ -4,11 +4,17 @@
 //! codecs (bytes ⇄ structs) → text views (structs ⇄ files) → stores (containers,
 //! transactions) → trees (paths → objects, cache, write-back) → the FUSE adapter.
 
+pub mod cli;
 pub mod cubeset;
 pub mod error;
+pub mod fuse;
+pub mod inspect;
 pub mod luanti;
+pub mod mount;
 pub mod names;
 pub mod survivalcraft;
 pub mod tvda;
+pub mod vfs;
+pub mod worlds;
 
 pub use error::{Error, Result};

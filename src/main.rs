@@ -1,1 +1,24 @@
-fn main() {}
+//! The `worldfs` command.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use worldfs::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Mount(args) => worldfs::mount::mount(&args),
+        Command::Unmount { mountpoint } => worldfs::mount::unmount(&mountpoint),
+        Command::Check { source } => worldfs::inspect::check(&source),
+        Command::Info { source } => worldfs::inspect::info(&source),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("worldfs: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

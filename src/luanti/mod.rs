@@ -2,7 +2,11 @@
 
 pub mod auth;
 pub mod block;
+pub mod blocks;
 pub mod codec;
+pub mod inspect;
+pub mod map_store;
 pub mod mod_storage;
 pub mod players;
+pub mod tree;
 pub mod views;

@@ -1,0 +1,63 @@
+# Shared helpers for the mount tests: real mounts driven with ordinary tools.
+# Each test script sources this file, uses $T (its own temp folder) and calls the helpers.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SHARED=${WORLDFS_SHARED:-$ROOT/../shared}
+WORLDFS=${WORLDFS:-$ROOT/target/release/worldfs}
+TOOLS=$SHARED/tools/luanti
+WORLD_CACHE=${WORLDFS_WORLD_CACHE:-$ROOT/target/mount-tests/worlds}
+T=$(mktemp -d "${TMPDIR:-/tmp}/worldfs-test.XXXXXX")
+export WORLDFS_STATE_DIR=$T/state
+MOUNTS=()
+
+cleanup() {
+  for m in "${MOUNTS[@]}"; do
+    if mountpoint -q "$m" 2>/dev/null; then fusermount3 -u -z "$m" 2>/dev/null || true; fi
+  done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# world NAME RADIUS [player_backend] [auth_backend]: path of a generated world (made once,
+# cached) copied into $T/NAME.
+world() {
+  local name=$1 radius=$2 pb=${3:-sqlite3} ab=${4:-sqlite3}
+  local cached=$WORLD_CACHE/r$radius-$pb-$ab
+  if [ ! -f "$cached/map.sqlite" ]; then
+    mkdir -p "$WORLD_CACHE"
+    local lock=$WORLD_CACHE/.lock
+    (
+      flock 9
+      if [ ! -f "$cached/map.sqlite" ]; then
+        "$TOOLS/mkworld.sh" "$cached.tmp" "$radius" "$pb" "$ab" >/dev/null
+        [ -f "$cached.tmp/map.sqlite" ] || { echo "mkworld.sh made no map.sqlite" >&2; exit 1; }
+        rm -rf "$cached"; mv "$cached.tmp" "$cached"
+      fi
+    ) 9>"$lock"
+  fi
+  rm -rf "${T:?}/$name"; cp -a "$cached" "$T/$name"
+  echo "$T/$name"
+}
+
+# mount_world SOURCE MOUNTPOINT [options...]
+mount_world() {
+  local src=$1 mnt=$2; shift 2
+  mkdir -p "$mnt"
+  "$WORLDFS" mount --log-file "$T/worldfs.log" "$@" "$src" "$mnt" || fail "mount $src failed"
+  MOUNTS+=("$mnt")
+}
+
+unmount_world() { "$WORLDFS" unmount "$1" || fail "unmount $1 failed"; }
+
+# probe WORLD: the engine's view of the area mkworld builds in, plus the special nodes.
+probe() {
+  "$TOOLS/probe.sh" "$1" -32,-32,-32 31,31,31 "1,10,1;2,10,1;3,10,1;0,0,0;17,10,1" 2>/dev/null
+}
+
+assert_eq() { [ "$1" == "$2" ] || fail "${3:-values differ}: expected [$2], got [$1]"; }
+assert_contains() { grep -qF -- "$2" "$1" || fail "${3:-$1 lacks [$2]}"; }
+assert_not_contains() { if grep -qF -- "$2" "$1"; then fail "${3:-$1 contains [$2]}"; fi; }
+sha() { sha256sum "$1" | cut -d' ' -f1; }

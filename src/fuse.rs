@@ -1,0 +1,397 @@
+//! The fuser adapter: translates kernel requests into [`Vfs`] calls and results into
+//! replies. It holds no format knowledge and no state of its own beyond the mount's owner.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::error::Error;
+use crate::vfs::{Kind, OpenMode, Stat, Vfs};
+
+/// How long the kernel may cache names and directory attributes. File attributes are not
+/// cached (TTL 0): a commit may change the size of several views of one object at once.
+const ENTRY_TTL: Duration = Duration::from_secs(1);
+
+/// The adapter over a core.
+pub struct WorldFs {
+    vfs: Arc<Vfs>,
+    uid: u32,
+    gid: u32,
+}
+
+impl WorldFs {
+    /// An adapter whose files belong to `uid`/`gid` (the mounting user).
+    pub fn new(vfs: Arc<Vfs>, uid: u32, gid: u32) -> WorldFs {
+        WorldFs { vfs, uid, gid }
+    }
+
+    fn attr(&self, ino: u64, s: &Stat) -> FileAttr {
+        let (kind, nlink) = match s.kind {
+            Kind::Dir => (FileType::Directory, 2),
+            Kind::File => (FileType::RegularFile, 1),
+        };
+        FileAttr {
+            ino: INodeNo(ino),
+            size: s.size,
+            blocks: s.size.div_ceil(512),
+            atime: s.mtime,
+            mtime: s.mtime,
+            ctime: s.mtime,
+            crtime: s.mtime,
+            kind,
+            perm: s.perm,
+            nlink,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: 0,
+            blksize: 4096,
+            flags: 0,
+        }
+    }
+
+    fn ttl(s: &Stat) -> Duration {
+        match s.kind {
+            Kind::Dir => ENTRY_TTL,
+            Kind::File => Duration::ZERO,
+        }
+    }
+}
+
+fn errno(e: &Error) -> Errno {
+    Errno::from_i32(e.errno())
+}
+
+/// Logs at a level fitting the error and converts it for the kernel.
+fn fail(op: &str, e: &Error) -> Errno {
+    match e.errno() {
+        libc::ENOENT | libc::EEXIST | libc::ENOTEMPTY => log::debug!("{op}: {e}"),
+        _ => log::warn!("{op}: {e}"),
+    }
+    errno(e)
+}
+
+fn name_str<'a>(name: &'a OsStr, op: &str) -> Result<&'a str, Errno> {
+    name.to_str().ok_or_else(|| {
+        log::warn!("{op}: file name {name:?} is not UTF-8");
+        Errno::from_i32(libc::EINVAL)
+    })
+}
+
+fn to_time(t: TimeOrNow) -> SystemTime {
+    match t {
+        TimeOrNow::SpecificTime(t) => t,
+        TimeOrNow::Now => SystemTime::now(),
+    }
+}
+
+impl Filesystem for WorldFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // O_TRUNC arrives with open() instead of as a separate truncate that would commit an
+        // empty file; readdirplus answers `ls -l` and `find` in one pass.
+        let wanted = InitFlags::FUSE_ATOMIC_O_TRUNC | InitFlags::FUSE_DO_READDIRPLUS;
+        if let Err(missing) = config.add_capabilities(wanted) {
+            log::warn!("kernel lacks FUSE capabilities {missing:?}");
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        let failed = self.vfs.commit_all();
+        if failed > 0 {
+            log::error!("{failed} file(s) could not be committed at unmount");
+        }
+        for path in self.vfs.failed_paths() {
+            log::error!("unsaved text lost at unmount (its commit failed): {path}");
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let name = match name_str(name, "lookup") {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        match self.vfs.lookup(parent.0, name) {
+            Ok((ino, s)) => reply.entry(&Self::ttl(&s), &self.attr(ino, &s), Generation(0)),
+            Err(e) => reply.error(fail("lookup", &e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.vfs.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.vfs.getattr(ino.0) {
+            Ok(s) => reply.attr(&Self::ttl(&s), &self.attr(ino.0, &s)),
+            Err(e) => reply.error(fail("getattr", &e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // Modes and owners are fixed by the tree (chmod/chown succeed without effect, so
+        // `cp -p` and `rsync -a` work); sizes and mtimes are real.
+        match self
+            .vfs
+            .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time))
+        {
+            Ok(s) => reply.attr(&Self::ttl(&s), &self.attr(ino.0, &s)),
+            Err(e) => reply.error(fail("setattr", &e)),
+        }
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = match name_str(name, "mkdir") {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        match self.vfs.mkdir(parent.0, name) {
+            Ok((ino, s)) => reply.entry(&Self::ttl(&s), &self.attr(ino, &s), Generation(0)),
+            Err(e) => reply.error(fail("mkdir", &e)),
+        }
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = match name_str(name, "unlink") {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        match self.vfs.unlink(parent.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("unlink", &e)),
+        }
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let name = match name_str(name, "rmdir") {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        match self.vfs.rmdir(parent.0, name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("rmdir", &e)),
+        }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if !flags.is_empty() {
+            return reply.error(Errno::from_i32(libc::EINVAL));
+        }
+        let (name, newname) = match (name_str(name, "rename"), name_str(newname, "rename")) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(e), _) | (_, Err(e)) => return reply.error(e),
+        };
+        match self.vfs.rename(parent.0, name, newparent.0, newname) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("rename", &e)),
+        }
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let mode = OpenMode {
+            write: flags.acc_mode() != OpenAccMode::O_RDONLY,
+            truncate: flags.0 & libc::O_TRUNC != 0,
+            append: flags.0 & libc::O_APPEND != 0,
+        };
+        match self.vfs.open(ino.0, mode) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(fail("open", &e)),
+        }
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let name = match name_str(name, "create") {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        match self.vfs.create(parent.0, name) {
+            Ok((ino, s, fh)) => reply.created(
+                &Self::ttl(&s),
+                &self.attr(ino, &s),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(fail("create", &e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.vfs.read(fh.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(fail("read", &e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let append = flags.0 & libc::O_APPEND != 0;
+        match self.vfs.write(fh.0, offset, data, append) {
+            Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+            Err(e) => reply.error(fail("write", &e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        match self.vfs.flush(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("close", &e)),
+        }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.vfs.release(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("release", &e)),
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.vfs.flush(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("fsync", &e)),
+        }
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let result = self.vfs.readdir(ino.0, offset, false, &mut |e| {
+            let kind = match e.stat.kind {
+                Kind::Dir => FileType::Directory,
+                Kind::File => FileType::RegularFile,
+            };
+            !reply.add(INodeNo(e.ino), e.offset, kind, e.name)
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("readdir", &e)),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let result = self.vfs.readdir(ino.0, offset, true, &mut |e| {
+            let attr = self.attr(e.ino, e.stat);
+            !reply.add(
+                INodeNo(e.ino),
+                e.offset,
+                e.name,
+                &Self::ttl(e.stat),
+                &attr,
+                Generation(0),
+            )
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("readdirplus", &e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        reply.statfs(0, 0, 0, 0, 0, 4096, 255, 4096);
+    }
+}

@@ -1,0 +1,279 @@
+//! Decoded blocks on demand: the LRU cache over `map.sqlite`, per-block locking, change
+//! detection and atomic read-modify-write of one block.
+//!
+//! Nothing is decoded until a path inside a block folder is touched. Reads take no global
+//! lock while decoding (only the cache's map, briefly). Writes to one block are serialised by
+//! a per-block lock, re-read the current block, apply the edit, and commit only when the
+//! decoded block really changed, so untouched blocks keep their stored bytes exactly.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+
+use crate::error::{Error, Result};
+use crate::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
+use crate::luanti::codec;
+use crate::luanti::map_store::{Change, MapStore};
+use crate::vfs::cache::Cache;
+use crate::vfs::mtimes::{content_hash, Mtimes};
+
+/// Estimated memory of one cached block with its rendered views.
+const BLOCK_COST: usize = 64 * 1024;
+/// Per-block locks, sharded.
+const SHARDS: usize = 64;
+/// How often (at most) to ask SQLite whether another writer changed the database.
+const REFRESH_INTERVAL_MS: u64 = 50;
+
+/// A decoded block with what the tree shows about it.
+pub struct Cached {
+    pub block: MapBlock,
+    pub mtime: SystemTime,
+    /// Rendered views by file name, filled on first use.
+    views: Mutex<HashMap<&'static str, Arc<Vec<u8>>>>,
+}
+
+impl Cached {
+    /// The rendered view `name`, rendering it once with `render`.
+    pub fn view(
+        &self,
+        name: &'static str,
+        render: impl FnOnce(&MapBlock) -> Vec<u8>,
+    ) -> Arc<Vec<u8>> {
+        if let Ok(v) = self.views.lock() {
+            if let Some(data) = v.get(name) {
+                return data.clone();
+            }
+        }
+        let data = Arc::new(render(&self.block));
+        if let Ok(mut v) = self.views.lock() {
+            v.insert(name, data.clone());
+        }
+        data
+    }
+}
+
+/// The blocks of one map database.
+pub struct Blocks {
+    store: MapStore,
+    cache: Cache<BlockPos, Cached>,
+    mtimes: Mtimes,
+    locks: Vec<Mutex<()>>,
+    known_version: AtomicI64,
+    last_check_ms: AtomicU64,
+    started: Instant,
+}
+
+fn shard(pos: BlockPos) -> usize {
+    let h = (pos.x as u16 as usize).wrapping_mul(31)
+        ^ (pos.y as u16 as usize).wrapping_mul(1009)
+        ^ (pos.z as u16 as usize).wrapping_mul(7919);
+    h % SHARDS
+}
+
+/// A freshly created block: all air, generated, lighting to be computed by the engine.
+pub fn new_block() -> MapBlock {
+    MapBlock {
+        version: 29,
+        flags: 0,
+        lighting_complete: 0,
+        timestamp: u32::MAX,
+        names: vec!["air".to_string()],
+        content: vec![0; NODE_COUNT],
+        param1: vec![0; NODE_COUNT],
+        param2: vec![0; NODE_COUNT],
+        metadata: Vec::new(),
+        objects: Vec::new(),
+        timers: Vec::new(),
+    }
+}
+
+impl Blocks {
+    /// Blocks of `store`, caching up to `cache_bytes` of decoded blocks.
+    pub fn new(store: MapStore, cache_bytes: usize, read_only: bool) -> Blocks {
+        let mtimes = Mtimes::open(store.path(), read_only);
+        let known = store.data_version().unwrap_or(0);
+        Blocks {
+            store,
+            cache: Cache::new(cache_bytes),
+            mtimes,
+            locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
+            known_version: AtomicI64::new(known),
+            last_check_ms: AtomicU64::new(0),
+            started: Instant::now(),
+        }
+    }
+
+    /// The underlying store.
+    pub fn store(&self) -> &MapStore {
+        &self.store
+    }
+
+    /// Drops cached blocks when another writer committed to the database since we last looked.
+    pub fn refresh(&self) {
+        let now = self.started.elapsed().as_millis() as u64;
+        let last = self.last_check_ms.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < REFRESH_INTERVAL_MS && last != 0 {
+            return;
+        }
+        self.last_check_ms.store(now.max(1), Ordering::Relaxed);
+        if let Ok(v) = self.store.data_version() {
+            if self.known_version.swap(v, Ordering::Relaxed) != v {
+                log::debug!("map database changed underneath; dropping cached blocks");
+                self.cache.clear();
+            }
+        }
+    }
+
+    /// The mtime of a block given its stored bytes.
+    pub fn mtime_of(&self, pos: BlockPos, blob: &[u8]) -> SystemTime {
+        self.mtimes
+            .mtime(self.store.key_of(pos), content_hash(blob))
+    }
+
+    /// The decoded block at `pos`, or `Error::not_found`.
+    pub fn get(&self, pos: BlockPos) -> Result<Arc<Cached>> {
+        self.refresh();
+        if let Some(c) = self.cache.get(&pos) {
+            return Ok(c);
+        }
+        let blob = self.store.get(pos)?.ok_or_else(|| {
+            Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z))
+        })?;
+        let block = codec::decode_block(&blob)
+            .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?;
+        let cached = Arc::new(Cached {
+            block,
+            mtime: self.mtime_of(pos, &blob),
+            views: Mutex::new(HashMap::new()),
+        });
+        self.cache.insert(pos, cached.clone(), BLOCK_COST);
+        Ok(cached)
+    }
+
+    /// Whether a block is stored at `pos` (without decoding it).
+    pub fn exists(&self, pos: BlockPos) -> Result<bool> {
+        self.refresh();
+        if self.cache.get(&pos).is_some() {
+            return Ok(true);
+        }
+        Ok(self.store.get(pos)?.is_some())
+    }
+
+    fn lock(&self, pos: BlockPos) -> Result<std::sync::MutexGuard<'_, ()>> {
+        self.locks[shard(pos)]
+            .lock()
+            .map_err(|_| Error::corrupt("block lock poisoned"))
+    }
+
+    fn commit(&self, changes: Vec<(BlockPos, Option<MapBlock>)>, mtime: SystemTime) -> Result<()> {
+        let mut encoded: Vec<Change> = Vec::with_capacity(changes.len());
+        for (pos, block) in &changes {
+            let blob = match block {
+                Some(b) => Some(
+                    codec::encode_block(b)
+                        .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?,
+                ),
+                None => None,
+            };
+            encoded.push((*pos, blob));
+        }
+        self.store.commit(&encoded)?;
+        if let Ok(v) = self.store.data_version() {
+            self.known_version.store(v, Ordering::Relaxed);
+        }
+        for (pos, blob) in encoded {
+            self.cache.remove(&pos);
+            if let Some(blob) = blob {
+                self.mtimes
+                    .record(self.store.key_of(pos), content_hash(&blob), mtime);
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies `edit` to the current block at `pos` and commits it if anything changed.
+    pub fn modify(
+        &self,
+        pos: BlockPos,
+        edit: impl FnOnce(&mut MapBlock) -> Result<()>,
+    ) -> Result<()> {
+        let _guard = self.lock(pos)?;
+        let current = self.get(pos)?;
+        let mut block = current.block.clone();
+        edit(&mut block)?;
+        if block == current.block {
+            return Ok(());
+        }
+        self.commit(vec![(pos, Some(block))], SystemTime::now())
+    }
+
+    /// Stores a new all-air block at `pos`; fails if one exists.
+    pub fn create(&self, pos: BlockPos) -> Result<()> {
+        let _guard = self.lock(pos)?;
+        if self.store.get(pos)?.is_some() {
+            return Err(Error::exists(format!(
+                "block {},{},{} exists",
+                pos.x, pos.y, pos.z
+            )));
+        }
+        self.commit(vec![(pos, Some(new_block()))], SystemTime::now())
+    }
+
+    /// Deletes the block at `pos` (the engine regenerates it).
+    pub fn delete(&self, pos: BlockPos) -> Result<()> {
+        let _guard = self.lock(pos)?;
+        if self.store.get(pos)?.is_none() {
+            return Err(Error::not_found(format!(
+                "no block at {},{},{}",
+                pos.x, pos.y, pos.z
+            )));
+        }
+        self.commit(vec![(pos, None)], SystemTime::now())
+    }
+
+    /// Moves the block at `from` to `to` in one transaction, shifting its static objects.
+    pub fn rename(&self, from: BlockPos, to: BlockPos) -> Result<()> {
+        let (_a, _b) = if shard(from) == shard(to) {
+            (self.lock(from)?, None)
+        } else if shard(from) < shard(to) {
+            let a = self.lock(from)?;
+            (a, Some(self.lock(to)?))
+        } else {
+            let b = self.lock(to)?;
+            (self.lock(from)?, Some(b))
+        };
+        if self.store.get(to)?.is_some() {
+            return Err(Error::exists(format!(
+                "block {},{},{} exists",
+                to.x, to.y, to.z
+            )));
+        }
+        let mut block = self.get(from)?.block.clone();
+        let shift = |a: i16, b: i16| (i32::from(b) - i32::from(a)) * 16 * 10_000;
+        let d = [
+            shift(from.x, to.x),
+            shift(from.y, to.y),
+            shift(from.z, to.z),
+        ];
+        for o in &mut block.objects {
+            for (p, dp) in o.pos.iter_mut().zip(d) {
+                *p = p.saturating_add(dp);
+            }
+        }
+        let mtime = self.get(from)?.mtime;
+        self.commit(vec![(to, Some(block)), (from, None)], mtime)
+    }
+
+    /// Records an explicit mtime for the block (rsync, touch).
+    pub fn set_mtime(&self, pos: BlockPos, mtime: SystemTime) -> Result<()> {
+        let _guard = self.lock(pos)?;
+        let blob = self.store.get(pos)?.ok_or_else(|| {
+            Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z))
+        })?;
+        self.mtimes
+            .record(self.store.key_of(pos), content_hash(&blob), mtime);
+        self.cache.remove(&pos);
+        Ok(())
+    }
+}

@@ -1,0 +1,111 @@
+//! `worldfs info` and `worldfs check` for Luanti worlds.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::error::{Error, Result};
+use crate::luanti::codec;
+use crate::luanti::map_store::MapStore;
+use crate::luanti::tree::{block_name, locate};
+
+fn out_err(e: std::io::Error) -> Error {
+    Error::from(e).context("writing the report")
+}
+
+/// The `key = value` settings of `world.mt` that name backends.
+fn backends(world: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(world.join("world.mt")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .filter(|(k, _)| k == "gameid" || k.ends_with("backend"))
+        .collect()
+}
+
+/// Prints format, schema, block counts per version and the world's backends.
+pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
+    let (map, world) = locate(source)?;
+    let store = MapStore::open(&map, true)?;
+    let mut versions: BTreeMap<u8, u64> = BTreeMap::new();
+    let mut total = 0u64;
+    let mut after = 0;
+    loop {
+        let page = store.list(after, 4096, true)?;
+        let Some(last) = page.last() else { break };
+        after = last.key;
+        for l in &page {
+            let v = l
+                .data
+                .as_ref()
+                .and_then(|d| d.first().copied())
+                .unwrap_or(0);
+            *versions.entry(v).or_default() += 1;
+            total += 1;
+        }
+    }
+    let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(out_err);
+    w(out, "format: Luanti world (map.sqlite)".into())?;
+    w(out, format!("map: {}", map.display()))?;
+    w(out, format!("schema: {}", store.schema().name()))?;
+    w(out, format!("blocks: {total}"))?;
+    for (v, n) in &versions {
+        w(out, format!("  serialization version {v}: {n}"))?;
+    }
+    if let Some(world) = world {
+        for (k, v) in backends(&world) {
+            w(out, format!("{k}: {v}"))?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Decodes, re-encodes and decodes again every block; prints each broken one.
+pub fn check(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
+    let (map, _) = locate(source)?;
+    let store = MapStore::open(&map, true)?;
+    let total = store.count()?;
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} blocks {per_sec} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut broken = 0u64;
+    let mut checked = 0u64;
+    let mut after = 0;
+    loop {
+        let page = store.list(after, 1024, true)?;
+        let Some(last) = page.last() else { break };
+        after = last.key;
+        for l in page {
+            let data = l.data.unwrap_or_default();
+            let result = codec::decode_block(&data).and_then(|b| {
+                let again = codec::decode_block(&codec::encode_block(&b)?)?;
+                if again == b {
+                    Ok(())
+                } else {
+                    Err(Error::corrupt(
+                        "re-encoding does not decode to the same block",
+                    ))
+                }
+            });
+            if let Err(e) = result {
+                broken += 1;
+                bar.suspend(|| writeln!(out, "broken block {}: {e}", block_name(l.pos)))
+                    .map_err(out_err)?;
+            }
+            checked += 1;
+            bar.inc(1);
+        }
+    }
+    bar.finish_and_clear();
+    writeln!(out, "{checked} blocks checked, {broken} broken").map_err(out_err)?;
+    Ok(if broken == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,446 @@
+//! `map.sqlite`: the block store of a Luanti world, in either schema.
+//!
+//! The engine picks the schema by the presence of a `z` column (new worlds since 5.12.0 use
+//! `blocks(x, y, z, data)`, older ones `blocks(pos, data)` forever); so do we. Every read is
+//! one short statement (listing is paged by key), so a reader never holds a lock long enough
+//! to make a running server wait; every write is one transaction, so a crash leaves each
+//! block either old or new. The store never changes the database's journal mode or schema.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+
+use crate::error::{Error, Result};
+use crate::luanti::block::BlockPos;
+
+/// The two `map.sqlite` schemas.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    /// `blocks(pos INT PRIMARY KEY, data BLOB)`, pos = z·2²⁴ + y·2¹² + x.
+    Pos,
+    /// `blocks(x, y, z, data)` with primary key (x, z, y).
+    Xyz,
+}
+
+impl Schema {
+    /// The name shown by `worldfs info`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Schema::Pos => "pos",
+            Schema::Xyz => "x,y,z",
+        }
+    }
+}
+
+/// One stored block as listed: its position, its ordering key and optionally its blob.
+pub struct Listed {
+    pub pos: BlockPos,
+    /// A stable key in listing order, usable as a resume point for [`MapStore::list`].
+    pub key: u64,
+    pub data: Option<Vec<u8>>,
+}
+
+/// A change to commit: a new blob, or `None` to delete the block.
+pub type Change = (BlockPos, Option<Vec<u8>>);
+
+/// An open `map.sqlite`.
+pub struct MapStore {
+    path: PathBuf,
+    schema: Schema,
+    read_only: bool,
+    readers: Mutex<Vec<Connection>>,
+    writer: Mutex<Option<Connection>>,
+    /// `PRAGMA data_version` is per connection: one connection is kept for asking it.
+    version: Mutex<Option<Connection>>,
+}
+
+/// How long our own statements wait for a lock held by another process.
+const BUSY_TIMEOUT: Duration = Duration::from_millis(2000);
+
+/// The engine's integer position (`getBlockAsInteger`).
+pub fn pos_to_int(p: BlockPos) -> i64 {
+    i64::from(p.z) * 0x100_0000 + i64::from(p.y) * 0x1000 + i64::from(p.x)
+}
+
+/// The engine's `getIntegerAsBlock`.
+pub fn int_to_pos(i: i64) -> BlockPos {
+    fn unsigned_to_signed(i: i64, max_positive: i64) -> i64 {
+        if i < max_positive {
+            i
+        } else {
+            i - 2 * max_positive
+        }
+    }
+    let x = unsigned_to_signed(i.rem_euclid(4096), 2048);
+    let i = (i - x).div_euclid(4096);
+    let y = unsigned_to_signed(i.rem_euclid(4096), 2048);
+    let i = (i - y).div_euclid(4096);
+    let z = unsigned_to_signed(i.rem_euclid(4096), 2048);
+    BlockPos {
+        x: x as i16,
+        y: y as i16,
+        z: z as i16,
+    }
+}
+
+fn xyz_key(p: BlockPos) -> u64 {
+    let b = |v: i16| u64::from((i32::from(v) + 32768) as u16);
+    (b(p.x) << 32) | (b(p.z) << 16) | b(p.y)
+}
+
+fn xyz_from_key(k: u64) -> BlockPos {
+    let v = |s: u32| (((k >> s) & 0xFFFF) as i32 - 32768) as i16;
+    BlockPos {
+        x: v(32),
+        z: v(16),
+        y: v(0),
+    }
+}
+
+/// Offset that makes every `pos` integer (|pos| < 2³⁶) a positive key.
+const POS_KEY_OFFSET: i64 = 1 << 40;
+
+impl MapStore {
+    /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database.
+    pub fn open(path: &Path, read_only: bool) -> Result<MapStore> {
+        let store = MapStore {
+            path: path.to_path_buf(),
+            schema: Schema::Pos,
+            read_only,
+            readers: Mutex::new(Vec::new()),
+            writer: Mutex::new(None),
+            version: Mutex::new(None),
+        };
+        let conn = store.connect(true)?;
+        let mut has = (false, false, false);
+        {
+            let mut stmt = conn
+                .prepare("SELECT name FROM pragma_table_info('blocks')")
+                .map_err(|e| Error::from(e).context(path.display()))?;
+            let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            for name in names {
+                match name?.as_str() {
+                    "pos" => has.0 = true,
+                    "z" => has.1 = true,
+                    "data" => has.2 = true,
+                    _ => {}
+                }
+            }
+        }
+        let schema = match has {
+            (_, true, true) => Schema::Xyz,
+            (true, false, true) => Schema::Pos,
+            _ => {
+                return Err(Error::unsupported(format!(
+                    "{}: not a Luanti map database (no table blocks(pos, data) or blocks(x, y, z, data))",
+                    path.display()
+                )))
+            }
+        };
+        store.release(conn);
+        Ok(MapStore { schema, ..store })
+    }
+
+    /// The schema of this database.
+    pub fn schema(&self) -> Schema {
+        self.schema
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn connect(&self, read_only: bool) -> Result<Connection> {
+        let flags = if read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let conn = Connection::open_with_flags(&self.path, flags)
+            .map_err(|e| Error::from(e).context(self.path.display()))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        Ok(conn)
+    }
+
+    fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let pooled = self.readers.lock().map(|mut p| p.pop()).unwrap_or(None);
+        let conn = match pooled {
+            Some(c) => c,
+            None => self.connect(true)?,
+        };
+        let result = f(&conn);
+        self.release(conn);
+        result
+    }
+
+    fn release(&self, conn: Connection) {
+        if let Ok(mut pool) = self.readers.lock() {
+            if pool.len() < 16 {
+                pool.push(conn);
+            }
+        }
+    }
+
+    /// The stored blob of one block.
+    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.with_reader(|c| {
+            let row = match self.schema {
+                Schema::Pos => c
+                    .prepare_cached("SELECT data FROM blocks WHERE pos = ?1 LIMIT 1")?
+                    .query_row(params![pos_to_int(pos)], |r| r.get::<_, Vec<u8>>(0))
+                    .optional()?,
+                Schema::Xyz => c
+                    .prepare_cached(
+                        "SELECT data FROM blocks WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1",
+                    )?
+                    .query_row(params![pos.x, pos.y, pos.z], |r| r.get::<_, Vec<u8>>(0))
+                    .optional()?,
+            };
+            Ok(row)
+        })
+    }
+
+    /// The listing key of a position (for resuming a listing just after it).
+    pub fn key_of(&self, pos: BlockPos) -> u64 {
+        match self.schema {
+            Schema::Pos => (pos_to_int(pos) + POS_KEY_OFFSET) as u64,
+            Schema::Xyz => xyz_key(pos),
+        }
+    }
+
+    /// Up to `limit` blocks with a key greater than `after` (0 = from the start), in key order;
+    /// with their blobs when `with_data`. One short statement per call.
+    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with_reader(|c| {
+            let mut out = Vec::new();
+            match self.schema {
+                Schema::Pos => {
+                    let sql = if with_data {
+                        "SELECT pos, data FROM blocks WHERE pos > ?1 ORDER BY pos LIMIT ?2"
+                    } else {
+                        "SELECT pos, NULL FROM blocks WHERE pos > ?1 ORDER BY pos LIMIT ?2"
+                    };
+                    let after = if after == 0 {
+                        i64::MIN
+                    } else {
+                        after as i64 - POS_KEY_OFFSET
+                    };
+                    let mut stmt = c.prepare_cached(sql)?;
+                    let mut rows = stmt.query(params![after, limit])?;
+                    while let Some(r) = rows.next()? {
+                        let p: i64 = r.get(0)?;
+                        out.push(Listed {
+                            pos: int_to_pos(p),
+                            key: (p + POS_KEY_OFFSET) as u64,
+                            data: r.get(1)?,
+                        });
+                    }
+                }
+                Schema::Xyz => {
+                    let sql = if with_data {
+                        "SELECT x, y, z, data FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) ORDER BY x, z, y LIMIT ?4"
+                    } else {
+                        "SELECT x, y, z, NULL FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) ORDER BY x, z, y LIMIT ?4"
+                    };
+                    let a = if after == 0 {
+                        (i64::MIN, i64::MIN, i64::MIN)
+                    } else {
+                        let p = xyz_from_key(after);
+                        (i64::from(p.x), i64::from(p.z), i64::from(p.y))
+                    };
+                    let mut stmt = c.prepare_cached(sql)?;
+                    let mut rows = stmt.query(params![a.0, a.1, a.2, limit])?;
+                    while let Some(r) = rows.next()? {
+                        let (x, y, z): (i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
+                        let coord = |v: i64| {
+                            i16::try_from(v).map_err(|_| {
+                                Error::corrupt(format!("block coordinate {v} out of range"))
+                            })
+                        };
+                        let pos = BlockPos {
+                            x: coord(x)?,
+                            y: coord(y)?,
+                            z: coord(z)?,
+                        };
+                        out.push(Listed {
+                            pos,
+                            key: xyz_key(pos),
+                            data: r.get(3)?,
+                        });
+                    }
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Number of stored blocks.
+    pub fn count(&self) -> Result<u64> {
+        self.with_reader(|c| {
+            let n: i64 = c.query_row("SELECT COUNT(*) FROM blocks", [], |r| r.get(0))?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
+    /// SQLite's `PRAGMA data_version` on a dedicated connection: changes whenever another
+    /// connection (another process, or our own writer) has committed.
+    pub fn data_version(&self) -> Result<i64> {
+        let mut guard = self
+            .version
+            .lock()
+            .map_err(|_| Error::corrupt("map store version lock poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(self.connect(true)?);
+        }
+        let conn = guard
+            .as_ref()
+            .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
+        Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+    }
+
+    /// Commits all changes in one transaction: every block ends up old or new together.
+    pub fn commit(&self, changes: &[Change]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let mut guard = self
+            .writer
+            .lock()
+            .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(self.connect(false)?);
+        }
+        let conn = guard
+            .as_mut()
+            .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        for (pos, data) in changes {
+            match (self.schema, data) {
+                (Schema::Pos, Some(d)) => {
+                    tx.prepare_cached("REPLACE INTO blocks (pos, data) VALUES (?1, ?2)")?
+                        .execute(params![pos_to_int(*pos), d])?;
+                }
+                (Schema::Pos, None) => {
+                    tx.prepare_cached("DELETE FROM blocks WHERE pos = ?1")?
+                        .execute(params![pos_to_int(*pos)])?;
+                }
+                (Schema::Xyz, Some(d)) => {
+                    tx.prepare_cached(
+                        "REPLACE INTO blocks (x, y, z, data) VALUES (?1, ?2, ?3, ?4)",
+                    )?
+                    .execute(params![pos.x, pos.y, pos.z, d])?;
+                }
+                (Schema::Xyz, None) => {
+                    tx.prepare_cached("DELETE FROM blocks WHERE x = ?1 AND y = ?2 AND z = ?3")?
+                        .execute(params![pos.x, pos.y, pos.z])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pos(x: i16, y: i16, z: i16) -> BlockPos {
+        BlockPos { x, y, z }
+    }
+
+    #[test]
+    fn integer_positions_match_the_engine() {
+        assert_eq!(pos_to_int(pos(0, 0, 0)), 0);
+        assert_eq!(pos_to_int(pos(-1, 0, 0)), -1);
+        assert_eq!(int_to_pos(-1), pos(-1, 0, 0));
+        assert_eq!(
+            int_to_pos(pos_to_int(pos(-2048, 2047, -7))),
+            pos(-2048, 2047, -7)
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn integer_positions_round_trip(x in -2048i16..2048, y in -2048i16..2048, z in -2048i16..2048) {
+            prop_assert_eq!(int_to_pos(pos_to_int(pos(x, y, z))), pos(x, y, z));
+            prop_assert_eq!(xyz_from_key(xyz_key(pos(x, y, z))), pos(x, y, z));
+        }
+    }
+
+    fn make_db(dir: &Path, schema: Schema) -> PathBuf {
+        let path = dir.join("map.sqlite");
+        let c = Connection::open(&path).unwrap();
+        match schema {
+            Schema::Pos => c
+                .execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", [])
+                .unwrap(),
+            Schema::Xyz => c
+                .execute(
+                    "CREATE TABLE blocks (x INTEGER, y INTEGER, z INTEGER, data BLOB NOT NULL, PRIMARY KEY (x, z, y))",
+                    [],
+                )
+                .unwrap(),
+        };
+        path
+    }
+
+    #[test]
+    fn both_schemas_store_list_and_delete() {
+        for schema in [Schema::Pos, Schema::Xyz] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = make_db(dir.path(), schema);
+            let store = MapStore::open(&path, false).unwrap();
+            assert_eq!(store.schema(), schema);
+            let blocks: Vec<_> = [(-3, 1, 2), (0, 0, 0), (5, -7, -1), (0, 1, 0)]
+                .iter()
+                .map(|&(x, y, z)| (pos(x, y, z), Some(vec![x as u8, y as u8, z as u8])))
+                .collect();
+            store.commit(&blocks).unwrap();
+            assert_eq!(store.count().unwrap(), 4);
+            assert_eq!(store.get(pos(5, -7, -1)).unwrap(), Some(vec![5, 249, 255]));
+            assert_eq!(store.get(pos(9, 9, 9)).unwrap(), None);
+            // Paged listing with resume keys sees every block exactly once, in key order.
+            let mut seen = Vec::new();
+            let mut after = 0;
+            loop {
+                let page = store.list(after, 1, true).unwrap();
+                let Some(last) = page.last() else { break };
+                after = last.key;
+                assert_eq!(store.key_of(last.pos), last.key);
+                seen.extend(page.into_iter().map(|l| l.pos));
+            }
+            assert_eq!(seen.len(), 4);
+            let mut sorted = seen.clone();
+            sorted.sort_by_key(|p| store.key_of(*p));
+            assert_eq!(seen, sorted);
+            store.commit(&[(pos(0, 0, 0), None)]).unwrap();
+            assert_eq!(store.count().unwrap(), 3);
+            let ro = MapStore::open(&path, true).unwrap();
+            assert_eq!(
+                ro.commit(&[(pos(0, 0, 0), None)]).unwrap_err().errno(),
+                libc::EROFS
+            );
+        }
+    }
+
+    #[test]
+    fn a_database_without_blocks_is_rejected() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.sqlite");
+        Connection::open(&path)
+            .unwrap()
+            .execute("CREATE TABLE other (a)", [])
+            .unwrap();
+        let err = MapStore::open(&path, true).err().unwrap();
+        assert!(
+            err.to_string().contains("not a Luanti map database"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,756 @@
+//! The mounted tree of a Luanti world (DESIGN.md "The trees / Luanti"):
+//!
+//! ```text
+//! world.mt, env_meta.txt, ...      the world folder's other regular files
+//! blocks/X,Y,Z/                    one folder per stored block
+//!     nodes.cubeset light.txt block.txt timers.txt objects.txt
+//!     meta/x,y,z/{fields/KEY, private/KEY, inventory}
+//! ```
+//!
+//! Paths are mapped to blocks and views here; decoding, caching and committing live in
+//! [`Blocks`], the formats in the codec and the views.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::luanti::block::{BlockPos, MapBlock, MetaVar, NodeMeta, RelPos};
+use crate::luanti::blocks::{Blocks, Cached};
+use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
+use crate::luanti::map_store::MapStore;
+use crate::luanti::views;
+use crate::names;
+use crate::vfs::folder::FolderFiles;
+use crate::vfs::scratch::looks_like_scratch;
+use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
+
+/// The files of a block folder, in listing order, with how each is rendered and parsed.
+struct View {
+    name: &'static str,
+    render: fn(&MapBlock, BlockPos) -> Vec<u8>,
+    parse: fn(&[u8], BlockPos, &mut MapBlock) -> Result<()>,
+}
+
+const VIEWS: [View; 5] = [
+    View {
+        name: "block.txt",
+        render: |b, _| views::render_header(b),
+        parse: |t, _, b| views::parse_header(t, b),
+    },
+    View {
+        name: "light.txt",
+        render: |b, _| views::render_light(b),
+        parse: |t, _, b| views::parse_light(t, b),
+    },
+    View {
+        name: "nodes.cubeset",
+        render: |b, _| views::render_nodes(b),
+        parse: parse_nodes_clearing_light,
+    },
+    View {
+        name: "objects.txt",
+        render: views::render_objects,
+        parse: |t, p, b| views::parse_objects(t, p, b),
+    },
+    View {
+        name: "timers.txt",
+        render: |b, _| views::render_timers(b),
+        parse: |t, _, b| views::parse_timers(t, b),
+    },
+];
+
+/// Nodes changed by hand get their lighting recomputed by the engine, as after a game edit.
+fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock) -> Result<()> {
+    let before = (block.names.clone(), block.content.clone());
+    views::parse_nodes(text, block)?;
+    if before.0 != block.names || before.1 != block.content {
+        block.lighting_complete = 0;
+    }
+    Ok(())
+}
+
+/// The files hidden from the top level because the tree shows them decoded.
+fn hidden_world_file(name: &str) -> bool {
+    name.starts_with("map.sqlite")
+}
+
+/// Where a path points.
+enum Place<'a> {
+    Root,
+    WorldFile(&'a str),
+    Blocks,
+    Block(BlockPos),
+    View(BlockPos, &'static View),
+    Meta(BlockPos),
+    MetaNode(BlockPos, RelPos),
+    Vars(BlockPos, RelPos, bool),
+    Var(BlockPos, RelPos, bool, Vec<u8>),
+    Inventory(BlockPos, RelPos),
+}
+
+/// Parses `X,Y,Z` exactly as the tree writes it (so there is one name per block).
+pub fn parse_block_name(name: &str) -> Option<BlockPos> {
+    let mut it = name.split(',');
+    let x: i16 = it.next()?.parse().ok()?;
+    let y: i16 = it.next()?.parse().ok()?;
+    let z: i16 = it.next()?.parse().ok()?;
+    if it.next().is_some() || format!("{x},{y},{z}") != name {
+        return None;
+    }
+    Some(BlockPos { x, y, z })
+}
+
+/// The folder name of a block.
+pub fn block_name(p: BlockPos) -> String {
+    format!("{},{},{}", p.x, p.y, p.z)
+}
+
+fn parse_rel_name(name: &str) -> Option<RelPos> {
+    let mut it = name.split(',');
+    let x: u8 = it.next()?.parse().ok()?;
+    let y: u8 = it.next()?.parse().ok()?;
+    let z: u8 = it.next()?.parse().ok()?;
+    if it.next().is_some() || x > 15 || y > 15 || z > 15 || format!("{x},{y},{z}") != name {
+        return None;
+    }
+    Some(RelPos { x, y, z })
+}
+
+fn rel_name(p: RelPos) -> String {
+    format!("{},{},{}", p.x, p.y, p.z)
+}
+
+fn not_found(path: &TreePath) -> Error {
+    Error::not_found(format!("{}: no such file or directory", path.join("/")))
+}
+
+/// The base time of folders that have none of their own.
+fn base_time() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
+}
+
+/// Strips the one trailing newline a value file gets when shown.
+fn value_from_file(data: &[u8]) -> Vec<u8> {
+    data.strip_suffix(b"\n").unwrap_or(data).to_vec()
+}
+
+fn value_to_file(v: &[u8]) -> Vec<u8> {
+    let mut out = v.to_vec();
+    out.push(b'\n');
+    out
+}
+
+fn meta_at(block: &MapBlock, rel: RelPos) -> Option<&NodeMeta> {
+    block.metadata.iter().find(|m| m.pos == rel)
+}
+
+fn meta_entry(block: &mut MapBlock, rel: RelPos) -> &mut NodeMeta {
+    let idx = match block
+        .metadata
+        .binary_search_by_key(&rel.index(), |m| m.pos.index())
+    {
+        Ok(i) => i,
+        Err(i) => {
+            block.metadata.insert(
+                i,
+                NodeMeta {
+                    pos: rel,
+                    vars: Vec::new(),
+                    inventory: Default::default(),
+                },
+            );
+            i
+        }
+    };
+    &mut block.metadata[idx]
+}
+
+/// A Luanti world (or a bare `map.sqlite`) as a tree.
+pub struct LuantiTree {
+    blocks: Blocks,
+    files: Option<FolderFiles>,
+    read_only: bool,
+    /// Meta folders that exist only because the user made them (empty metadata is not stored).
+    empty_meta: Mutex<BTreeSet<(BlockPos, u16)>>,
+}
+
+/// How to open a Luanti world.
+pub struct Options {
+    pub read_only: bool,
+    pub cache_bytes: usize,
+}
+
+/// The `map.sqlite` of a source (a world folder or the database itself) and the world folder.
+pub fn locate(source: &Path) -> Result<(PathBuf, Option<PathBuf>)> {
+    if source.is_dir() {
+        let map = source.join("map.sqlite");
+        if !map.is_file() {
+            return Err(Error::unsupported(format!(
+                "{}: no map.sqlite in this folder (only the sqlite3 backend is supported)",
+                source.display()
+            )));
+        }
+        Ok((map, Some(source.to_path_buf())))
+    } else if source.is_file() {
+        Ok((source.to_path_buf(), None))
+    } else {
+        Err(Error::not_found(format!(
+            "{}: no such file or folder",
+            source.display()
+        )))
+    }
+}
+
+impl LuantiTree {
+    /// Opens the world at `source` (nothing is decoded).
+    pub fn open(source: &Path, options: &Options) -> Result<LuantiTree> {
+        let (map, world) = locate(source)?;
+        let store = MapStore::open(&map, options.read_only)?;
+        Ok(LuantiTree {
+            blocks: Blocks::new(store, options.cache_bytes, options.read_only),
+            files: world.map(|w| FolderFiles::new(&w, hidden_world_file, options.read_only)),
+            read_only: options.read_only,
+            empty_meta: Mutex::new(BTreeSet::new()),
+        })
+    }
+
+    /// The blocks under this tree.
+    pub fn blocks(&self) -> &Blocks {
+        &self.blocks
+    }
+
+    fn place<'a>(&self, path: &'a TreePath) -> Result<Place<'a>> {
+        let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+        let block = |s: &str| parse_block_name(s).ok_or_else(|| not_found(path));
+        let rel = |s: &str| parse_rel_name(s).ok_or_else(|| not_found(path));
+        Ok(match parts.as_slice() {
+            [] => Place::Root,
+            ["blocks"] => Place::Blocks,
+            [name] => Place::WorldFile(name),
+            ["blocks", b] => Place::Block(block(b)?),
+            ["blocks", b, "meta"] => Place::Meta(block(b)?),
+            ["blocks", b, v] => {
+                let view = VIEWS
+                    .iter()
+                    .find(|x| x.name == *v)
+                    .ok_or_else(|| not_found(path))?;
+                Place::View(block(b)?, view)
+            }
+            ["blocks", b, "meta", r] => Place::MetaNode(block(b)?, rel(r)?),
+            ["blocks", b, "meta", r, "inventory"] => Place::Inventory(block(b)?, rel(r)?),
+            ["blocks", b, "meta", r, d @ ("fields" | "private")] => {
+                Place::Vars(block(b)?, rel(r)?, *d == "private")
+            }
+            ["blocks", b, "meta", r, d @ ("fields" | "private"), k] => Place::Var(
+                block(b)?,
+                rel(r)?,
+                *d == "private",
+                names::unescape(k).map_err(|_| not_found(path))?,
+            ),
+            _ => return Err(not_found(path)),
+        })
+    }
+
+    fn dir_stat(&self, mtime: SystemTime) -> Stat {
+        Stat {
+            kind: Kind::Dir,
+            size: 0,
+            mtime,
+            perm: if self.read_only { 0o555 } else { 0o755 },
+        }
+    }
+
+    fn file_stat(&self, size: usize, mtime: SystemTime) -> Stat {
+        Stat {
+            kind: Kind::File,
+            size: size as u64,
+            mtime,
+            perm: if self.read_only { 0o444 } else { 0o644 },
+        }
+    }
+
+    fn world_files(&self) -> Result<&FolderFiles> {
+        self.files
+            .as_ref()
+            .ok_or_else(|| Error::not_found("a bare map.sqlite has no world folder"))
+    }
+
+    fn meta_exists(&self, pos: BlockPos, c: &Cached, rel: RelPos) -> bool {
+        meta_at(&c.block, rel).is_some()
+            || self
+                .empty_meta
+                .lock()
+                .map(|s| s.contains(&(pos, rel.index())))
+                .unwrap_or(false)
+    }
+
+    fn read_place(&self, place: &Place<'_>, path: &TreePath) -> Result<Arc<Vec<u8>>> {
+        match place {
+            Place::WorldFile(name) => self.world_files()?.read(name),
+            Place::View(pos, view) => {
+                let c = self.blocks.get(*pos)?;
+                let pos = *pos;
+                Ok(c.view(view.name, |b| (view.render)(b, pos)))
+            }
+            Place::Inventory(pos, rel) => {
+                let c = self.blocks.get(*pos)?;
+                if !self.meta_exists(*pos, &c, *rel) {
+                    return Err(not_found(path));
+                }
+                let inv = meta_at(&c.block, *rel)
+                    .map(|m| m.inventory.clone())
+                    .unwrap_or_default();
+                Ok(Arc::new(serialize_inventory(&inv)))
+            }
+            Place::Var(pos, rel, private, key) => {
+                let c = self.blocks.get(*pos)?;
+                meta_at(&c.block, *rel)
+                    .and_then(|m| {
+                        m.vars
+                            .iter()
+                            .find(|v| v.key == *key && v.private == *private)
+                    })
+                    .map(|v| Arc::new(value_to_file(&v.value)))
+                    .ok_or_else(|| not_found(path))
+            }
+            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+        }
+    }
+
+    fn block_listing(&self, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        // Cookies are the store's listing keys plus one (a key may be 0).
+        let mut cursor = after.saturating_sub(1);
+        if after == 0 {
+            cursor = 0;
+        }
+        let mut first = after == 0;
+        loop {
+            let page = self
+                .blocks
+                .store()
+                .list(if first { 0 } else { cursor }, 512, true)?;
+            first = false;
+            let Some(last) = page.last() else {
+                return Ok(());
+            };
+            cursor = last.key;
+            let full_page = page.len() == 512;
+            for l in page {
+                let mtime = match &l.data {
+                    Some(d) => self.blocks.mtime_of(l.pos, d),
+                    None => base_time(),
+                };
+                if !sink(Entry {
+                    name: block_name(l.pos),
+                    cookie: l.key + 1,
+                    stat: self.dir_stat(mtime),
+                }) {
+                    return Ok(());
+                }
+            }
+            if !full_page {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Streams `entries` (already in cookie order, cookies 1..) after `after`.
+fn stream(entries: Vec<Entry>, after: u64, sink: &mut dyn FnMut(Entry) -> bool) {
+    for e in entries {
+        if e.cookie > after && !sink(e) {
+            return;
+        }
+    }
+}
+
+impl Tree for LuantiTree {
+    fn stat(&self, path: &TreePath) -> Result<Stat> {
+        let place = self.place(path)?;
+        match &place {
+            Place::Root | Place::Blocks => Ok(self.dir_stat(base_time())),
+            Place::WorldFile(name) => self.world_files()?.stat(name),
+            Place::Block(pos) => {
+                let blob = self
+                    .blocks
+                    .store()
+                    .get(*pos)?
+                    .ok_or_else(|| not_found(path))?;
+                Ok(self.dir_stat(self.blocks.mtime_of(*pos, &blob)))
+            }
+            Place::Meta(pos) => Ok(self.dir_stat(self.blocks.get(*pos)?.mtime)),
+            Place::MetaNode(pos, rel) | Place::Vars(pos, rel, _) => {
+                let c = self.blocks.get(*pos)?;
+                if !self.meta_exists(*pos, &c, *rel) {
+                    return Err(not_found(path));
+                }
+                Ok(self.dir_stat(c.mtime))
+            }
+            Place::View(pos, _) | Place::Inventory(pos, _) | Place::Var(pos, ..) => {
+                let data = self.read_place(&place, path)?;
+                let mtime = self.blocks.get(*pos)?.mtime;
+                Ok(self.file_stat(data.len(), mtime))
+            }
+        }
+    }
+
+    fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        let place = self.place(dir)?;
+        match place {
+            Place::Root => {
+                let mut entries = vec![Entry {
+                    name: "blocks".into(),
+                    cookie: 1,
+                    stat: self.dir_stat(base_time()),
+                }];
+                if let Some(files) = &self.files {
+                    for (i, name) in files.names()?.into_iter().enumerate() {
+                        if let Ok(stat) = files.stat(&name) {
+                            entries.push(Entry {
+                                name,
+                                cookie: i as u64 + 2,
+                                stat,
+                            });
+                        }
+                    }
+                }
+                stream(entries, after, sink);
+                Ok(())
+            }
+            Place::Blocks => {
+                self.blocks.refresh();
+                self.block_listing(after, sink)
+            }
+            Place::Block(pos) => {
+                let c = self.blocks.get(pos)?;
+                let mut entries = Vec::new();
+                for (i, v) in VIEWS.iter().enumerate() {
+                    let size = c.view(v.name, |b| (v.render)(b, pos)).len();
+                    entries.push(Entry {
+                        name: v.name.into(),
+                        cookie: i as u64 + 1,
+                        stat: self.file_stat(size, c.mtime),
+                    });
+                }
+                entries.push(Entry {
+                    name: "meta".into(),
+                    cookie: VIEWS.len() as u64 + 1,
+                    stat: self.dir_stat(c.mtime),
+                });
+                entries.sort_by_key(|e| e.cookie);
+                stream(entries, after, sink);
+                Ok(())
+            }
+            Place::Meta(pos) => {
+                let c = self.blocks.get(pos)?;
+                let mut idx: BTreeSet<u16> =
+                    c.block.metadata.iter().map(|m| m.pos.index()).collect();
+                if let Ok(extra) = self.empty_meta.lock() {
+                    idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
+                }
+                let entries = idx
+                    .into_iter()
+                    .filter_map(|i| RelPos::from_index(i).map(|r| (i, r)))
+                    .map(|(i, r)| Entry {
+                        name: rel_name(r),
+                        cookie: u64::from(i) + 1,
+                        stat: self.dir_stat(c.mtime),
+                    })
+                    .collect();
+                stream(entries, after, sink);
+                Ok(())
+            }
+            Place::MetaNode(pos, rel) => {
+                let c = self.blocks.get(pos)?;
+                if !self.meta_exists(pos, &c, rel) {
+                    return Err(not_found(dir));
+                }
+                let inv = meta_at(&c.block, rel)
+                    .map(|m| m.inventory.clone())
+                    .unwrap_or_default();
+                let entries = vec![
+                    Entry {
+                        name: "fields".into(),
+                        cookie: 1,
+                        stat: self.dir_stat(c.mtime),
+                    },
+                    Entry {
+                        name: "inventory".into(),
+                        cookie: 2,
+                        stat: self.file_stat(serialize_inventory(&inv).len(), c.mtime),
+                    },
+                    Entry {
+                        name: "private".into(),
+                        cookie: 3,
+                        stat: self.dir_stat(c.mtime),
+                    },
+                ];
+                stream(entries, after, sink);
+                Ok(())
+            }
+            Place::Vars(pos, rel, private) => {
+                let c = self.blocks.get(pos)?;
+                if !self.meta_exists(pos, &c, rel) {
+                    return Err(not_found(dir));
+                }
+                let entries = meta_at(&c.block, rel)
+                    .map(|m| {
+                        m.vars
+                            .iter()
+                            .filter(|v| v.private == private)
+                            .enumerate()
+                            .map(|(i, v)| Entry {
+                                name: names::escape(&v.key),
+                                cookie: i as u64 + 1,
+                                stat: self.file_stat(v.value.len() + 1, c.mtime),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                stream(entries, after, sink);
+                Ok(())
+            }
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
+        let place = self.place(path)?;
+        self.read_place(&place, path)
+    }
+
+    fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.write(name, data),
+            Place::View(pos, view) => self.blocks.modify(pos, |b| (view.parse)(data, pos, b)),
+            Place::Inventory(pos, rel) => {
+                let inv = parse_inventory(data)?;
+                self.blocks.modify(pos, |b| {
+                    meta_entry(b, rel).inventory = inv;
+                    Ok(())
+                })?;
+                self.keep_meta_dir(pos, rel);
+                Ok(())
+            }
+            Place::Var(pos, rel, private, key) => {
+                if key.len() > usize::from(u16::MAX) {
+                    return Err(Error::invalid("metadata key longer than 65535 bytes"));
+                }
+                let value = value_from_file(data);
+                self.blocks.modify(pos, |b| {
+                    let m = meta_entry(b, rel);
+                    m.vars.retain(|v| v.key != key);
+                    let at = m.vars.partition_point(|v| v.key < key);
+                    m.vars.insert(
+                        at,
+                        MetaVar {
+                            key,
+                            value,
+                            private,
+                        },
+                    );
+                    Ok(())
+                })?;
+                self.keep_meta_dir(pos, rel);
+                Ok(())
+            }
+            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+        }
+    }
+
+    fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
+        let object_if_not_scratch = if looks_like_scratch(name) {
+            NewFile::Scratch
+        } else {
+            NewFile::Object
+        };
+        Ok(match self.place(dir)? {
+            Place::Root if self.files.is_some() && !hidden_world_file(name) && name != "blocks" => {
+                object_if_not_scratch
+            }
+            Place::Block(_) if VIEWS.iter().any(|v| v.name == name) => NewFile::Object,
+            Place::MetaNode(..) if name == "inventory" => NewFile::Object,
+            Place::Vars(..) => object_if_not_scratch,
+            _ => NewFile::Scratch,
+        })
+    }
+
+    fn remove(&self, path: &TreePath) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.remove(name),
+            // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
+            // a block folder reaches the rmdir that deletes the block.
+            Place::View(pos, _) => self.blocks.get(pos).map(|_| ()),
+            Place::Inventory(pos, rel) => {
+                self.blocks.modify(pos, |b| {
+                    if let Some(m) = b.metadata.iter_mut().find(|m| m.pos == rel) {
+                        m.inventory.lists.clear();
+                    }
+                    Ok(())
+                })?;
+                self.keep_meta_dir(pos, rel);
+                Ok(())
+            }
+            Place::Var(pos, rel, private, key) => {
+                let c = self.blocks.get(pos)?;
+                let exists = meta_at(&c.block, rel)
+                    .is_some_and(|m| m.vars.iter().any(|v| v.key == key && v.private == private));
+                if !exists {
+                    return Err(not_found(path));
+                }
+                self.blocks.modify(pos, |b| {
+                    if let Some(m) = b.metadata.iter_mut().find(|m| m.pos == rel) {
+                        m.vars.retain(|v| v.key != key);
+                    }
+                    b.metadata
+                        .retain(|m| !m.vars.is_empty() || !m.inventory.lists.is_empty());
+                    Ok(())
+                })?;
+                self.keep_meta_dir(pos, rel);
+                Ok(())
+            }
+            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+        }
+    }
+
+    fn mkdir(&self, path: &TreePath) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        match self.place(path)? {
+            Place::Block(pos) => self.blocks.create(pos),
+            Place::MetaNode(pos, rel) => {
+                let c = self.blocks.get(pos)?;
+                if self.meta_exists(pos, &c, rel) {
+                    return Err(Error::exists("metadata folder exists"));
+                }
+                self.keep_meta_dir(pos, rel);
+                Ok(())
+            }
+            _ => Err(Error::not_permitted(format!(
+                "{}: folders here are fixed (blocks/X,Y,Z and meta/x,y,z can be created)",
+                path.join("/")
+            ))),
+        }
+    }
+
+    fn rmdir(&self, path: &TreePath) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        match self.place(path)? {
+            Place::Block(pos) => self.blocks.delete(pos),
+            Place::MetaNode(pos, rel) => {
+                let c = self.blocks.get(pos)?;
+                if !self.meta_exists(pos, &c, rel) {
+                    return Err(not_found(path));
+                }
+                self.blocks.modify(pos, |b| {
+                    b.metadata.retain(|m| m.pos != rel);
+                    Ok(())
+                })?;
+                if let Ok(mut s) = self.empty_meta.lock() {
+                    s.remove(&(pos, rel.index()));
+                }
+                Ok(())
+            }
+            // Fixed folders stay; removing them empty is a no-op so `rm -r` can proceed.
+            Place::Meta(pos) => {
+                let c = self.blocks.get(pos)?;
+                if c.block.metadata.is_empty() {
+                    Ok(())
+                } else {
+                    Err(Error::new(libc::ENOTEMPTY, "meta folder not empty"))
+                }
+            }
+            Place::Vars(pos, rel, private) => {
+                let c = self.blocks.get(pos)?;
+                let any = meta_at(&c.block, rel)
+                    .is_some_and(|m| m.vars.iter().any(|v| v.private == private));
+                if any {
+                    Err(Error::new(libc::ENOTEMPTY, "folder not empty"))
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Err(Error::not_permitted(format!(
+                "{}: cannot be removed",
+                path.join("/")
+            ))),
+        }
+    }
+
+    fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        match (self.place(from)?, self.place(to)?) {
+            (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
+            (Place::WorldFile(a), Place::WorldFile(b)) => self.world_files()?.rename(a, b),
+            (Place::Var(pa, ra, fa, ka), Place::Var(pb, rb, fb, kb)) if pa == pb && ra == rb => {
+                self.blocks.modify(pa, |b| {
+                    let m = meta_entry(b, ra);
+                    let value = m
+                        .vars
+                        .iter()
+                        .find(|v| v.key == ka && v.private == fa)
+                        .map(|v| v.value.clone())
+                        .ok_or_else(|| Error::not_found("no such field"))?;
+                    m.vars.retain(|v| v.key != ka && v.key != kb);
+                    let at = m.vars.partition_point(|v| v.key < kb);
+                    m.vars.insert(
+                        at,
+                        MetaVar {
+                            key: kb,
+                            value,
+                            private: fb,
+                        },
+                    );
+                    Ok(())
+                })
+            }
+            _ => Err(Error::new(
+                libc::EXDEV,
+                "only block folders, metadata fields of one node and world files can be renamed",
+            )),
+        }
+    }
+
+    fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        match self.place(path)? {
+            Place::Root | Place::Blocks => Ok(()),
+            Place::WorldFile(name) => self.world_files()?.set_mtime(name, mtime),
+            Place::Block(pos)
+            | Place::View(pos, _)
+            | Place::Meta(pos)
+            | Place::MetaNode(pos, _)
+            | Place::Vars(pos, ..)
+            | Place::Var(pos, ..)
+            | Place::Inventory(pos, _) => self.blocks.set_mtime(pos, mtime),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+impl LuantiTree {
+    /// Keeps a meta folder visible while its node has no stored metadata.
+    fn keep_meta_dir(&self, pos: BlockPos, rel: RelPos) {
+        if let Ok(mut s) = self.empty_meta.lock() {
+            s.insert((pos, rel.index()));
+        }
+    }
+}

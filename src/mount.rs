@@ -1,0 +1,303 @@
+//! `worldfs mount` and `worldfs unmount`: the daemon's life cycle.
+//!
+//! `mount` checks its arguments, forks, and returns only when the child has mounted (or
+//! prints the child's error). The child runs the FUSE session with several request threads
+//! and a signal thread: SIGTERM, SIGINT and SIGHUP commit whatever open files still hold and
+//! unmount. `unmount` unmounts and then waits for the daemon process to exit, so when it
+//! returns every change is in the store.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fuser::{Config, MountOption, Session, SessionACL};
+use nix::sys::signal::{SigSet, Signal};
+use nix::unistd::{fork, setsid, ForkResult};
+
+use crate::cli::MountArgs;
+use crate::error::{Error, Result};
+use crate::fuse::WorldFs;
+use crate::vfs::mtimes::{content_hash, state_dir};
+use crate::vfs::Vfs;
+use crate::worlds;
+
+/// Where pid files of running daemons live.
+fn runtime_dir() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) => PathBuf::from(d).join("worldfs"),
+        None => std::env::temp_dir().join(format!("worldfs-{}", nix::unistd::geteuid())),
+    }
+}
+
+fn pid_file(mountpoint: &Path) -> PathBuf {
+    let canon = mountpoint
+        .canonicalize()
+        .unwrap_or_else(|_| mountpoint.to_path_buf());
+    runtime_dir().join(format!(
+        "{:016x}.pid",
+        content_hash(canon.to_string_lossy().as_bytes())
+    ))
+}
+
+fn check_mountpoint(mountpoint: &Path) -> Result<()> {
+    let md = fs::metadata(mountpoint)
+        .map_err(|e| Error::from(e).context(format!("mount point {}", mountpoint.display())))?;
+    if !md.is_dir() {
+        return Err(Error::invalid(format!(
+            "mount point {} is not a folder",
+            mountpoint.display()
+        )));
+    }
+    Ok(())
+}
+
+fn init_logging(args: &MountArgs, to_file: Option<&Path>) {
+    let level = match args.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let mut builder =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(level));
+    if let Some(path) = to_file {
+        if let Some(dir) = path.parent() {
+            let _ = fs::create_dir_all(dir);
+        }
+        match fs::OpenOptions::new().create(true).append(true).open(path) {
+            Ok(f) => {
+                builder.target(env_logger::Target::Pipe(Box::new(f)));
+            }
+            Err(e) => eprintln!("worldfs: cannot open log file {}: {e}", path.display()),
+        }
+    }
+    let _ = builder.try_init();
+}
+
+/// The default log file of a background daemon.
+pub fn default_log_file() -> PathBuf {
+    state_dir()
+        .unwrap_or_else(std::env::temp_dir)
+        .join("worldfs.log")
+}
+
+/// `worldfs mount`.
+pub fn mount(args: &MountArgs) -> Result<ExitCode> {
+    check_mountpoint(&args.mountpoint)?;
+    let game = worlds::detect(&args.source)?;
+    if args.foreground {
+        init_logging(args, args.log_file.as_deref());
+        return serve(args, game, || {});
+    }
+    let (read_end, write_end) = nix::unistd::pipe().map_err(|e| Error::new(e as i32, "pipe"))?;
+    // SAFETY: no other thread exists yet in this process (nothing has been started), so the
+    // child may run arbitrary code after fork.
+    match unsafe { fork() }.map_err(|e| Error::new(e as i32, format!("fork: {e}")))? {
+        ForkResult::Parent { .. } => {
+            drop(write_end);
+            let mut msg = String::new();
+            let mut f = fs::File::from(read_end);
+            let _ = f.read_to_string(&mut msg);
+            if msg == "ok" {
+                Ok(ExitCode::SUCCESS)
+            } else if msg.is_empty() {
+                Err(Error::corrupt(
+                    "the daemon exited before the mount was ready",
+                ))
+            } else {
+                Err(Error::corrupt(msg))
+            }
+        }
+        ForkResult::Child => {
+            drop(read_end);
+            let _ = setsid();
+            let log_file = args.log_file.clone().unwrap_or_else(default_log_file);
+            init_logging(args, Some(&log_file));
+            let mut pipe = Some(fs::File::from(write_end));
+            let result = serve(args, game, || {
+                if let Some(mut p) = pipe.take() {
+                    let _ = p.write_all(b"ok");
+                }
+                detach_stdio();
+            });
+            if let Err(e) = &result {
+                log::error!("{e}");
+                if let Some(mut p) = pipe.take() {
+                    let _ = p.write_all(e.to_string().as_bytes());
+                }
+            }
+            std::process::exit(match result {
+                Ok(code) if code == ExitCode::SUCCESS => 0,
+                _ => 1,
+            });
+        }
+    }
+}
+
+fn detach_stdio() {
+    if let Ok(null) = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let fd = OwnedFd::from(null);
+        for target in 0..3 {
+            // SAFETY: dup2 onto the standard descriptors with a valid open descriptor.
+            unsafe {
+                libc::dup2(fd.as_raw_fd(), target);
+            }
+        }
+    }
+}
+
+fn mount_config(args: &MountArgs, fs_name: String) -> Config {
+    let mut opts = vec![
+        MountOption::FSName(fs_name),
+        MountOption::Subtype("worldfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::NoDev,
+        MountOption::NoSuid,
+    ];
+    if args.read_only {
+        opts.push(MountOption::RO);
+    }
+    for o in args.options.iter().flat_map(|s| s.split(',')) {
+        match o.trim() {
+            "" => {}
+            "ro" => opts.push(MountOption::RO),
+            "allow_other" => {}
+            other => opts.push(MountOption::CUSTOM(other.to_string())),
+        }
+    }
+    let mut config = Config::default();
+    config.mount_options = opts;
+    config.acl = if args.allow_other
+        || args
+            .options
+            .iter()
+            .any(|o| o.split(',').any(|x| x.trim() == "allow_other"))
+    {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(args.threads.max(1));
+    config
+}
+
+/// Runs the FUSE session until unmounted; `ready` is called once the mount is usable.
+fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<ExitCode> {
+    // Block the termination signals in every thread; one thread waits for them.
+    let mut signals = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        signals.add(s);
+    }
+    signals
+        .thread_block()
+        .map_err(|e| Error::new(e as i32, "cannot block signals"))?;
+
+    let tree = worlds::open(
+        &args.source,
+        game,
+        args.read_only,
+        crate::vfs::cache::mib(args.cache_size),
+    )?;
+    let vfs = Arc::new(Vfs::new(tree));
+    let fs_name = format!("worldfs:{}", args.source.display());
+    let config = mount_config(args, fs_name);
+    let uid = nix::unistd::geteuid().as_raw();
+    let gid = nix::unistd::getegid().as_raw();
+    let mut session = Session::new(
+        WorldFs::new(vfs.clone(), uid, gid),
+        &args.mountpoint,
+        &config,
+    )
+    .map_err(|e| Error::from(e).context(format!("mounting on {}", args.mountpoint.display())))?;
+    let mut unmounter = session.unmount_callable();
+    let mountpoint = args.mountpoint.clone();
+    let signal_vfs = vfs.clone();
+    std::thread::spawn(move || {
+        if let Ok(sig) = signals.wait() {
+            log::warn!("{sig:?}: committing open files and unmounting");
+            signal_vfs.commit_all();
+            if unmounter.unmount().is_err() {
+                let _ = Command::new("fusermount3")
+                    .arg("-u")
+                    .arg("-z")
+                    .arg(&mountpoint)
+                    .status();
+            }
+        }
+    });
+    let pid_path = pid_file(&args.mountpoint);
+    if let Some(dir) = pid_path.parent() {
+        let _ = fs::create_dir_all(dir);
+    }
+    let _ = fs::write(&pid_path, std::process::id().to_string());
+    log::info!(
+        "mounted {} on {}",
+        args.source.display(),
+        args.mountpoint.display()
+    );
+    ready();
+    let run = session.run();
+    let failed = vfs.commit_all();
+    let _ = fs::remove_file(&pid_path);
+    run.map_err(|e| Error::from(e).context("FUSE session"))?;
+    let lost = vfs.failed_paths();
+    for p in &lost {
+        log::error!("unsaved text dropped at unmount (its commit had failed): {p}");
+    }
+    log::info!("unmounted {}", args.mountpoint.display());
+    Ok(if failed > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn process_alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.contains(") Z "))
+            .unwrap_or(false)
+}
+
+/// `worldfs unmount`.
+pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
+    let pid_path = pid_file(mountpoint);
+    let pid: Option<i32> = fs::read_to_string(&pid_path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    let status = Command::new("fusermount3")
+        .arg("-u")
+        .arg(mountpoint)
+        .status()
+        .or_else(|_| Command::new("umount").arg(mountpoint).status())
+        .map_err(|e| Error::from(e).context("running fusermount3"))?;
+    if !status.success() {
+        return Err(Error::new(
+            libc::EBUSY,
+            format!(
+                "could not unmount {} (is it busy or not a worldfs mount?)",
+                mountpoint.display()
+            ),
+        ));
+    }
+    if let Some(pid) = pid {
+        let start = Instant::now();
+        while process_alive(pid) {
+            if start.elapsed() > Duration::from_secs(300) {
+                return Err(Error::new(
+                    libc::ETIMEDOUT,
+                    format!("daemon {pid} did not exit"),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,640 @@
+//! The filesystem core: inodes, open handles, write buffers, scratch files and the
+//! close-time commit, over any [`Tree`]. FUSE-agnostic: every operation returns a
+//! [`Result`], so the semantics are tested without a kernel in the loop.
+//!
+//! Write semantics (README "Writing"): what an application writes goes into its handle's
+//! buffer; `flush` (each close) and `fsync` hand the whole buffer to the tree, which parses,
+//! re-encodes and commits it, and the call fails with the tree's error if that fails. A
+//! failed commit leaves the written text readable at its path (an overlay) so it can be fixed;
+//! the store is unchanged. Files created under names the tree calls scratch (editor swap
+//! files, temporaries of `sed -i` and rsync) live only here; renaming one over a tree file
+//! commits its content to that file. Scratch files vanish at unmount.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::SystemTime;
+
+use crate::error::{Error, Result};
+use crate::vfs::inodes::{Inodes, ROOT};
+use crate::vfs::tree::{Kind, NewFile, Stat, Tree, MAX_TREE_COOKIE};
+
+/// A file whose content lives in the core rather than in the tree.
+#[derive(Clone)]
+struct Overlay {
+    data: Vec<u8>,
+    mtime: SystemTime,
+    /// An explicitly set mtime (utimens), carried to the tree when the file is committed.
+    set_mtime: Option<SystemTime>,
+    /// Scratch (never committed under this name) or pending text for a tree path.
+    scratch: bool,
+}
+
+struct Handle {
+    path: Vec<String>,
+    data: Vec<u8>,
+    dirty: bool,
+    scratch: bool,
+}
+
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenMode {
+    pub write: bool,
+    pub truncate: bool,
+    pub append: bool,
+}
+
+/// A directory entry produced by [`Vfs::readdir`].
+pub struct DirEntry<'a> {
+    pub ino: u64,
+    pub offset: u64,
+    pub name: &'a str,
+    pub stat: &'a Stat,
+}
+
+/// The filesystem core over one tree.
+pub struct Vfs {
+    tree: Arc<dyn Tree>,
+    inodes: RwLock<Inodes>,
+    handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
+    next_fh: AtomicU64,
+    overlay: Mutex<HashMap<Vec<String>, Overlay>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| Error::corrupt("internal lock poisoned"))
+}
+
+/// The path shown in messages: `blocks/0,0,0/nodes.cubeset`.
+pub fn display_path(path: &[String]) -> String {
+    if path.is_empty() {
+        "/".to_string()
+    } else {
+        path.join("/")
+    }
+}
+
+fn child(dir: &[String], name: &str) -> Vec<String> {
+    let mut p = dir.to_vec();
+    p.push(name.to_string());
+    p
+}
+
+fn overlay_stat(o: &Overlay) -> Stat {
+    Stat {
+        kind: Kind::File,
+        size: o.data.len() as u64,
+        mtime: o.mtime,
+        perm: 0o644,
+    }
+}
+
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(Error::invalid(format!("invalid file name {name:?}")));
+    }
+    Ok(())
+}
+
+impl Vfs {
+    /// A core over `tree`.
+    pub fn new(tree: Arc<dyn Tree>) -> Vfs {
+        Vfs {
+            tree,
+            inodes: RwLock::new(Inodes::default()),
+            handles: Mutex::new(HashMap::new()),
+            next_fh: AtomicU64::new(1),
+            overlay: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The tree under this core.
+    pub fn tree(&self) -> &Arc<dyn Tree> {
+        &self.tree
+    }
+
+    fn path_of(&self, ino: u64) -> Result<Vec<String>> {
+        self.inodes
+            .read()
+            .map_err(|_| Error::corrupt("inode table lock poisoned"))?
+            .path(ino)
+            .ok_or_else(|| Error::new(libc::ESTALE, format!("unknown inode {ino}")))
+    }
+
+    fn stat_path(&self, path: &[String]) -> Result<Stat> {
+        if let Some(o) = lock(&self.overlay)?.get(path) {
+            return Ok(overlay_stat(o));
+        }
+        self.tree
+            .stat(path)
+            .map_err(|e| e.context(display_path(path)))
+    }
+
+    /// Looks `name` up in directory `parent`; counts a kernel lookup.
+    pub fn lookup(&self, parent: u64, name: &str) -> Result<(u64, Stat)> {
+        let path = child(&self.path_of(parent)?, name);
+        let stat = self.stat_path(&path)?;
+        let ino = self
+            .inodes
+            .write()
+            .map_err(|_| Error::corrupt("inode table lock poisoned"))?
+            .lookup(parent, name);
+        Ok((ino, stat))
+    }
+
+    /// The kernel forgot `n` lookups of `ino`.
+    pub fn forget(&self, ino: u64, n: u64) {
+        if let Ok(mut t) = self.inodes.write() {
+            t.forget(ino, n);
+        }
+    }
+
+    /// Attributes of `ino`.
+    pub fn getattr(&self, ino: u64) -> Result<Stat> {
+        let path = self.path_of(ino)?;
+        self.stat_path(&path)
+    }
+
+    /// Truncates and/or sets the mtime of `ino` (through handle `fh` when given).
+    pub fn setattr(
+        &self,
+        ino: u64,
+        fh: Option<u64>,
+        size: Option<u64>,
+        mtime: Option<SystemTime>,
+    ) -> Result<Stat> {
+        let path = self.path_of(ino)?;
+        if let Some(size) = size {
+            let len =
+                usize::try_from(size).map_err(|_| Error::new(libc::EFBIG, "size too large"))?;
+            let handle = match fh {
+                Some(fh) => lock(&self.handles)?.get(&fh).cloned(),
+                None => None,
+            };
+            if let Some(h) = handle {
+                let mut h = lock(&h)?;
+                h.data.resize(len, 0);
+                h.dirty = true;
+            } else {
+                let mut overlay = lock(&self.overlay)?;
+                if let Some(o) = overlay.get_mut(&path) {
+                    o.data.resize(len, 0);
+                    o.mtime = SystemTime::now();
+                } else {
+                    drop(overlay);
+                    let mut data = self.tree.read(&path)?.to_vec();
+                    data.resize(len, 0);
+                    self.commit(&path, data)?;
+                }
+            }
+        }
+        if let Some(mtime) = mtime {
+            let mut overlay = lock(&self.overlay)?;
+            if let Some(o) = overlay.get_mut(&path) {
+                o.mtime = mtime;
+                o.set_mtime = Some(mtime);
+            } else {
+                drop(overlay);
+                self.tree
+                    .set_mtime(&path, mtime)
+                    .map_err(|e| e.context(display_path(&path)))?;
+            }
+        }
+        self.stat_path(&path)
+    }
+
+    fn add_handle(&self, h: Handle) -> Result<u64> {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles)?.insert(fh, Arc::new(Mutex::new(h)));
+        Ok(fh)
+    }
+
+    fn handle(&self, fh: u64) -> Result<Arc<Mutex<Handle>>> {
+        lock(&self.handles)?
+            .get(&fh)
+            .cloned()
+            .ok_or_else(|| Error::new(libc::EBADF, format!("unknown file handle {fh}")))
+    }
+
+    /// Opens the file `ino`.
+    pub fn open(&self, ino: u64, mode: OpenMode) -> Result<u64> {
+        let path = self.path_of(ino)?;
+        if mode.write && self.tree.read_only() {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let existing = lock(&self.overlay)?.get(&path).cloned();
+        let (data, scratch) = match existing {
+            Some(o) => (if mode.truncate { Vec::new() } else { o.data }, o.scratch),
+            None => {
+                let stat = self.stat_path(&path)?;
+                if stat.kind == Kind::Dir {
+                    return Err(Error::new(libc::EISDIR, "is a directory"));
+                }
+                let data = if mode.truncate {
+                    Vec::new()
+                } else {
+                    self.tree
+                        .read(&path)
+                        .map_err(|e| e.context(display_path(&path)))?
+                        .to_vec()
+                };
+                (data, false)
+            }
+        };
+        self.add_handle(Handle {
+            path,
+            data,
+            dirty: mode.truncate,
+            scratch,
+        })
+    }
+
+    /// Creates and opens `name` in `parent`.
+    pub fn create(&self, parent: u64, name: &str) -> Result<(u64, Stat, u64)> {
+        check_name(name)?;
+        if self.tree.read_only() {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let dir = self.path_of(parent)?;
+        let path = child(&dir, name);
+        let class = self
+            .tree
+            .classify(&dir, name)
+            .map_err(|e| e.context(display_path(&path)))?;
+        let scratch = class == NewFile::Scratch;
+        let now = SystemTime::now();
+        let o = Overlay {
+            data: Vec::new(),
+            mtime: now,
+            set_mtime: None,
+            scratch,
+        };
+        let stat = overlay_stat(&o);
+        lock(&self.overlay)?.insert(path.clone(), o);
+        let fh = self.add_handle(Handle {
+            path,
+            data: Vec::new(),
+            dirty: true,
+            scratch,
+        })?;
+        let ino = self
+            .inodes
+            .write()
+            .map_err(|_| Error::corrupt("inode table lock poisoned"))?
+            .lookup(parent, name);
+        Ok((ino, stat, fh))
+    }
+
+    /// Reads from an open handle.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let h = self.handle(fh)?;
+        let h = lock(&h)?;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(h.data.len());
+        let end = start.saturating_add(size as usize).min(h.data.len());
+        Ok(h.data[start..end].to_vec())
+    }
+
+    /// Writes into an open handle's buffer (nothing is committed before flush/fsync).
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8], append: bool) -> Result<usize> {
+        let h = self.handle(fh)?;
+        let mut h = lock(&h)?;
+        let start = if append {
+            h.data.len()
+        } else {
+            usize::try_from(offset).map_err(|_| Error::new(libc::EFBIG, "offset too large"))?
+        };
+        let end = start
+            .checked_add(data.len())
+            .ok_or_else(|| Error::new(libc::EFBIG, "file too large"))?;
+        if end > 256 << 20 {
+            return Err(Error::new(libc::EFBIG, "file too large (limit 256 MiB)"));
+        }
+        if h.data.len() < end {
+            h.data.resize(end, 0);
+        }
+        h.data[start..end].copy_from_slice(data);
+        h.dirty = true;
+        Ok(data.len())
+    }
+
+    /// Commits `data` as the content of tree path `path`; on failure keeps it readable.
+    fn commit(&self, path: &[String], data: Vec<u8>) -> Result<()> {
+        match self.tree.write(path, &data) {
+            Ok(()) => {
+                let done = lock(&self.overlay)?.remove(path);
+                if let Some(m) = done.and_then(|o| o.set_mtime) {
+                    self.tree.set_mtime(path, m)?;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let e = e.context(display_path(path));
+                log::error!("commit failed, nothing stored: {e}");
+                let mut overlay = lock(&self.overlay)?;
+                let set_mtime = overlay.get(path).and_then(|o| o.set_mtime);
+                overlay.insert(
+                    path.to_vec(),
+                    Overlay {
+                        data,
+                        mtime: SystemTime::now(),
+                        set_mtime,
+                        scratch: false,
+                    },
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits a handle's buffer if it was written (close and fsync).
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        let h = self.handle(fh)?;
+        let mut h = lock(&h)?;
+        if !h.dirty {
+            return Ok(());
+        }
+        h.dirty = false;
+        if h.scratch {
+            let mut overlay = lock(&self.overlay)?;
+            let now = SystemTime::now();
+            let o = overlay.entry(h.path.clone()).or_insert(Overlay {
+                data: Vec::new(),
+                mtime: now,
+                set_mtime: None,
+                scratch: true,
+            });
+            o.data = h.data.clone();
+            o.mtime = now;
+            return Ok(());
+        }
+        let data = h.data.clone();
+        let path = h.path.clone();
+        self.commit(&path, data)
+    }
+
+    /// Closes a handle, committing what is still unflushed.
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let result = self.flush(fh);
+        lock(&self.handles)?.remove(&fh);
+        result
+    }
+
+    /// Commits every open handle's unflushed writes (SIGTERM, unmount). Returns the number of
+    /// commits that failed (each is logged).
+    pub fn commit_all(&self) -> usize {
+        let fhs: Vec<u64> = match self.handles.lock() {
+            Ok(h) => h.keys().copied().collect(),
+            Err(_) => return 1,
+        };
+        fhs.into_iter()
+            .filter(|&fh| self.flush(fh).is_err())
+            .count()
+    }
+
+    /// Paths whose written text could not be committed (kept readable in the mount).
+    pub fn failed_paths(&self) -> Vec<String> {
+        match self.overlay.lock() {
+            Ok(o) => o
+                .iter()
+                .filter(|(_, v)| !v.scratch)
+                .map(|(k, _)| display_path(k))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
+    /// Streams the entries of directory `ino` after `offset` to `sink` until it returns
+    /// false. With `plus`, each entry counts as a kernel lookup (readdirplus).
+    pub fn readdir(
+        &self,
+        ino: u64,
+        offset: u64,
+        plus: bool,
+        sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
+    ) -> Result<()> {
+        let dir = self.path_of(ino)?;
+        let dir_stat = self.stat_path(&dir)?;
+        if dir_stat.kind != Kind::Dir {
+            return Err(Error::new(libc::ENOTDIR, "not a directory"));
+        }
+        if offset < 1
+            && !sink(DirEntry {
+                ino,
+                offset: 1,
+                name: ".",
+                stat: &dir_stat,
+            })
+        {
+            return Ok(());
+        }
+        if offset < 2
+            && !sink(DirEntry {
+                ino: ROOT,
+                offset: 2,
+                name: "..",
+                stat: &dir_stat,
+            })
+        {
+            return Ok(());
+        }
+        let mut full = false;
+        if offset <= MAX_TREE_COOKIE + 2 {
+            let after = offset.saturating_sub(2);
+            self.tree
+                .list(&dir, after, &mut |e| {
+                    let child_ino = self.entry_ino(ino, &e.name, plus);
+                    let ok = sink(DirEntry {
+                        ino: child_ino,
+                        offset: e.cookie + 2,
+                        name: &e.name,
+                        stat: &e.stat,
+                    });
+                    if !ok {
+                        if plus {
+                            self.forget(child_ino, 1);
+                        }
+                        full = true;
+                    }
+                    ok
+                })
+                .map_err(|e| e.context(display_path(&dir)))?;
+        }
+        if full {
+            return Ok(());
+        }
+        // Core-held files of this directory that the tree does not list, after the tree's.
+        let mut extra: Vec<(String, Overlay)> = lock(&self.overlay)?
+            .iter()
+            .filter(|(p, _)| p.len() == dir.len() + 1 && p.starts_with(&dir))
+            .filter_map(|(p, o)| p.last().map(|n| (n.clone(), o.clone())))
+            .collect();
+        extra.sort_by(|a, b| a.0.cmp(&b.0));
+        for (i, (name, o)) in extra.iter().enumerate() {
+            let off = MAX_TREE_COOKIE + 3 + i as u64;
+            if off <= offset {
+                continue;
+            }
+            if !o.scratch && self.tree.stat(&child(&dir, name)).is_ok() {
+                continue;
+            }
+            let child_ino = self.entry_ino(ino, name, plus);
+            if !sink(DirEntry {
+                ino: child_ino,
+                offset: off,
+                name,
+                stat: &overlay_stat(o),
+            }) {
+                if plus {
+                    self.forget(child_ino, 1);
+                }
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn entry_ino(&self, parent: u64, name: &str, plus: bool) -> u64 {
+        if plus {
+            if let Ok(mut t) = self.inodes.write() {
+                return t.lookup(parent, name);
+            }
+        } else if let Ok(t) = self.inodes.read() {
+            if let Some(ino) = t.find(parent, name) {
+                return ino;
+            }
+        }
+        // A stand-in number for plain readdir; the kernel looks the name up before use.
+        u64::MAX >> 1
+    }
+
+    /// Creates directory `name` in `parent`.
+    pub fn mkdir(&self, parent: u64, name: &str) -> Result<(u64, Stat)> {
+        check_name(name)?;
+        let path = child(&self.path_of(parent)?, name);
+        if self.stat_path(&path).is_ok() {
+            return Err(Error::exists(format!("{} exists", display_path(&path))));
+        }
+        self.tree
+            .mkdir(&path)
+            .map_err(|e| e.context(display_path(&path)))?;
+        self.lookup(parent, name)
+    }
+
+    /// Removes file `name` from `parent`.
+    pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
+        let path = child(&self.path_of(parent)?, name);
+        let removed = lock(&self.overlay)?.remove(&path);
+        match removed {
+            Some(o) if o.scratch => {}
+            Some(_) => {
+                // Pending text of a tree path: drop it; remove the object too if it exists.
+                if self.tree.stat(&path).is_ok() {
+                    self.tree
+                        .remove(&path)
+                        .map_err(|e| e.context(display_path(&path)))?;
+                }
+            }
+            None => self
+                .tree
+                .remove(&path)
+                .map_err(|e| e.context(display_path(&path)))?,
+        }
+        if let Ok(mut t) = self.inodes.write() {
+            t.unlink(parent, name);
+        }
+        Ok(())
+    }
+
+    /// Removes directory `name` from `parent` (and the object it shows).
+    pub fn rmdir(&self, parent: u64, name: &str) -> Result<()> {
+        let path = child(&self.path_of(parent)?, name);
+        let has_scratch = lock(&self.overlay)?
+            .keys()
+            .any(|p| p.len() > path.len() && p.starts_with(&path));
+        if has_scratch {
+            return Err(Error::new(
+                libc::ENOTEMPTY,
+                format!("{} holds unsaved or scratch files", display_path(&path)),
+            ));
+        }
+        self.tree
+            .rmdir(&path)
+            .map_err(|e| e.context(display_path(&path)))?;
+        if let Ok(mut t) = self.inodes.write() {
+            t.unlink(parent, name);
+        }
+        Ok(())
+    }
+
+    /// Renames `name` in `parent` to `new_name` in `new_parent`.
+    pub fn rename(&self, parent: u64, name: &str, new_parent: u64, new_name: &str) -> Result<()> {
+        check_name(new_name)?;
+        let from = child(&self.path_of(parent)?, name);
+        let to = child(&self.path_of(new_parent)?, new_name);
+        let to_dir = &to[..to.len() - 1];
+        let moving = lock(&self.overlay)?.get(&from).cloned();
+        let to_class = self
+            .tree
+            .classify(to_dir, new_name)
+            .map_err(|e| e.context(display_path(&to)))?;
+        let to_in_tree = self.tree.stat(&to).ok();
+        if let Some(o) = moving {
+            if let Some(s) = &to_in_tree {
+                if s.kind == Kind::Dir {
+                    return Err(Error::new(
+                        libc::EISDIR,
+                        format!("{} is a directory", display_path(&to)),
+                    ));
+                }
+            }
+            if to_in_tree.is_some() || to_class == NewFile::Object {
+                // Replacing a tree file's content (rsync, sed -i, editors): commit it.
+                self.commit(&to, o.data.clone())?;
+                if let Some(m) = o.set_mtime {
+                    self.tree
+                        .set_mtime(&to, m)
+                        .map_err(|e| e.context(display_path(&to)))?;
+                }
+                lock(&self.overlay)?.remove(&from);
+            } else {
+                let mut overlay = lock(&self.overlay)?;
+                overlay.remove(&from);
+                overlay.insert(to.clone(), o);
+            }
+        } else {
+            let stat = self.stat_path(&from)?;
+            if to_in_tree.is_none() && to_class == NewFile::Scratch && stat.kind == Kind::File {
+                // A tree file moved aside (an editor's backup copy): keep its text as scratch.
+                let data = self
+                    .tree
+                    .read(&from)
+                    .map_err(|e| e.context(display_path(&from)))?
+                    .to_vec();
+                self.tree
+                    .remove(&from)
+                    .map_err(|e| e.context(display_path(&from)))?;
+                lock(&self.overlay)?.insert(
+                    to.clone(),
+                    Overlay {
+                        data,
+                        mtime: stat.mtime,
+                        set_mtime: None,
+                        scratch: true,
+                    },
+                );
+            } else {
+                self.tree.rename(&from, &to).map_err(|e| {
+                    e.context(format!("{} -> {}", display_path(&from), display_path(&to)))
+                })?;
+            }
+        }
+        if let Ok(mut t) = self.inodes.write() {
+            t.rename(parent, name, new_parent, new_name);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,167 @@
+//! The inode table: inode numbers ⇄ (parent, name), with the kernel's lookup counts.
+//!
+//! Paths are not stored whole; each node keeps its parent and its own name, so renaming a
+//! directory moves its whole subtree at once and memory stays proportional to what the kernel
+//! currently remembers (nodes are dropped when the kernel forgets them).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The root inode.
+pub const ROOT: u64 = 1;
+
+struct Node {
+    parent: u64,
+    name: Arc<str>,
+    nlookup: u64,
+}
+
+/// Inode numbers for paths the kernel knows.
+pub struct Inodes {
+    nodes: HashMap<u64, Node>,
+    by_name: HashMap<(u64, Arc<str>), u64>,
+    next: u64,
+}
+
+impl Default for Inodes {
+    fn default() -> Self {
+        let mut nodes = HashMap::new();
+        nodes.insert(
+            ROOT,
+            Node {
+                parent: ROOT,
+                name: Arc::from(""),
+                nlookup: 1,
+            },
+        );
+        Inodes {
+            nodes,
+            by_name: HashMap::new(),
+            next: ROOT + 1,
+        }
+    }
+}
+
+impl Inodes {
+    /// The path of an inode, or `None` when the inode is unknown.
+    pub fn path(&self, ino: u64) -> Option<Vec<String>> {
+        let mut parts = Vec::new();
+        let mut cur = ino;
+        while cur != ROOT {
+            let node = self.nodes.get(&cur)?;
+            parts.push(node.name.to_string());
+            cur = node.parent;
+            if parts.len() > 4096 {
+                return None;
+            }
+        }
+        parts.reverse();
+        Some(parts)
+    }
+
+    /// The inode of `name` in `parent`, if the kernel knows it.
+    pub fn find(&self, parent: u64, name: &str) -> Option<u64> {
+        self.by_name.get(&(parent, Arc::from(name))).copied()
+    }
+
+    /// The inode of `name` in `parent`, allocating one; counts one kernel lookup.
+    pub fn lookup(&mut self, parent: u64, name: &str) -> u64 {
+        let key: (u64, Arc<str>) = (parent, Arc::from(name));
+        if let Some(&ino) = self.by_name.get(&key) {
+            if let Some(node) = self.nodes.get_mut(&ino) {
+                node.nlookup += 1;
+            }
+            return ino;
+        }
+        let ino = self.next;
+        self.next += 1;
+        self.nodes.insert(
+            ino,
+            Node {
+                parent,
+                name: key.1.clone(),
+                nlookup: 1,
+            },
+        );
+        self.by_name.insert(key, ino);
+        ino
+    }
+
+    /// The kernel forgot `n` lookups of `ino`.
+    pub fn forget(&mut self, ino: u64, n: u64) {
+        if ino == ROOT {
+            return;
+        }
+        let gone = match self.nodes.get_mut(&ino) {
+            Some(node) => {
+                node.nlookup = node.nlookup.saturating_sub(n);
+                node.nlookup == 0
+            }
+            None => false,
+        };
+        if gone {
+            if let Some(node) = self.nodes.remove(&ino) {
+                let key = (node.parent, node.name);
+                if self.by_name.get(&key) == Some(&ino) {
+                    self.by_name.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// `name` in `parent` no longer exists (the inode lives on until forgotten, nameless).
+    pub fn unlink(&mut self, parent: u64, name: &str) {
+        self.by_name.remove(&(parent, Arc::from(name)));
+    }
+
+    /// Moves the entry `name` of `parent` to `new_name` of `new_parent`, replacing whatever
+    /// was there.
+    pub fn rename(&mut self, parent: u64, name: &str, new_parent: u64, new_name: &str) {
+        let new_key: (u64, Arc<str>) = (new_parent, Arc::from(new_name));
+        self.by_name.remove(&new_key);
+        if let Some(ino) = self.by_name.remove(&(parent, Arc::from(name))) {
+            if let Some(node) = self.nodes.get_mut(&ino) {
+                node.parent = new_parent;
+                node.name = new_key.1.clone();
+            }
+            self.by_name.insert(new_key, ino);
+        }
+    }
+
+    /// Number of inodes held (for tests and memory accounting).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether only the root is held.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() <= 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookups_paths_renames_and_forgets() {
+        let mut t = Inodes::default();
+        let blocks = t.lookup(ROOT, "blocks");
+        let b = t.lookup(blocks, "0,0,0");
+        let f = t.lookup(b, "nodes.cubeset");
+        assert_eq!(t.path(f).unwrap(), vec!["blocks", "0,0,0", "nodes.cubeset"]);
+        assert_eq!(t.lookup(blocks, "0,0,0"), b);
+        t.rename(blocks, "0,0,0", blocks, "1,0,0");
+        assert_eq!(t.path(f).unwrap(), vec!["blocks", "1,0,0", "nodes.cubeset"]);
+        assert_eq!(t.find(blocks, "0,0,0"), None);
+        t.forget(f, 1);
+        assert_eq!(t.path(f), None);
+        t.forget(b, 1);
+        assert_eq!(
+            t.path(b),
+            Some(vec!["blocks".to_string(), "1,0,0".to_string()])
+        );
+        t.forget(b, 1);
+        assert_eq!(t.len(), 2);
+    }
+}

@@ -1,0 +1,13 @@
+//! The FUSE-agnostic filesystem core shared by every game: the [`Tree`] contract, inodes,
+//! handles, scratch files and write-back. The FUSE adapter (`crate::fuse`) only translates.
+
+pub mod cache;
+pub mod core;
+pub mod folder;
+pub mod inodes;
+pub mod mtimes;
+pub mod scratch;
+pub mod tree;
+
+pub use self::core::{DirEntry, OpenMode, Vfs};
+pub use self::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};

@@ -1,0 +1,182 @@
+//! Stable modification times for objects whose container keeps none.
+//!
+//! rsync's quick check compares size and mtime, so an object's mtime must stay put while it
+//! is unchanged and move when it changes. Stored blocks carry no usable time (most Luanti
+//! timestamps are undefined), and a database file's mtime moves with every write. So:
+//! - an object committed through worldfs gets the commit time (or the time rsync/touch set),
+//!   remembered with a hash of the stored bytes in a small sidecar database in the user's
+//!   state directory (never in the world folder);
+//! - any other object gets a time derived from a hash of its stored bytes, a whole number of
+//!   seconds before 2020-01-01: the same bytes always give the same time, in every world and
+//!   across remounts, and other bytes (another writer changed it) give another time.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection};
+
+/// 2020-01-01T00:00:00Z: hash-derived times lie in the 194 days before it.
+const BASE_SECS: u64 = 1_577_836_800;
+
+/// FNV-1a, 64 bit: a fast, stable hash of stored bytes.
+pub fn content_hash(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in data {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The time shown for bytes never committed through worldfs.
+pub fn derived_mtime(hash: u64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(BASE_SECS - (hash % (1 << 24)))
+}
+
+/// Recorded commit times of one store.
+pub struct Mtimes {
+    conn: Option<Mutex<Connection>>,
+    records: Mutex<HashMap<u64, (u64, i64)>>,
+}
+
+/// Where sidecars live: `$WORLDFS_STATE_DIR`, else `$XDG_STATE_HOME/worldfs`, else
+/// `~/.local/state/worldfs`.
+pub fn state_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("WORLDFS_STATE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME") {
+        return Some(PathBuf::from(d).join("worldfs"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state/worldfs"))
+}
+
+fn to_ns(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+impl Mtimes {
+    /// The records for the store at `store_path`; in-memory only when `read_only` or when the
+    /// state directory cannot be used (logged).
+    pub fn open(store_path: &Path, read_only: bool) -> Mtimes {
+        let identity = store_path
+            .canonicalize()
+            .unwrap_or_else(|_| store_path.to_path_buf());
+        let file = state_dir().map(|d| {
+            d.join(format!(
+                "{:016x}.mtimes.sqlite",
+                content_hash(identity.to_string_lossy().as_bytes())
+            ))
+        });
+        let mut records = HashMap::new();
+        let mut conn = None;
+        if let Some(file) = file {
+            match Self::connect(&file, read_only, &mut records) {
+                Ok(c) => conn = c,
+                Err(e) => log::warn!(
+                    "mtime records at {} unavailable ({e}); edited objects keep their times only until unmount",
+                    file.display()
+                ),
+            }
+        }
+        Mtimes {
+            conn: conn.map(Mutex::new),
+            records: Mutex::new(records),
+        }
+    }
+
+    fn connect(
+        file: &Path,
+        read_only: bool,
+        records: &mut HashMap<u64, (u64, i64)>,
+    ) -> rusqlite::Result<Option<Connection>> {
+        if read_only && !file.exists() {
+            return Ok(None);
+        }
+        if let Some(dir) = file.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let conn = Connection::open(file)?;
+        conn.busy_timeout(Duration::from_secs(2))?;
+        if !read_only {
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS mtimes (key INTEGER PRIMARY KEY, hash INTEGER NOT NULL, mtime_ns INTEGER NOT NULL)",
+                [],
+            )?;
+        }
+        {
+            let mut stmt = conn.prepare("SELECT key, hash, mtime_ns FROM mtimes")?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })?;
+            for row in rows {
+                let (k, h, t) = row?;
+                records.insert(k as u64, (h as u64, t));
+            }
+        }
+        Ok(if read_only { None } else { Some(conn) })
+    }
+
+    /// The mtime of the object `key` whose stored bytes hash to `hash`.
+    pub fn mtime(&self, key: u64, hash: u64) -> SystemTime {
+        if let Ok(r) = self.records.lock() {
+            if let Some(&(h, ns)) = r.get(&key) {
+                if h == hash {
+                    return UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).unwrap_or(0));
+                }
+            }
+        }
+        derived_mtime(hash)
+    }
+
+    /// Records that object `key` now has bytes hashing to `hash`, modified at `t`.
+    pub fn record(&self, key: u64, hash: u64, t: SystemTime) {
+        let ns = to_ns(t);
+        if let Ok(mut r) = self.records.lock() {
+            r.insert(key, (hash, ns));
+        }
+        if let Some(conn) = &self.conn {
+            if let Ok(c) = conn.lock() {
+                if let Err(e) = c.execute(
+                    "REPLACE INTO mtimes (key, hash, mtime_ns) VALUES (?1, ?2, ?3)",
+                    params![key as i64, hash as i64, ns],
+                ) {
+                    log::warn!("could not record an mtime: {e}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_times_survive_reopen_and_follow_content() {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let store = dir.path().join("map.sqlite");
+        std::fs::write(&store, b"x").unwrap();
+        let m = Mtimes::open(&store, false);
+        let h = content_hash(b"blob");
+        assert_eq!(m.mtime(7, h), derived_mtime(h));
+        assert!(derived_mtime(h) < UNIX_EPOCH + Duration::from_secs(BASE_SECS + 1));
+        let t = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        m.record(7, h, t);
+        drop(m);
+        let m = Mtimes::open(&store, true);
+        assert_eq!(m.mtime(7, h), t);
+        let other = content_hash(b"changed by the game");
+        assert_eq!(m.mtime(7, other), derived_mtime(other));
+        assert_ne!(derived_mtime(h), derived_mtime(other));
+    }
+}

@@ -1,0 +1,93 @@
+//! The contract between the filesystem core and a game's tree.
+//!
+//! A tree maps paths (lists of file names below the mount root) to decoded objects. It knows
+//! the formats and the store; it knows nothing of inodes, handles or FUSE. Every write is a
+//! whole file: the core buffers what applications write and hands the tree the complete new
+//! content on close or fsync, which the tree parses, re-encodes and commits atomically.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::error::Result;
+
+/// A path below the mount root, one file name per component.
+pub type TreePath = [String];
+
+/// File or directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Dir,
+    File,
+}
+
+/// What the core needs to know of an existing path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stat {
+    pub kind: Kind,
+    /// Exact size in bytes of the file's content (0 for directories).
+    pub size: u64,
+    pub mtime: SystemTime,
+    /// Permission bits (e.g. 0o644, 0o600 for secrets, 0o755 for directories).
+    pub perm: u16,
+}
+
+/// One directory entry; `cookie` resumes a listing just after this entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub name: String,
+    pub cookie: u64,
+    pub stat: Stat,
+}
+
+/// The largest cookie a tree may hand out; larger ones belong to the core.
+pub const MAX_TREE_COOKIE: u64 = 1 << 62;
+
+/// What a new file name in a directory becomes when an application creates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NewFile {
+    /// A new object of the tree (a metadata field, a player, a world file); committed on close.
+    Object,
+    /// A scratch file held by the core (editor swap files, `sed -i` and rsync temporaries).
+    Scratch,
+}
+
+/// A game's tree. All methods may be called from many threads at once.
+pub trait Tree: Send + Sync + 'static {
+    /// The object at `path`, or `Error::not_found`.
+    fn stat(&self, path: &TreePath) -> Result<Stat>;
+
+    /// Streams the entries of directory `dir` whose cookie is greater than `after` (0 = from
+    /// the start), in cookie order, to `sink`, until `sink` returns false (buffer full) or the
+    /// directory ends. Cookies are stable: the same entry always has the same cookie, between
+    /// 1 and [`MAX_TREE_COOKIE`].
+    fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()>;
+
+    /// The whole content of the file at `path`.
+    fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>>;
+
+    /// Replaces the content of the file at `path` (creating the object when `classify` says
+    /// `Object`) and commits it. On error nothing is stored.
+    fn write(&self, path: &TreePath, data: &[u8]) -> Result<()>;
+
+    /// What creating the file `name` in `dir` would make.
+    fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile>;
+
+    /// Removes the file at `path` (deletes the object it shows, or resets a file that
+    /// cannot be absent, such as a block's `light.txt`, which is then a no-op).
+    fn remove(&self, path: &TreePath) -> Result<()>;
+
+    /// Creates the directory at `path`.
+    fn mkdir(&self, path: &TreePath) -> Result<()>;
+
+    /// Removes the directory at `path` and the object it shows.
+    fn rmdir(&self, path: &TreePath) -> Result<()>;
+
+    /// Renames an object inside the tree (a block folder, a field, a world file).
+    fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()>;
+
+    /// Sets the modification time of the object at `path` (rsync, `touch -d`).
+    fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()>;
+
+    /// Whether the tree refuses all writes.
+    fn read_only(&self) -> bool;
+}

@@ -1,0 +1,69 @@
+//! Which game a source belongs to, and opening its tree.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::luanti;
+use crate::vfs::Tree;
+
+/// The games worldfs mounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Game {
+    /// A Luanti world folder or a bare `map.sqlite`.
+    Luanti,
+}
+
+fn is_sqlite(path: &Path) -> bool {
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut head))
+        .map(|_| &head == b"SQLite format 3\0")
+        .unwrap_or(false)
+}
+
+/// Detects the game of `source` from its names and content, without decoding anything.
+pub fn detect(source: &Path) -> Result<Game> {
+    if source.is_dir() {
+        if source.join("map.sqlite").is_file() {
+            return Ok(Game::Luanti);
+        }
+        if source.join("world.mt").is_file() {
+            return Err(Error::unsupported(format!(
+                "{}: a Luanti world without map.sqlite (only the sqlite3 map backend is supported)",
+                source.display()
+            )));
+        }
+    } else if source.is_file() {
+        if is_sqlite(source) {
+            return Ok(Game::Luanti);
+        }
+    } else {
+        return Err(Error::not_found(format!(
+            "{}: no such file or folder",
+            source.display()
+        )));
+    }
+    Err(Error::unsupported(format!(
+        "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite)",
+        source.display()
+    )))
+}
+
+/// Opens the tree of `source` (nothing is decoded).
+pub fn open(
+    source: &Path,
+    game: Game,
+    read_only: bool,
+    cache_bytes: usize,
+) -> Result<Arc<dyn Tree>> {
+    match game {
+        Game::Luanti => Ok(Arc::new(luanti::tree::LuantiTree::open(
+            source,
+            &luanti::tree::Options {
+                read_only,
+                cache_bytes,
+            },
+        )?)),
+    }
+}
