@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::luanti;
+use crate::survivalcraft;
 use crate::vfs::Tree;
 
 /// The games worldfs mounts.
@@ -12,6 +13,8 @@ use crate::vfs::Tree;
 pub enum Game {
     /// A Luanti world folder or a bare `map.sqlite`.
     Luanti,
+    /// A Survivalcraft world folder, or a `.scworld` file (read-only).
+    Survivalcraft,
 }
 
 fn is_sqlite(path: &Path) -> bool {
@@ -28,6 +31,9 @@ pub fn detect(source: &Path) -> Result<Game> {
         if source.join("map.sqlite").is_file() {
             return Ok(Game::Luanti);
         }
+        if survivalcraft::store::is_world_folder(source) {
+            return Ok(Game::Survivalcraft);
+        }
         if source.join("world.mt").is_file() {
             return Err(Error::unsupported(format!(
                 "{}: a Luanti world without map.sqlite (only the sqlite3 map backend is supported)",
@@ -37,6 +43,9 @@ pub fn detect(source: &Path) -> Result<Game> {
     } else if source.is_file() {
         if is_sqlite(source) {
             return Ok(Game::Luanti);
+        }
+        if survivalcraft::store::is_scworld(source) {
+            return Ok(Game::Survivalcraft);
         }
     } else {
         return Err(Error::not_found(format!(
@@ -61,6 +70,13 @@ pub fn open(
         Game::Luanti => Ok(Arc::new(luanti::tree::LuantiTree::open(
             source,
             &luanti::tree::Options {
+                read_only,
+                cache_bytes,
+            },
+        )?)),
+        Game::Survivalcraft => Ok(Arc::new(survivalcraft::tree::SurvivalcraftTree::open(
+            source,
+            &survivalcraft::tree::Options {
                 read_only,
                 cache_bytes,
             },

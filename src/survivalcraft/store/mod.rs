@@ -73,6 +73,40 @@ fn choose(
     }
 }
 
+/// Whether `dir` looks like a Survivalcraft world folder: a project file and terrain.
+/// Terrain kinds worldfs cannot open count too, so opening explains what is wrong.
+pub fn is_world_folder(dir: &Path) -> bool {
+    let project = ["Project.xml", "Project.json"]
+        .iter()
+        .any(|n| dir.join(n).is_file());
+    let terrain = [
+        "Chunks.dat",
+        "Chunks32.dat",
+        "Chunks32h.dat",
+        "Chunks32fs.dat",
+    ]
+    .iter()
+    .any(|n| dir.join(n).is_file())
+        || dir.join("Regions").is_dir()
+        || dir.join("Chunks").is_dir();
+    project && terrain
+}
+
+/// Whether `file` is a `.scworld`: a ZIP archive with a Project.xml in it.
+pub fn is_scworld(file: &Path) -> bool {
+    let Ok(f) = File::open(file) else {
+        return false;
+    };
+    let mut magic = [0u8; 4];
+    if std::io::Read::read_exact(&mut &f, &mut magic).is_err() || &magic != b"PK\x03\x04" {
+        return false;
+    }
+    zip::ZipArchive::new(f).is_ok_and(|z| {
+        z.file_names()
+            .any(|n| n.rsplit('/').next() == Some("Project.xml"))
+    })
+}
+
 impl World {
     /// Opens a world folder, or a `.scworld` file (always read-only).
     pub fn open(path: &Path, read_only: bool) -> Result<World> {
