@@ -38,9 +38,10 @@ impl RelPos {
         })
     }
 
-    /// The node index `z*256 + y*16 + x`.
+    /// The node index `z*256 + y*16 + x` (coordinates are taken modulo 16, so this never
+    /// overflows even for a position built with out-of-range fields).
     pub fn index(self) -> u16 {
-        u16::from(self.z) * 256 + u16::from(self.y) * 16 + u16::from(self.x)
+        u16::from(self.z & 15) * 256 + u16::from(self.y & 15) * 16 + u16::from(self.x & 15)
     }
 }
 
@@ -65,11 +66,12 @@ pub struct MapBlock {
     pub param1: Vec<u8>,
     /// 4096 param2 values, same indexing.
     pub param2: Vec<u8>,
-    /// Node metadata, sorted by position, at most one entry per position, none empty.
+    /// Node metadata, sorted by node index (`RelPos::index`), at most one entry per position,
+    /// none empty.
     pub metadata: Vec<NodeMeta>,
     /// Static objects in stored order.
     pub objects: Vec<StaticObject>,
-    /// Node timers, sorted by position, at most one per position.
+    /// Node timers, sorted by node index, at most one per position.
     pub timers: Vec<NodeTimer>,
 }
 
