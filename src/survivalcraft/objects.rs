@@ -368,7 +368,8 @@ impl Objects {
         if xml == *current.xml {
             return Ok(());
         }
-        let info = project::read(&xml).map_err(|e| e.context(PROJECT_PATH))?;
+        // What fails to parse here is the user's text, not stored data.
+        let info = project::read(&xml).map_err(|e| Error::invalid(e.message()))?;
         self.world_mut()?.commit_project(&xml)?;
         self.saw_own_commit();
         let now = SystemTime::now();

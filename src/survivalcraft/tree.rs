@@ -102,7 +102,6 @@ fn hidden_world_file(name: &str) -> bool {
     name == PROJECT
         || (name.starts_with("Chunks") && name.ends_with(".dat"))
         || name.contains(".worldfs-")
-        || name.contains("worldfs-journal")
 }
 
 fn not_found(path: &TreePath) -> Error {
@@ -590,5 +589,47 @@ impl Tree for SurvivalcraftTree {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_cookies_follow_position_order_within_bounds() {
+        let positions = [
+            ChunkPos::new(-(1 << 30), -(1 << 30)),
+            ChunkPos::new(-5, 7),
+            ChunkPos::new(-5, 8),
+            ChunkPos::new(0, -1),
+            ChunkPos::new(0, 0),
+            ChunkPos::new((1 << 30) - 1, (1 << 30) - 1),
+        ];
+        let cookies: Vec<u64> = positions
+            .iter()
+            .map(|p| chunk_cookie(*p).unwrap())
+            .collect();
+        assert!(cookies.windows(2).all(|w| w[0] < w[1]), "{cookies:?}");
+        assert_eq!(cookies[0], 1);
+        assert_eq!(*cookies.last().unwrap(), MAX_TREE_COOKIE);
+        assert_eq!(chunk_cookie(ChunkPos::new(1 << 30, 0)), None);
+        assert_eq!(chunk_cookie(ChunkPos::new(0, i32::MIN)), None);
+    }
+
+    #[test]
+    fn stored_terrain_and_worldfs_files_are_hidden() {
+        for n in [
+            "Project.xml",
+            "Chunks.dat",
+            "Chunks32h.dat",
+            "Chunks.dat.worldfs-journal",
+            ".Project.xml.worldfs-tmp",
+        ] {
+            assert!(hidden_world_file(n), "{n}");
+        }
+        for n in ["Project.bak", "Project.json", "notes.txt"] {
+            assert!(!hidden_world_file(n), "{n}");
+        }
     }
 }
