@@ -85,7 +85,7 @@ for sample in regions chunks16; do
   head -c 2000 "$M/Project.xml" >"$T/bad"
   cp "$M/Project.xml" "$T/project.good"
   if cat "$T/bad" >"$M/Project.xml" 2>/dev/null; then fail "a truncated Project.xml was stored"; fi
-  grep -F "Project.xml" "$T/worldfs.log" | grep -q "commit failed" || fail "log lacks the Project.xml failure"
+  grep -F "commit failed" "$T/worldfs.log" | grep -q "Project.xml: line [0-9]*, column [0-9]*: XML" || fail "log lacks the Project.xml failure with its line"
   fix Project.xml "$T/project.good"
 
   # Leave one bad text pending through the unmount: nothing reaches the store.

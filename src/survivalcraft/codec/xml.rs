@@ -81,11 +81,9 @@ fn text(b: &[u8]) -> Result<String> {
 fn element_of(src: &[u8], start: usize, tag: &BytesStart<'_>) -> Result<Element> {
     let mut attrs = Vec::new();
     for a in tag.attributes() {
-        let a = a.map_err(|e| Error::corrupt(format!("XML attribute at byte {start}: {e}")))?;
+        let a = a.map_err(|e| error_at(src, start, &format!("XML attribute: {e}")))?;
         let Cow::Borrowed(raw) = a.value else {
-            return Err(Error::corrupt(format!(
-                "XML attribute at byte {start} is not in the source"
-            )));
+            return Err(error_at(src, start, "XML attribute is not in the source"));
         };
         let at = (raw.as_ptr() as usize).wrapping_sub(src.as_ptr() as usize);
         if at > src.len() || at + raw.len() > src.len() {
@@ -93,7 +91,7 @@ fn element_of(src: &[u8], start: usize, tag: &BytesStart<'_>) -> Result<Element>
         }
         let value = a
             .unescape_value()
-            .map_err(|e| Error::corrupt(format!("XML attribute at byte {start}: {e}")))?
+            .map_err(|e| error_at(src, start, &format!("XML attribute: {e}")))?
             .into_owned();
         attrs.push(Attr {
             name: text(a.key.as_ref())?,
@@ -111,6 +109,14 @@ fn element_of(src: &[u8], start: usize, tag: &BytesStart<'_>) -> Result<Element>
     })
 }
 
+/// An error at byte `at` of `src`, given as line and column (from 1) for people editing it.
+fn error_at(src: &[u8], at: usize, message: &str) -> Error {
+    let before = src.get(..at).unwrap_or(src);
+    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+    let column = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+    Error::corrupt(format!("line {line}, column {column}: {message}"))
+}
+
 /// Parses a document and returns its root element.
 pub fn parse(src: &[u8]) -> Result<Element> {
     let mut reader = Reader::from_reader(src);
@@ -121,13 +127,11 @@ pub fn parse(src: &[u8]) -> Result<Element> {
         let start = reader.buffer_position() as usize;
         let event = reader
             .read_event()
-            .map_err(|e| Error::corrupt(format!("XML error near byte {start}: {e}")))?;
+            .map_err(|e| error_at(src, start, &format!("XML error: {e}")))?;
         let end = reader.buffer_position() as usize;
         match event {
             Event::Start(_) | Event::Empty(_) if root.is_some() => {
-                return Err(Error::corrupt(format!(
-                    "XML has a second root element at byte {start}"
-                )));
+                return Err(error_at(src, start, "XML has a second root element"));
             }
             Event::Start(tag) => {
                 if stack.len() >= MAX_DEPTH {
@@ -148,9 +152,9 @@ pub fn parse(src: &[u8]) -> Result<Element> {
                 }
             }
             Event::End(_) => {
-                let mut el = stack.pop().ok_or_else(|| {
-                    Error::corrupt(format!("XML end tag without start at byte {start}"))
-                })?;
+                let mut el = stack
+                    .pop()
+                    .ok_or_else(|| error_at(src, start, "XML end tag without start"))?;
                 el.span = el.start_tag.start..end;
                 match stack.last_mut() {
                     Some(parent) => parent.children.push(el),
@@ -161,21 +165,29 @@ pub fn parse(src: &[u8]) -> Result<Element> {
             Event::Text(t) if stack.is_empty() => {
                 let t = t.strip_prefix(b"\xEF\xBB\xBF".as_slice()).unwrap_or(&t);
                 if !t.iter().all(u8::is_ascii_whitespace) {
-                    return Err(Error::corrupt(format!(
-                        "XML has text outside the root element at byte {start}"
-                    )));
+                    return Err(error_at(
+                        src,
+                        start,
+                        "XML has text outside the root element",
+                    ));
                 }
             }
             Event::CData(_) if stack.is_empty() => {
-                return Err(Error::corrupt(format!(
-                    "XML has CDATA outside the root element at byte {start}"
-                )));
+                return Err(error_at(
+                    src,
+                    start,
+                    "XML has CDATA outside the root element",
+                ));
             }
             _ => {}
         }
     }
-    if !stack.is_empty() {
-        return Err(Error::corrupt("XML ends inside an element"));
+    if let Some(open) = stack.last() {
+        return Err(error_at(
+            src,
+            open.start_tag.start,
+            &format!("XML ends before <{}> here is closed", open.name),
+        ));
     }
     root.ok_or_else(|| Error::corrupt("XML has no root element"))
 }
@@ -228,6 +240,10 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }
+        let e = parse(b"<a>\n  <b x=\"1\">\n  <c/>\n</a>").unwrap_err();
+        assert!(e.message().starts_with("line "), "{e}");
+        let e = parse(b"<a>\n  <b>\n  <c/>\n").unwrap_err();
+        assert!(e.message().contains("line 2, column 3"), "{e}");
     }
 
     #[test]
