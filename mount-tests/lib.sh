@@ -7,6 +7,8 @@ SHARED=${WORLDFS_SHARED:-$ROOT/../shared}
 WORLDFS=${WORLDFS:-$ROOT/target/release/worldfs}
 TOOLS=$SHARED/tools/luanti
 WORLD_CACHE=${WORLDFS_WORLD_CACHE:-$ROOT/target/mount-tests/worlds}
+# The engine uses fixed ports and locks: every engine run on this machine takes this lock.
+ENGINE_LOCK=/tmp/worldfs-engine.lock
 T=$(mktemp -d "${TMPDIR:-/tmp}/worldfs-test.XXXXXX")
 export WORLDFS_STATE_DIR=$T/state
 MOUNTS=()
@@ -32,7 +34,7 @@ world() {
     (
       flock 9
       if [ ! -f "$cached/map.sqlite" ]; then
-        "$TOOLS/mkworld.sh" "$cached.tmp" "$radius" "$pb" "$ab" >/dev/null
+        flock "$ENGINE_LOCK" "$TOOLS/mkworld.sh" "$cached.tmp" "$radius" "$pb" "$ab" >/dev/null
         [ -f "$cached.tmp/map.sqlite" ] || { echo "mkworld.sh made no map.sqlite" >&2; exit 1; }
         rm -rf "$cached"; mv "$cached.tmp" "$cached"
       fi
@@ -54,7 +56,7 @@ unmount_world() { "$WORLDFS" unmount "$1" || fail "unmount $1 failed"; }
 
 # probe WORLD: the engine's view of the area mkworld builds in, plus the special nodes.
 probe() {
-  "$TOOLS/probe.sh" "$1" -32,-32,-32 31,31,31 "1,10,1;2,10,1;3,10,1;0,0,0;17,10,1" 2>/dev/null
+  flock "$ENGINE_LOCK" "$TOOLS/probe.sh" "$1" -32,-32,-32 31,31,31 "1,10,1;2,10,1;3,10,1;0,0,0;17,10,1" 2>/dev/null
 }
 
 assert_eq() { [ "$1" == "$2" ] || fail "${3:-values differ}: expected [$2], got [$1]"; }
