@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use crate::error::Result;
 use crate::luanti;
 use crate::survivalcraft;
+use crate::tvda;
 use crate::worlds::{self, Game};
 
 /// `worldfs info SOURCE`.
@@ -13,6 +14,7 @@ pub fn info(source: &Path) -> Result<ExitCode> {
     match worlds::detect(source)? {
         Game::Luanti => luanti::inspect::info(source, &mut std::io::stdout()),
         Game::Survivalcraft => survivalcraft::inspect::info(source, &mut std::io::stdout()),
+        Game::Tvda | Game::Tevd => tvda::inspect::info(source, &mut std::io::stdout()),
     }
 }
 
@@ -21,5 +23,6 @@ pub fn check(source: &Path) -> Result<ExitCode> {
     match worlds::detect(source)? {
         Game::Luanti => luanti::inspect::check(source, &mut std::io::stdout()),
         Game::Survivalcraft => survivalcraft::inspect::check(source, &mut std::io::stdout()),
+        Game::Tvda | Game::Tevd => tvda::inspect::check(source, &mut std::io::stdout()),
     }
 }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::luanti;
 use crate::survivalcraft;
+use crate::tvda;
+use crate::tvda::format::DiskFormat;
 use crate::vfs::Tree;
 
 /// The games worldfs mounts.
@@ -15,6 +17,10 @@ pub enum Game {
     Luanti,
     /// A Survivalcraft world folder, or a `.scworld` file (read-only).
     Survivalcraft,
+    /// A Terrarum TVDA disk (magic `TEVd`, spec version 254).
+    Tvda,
+    /// A TEVD v2 or v3 disk (magic `TEVd`, spec version 2 or 3).
+    Tevd,
 }
 
 fn is_sqlite(path: &Path) -> bool {
@@ -47,6 +53,11 @@ pub fn detect(source: &Path) -> Result<Game> {
         if survivalcraft::store::is_scworld(source) {
             return Ok(Game::Survivalcraft);
         }
+        match tvda::format::sniff(source)? {
+            Some(DiskFormat::Tvda) => return Ok(Game::Tvda),
+            Some(DiskFormat::Tevd) => return Ok(Game::Tevd),
+            None => {}
+        }
     } else {
         return Err(Error::not_found(format!(
             "{}: no such file or folder",
@@ -54,7 +65,7 @@ pub fn detect(source: &Path) -> Result<Game> {
         )));
     }
     Err(Error::unsupported(format!(
-        "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite)",
+        "{}: not a world worldfs knows (expected a Luanti world folder, a map.sqlite or a TEVd disk)",
         source.display()
     )))
 }
@@ -80,6 +91,16 @@ pub fn open(
                 read_only,
                 cache_bytes,
             },
+        )?)),
+        Game::Tvda => Ok(Arc::new(tvda::tree::TvdaTree::open(
+            source,
+            &tvda::tree::Options {
+                read_only,
+                cache_bytes,
+            },
+        )?)),
+        Game::Tevd => Ok(Arc::new(tvda::tevd_tree::TevdTree::open(
+            source, read_only,
         )?)),
     }
 }
