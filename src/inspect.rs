@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use crate::error::Result;
 use crate::luanti;
+use crate::survivalcraft;
 use crate::tvda;
 use crate::worlds::{self, Game};
 
@@ -12,6 +13,7 @@ use crate::worlds::{self, Game};
 pub fn info(source: &Path) -> Result<ExitCode> {
     match worlds::detect(source)? {
         Game::Luanti => luanti::inspect::info(source, &mut std::io::stdout()),
+        Game::Survivalcraft => survivalcraft::inspect::info(source, &mut std::io::stdout()),
         Game::Tvda | Game::Tevd => tvda::inspect::info(source, &mut std::io::stdout()),
     }
 }
@@ -20,6 +22,7 @@ pub fn info(source: &Path) -> Result<ExitCode> {
 pub fn check(source: &Path) -> Result<ExitCode> {
     match worlds::detect(source)? {
         Game::Luanti => luanti::inspect::check(source, &mut std::io::stdout()),
+        Game::Survivalcraft => survivalcraft::inspect::check(source, &mut std::io::stdout()),
         Game::Tvda | Game::Tevd => tvda::inspect::check(source, &mut std::io::stdout()),
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::luanti;
+use crate::survivalcraft;
 use crate::tvda;
 use crate::tvda::format::DiskFormat;
 use crate::vfs::Tree;
@@ -14,6 +15,8 @@ use crate::vfs::Tree;
 pub enum Game {
     /// A Luanti world folder or a bare `map.sqlite`.
     Luanti,
+    /// A Survivalcraft world folder, or a `.scworld` file (read-only).
+    Survivalcraft,
     /// A Terrarum TVDA disk (magic `TEVd`, spec version 254).
     Tvda,
     /// A TEVD v2 or v3 disk (magic `TEVd`, spec version 2 or 3).
@@ -34,6 +37,9 @@ pub fn detect(source: &Path) -> Result<Game> {
         if source.join("map.sqlite").is_file() {
             return Ok(Game::Luanti);
         }
+        if survivalcraft::store::is_world_folder(source) {
+            return Ok(Game::Survivalcraft);
+        }
         if source.join("world.mt").is_file() {
             return Err(Error::unsupported(format!(
                 "{}: a Luanti world without map.sqlite (only the sqlite3 map backend is supported)",
@@ -43,6 +49,9 @@ pub fn detect(source: &Path) -> Result<Game> {
     } else if source.is_file() {
         if is_sqlite(source) {
             return Ok(Game::Luanti);
+        }
+        if survivalcraft::store::is_scworld(source) {
+            return Ok(Game::Survivalcraft);
         }
         match tvda::format::sniff(source)? {
             Some(DiskFormat::Tvda) => return Ok(Game::Tvda),
@@ -56,7 +65,7 @@ pub fn detect(source: &Path) -> Result<Game> {
         )));
     }
     Err(Error::unsupported(format!(
-        "{}: not a world worldfs knows (expected a Luanti world folder, a map.sqlite or a TEVd disk)",
+        "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite, a Survivalcraft world folder or .scworld, or a TEVd disk)",
         source.display()
     )))
 }
@@ -72,6 +81,13 @@ pub fn open(
         Game::Luanti => Ok(Arc::new(luanti::tree::LuantiTree::open(
             source,
             &luanti::tree::Options {
+                read_only,
+                cache_bytes,
+            },
+        )?)),
+        Game::Survivalcraft => Ok(Arc::new(survivalcraft::tree::SurvivalcraftTree::open(
+            source,
+            &survivalcraft::tree::Options {
                 read_only,
                 cache_bytes,
             },
