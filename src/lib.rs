@@ -10,6 +10,7 @@ pub mod error;
 pub mod fuse;
 pub mod inspect;
 pub mod luanti;
+pub mod manpage;
 pub mod mount;
 pub mod names;
 pub mod survivalcraft;

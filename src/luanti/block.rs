@@ -38,9 +38,10 @@ impl RelPos {
         })
     }
 
-    /// The node index `z*256 + y*16 + x`.
+    /// The node index `z*256 + y*16 + x` (coordinates are taken modulo 16, so this never
+    /// overflows even for a position built with out-of-range fields).
     pub fn index(self) -> u16 {
-        u16::from(self.z) * 256 + u16::from(self.y) * 16 + u16::from(self.x)
+        u16::from(self.z & 15) * 256 + u16::from(self.y & 15) * 16 + u16::from(self.x & 15)
     }
 }
 

@@ -1,0 +1,93 @@
+//! `man/worldfs.1`, generated from the clap definition plus the sections that explain the
+//! tree and the write semantics. `tests/man_page.rs` fails when the file is out of date
+//! (`UPDATE_MAN=1 cargo test --test man_page` rewrites it).
+
+use clap::CommandFactory;
+use clap_mangen::Man;
+
+use crate::cli::Cli;
+
+const EXTRA: &str = r#".SH "THE TREE (LUANTI)"
+.nf
+MOUNT/world.mt, env_meta.txt, ...   the world folder's other regular files (read/write)
+MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coordinates)
+    nodes.cubeset                   node names and param2 as a Cubeset file
+    light.txt                       param1 of every node, layer by layer
+    block.txt                       version, flags, lighting_complete, timestamp
+    timers.txt                      node timers (positions relative to the block)
+    objects.txt                     static objects (positions relative to the block)
+    meta/x,y,z/fields/KEY           public metadata fields, one file each
+    meta/x,y,z/private/KEY          private metadata fields
+    meta/x,y,z/inventory            the node's inventory (inventory text format)
+.fi
+.PP
+Node coordinates are 16*X+x, 16*Y+y, 16*Z+z. A value file reads as its bytes plus one
+newline; one trailing newline is removed on write. Names that cannot be file names are
+percent-escaped (%2F for /, %25 for %, %2E%2E for ..).
+.SH WRITING
+What is written goes to a buffer. On close and fsync the file is parsed, the block
+re-encoded at its own serialization version (22 and 23 are written as 25) and committed in
+one SQLite transaction; close returns the error if anything failed. Bad input (a syntax
+error, an unknown character or name, a value out of range, a truncated file) changes nothing
+in the database: close fails, the log names the file, line and reason, and the text stays
+readable in the mount until fixed or removed. Blocks whose nodes change get their
+lighting_complete cleared so the engine relights them.
+.PP
+mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
+(the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and
+rm -r of meta/x,y,z add and remove node metadata. Temporary files of editors, sed -i and
+rsync are held in memory; renaming one over a file commits it. They vanish at unmount.
+.PP
+Never write while a game server runs on the world: the server overwrites blocks it holds in
+memory and gives up on a database locked for 3 seconds. --read-only is safe beside a running
+server (only short read transactions).
+.SH FILES
+.TP
+$XDG_STATE_HOME/worldfs/worldfs.log
+the daemon's log (or --log-file); WORLDFS_STATE_DIR overrides the folder
+.TP
+$XDG_STATE_HOME/worldfs/*.mtimes.sqlite
+modification times of blocks edited through worldfs (never stored in the world)
+.SH "EXIT STATUS"
+0 on success; 1 on any error, and from check when a block is broken.
+.SH "SEE ALSO"
+fusermount3(1), rsync(1), minetestserver(6)
+"#;
+
+/// The man page as roff.
+pub fn render() -> Vec<u8> {
+    let cmd = Cli::command();
+    let mut out = Vec::new();
+    let man = Man::new(cmd.clone()).date("2026-11-21");
+    let _ = man.render_title(&mut out);
+    let _ = man.render_name_section(&mut out);
+    let _ = man.render_synopsis_section(&mut out);
+    let _ = man.render_description_section(&mut out);
+    let _ = man.render_subcommands_section(&mut out);
+    for sub in cmd.get_subcommands() {
+        out.extend_from_slice(
+            format!(".SH \"WORLDFS {}\"\n", sub.get_name().to_uppercase()).as_bytes(),
+        );
+        if let Some(about) = sub.get_about() {
+            out.extend_from_slice(format!("{about}\n").as_bytes());
+        }
+        let sub_man = Man::new(sub.clone().bin_name(format!("worldfs {}", sub.get_name())));
+        let mut syn = Vec::new();
+        let _ = sub_man.render_synopsis_section(&mut syn);
+        let mut opts = Vec::new();
+        let _ = sub_man.render_options_section(&mut opts);
+        let strip = |v: Vec<u8>| {
+            String::from_utf8_lossy(&v)
+                .lines()
+                .filter(|l| !l.starts_with(".SH"))
+                .map(|l| format!("{l}\n"))
+                .collect::<String>()
+        };
+        out.extend_from_slice(b".PP\n");
+        out.extend_from_slice(strip(syn).as_bytes());
+        out.extend_from_slice(strip(opts).as_bytes());
+    }
+    out.extend_from_slice(EXTRA.as_bytes());
+    let _ = man.render_version_section(&mut out);
+    out
+}
