@@ -339,7 +339,7 @@ impl Filesystem for WorldFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.vfs.flush(fh.0) {
+        match self.vfs.fsync(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),
         }

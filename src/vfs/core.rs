@@ -34,6 +34,9 @@ struct Handle {
     path: Vec<String>,
     data: Vec<u8>,
     dirty: bool,
+    /// Whether anything was written or truncated through this handle since it was opened
+    /// (an open with `O_TRUNC` or a create alone makes it dirty but not written).
+    written: bool,
     scratch: bool,
 }
 
@@ -177,6 +180,7 @@ impl Vfs {
                 let mut h = lock(&h)?;
                 h.data.resize(len, 0);
                 h.dirty = true;
+                h.written = true;
             } else {
                 let mut overlay = lock(&self.overlay)?;
                 if let Some(o) = overlay.get_mut(&path) {
@@ -247,6 +251,7 @@ impl Vfs {
             path,
             data,
             dirty: mode.truncate,
+            written: false,
             scratch,
         })
     }
@@ -277,6 +282,7 @@ impl Vfs {
             path,
             data: Vec::new(),
             dirty: true,
+            written: false,
             scratch,
         })?;
         let ino = self
@@ -318,6 +324,7 @@ impl Vfs {
         }
         h.data[start..end].copy_from_slice(data);
         h.dirty = true;
+        h.written = true;
         Ok(data.len())
     }
 
@@ -350,11 +357,25 @@ impl Vfs {
         }
     }
 
-    /// Commits a handle's buffer if it was written (close and fsync).
+    /// Commits a handle's buffer if it was written (each close).
+    ///
+    /// A handle only truncated or created, with nothing written yet, is left for the final
+    /// commit: a shell redirection (`cmd > file`) opens the file, duplicates the descriptor
+    /// and closes the original before `cmd` writes, and that close must not commit an empty
+    /// file (which for most views is invalid and would log a bogus error).
     pub fn flush(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, false)
+    }
+
+    /// Commits a handle's buffer if it is dirty (fsync).
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, true)
+    }
+
+    fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {
         let h = self.handle(fh)?;
         let mut h = lock(&h)?;
-        if !h.dirty {
+        if !h.dirty || (!h.written && !last) {
             return Ok(());
         }
         h.dirty = false;
@@ -378,7 +399,7 @@ impl Vfs {
 
     /// Closes a handle, committing what is still unflushed.
     pub fn release(&self, fh: u64) -> Result<()> {
-        let result = self.flush(fh);
+        let result = self.commit_handle(fh, true);
         lock(&self.handles)?.remove(&fh);
         result
     }
@@ -391,7 +412,7 @@ impl Vfs {
             Err(_) => return 1,
         };
         fhs.into_iter()
-            .filter(|&fh| self.flush(fh).is_err())
+            .filter(|&fh| self.commit_handle(fh, true).is_err())
             .count()
     }
 
