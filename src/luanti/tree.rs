@@ -10,7 +10,7 @@
 //! Paths are mapped to blocks and views here; decoding, caching and committing live in
 //! [`Blocks`], the formats in the codec and the views.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -174,29 +174,6 @@ pub struct LuantiTree {
     read_only: bool,
     /// Meta folders that exist only because the user made them (empty metadata is not stored).
     empty_meta: Mutex<BTreeSet<(BlockPos, u16)>>,
-    /// Folders made by `mkdir` in this mount (a block: `(pos, None)`, a meta folder:
-    /// `(pos, Some(node index))`) with their fixed entries not yet written, as bits. Those
-    /// entries stay hidden so that `cp -r`, which creates every entry of a folder it just made
-    /// with `mkdir` or `O_EXCL`, can fill the new folder.
-    fresh: Mutex<HashMap<FreshKey, u8>>,
-}
-
-/// A folder in [`LuantiTree::fresh`].
-type FreshKey = (BlockPos, Option<u16>);
-
-/// The bit of a block's `meta` folder (bit i is `VIEWS[i]`).
-const META_BIT: u8 = 1 << VIEWS.len();
-/// The bits of a meta folder's entries.
-const FIELDS_BIT: u8 = 1;
-const PRIVATE_BIT: u8 = 2;
-const INVENTORY_BIT: u8 = 4;
-
-fn vars_bit(private: bool) -> u8 {
-    if private {
-        PRIVATE_BIT
-    } else {
-        FIELDS_BIT
-    }
 }
 
 /// How to open a Luanti world.
@@ -236,7 +213,6 @@ impl LuantiTree {
             files: world.map(|w| FolderFiles::new(&w, hidden_world_file, options.read_only)),
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
-            fresh: Mutex::new(HashMap::new()),
         })
     }
 
@@ -245,70 +221,7 @@ impl LuantiTree {
         &self.blocks
     }
 
-    /// Whether entry `bit` of folder `key` is hidden because the folder is fresh.
-    fn hidden(&self, key: FreshKey, bit: u8) -> bool {
-        self.fresh
-            .lock()
-            .map(|f| f.get(&key).is_some_and(|b| b & bit != 0))
-            .unwrap_or(false)
-    }
-
-    /// Hides the fixed entries `bits` of the new folder `key`.
-    fn hide(&self, key: FreshKey, bits: u8) {
-        if let Ok(mut f) = self.fresh.lock() {
-            f.insert(key, bits);
-        }
-    }
-
-    /// Entry `bit` of folder `key` was written or made: show it from now on.
-    fn unhide(&self, key: FreshKey, bit: u8) {
-        if let Ok(mut f) = self.fresh.lock() {
-            if let Some(b) = f.get_mut(&key) {
-                *b &= !bit;
-                if *b == 0 {
-                    f.remove(&key);
-                }
-            }
-        }
-    }
-
-    /// A folder was removed: forget what was hidden in it.
-    fn forget_fresh(&self, pos: BlockPos, node: Option<u16>) {
-        if let Ok(mut f) = self.fresh.lock() {
-            f.retain(|(p, n), _| *p != pos || (node.is_some() && *n != node));
-        }
-    }
-
-    fn view_bit(view: &View) -> u8 {
-        VIEWS
-            .iter()
-            .position(|v| v.name == view.name)
-            .map_or(0, |i| 1 << i)
-    }
-
-    /// Where `path` points, or not found for the still hidden entries of a fresh block.
     fn place<'a>(&self, path: &'a TreePath) -> Result<Place<'a>> {
-        let place = self.place_of(path)?;
-        let hidden = match &place {
-            Place::View(pos, view) => self.hidden((*pos, None), Self::view_bit(view)),
-            Place::MetaNode(pos, _) => self.hidden((*pos, None), META_BIT),
-            Place::Vars(pos, rel, private) | Place::Var(pos, rel, private, _) => {
-                self.hidden((*pos, None), META_BIT)
-                    || self.hidden((*pos, Some(rel.index())), vars_bit(*private))
-            }
-            Place::Inventory(pos, rel) => {
-                self.hidden((*pos, None), META_BIT)
-                    || self.hidden((*pos, Some(rel.index())), INVENTORY_BIT)
-            }
-            _ => false,
-        };
-        if hidden {
-            return Err(not_found(path));
-        }
-        Ok(place)
-    }
-
-    fn place_of<'a>(&self, path: &'a TreePath) -> Result<Place<'a>> {
         let parts: Vec<&str> = path.iter().map(String::as_str).collect();
         let block = |s: &str| parse_block_name(s).ok_or_else(|| not_found(path));
         let rel = |s: &str| parse_rel_name(s).ok_or_else(|| not_found(path));
@@ -467,7 +380,6 @@ impl Tree for LuantiTree {
                     .ok_or_else(|| not_found(path))?;
                 Ok(self.dir_stat(self.blocks.mtime_of(*pos, &blob)))
             }
-            Place::Meta(pos) if self.hidden((*pos, None), META_BIT) => Err(not_found(path)),
             Place::Meta(pos) => Ok(self.dir_stat(self.blocks.get(*pos)?.mtime)),
             Place::MetaNode(pos, rel) | Place::Vars(pos, rel, _) => {
                 let c = self.blocks.get(*pos)?;
@@ -515,9 +427,6 @@ impl Tree for LuantiTree {
                 let c = self.blocks.get(pos)?;
                 let mut entries = Vec::new();
                 for (i, v) in VIEWS.iter().enumerate() {
-                    if self.hidden((pos, None), Self::view_bit(v)) {
-                        continue;
-                    }
                     let size = c.view(v.name, |b| (v.render)(b, pos)).len();
                     entries.push(Entry {
                         name: v.name.into(),
@@ -525,13 +434,11 @@ impl Tree for LuantiTree {
                         stat: self.file_stat(size, c.mtime),
                     });
                 }
-                if !self.hidden((pos, None), META_BIT) {
-                    entries.push(Entry {
-                        name: "meta".into(),
-                        cookie: VIEWS.len() as u64 + 1,
-                        stat: self.dir_stat(c.mtime),
-                    });
-                }
+                entries.push(Entry {
+                    name: "meta".into(),
+                    cookie: VIEWS.len() as u64 + 1,
+                    stat: self.dir_stat(c.mtime),
+                });
                 entries.sort_by_key(|e| e.cookie);
                 stream(entries, after, sink);
                 Ok(())
@@ -563,7 +470,6 @@ impl Tree for LuantiTree {
                 let inv = meta_at(&c.block, rel)
                     .map(|m| m.inventory.clone())
                     .unwrap_or_default();
-                let key = (pos, Some(rel.index()));
                 let entries = vec![
                     Entry {
                         name: "fields".into(),
@@ -580,12 +486,7 @@ impl Tree for LuantiTree {
                         cookie: 3,
                         stat: self.dir_stat(c.mtime),
                     },
-                ]
-                .into_iter()
-                .zip([FIELDS_BIT, INVENTORY_BIT, PRIVATE_BIT])
-                .filter(|(_, bit)| !self.hidden(key, *bit))
-                .map(|(e, _)| e)
-                .collect();
+                ];
                 stream(entries, after, sink);
                 Ok(())
             }
@@ -624,14 +525,9 @@ impl Tree for LuantiTree {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        // Writing an entry still hidden in a fresh folder is how it gets filled.
-        match self.place_of(path)? {
+        match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.write(name, data),
-            Place::View(pos, view) => {
-                self.blocks.modify(pos, |b| (view.parse)(data, pos, b))?;
-                self.unhide((pos, None), Self::view_bit(view));
-                Ok(())
-            }
+            Place::View(pos, view) => self.blocks.modify(pos, |b| (view.parse)(data, pos, b)),
             Place::Inventory(pos, rel) => {
                 let inv = parse_inventory(data)?;
                 self.blocks.modify(pos, |b| {
@@ -639,8 +535,6 @@ impl Tree for LuantiTree {
                     Ok(())
                 })?;
                 self.keep_meta_dir(pos, rel);
-                self.unhide((pos, None), META_BIT);
-                self.unhide((pos, Some(rel.index())), INVENTORY_BIT);
                 Ok(())
             }
             Place::Var(pos, rel, private, key) => {
@@ -663,8 +557,6 @@ impl Tree for LuantiTree {
                     Ok(())
                 })?;
                 self.keep_meta_dir(pos, rel);
-                self.unhide((pos, None), META_BIT);
-                self.unhide((pos, Some(rel.index())), vars_bit(private));
                 Ok(())
             }
             _ => Err(Error::new(libc::EISDIR, "is a directory")),
@@ -733,33 +625,14 @@ impl Tree for LuantiTree {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        match self.place_of(path)? {
-            Place::Block(pos) => {
-                self.blocks.create(pos)?;
-                self.hide((pos, None), ((1 << VIEWS.len()) - 1) | META_BIT);
-                Ok(())
-            }
-            Place::Meta(pos) if self.hidden((pos, None), META_BIT) => {
-                self.unhide((pos, None), META_BIT);
-                Ok(())
-            }
+        match self.place(path)? {
+            Place::Block(pos) => self.blocks.create(pos),
             Place::MetaNode(pos, rel) => {
                 let c = self.blocks.get(pos)?;
                 if self.meta_exists(pos, &c, rel) {
                     return Err(Error::exists("metadata folder exists"));
                 }
                 self.keep_meta_dir(pos, rel);
-                self.unhide((pos, None), META_BIT);
-                self.hide(
-                    (pos, Some(rel.index())),
-                    FIELDS_BIT | PRIVATE_BIT | INVENTORY_BIT,
-                );
-                Ok(())
-            }
-            Place::Vars(pos, rel, private)
-                if self.hidden((pos, Some(rel.index())), vars_bit(private)) =>
-            {
-                self.unhide((pos, Some(rel.index())), vars_bit(private));
                 Ok(())
             }
             _ => Err(Error::not_permitted(format!(
@@ -774,11 +647,7 @@ impl Tree for LuantiTree {
             return Err(Error::read_only("the mount is read-only"));
         }
         match self.place(path)? {
-            Place::Block(pos) => {
-                self.blocks.delete(pos)?;
-                self.forget_fresh(pos, None);
-                Ok(())
-            }
+            Place::Block(pos) => self.blocks.delete(pos),
             Place::MetaNode(pos, rel) => {
                 let c = self.blocks.get(pos)?;
                 if !self.meta_exists(pos, &c, rel) {
@@ -791,7 +660,6 @@ impl Tree for LuantiTree {
                 if let Ok(mut s) = self.empty_meta.lock() {
                     s.remove(&(pos, rel.index()));
                 }
-                self.forget_fresh(pos, Some(rel.index()));
                 Ok(())
             }
             // Fixed folders stay; removing them empty is a no-op so `rm -r` can proceed.

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
+use crate::vfs::fresh::FreshDirs;
 use crate::vfs::inodes::{Inodes, ROOT};
 use crate::vfs::tree::{Kind, NewFile, Stat, Tree, MAX_TREE_COOKIE};
 
@@ -63,6 +64,7 @@ pub struct Vfs {
     handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
     next_fh: AtomicU64,
     overlay: Mutex<HashMap<Vec<String>, Overlay>>,
+    fresh: FreshDirs,
 }
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
@@ -110,6 +112,7 @@ impl Vfs {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             overlay: Mutex::new(HashMap::new()),
+            fresh: FreshDirs::default(),
         }
     }
 
@@ -135,9 +138,16 @@ impl Vfs {
             .map_err(|e| e.context(display_path(path)))
     }
 
-    /// Looks `name` up in directory `parent`; counts a kernel lookup.
-    pub fn lookup(&self, parent: u64, name: &str) -> Result<(u64, Stat)> {
-        let path = child(&self.path_of(parent)?, name);
+    /// Looks `name` up in directory `parent` for process `pid`; counts a kernel lookup.
+    pub fn lookup(&self, parent: u64, name: &str, pid: u32) -> Result<(u64, Stat)> {
+        let dir = self.path_of(parent)?;
+        if self.fresh.hidden(&dir, name, pid) {
+            return Err(Error::not_found(format!(
+                "{}: not written yet into the folder this process made",
+                display_path(&child(&dir, name))
+            )));
+        }
+        let path = child(&dir, name);
         let stat = self.stat_path(&path)?;
         let ino = self
             .inodes
@@ -278,6 +288,7 @@ impl Vfs {
         };
         let stat = overlay_stat(&o);
         lock(&self.overlay)?.insert(path.clone(), o);
+        self.fresh.show(&dir, name);
         let fh = self.add_handle(Handle {
             path,
             data: Vec::new(),
@@ -428,13 +439,15 @@ impl Vfs {
         }
     }
 
-    /// Streams the entries of directory `ino` after `offset` to `sink` until it returns
-    /// false. With `plus`, each entry counts as a kernel lookup (readdirplus).
+    /// Streams the entries of directory `ino` after `offset`, as process `pid` sees them, to
+    /// `sink` until it returns false. With `plus`, each entry counts as a kernel lookup
+    /// (readdirplus).
     pub fn readdir(
         &self,
         ino: u64,
         offset: u64,
         plus: bool,
+        pid: u32,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
         let dir = self.path_of(ino)?;
@@ -467,6 +480,9 @@ impl Vfs {
             let after = offset.saturating_sub(2);
             self.tree
                 .list(&dir, after, &mut |e| {
+                    if self.fresh.hidden(&dir, &e.name, pid) {
+                        return true;
+                    }
                     let child_ino = self.entry_ino(ino, &e.name, plus);
                     let ok = sink(DirEntry {
                         ino: child_ino,
@@ -532,17 +548,25 @@ impl Vfs {
         u64::MAX >> 1
     }
 
-    /// Creates directory `name` in `parent`.
-    pub fn mkdir(&self, parent: u64, name: &str) -> Result<(u64, Stat)> {
+    /// Creates directory `name` in `parent` for process `pid`.
+    pub fn mkdir(&self, parent: u64, name: &str, pid: u32) -> Result<(u64, Stat)> {
         check_name(name)?;
-        let path = child(&self.path_of(parent)?, name);
-        if self.stat_path(&path).is_ok() {
-            return Err(Error::exists(format!("{} exists", display_path(&path))));
+        let dir = self.path_of(parent)?;
+        let path = child(&dir, name);
+        let existing = self.stat_path(&path).ok();
+        let hidden = self.fresh.hidden(&dir, name, pid);
+        match existing {
+            // A fixed folder of a folder this process just made (`cp -r` filling a new block).
+            Some(s) if hidden && s.kind == Kind::Dir => {}
+            Some(_) => return Err(Error::exists(format!("{} exists", display_path(&path)))),
+            None => self
+                .tree
+                .mkdir(&path)
+                .map_err(|e| e.context(display_path(&path)))?,
         }
-        self.tree
-            .mkdir(&path)
-            .map_err(|e| e.context(display_path(&path)))?;
-        self.lookup(parent, name)
+        self.fresh.show(&dir, name);
+        self.fresh.made(&path, pid);
+        self.lookup(parent, name, pid)
     }
 
     /// Removes file `name` from `parent`.
@@ -585,6 +609,7 @@ impl Vfs {
         self.tree
             .rmdir(&path)
             .map_err(|e| e.context(display_path(&path)))?;
+        self.fresh.removed(&path);
         if let Ok(mut t) = self.inodes.write() {
             t.unlink(parent, name);
         }
@@ -653,6 +678,8 @@ impl Vfs {
                 })?;
             }
         }
+        self.fresh.removed(&from);
+        self.fresh.show(to_dir, new_name);
         if let Ok(mut t) = self.inodes.write() {
             t.rename(parent, name, new_parent, new_name);
         }
