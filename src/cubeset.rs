@@ -102,73 +102,109 @@ const FOOTER: &str = "\t\t\t},\n\t\t},\n\t},\n}\n";
 /// Renders a grid; `comment` gives the optional comment for a definition (e.g. a block name).
 pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> Vec<u8> {
     let [sx, sy, sz] = grid.size;
-    let cell_count = sx.saturating_mul(sy).saturating_mul(sz);
-
-    // Merge duplicate palette entries: `unique[p]` is the first palette index equal to `p`.
-    let unique: Vec<usize> = if grid.palette.len() <= 1 {
-        (0..grid.palette.len()).collect()
-    } else {
-        let mut first: HashMap<&Definition, usize> = HashMap::with_capacity(grid.palette.len());
-        grid.palette
-            .iter()
-            .enumerate()
-            .map(|(i, d)| *first.entry(d).or_insert(i))
-            .collect()
+    let unique = first_equal(&grid.palette);
+    // Characters are assigned in one pass over the cells, in order of first use; `used`
+    // lists the (first equal) palette entries in character order.
+    let mut used: Vec<usize> = Vec::new();
+    let data = match ascii_table(&grid.palette) {
+        // Fast path: distinct palette entries, in order of first use (checked on the way),
+        // all with ASCII characters.
+        Some(table) => {
+            let mut next = 0u32;
+            let mut first_use = |c: u32| {
+                if c == next {
+                    next += 1;
+                }
+                c < next
+            };
+            block_data(grid, |row, out| {
+                let glyph = |c: u32| table.get(c as usize).copied().unwrap_or(b'?');
+                // Rows up to 64 cells are built on the stack and copied at once.
+                let mut buf = [0u8; 64];
+                let (Some(&first), Some(dst)) = (row.first(), buf.get_mut(..row.len())) else {
+                    return false;
+                };
+                if row.iter().fold(true, |same, &c| same & (c == first)) {
+                    // A row of one kind (common: air, stone): one lookup.
+                    if !first_use(first) {
+                        return false;
+                    }
+                    dst.fill(glyph(first));
+                } else {
+                    for (d, &c) in dst.iter_mut().zip(row) {
+                        if !first_use(c) {
+                            return false;
+                        }
+                        *d = glyph(c);
+                    }
+                }
+                out.extend_from_slice(dst);
+                row.len() == sx
+            })
+            .filter(|_| next as usize == grid.palette.len())
+        }
+        None => None,
     };
-
-    // Characters in order of first use; `glyph_of[p]` is the UTF-8 of palette entry p's
-    // character, and index `palette.len()` holds the character for cells out of range.
-    let mut glyph_of: Vec<Glyph> = vec![Glyph::UNSET; grid.palette.len() + 1];
-    glyph_of[grid.palette.len()] = Glyph::new(NO_GLYPH);
-    let mut used: Vec<(usize, Glyph)> = Vec::new();
-    let mut all_ascii = true;
-    for &cell in grid.cells.iter().take(cell_count) {
-        let p = cell as usize;
-        if p >= grid.palette.len() {
-            all_ascii = false;
-            continue;
-        }
-        if glyph_of[p].len != 0 {
-            continue;
-        }
-        let u = unique[p];
-        if glyph_of[u].len == 0 {
-            let glyph = glyphs::glyph(used.len()).map_or(Glyph::new(NO_GLYPH), Glyph::new);
-            all_ascii &= glyph.len == 1;
-            glyph_of[u] = glyph;
-            used.push((u, glyph));
-        }
-        glyph_of[p] = glyph_of[u];
+    if data.is_some() {
+        used = (0..grid.palette.len()).collect();
     }
-    let missing = grid.cells.len() < cell_count;
-    all_ascii &= !missing;
+    let data = data.unwrap_or_else(|| {
+        used.clear();
+        let mut glyph_of: Vec<Option<Glyph>> = vec![None; grid.palette.len()];
+        let no_glyph = Glyph::new(NO_GLYPH);
+        block_data(grid, |row, out| {
+            for &cell in row {
+                let p = cell as usize;
+                let g = match glyph_of.get(p) {
+                    Some(Some(g)) => *g,
+                    Some(None) => {
+                        let u = unique[p];
+                        if glyph_of[u].is_none() {
+                            glyph_of[u] =
+                                Some(glyphs::glyph(used.len()).map_or(no_glyph, Glyph::new));
+                            used.push(u);
+                        }
+                        glyph_of[p] = glyph_of[u];
+                        glyph_of[p].unwrap_or(no_glyph)
+                    }
+                    None => no_glyph,
+                };
+                out.extend_from_slice(g.bytes());
+            }
+            for _ in row.len()..sx {
+                out.extend_from_slice(no_glyph.bytes());
+            }
+            true
+        })
+        .unwrap_or_default()
+    });
 
-    let mut out = Vec::with_capacity(
-        HEADER.len() + 400 + used.len() * 40 + cell_count + sy * sz * 20 + sy * 24,
-    );
+    let mut out = Vec::with_capacity(HEADER.len() + 300 + used.len() * 40 + data.len());
     out.extend_from_slice(HEADER.as_bytes());
-    push_line(
-        &mut out,
-        &format!("\t\t\tSize = {{ x = {sx}, y = {sy}, z = {sz} }},"),
-    );
-    push_line(
-        &mut out,
-        &format!(
-            "\t\t\tHitbox = {{ MinX = 0, MinY = 0, MinZ = 0, MaxX = {}, MaxY = {}, MaxZ = {} }},",
-            sx.saturating_sub(1),
-            sy.saturating_sub(1),
-            sz.saturating_sub(1)
-        ),
-    );
-    out.extend_from_slice(b"\t\t\tConnectors = {},\n\t\t\tMetadata = {},\n");
+    out.extend_from_slice(b"\t\t\tSize = { x = ");
+    push_number(&mut out, sx);
+    out.extend_from_slice(b", y = ");
+    push_number(&mut out, sy);
+    out.extend_from_slice(b", z = ");
+    push_number(&mut out, sz);
+    out.extend_from_slice(b" },\n\t\t\tHitbox = { MinX = 0, MinY = 0, MinZ = 0, MaxX = ");
+    push_number(&mut out, sx.saturating_sub(1));
+    out.extend_from_slice(b", MaxY = ");
+    push_number(&mut out, sy.saturating_sub(1));
+    out.extend_from_slice(b", MaxZ = ");
+    push_number(&mut out, sz.saturating_sub(1));
+    out.extend_from_slice(b" },\n\t\t\tConnectors = {},\n\t\t\tMetadata = {},\n");
     out.extend_from_slice(b"\t\t\tBlockDefinitions =\n\t\t\t{\n");
-    for &(u, glyph) in &used {
+    for (i, &u) in used.iter().enumerate() {
         let def = &grid.palette[u];
         out.extend_from_slice(b"\t\t\t\t\"");
+        let glyph = glyphs::glyph(i).map_or(Glyph::new(NO_GLYPH), Glyph::new);
         out.extend_from_slice(glyph.bytes());
         out.extend_from_slice(b": ");
         push_lua_escaped(&mut out, &def.kind);
-        out.extend_from_slice(format!(": {}\",", def.meta).as_bytes());
+        out.extend_from_slice(b": ");
+        push_number(&mut out, def.meta as usize);
+        out.extend_from_slice(b"\",");
         if let Some(text) = comment(def) {
             out.extend_from_slice(b"  -- ");
             for c in text.chars() {
@@ -180,45 +216,107 @@ pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> V
         out.push(b'\n');
     }
     out.extend_from_slice(b"\t\t\t},\n\t\t\tBlockData =\n\t\t\t{\n");
+    out.extend_from_slice(&data);
+    out.extend_from_slice(FOOTER.as_bytes());
+    out
+}
 
-    let width = sz.saturating_sub(1).to_string().len();
-    let row_ends: Vec<String> = (0..sz).map(|z| format!("\",  -- {z:>width$}\n")).collect();
-    let ascii_table: Vec<u8> = if all_ascii {
-        glyph_of.iter().map(|g| g.buf[0]).collect()
-    } else {
-        Vec::new()
-    };
-    let no_glyph = Glyph::new(NO_GLYPH);
-    let mut rows = grid.cells.chunks(sx.max(1));
+/// The character of each palette entry when the entries are distinct and all get ASCII
+/// characters.
+fn ascii_table(palette: &[Definition]) -> Option<Vec<u8>> {
+    if !first_equal(palette)
+        .iter()
+        .enumerate()
+        .all(|(i, &u)| i == u)
+    {
+        return None;
+    }
+    (0..palette.len())
+        .map(|i| glyphs::glyph(i).filter(char::is_ascii).map(|c| c as u8))
+        .collect()
+}
+
+/// For each palette entry, the index of the first entry equal to it.
+fn first_equal(palette: &[Definition]) -> Vec<usize> {
+    if palette.len() <= 16 {
+        return (0..palette.len())
+            .map(|i| {
+                palette[..i]
+                    .iter()
+                    .position(|d| *d == palette[i])
+                    .unwrap_or(i)
+            })
+            .collect();
+    }
+    let mut first: HashMap<&Definition, usize> = HashMap::with_capacity(palette.len());
+    palette
+        .iter()
+        .enumerate()
+        .map(|(i, d)| *first.entry(d).or_insert(i))
+        .collect()
+}
+
+/// The lines of `BlockData` (levels with their comments, rows with their numbers);
+/// `write_row` writes the characters of one row's cells and may give up (`false`).
+fn block_data(
+    grid: &Grid,
+    mut write_row: impl FnMut(&[u32], &mut Vec<u8>) -> bool,
+) -> Option<Vec<u8>> {
+    let [sx, sy, sz] = grid.size;
+    let rows = sy.saturating_mul(sz);
+    let mut out = Vec::with_capacity(rows.saturating_mul(sx + 16) + sy * 20);
+    // Every row ends with `",  --` and its number right-aligned: all endings have one length.
+    let width = decimal_digits(sz.saturating_sub(1));
+    let ending_len = width + 8;
+    let mut endings = Vec::with_capacity(sz.saturating_mul(ending_len));
+    for z in 0..sz {
+        endings.extend_from_slice(b"\",  --");
+        endings.resize(endings.len() + width + 1 - decimal_digits(z), b' ');
+        push_number(&mut endings, z);
+        endings.push(b'\n');
+    }
+    let mut cells = grid.cells.chunks(sx.max(1));
     for y in 0..sy {
         if y > 0 {
             out.push(b'\n');
         }
-        push_line(&mut out, &format!("\t\t\t\t-- Level {y}"));
-        for row_end in &row_ends {
+        out.extend_from_slice(b"\t\t\t\t-- Level ");
+        push_number(&mut out, y);
+        out.push(b'\n');
+        for ending in endings.chunks_exact(ending_len) {
             out.extend_from_slice(b"\t\t\t\t\"");
-            let row = rows.next().unwrap_or(&[]);
-            if all_ascii {
-                out.extend(row.iter().map(|&c| {
-                    ascii_table
-                        .get(c as usize)
-                        .copied()
-                        .unwrap_or(no_glyph.buf[0])
-                }));
-            } else {
-                for &c in row {
-                    let g = glyph_of.get(c as usize).unwrap_or(&no_glyph);
-                    out.extend_from_slice(g.bytes());
-                }
-                for _ in row.len()..sx {
-                    out.extend_from_slice(no_glyph.bytes());
-                }
+            let row = cells.next().unwrap_or(&[]);
+            if !write_row(row.get(..sx).unwrap_or(row), &mut out) {
+                return None;
             }
-            out.extend_from_slice(row_end.as_bytes());
+            out.extend_from_slice(ending);
         }
     }
-    out.extend_from_slice(FOOTER.as_bytes());
-    out
+    Some(out)
+}
+
+fn decimal_digits(mut n: usize) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
+}
+
+fn push_number(out: &mut Vec<u8>, n: usize) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
 }
 
 /// Parses a Cubeset file into a grid; errors carry line and column.
@@ -325,11 +423,6 @@ struct Glyph {
 }
 
 impl Glyph {
-    const UNSET: Glyph = Glyph {
-        buf: [0; 4],
-        len: 0,
-    };
-
     fn new(c: char) -> Glyph {
         let mut buf = [0; 4];
         let len = c.encode_utf8(&mut buf).len() as u8;
@@ -339,11 +432,6 @@ impl Glyph {
     fn bytes(&self) -> &[u8] {
         &self.buf[..usize::from(self.len)]
     }
-}
-
-fn push_line(out: &mut Vec<u8>, line: &str) {
-    out.extend_from_slice(line.as_bytes());
-    out.push(b'\n');
 }
 
 /// Appends `text` as the inside of a double-quoted Lua string.

@@ -147,15 +147,19 @@ fn block() -> impl Strategy<Value = (MapBlock, BlockPos)> {
                 param2,
                 metadata: Vec::new(),
                 objects: Vec::new(),
-                timers: timers
-                    .into_iter()
-                    .map(|(pos, (timeout, elapsed))| NodeTimer {
-                        pos,
-                        timeout,
-                        elapsed,
-                    })
-                    .collect(),
+                timers: Vec::new(),
             };
+            let mut block = block;
+            block.timers = timers
+                .into_iter()
+                .map(|(pos, (timeout, elapsed))| NodeTimer {
+                    pos,
+                    timeout,
+                    elapsed,
+                })
+                .collect();
+            // Canonical order: by node index.
+            block.timers.sort_by_key(|t| t.pos.index());
             prop::collection::vec(object(pos), 0..4).prop_map(move |objects| {
                 let mut b = block.clone();
                 b.objects = objects;
@@ -687,4 +691,36 @@ fn malformed_views_never_panic() {
         err > ok,
         "most damaged files must be rejected ({ok} accepted, {err} rejected)"
     );
+}
+
+#[test]
+fn blocks_with_many_names_and_param2_values_round_trip() {
+    let (mut block, _) = sample();
+    block.names = (0..300).map(|i| format!("mod:node_{i}")).collect();
+    block.content = (0..NODE_COUNT).map(|i| (i % 300) as u16).collect();
+    block.param2 = (0..NODE_COUNT).map(|i| (i / 7 % 256) as u8).collect();
+    let text = views::render_nodes(&block);
+    assert!(
+        String::from_utf8_lossy(&text).contains('\u{c0}'),
+        "Unicode characters in use"
+    );
+    let mut parsed = blank();
+    views::parse_nodes(&text, &mut parsed).unwrap();
+    // Names come back in first use by node index; here that is their order already.
+    assert_eq!(parsed.names, block.names);
+    assert_eq!(
+        (parsed.content, parsed.param2),
+        (block.content, block.param2)
+    );
+}
+
+#[test]
+fn content_without_a_name_is_not_silently_written() {
+    let (mut block, _) = sample();
+    block.content[77] = 9;
+    let text = views::render_nodes(&block);
+    let e = views::parse_nodes(&text, &mut blank())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown character '\u{fffd}'"), "{e}");
 }

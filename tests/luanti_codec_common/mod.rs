@@ -152,3 +152,23 @@ pub fn mkworld(dir: &Path, radius: u32) {
         "mkworld.sh wrote no map.sqlite (is minetest-server installed?)"
     );
 }
+
+/// Serialises runs of the real engine inside one test binary (the scripts use fixed ports).
+pub static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `probe.sh WORLD P1 P2 POINTS` and returns its output; panics when the probe fails.
+pub fn probe(world: &Path, p1: &str, p2: &str, points: &str) -> String {
+    let out = Command::new("bash")
+        .arg(tools().join("probe.sh"))
+        .args([world.as_os_str(), p1.as_ref(), p2.as_ref(), points.as_ref()])
+        .output()
+        .expect("running probe.sh");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "probe.sh failed on {}:\n{text}\n{}",
+        world.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}

@@ -171,15 +171,19 @@ fn check_size(raw_len: usize) -> Result<()> {
 fn check_trailing(rest: &[u8], after: &str) -> Result<()> {
     match rest {
         [] => Ok(()),
-        [2] => Err(Error::corrupt(
-            "map block is in the network form (ends with the network-specific byte 2), \
-             not the disk form",
-        )),
+        [2] => Err(network_form()),
         _ => Err(Error::corrupt(format!(
             "map block: {} unexpected bytes after {after}",
             rest.len()
         ))),
     }
+}
+
+fn network_form() -> Error {
+    Error::corrupt(
+        "map block is in the network form (ends with the network-specific byte 2), \
+         not the disk form",
+    )
 }
 
 /// Reads content_width and params_width.
@@ -227,7 +231,8 @@ fn decode_zlib_layout(version: u8, payload: &[u8], budget: &mut usize) -> Result
         )));
     }
     if r.rest() == [2] {
-        check_trailing(r.rest(), "the node metadata")?;
+        // The network form ends right after the metadata.
+        return Err(network_form());
     }
     if version == 23 {
         r.u8("unused byte of version 23")?;

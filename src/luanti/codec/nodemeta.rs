@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::inventory::{check_inventory, read_inventory, serialize_inventory};
+use super::inventory::{check_inventory, read_inventory, serialize_inventory, MAX_SLOTS};
 use super::reader::{put_string16, put_string32, put_u16, put_u32, Reader};
 use crate::error::{Error, Result};
 use crate::luanti::block::{Inventory, MetaVar, NodeMeta, NodeTimer, RelPos};
@@ -109,15 +109,19 @@ impl Entries {
     }
 }
 
-/// Reads an inventory from the reader, charging its slots to `slot_budget`.
+/// Reads an inventory from the reader: at most [`MAX_SLOTS`] slots, charged to
+/// `slot_budget` (the block's bound).
 fn inventory(r: &mut Reader<'_>, slot_budget: &mut usize, pos: RelPos) -> Result<Inventory> {
-    let (inv, used) = read_inventory(r.rest(), slot_budget).map_err(|e| {
+    let allowed = (*slot_budget).min(MAX_SLOTS);
+    let mut left = allowed;
+    let (inv, used) = read_inventory(r.rest(), &mut left).map_err(|e| {
         Error::corrupt(format!(
             "node metadata at {}: inventory {}",
             pos_text(pos),
             e.message()
         ))
     })?;
+    *slot_budget -= allowed - left;
     r.skip(used, "node metadata inventory")?;
     Ok(inv)
 }

@@ -25,12 +25,24 @@ const HEADER: &str = "\
 # 16 levels y = 0..15 bottom-up; in each, rows z = 0..15; in each row, x = 0..15.
 ";
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
+/// The two lower-case hexadecimal digits of every byte.
+const PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        pairs[i] = [HEX[i >> 4], HEX[i & 15]];
+        i += 1;
+    }
+    pairs
+};
 
 /// `light.txt`: param1 of every node, layer by layer.
 pub fn render_light(block: &MapBlock) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER.len() + 16 * 20 + NODE_COUNT * 3);
     out.extend_from_slice(HEADER.as_bytes());
+    let mut row = [b' '; 48];
+    row[47] = b'\n';
     for y in 0..16 {
         if y > 0 {
             out.push(b'\n');
@@ -38,13 +50,11 @@ pub fn render_light(block: &MapBlock) -> Vec<u8> {
         out.extend_from_slice(format!("# Level {y}\n").as_bytes());
         for z in 0..16 {
             let start = z * 256 + y * 16;
-            let row = block.param1.get(start..start + 16).unwrap_or(&[]);
-            for x in 0..16 {
-                let v = row.get(x).copied().unwrap_or(0);
-                out.push(HEX[usize::from(v >> 4)]);
-                out.push(HEX[usize::from(v & 15)]);
-                out.push(if x == 15 { b'\n' } else { b' ' });
+            let values = block.param1.get(start..start + 16).unwrap_or(&[0; 16]);
+            for (cell, &v) in row.chunks_exact_mut(3).zip(values) {
+                cell[..2].copy_from_slice(&PAIRS[usize::from(v)]);
             }
+            out.extend_from_slice(&row);
         }
     }
     out
@@ -66,21 +76,19 @@ pub fn parse_light(text: &[u8], block: &mut MapBlock) -> Result<()> {
         }
         let (y, z) = (row / 16, row % 16);
         let mut x = 0;
-        for word in content.split_whitespace() {
+        for word in content.split_ascii_whitespace() {
             if x == 16 {
                 return Err(line.error_at(word, "too many values: a row has 16 nodes"));
             }
-            let value = ((1..=2).contains(&word.len())
-                && word.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| u8::from_str_radix(word, 16).ok())
-            .flatten()
-            .ok_or_else(|| {
+            let value = hex_value(word).ok_or_else(|| {
                 line.error_at(
                     word,
                     format!("`{word}` is not a light value (two hexadecimal digits, 00 to ff)"),
                 )
             })?;
-            param1[z * 256 + y * 16 + x] = value;
+            if let Some(slot) = param1.get_mut(z * 256 + y * 16 + x) {
+                *slot = value;
+            }
             x += 1;
         }
         if x < 16 {
@@ -97,4 +105,14 @@ pub fn parse_light(text: &[u8], block: &mut MapBlock) -> Result<()> {
     }
     block.param1 = param1;
     Ok(())
+}
+
+/// One or two hexadecimal digits.
+fn hex_value(word: &str) -> Option<u8> {
+    let digit = |b: u8| char::from(b).to_digit(16).map(|d| d as u8);
+    match *word.as_bytes() {
+        [a] => digit(a),
+        [a, b] => Some(digit(a)? << 4 | digit(b)?),
+        _ => None,
+    }
 }

@@ -17,54 +17,113 @@ const SIZE: [usize; 3] = [BLOCK_SIZE; 3];
 /// Up to this many names, (content, param2) pairs are looked up in a table of names × 256.
 const DENSE_NAMES: usize = 32;
 
-/// Node index (`z*256 + y*16 + x`) of each grid cell (`(y*16 + z)*16 + x`).
-fn node_index(cell: usize) -> usize {
-    let (x, z, y) = (cell & 15, (cell >> 4) & 15, (cell >> 8) & 15);
-    (z << 8) | (y << 4) | x
-}
-
 /// `nodes.cubeset`: node names and param2 as a Cubeset file.
 pub fn render_nodes(block: &MapBlock) -> Vec<u8> {
-    let mut palette: Vec<Definition> = Vec::new();
-    let mut cells: Vec<u32> = Vec::with_capacity(NODE_COUNT);
     let names = block.names.len();
-    // (content, param2) → palette index: a dense table for the usual few names.
-    let mut dense: Vec<u32> = if names <= DENSE_NAMES {
-        vec![u32::MAX; names * 256]
+    let grid = if names <= DENSE_NAMES {
+        grid_dense(block)
     } else {
-        Vec::new()
+        grid_sparse(block)
     };
-    let mut sparse: HashMap<(u16, u8), u32> = HashMap::new();
-    for cell in 0..NODE_COUNT {
-        let i = node_index(cell);
-        let (Some(&content), Some(&param2)) = (block.content.get(i), block.param2.get(i)) else {
-            cells.push(u32::MAX);
-            continue;
-        };
-        let Some(name) = block.names.get(usize::from(content)) else {
-            cells.push(u32::MAX);
-            continue;
-        };
-        let slot = if names <= DENSE_NAMES {
-            &mut dense[usize::from(content) * 256 + usize::from(param2)]
-        } else {
-            sparse.entry((content, param2)).or_insert(u32::MAX)
-        };
-        if *slot == u32::MAX {
-            *slot = palette.len() as u32;
-            palette.push(Definition {
-                kind: name.clone(),
-                meta: u32::from(param2),
-            });
+    cubeset::render(&grid, &|_| None)
+}
+
+/// Grid order is y, z, x and node index z*256 + y*16 + x, so each grid row is a run of 16
+/// nodes in the block's arrays: the start of the row of grid rows in order.
+fn row_starts() -> impl Iterator<Item = usize> {
+    (0..BLOCK_SIZE).flat_map(|y| (0..BLOCK_SIZE).map(move |z| z * 256 + y * 16))
+}
+
+/// The grid of a block with few names: (content, param2) pairs are looked up in a table of
+/// names × 256 entries; content without a name and missing nodes are out of the palette's
+/// range (the Cubeset shows them as undefined).
+fn grid_dense(block: &MapBlock) -> Grid {
+    let mut table = vec![u32::MAX; block.names.len() * 256];
+    let mut palette: Vec<Definition> = Vec::new();
+    let mut lookup = |c: u16, p: u8| -> u32 {
+        let key = usize::from(c) << 8 | usize::from(p);
+        match table.get(key) {
+            Some(&index) if index != u32::MAX => index,
+            _ => match (table.get_mut(key), block.names.get(usize::from(c))) {
+                (Some(slot), Some(name)) => {
+                    *slot = palette.len() as u32;
+                    palette.push(Definition {
+                        kind: name.clone(),
+                        meta: u32::from(p),
+                    });
+                    *slot
+                }
+                // Content without a name: out of the palette, shown as undefined.
+                _ => u32::MAX,
+            },
         }
-        cells.push(*slot);
+    };
+    let mut cells: Vec<u32> = Vec::with_capacity(NODE_COUNT);
+    for start in row_starts() {
+        let (Some(content), Some(param2)) = (
+            block.content.get(start..start + BLOCK_SIZE),
+            block.param2.get(start..start + BLOCK_SIZE),
+        ) else {
+            cells.extend_from_slice(&[u32::MAX; BLOCK_SIZE]);
+            continue;
+        };
+        let (Ok(content), Ok(param2)) = (
+            <&[u16; BLOCK_SIZE]>::try_from(content),
+            <&[u8; BLOCK_SIZE]>::try_from(param2),
+        ) else {
+            cells.extend_from_slice(&[u32::MAX; BLOCK_SIZE]);
+            continue;
+        };
+        let mut row = [0u32; BLOCK_SIZE];
+        if *content == [content[0]; BLOCK_SIZE] && *param2 == [param2[0]; BLOCK_SIZE] {
+            // A row of one kind (common: air, stone): one lookup.
+            row = [lookup(content[0], param2[0]); BLOCK_SIZE];
+        } else {
+            for ((d, &c), &p) in row.iter_mut().zip(content).zip(param2) {
+                *d = lookup(c, p);
+            }
+        }
+        cells.extend_from_slice(&row);
     }
-    let grid = Grid {
+    Grid {
         size: SIZE,
         palette,
         cells,
-    };
-    cubeset::render(&grid, &|_| None)
+    }
+}
+
+/// The grid of any block: a hash map from (content, param2); cells whose content has no
+/// name, or which are missing, are out of the palette's range (the Cubeset shows them as
+/// undefined).
+fn grid_sparse(block: &MapBlock) -> Grid {
+    let mut map: HashMap<(u16, u8), u32> = HashMap::new();
+    let mut palette: Vec<Definition> = Vec::new();
+    let mut cells: Vec<u32> = Vec::with_capacity(NODE_COUNT);
+    for start in row_starts() {
+        for i in start..start + 16 {
+            let (Some(&c), Some(&p)) = (block.content.get(i), block.param2.get(i)) else {
+                cells.push(u32::MAX);
+                continue;
+            };
+            let Some(name) = block.names.get(usize::from(c)) else {
+                cells.push(u32::MAX);
+                continue;
+            };
+            let index = *map.entry((c, p)).or_insert_with(|| {
+                palette.push(Definition {
+                    kind: name.clone(),
+                    meta: u32::from(p),
+                });
+                palette.len() as u32 - 1
+            });
+            cells.push(index);
+        }
+    }
+    Grid {
+        size: SIZE,
+        palette,
+        cells,
+    }
 }
 
 /// Parses `nodes.cubeset` into `block` (names, content, param2), canonically.

@@ -7,7 +7,7 @@
 //!
 //! Times are stored in milliseconds, so three decimals are exact; reading accepts fewer
 //! decimals (`10` or `2.5`), spaces around the commas, blank lines and `#` comments, lines in
-//! any order (they are sorted by position), and rejects a position given twice, a coordinate
+//! any order (they are sorted by node index, as the codec keeps them), and rejects a position given twice, a coordinate
 //! outside 0–15 and a time outside ±2,147,483.647 s or with more than three decimals.
 
 use crate::error::Result;
@@ -55,7 +55,7 @@ pub fn parse_timers(text: &[u8], block: &mut MapBlock) -> Result<()> {
             line.number,
         ));
     }
-    timers.sort_by_key(|(t, _)| t.pos);
+    timers.sort_by_key(|(t, _)| t.pos.index());
     for pair in timers.windows(2) {
         if let [(a, first), (b, second)] = pair {
             if a.pos == b.pos {

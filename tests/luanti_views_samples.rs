@@ -1,0 +1,283 @@
+//! Every block of every sample map (and the decodable single-blob samples): decode, render each
+//! view, parse it into a copy of the block whose covered fields were changed, and compare with
+//! the decoded block; rendering the parsed block again must give the same bytes.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+use worldfs::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
+use worldfs::luanti::codec::decode_block;
+use worldfs::luanti::views;
+
+fn samples() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
+    assert!(
+        dir.is_dir(),
+        "samples folder {} is missing: the Luanti samples are required for this test",
+        dir.display()
+    );
+    dir
+}
+
+/// Every `*.sqlite` under `dir` with a `blocks` table.
+fn map_databases(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "sqlite")
+                && open(&path)
+                    .query_row(
+                        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='blocks'",
+                        [],
+                        |r| r.get::<_, i64>(0),
+                    )
+                    .unwrap()
+                    == 1
+            {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn open(path: &Path) -> Connection {
+    Connection::open_with_flags(
+        format!("file:{}?mode=ro&immutable=1", path.display()),
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The engine's `getIntegerAsBlock`.
+fn block_of_key(key: i64) -> BlockPos {
+    let signed = |v: i64| if v < 2048 { v } else { v - 4096 };
+    let x = signed(key.rem_euclid(4096));
+    let key = (key - x) / 4096;
+    let y = signed(key.rem_euclid(4096));
+    let key = (key - y) / 4096;
+    let z = signed(key.rem_euclid(4096));
+    BlockPos {
+        x: x as i16,
+        y: y as i16,
+        z: z as i16,
+    }
+}
+
+/// Every block of a map database with its position, both schemas.
+fn read_blocks(path: &Path) -> Vec<(BlockPos, Vec<u8>)> {
+    let conn = open(path);
+    let xyz = conn
+        .prepare("SELECT name FROM pragma_table_info('blocks')")
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .any(|c| c.unwrap() == "z");
+    let sql = if xyz {
+        "SELECT x, y, z, data FROM blocks"
+    } else {
+        "SELECT pos, 0, 0, data FROM blocks"
+    };
+    let mut stmt = conn.prepare(sql).unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            let pos = if xyz {
+                BlockPos {
+                    x: r.get(0)?,
+                    y: r.get(1)?,
+                    z: r.get(2)?,
+                }
+            } else {
+                block_of_key(r.get(0)?)
+            };
+            Ok((pos, r.get::<_, Vec<u8>>(3)?))
+        })
+        .unwrap();
+    rows.map(|r| r.unwrap()).collect()
+}
+
+/// Single-blob samples that decode (the README's expected failures and the pre-22 block are
+/// not here); the position is the file name's where it has one.
+const BLOBS: &[&str] = &[
+    "luanti-unittest/coded_mapblock29.bin",
+    "luanti-unittest/coded_mapblock_nonstd.bin",
+    "mapeditr-testing/mapblock_v25.bin",
+    "mapeditr-testing/mapblock_v28.bin",
+    "mapeditr-testing/mapblock_v29.bin",
+    "mapparser-testdata/mb-with-metadata.bin",
+    "mapparser-testdata/zstd-block.bin",
+    "mapparser-testdata/0.-1.0",
+    "mapparser-testdata/11.0.2",
+    "minetestmapper-ci/test_block.bin",
+    "rust-minetestworld-TestWorld/testmapblock",
+];
+
+/// Where a single blob lies: from its file name (`x.y.z`), else from its first static object
+/// (the engine files an object under the block of its rounded node position), else the origin.
+fn blob_pos(name: &str, block: &MapBlock) -> BlockPos {
+    let file = name.rsplit('/').next().unwrap();
+    let parts: Vec<i16> = file.split('.').filter_map(|p| p.parse().ok()).collect();
+    if let ([x, y, z], false) = (parts.as_slice(), file.contains("bin")) {
+        return BlockPos {
+            x: *x,
+            y: *y,
+            z: *z,
+        };
+    }
+    let Some(object) = block.objects.first() else {
+        return BlockPos { x: 0, y: 0, z: 0 };
+    };
+    let [x, y, z] = object.pos.map(|p| {
+        let node = (f64::from(p) / 10_000.0).round() as i64;
+        node.div_euclid(16) as i16
+    });
+    BlockPos { x, y, z }
+}
+
+/// A copy of `b` whose every field covered by the views differs from `b`.
+fn scrambled(b: &MapBlock) -> MapBlock {
+    MapBlock {
+        version: if b.version == 29 { 25 } else { 29 },
+        flags: !b.flags,
+        lighting_complete: !b.lighting_complete,
+        timestamp: !b.timestamp,
+        names: vec!["worldfs:scrambled".into()],
+        content: vec![0; NODE_COUNT],
+        param1: b.param1.iter().map(|v| !v).collect(),
+        param2: vec![0; NODE_COUNT],
+        metadata: b.metadata.clone(),
+        objects: Vec::new(),
+        timers: Vec::new(),
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    blocks: usize,
+    objects: usize,
+    timers: usize,
+    bytes: usize,
+    render: Duration,
+    parse: Duration,
+}
+
+/// Renders every view of `block`, parses them all into a scrambled copy, compares.
+fn check(what: &str, block: &MapBlock, pos: BlockPos, tally: &mut Tally) {
+    let start = Instant::now();
+    let texts = [
+        views::render_nodes(block),
+        views::render_light(block),
+        views::render_header(block),
+        views::render_timers(block),
+        views::render_objects(block, pos),
+    ];
+    tally.render += start.elapsed();
+    let mut copy = scrambled(block);
+    let start = Instant::now();
+    let results = [
+        views::parse_nodes(&texts[0], &mut copy),
+        views::parse_light(&texts[1], &mut copy),
+        views::parse_header(&texts[2], &mut copy),
+        views::parse_timers(&texts[3], &mut copy),
+        views::parse_objects(&texts[4], pos, &mut copy),
+    ];
+    tally.parse += start.elapsed();
+    for (r, text) in results.iter().zip(&texts) {
+        if let Err(e) = r {
+            panic!("{what}: {e}\n{}", String::from_utf8_lossy(text));
+        }
+    }
+    if copy != *block {
+        let fields = [
+            (
+                "header",
+                (
+                    copy.version,
+                    copy.flags,
+                    copy.lighting_complete,
+                    copy.timestamp,
+                ) == (
+                    block.version,
+                    block.flags,
+                    block.lighting_complete,
+                    block.timestamp,
+                ),
+            ),
+            ("names", copy.names == block.names),
+            ("content", copy.content == block.content),
+            ("param1", copy.param1 == block.param1),
+            ("param2", copy.param2 == block.param2),
+            ("objects", copy.objects == block.objects),
+            ("timers", copy.timers == block.timers),
+        ];
+        let differ: Vec<&str> = fields.iter().filter(|f| !f.1).map(|f| f.0).collect();
+        panic!(
+            "{what}: the views do not give the block back; {differ:?} differ\n{:?}\n{:?}",
+            block.timers, copy.timers
+        );
+    }
+    assert_eq!(
+        views::render_nodes(&copy),
+        texts[0],
+        "{what}: nodes.cubeset not stable"
+    );
+    assert_eq!(
+        views::render_objects(&copy, pos),
+        texts[4],
+        "{what}: objects.txt not stable"
+    );
+    tally.blocks += 1;
+    tally.objects += block.objects.len();
+    tally.timers += block.timers.len();
+    tally.bytes += texts.iter().map(Vec::len).sum::<usize>();
+}
+
+#[test]
+fn every_sample_block_survives_its_views() {
+    let dir = samples();
+    let maps = map_databases(&dir);
+    assert!(maps.len() >= 5, "expected the sample maps, found {maps:?}");
+    let mut total = Tally::default();
+    for path in &maps {
+        let mut tally = Tally::default();
+        for (pos, blob) in read_blocks(path) {
+            let what = format!("{} block {pos:?}", path.display());
+            let block = decode_block(&blob).unwrap_or_else(|e| panic!("{what}: {e}"));
+            check(&what, &block, pos, &mut tally);
+        }
+        println!(
+            "{}: {} blocks, {} objects, {} timers, {} view bytes; render {:?}, parse {:?}",
+            path.strip_prefix(&dir).unwrap().display(),
+            tally.blocks,
+            tally.objects,
+            tally.timers,
+            tally.bytes,
+            tally.render,
+            tally.parse
+        );
+        assert!(tally.blocks > 0);
+        total.blocks += tally.blocks;
+        total.objects += tally.objects;
+        total.timers += tally.timers;
+    }
+    for name in BLOBS {
+        let path = dir.join(name);
+        let blob = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let block = decode_block(&blob).unwrap_or_else(|e| panic!("{name}: {e}"));
+        check(name, &block, blob_pos(name, &block), &mut total);
+    }
+    println!(
+        "all: {} blocks, {} objects, {} timers",
+        total.blocks, total.objects, total.timers
+    );
+    assert!(
+        total.objects > 0 && total.timers > 0,
+        "the samples have objects and timers"
+    );
+}
