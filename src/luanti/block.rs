@@ -66,11 +66,12 @@ pub struct MapBlock {
     pub param1: Vec<u8>,
     /// 4096 param2 values, same indexing.
     pub param2: Vec<u8>,
-    /// Node metadata, sorted by position, at most one entry per position, none empty.
+    /// Node metadata, sorted by node index (`RelPos::index`), at most one entry per position,
+    /// none empty.
     pub metadata: Vec<NodeMeta>,
     /// Static objects in stored order.
     pub objects: Vec<StaticObject>,
-    /// Node timers, sorted by position, at most one per position.
+    /// Node timers, sorted by node index, at most one per position.
     pub timers: Vec<NodeTimer>,
 }
 

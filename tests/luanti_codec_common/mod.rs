@@ -140,7 +140,7 @@ pub fn round_trip_map(path: &Path) -> (VersionCounts, Vec<(Key, MapBlock)>) {
 
 /// Generates a world with the real engine (`mkworld.sh DIR RADIUS`).
 pub fn mkworld(dir: &Path, radius: u32) {
-    let status = Command::new("bash")
+    let status = engine_command()
         .arg(tools().join("mkworld.sh"))
         .arg(dir)
         .arg(radius.to_string())
@@ -153,12 +153,20 @@ pub fn mkworld(dir: &Path, radius: u32) {
     );
 }
 
+/// `bash` under the machine-wide engine lock: the engine scripts use fixed ports, so no two
+/// may run at once on one machine (other test binaries and the mount tests take it too).
+fn engine_command() -> Command {
+    let mut c = Command::new("flock");
+    c.arg("/tmp/worldfs-engine.lock").arg("bash");
+    c
+}
+
 /// Serialises runs of the real engine inside one test binary (the scripts use fixed ports).
 pub static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs `probe.sh WORLD P1 P2 POINTS` and returns its output; panics when the probe fails.
 pub fn probe(world: &Path, p1: &str, p2: &str, points: &str) -> String {
-    let out = Command::new("bash")
+    let out = engine_command()
         .arg(tools().join("probe.sh"))
         .args([world.as_os_str(), p1.as_ref(), p2.as_ref(), points.as_ref()])
         .output()
