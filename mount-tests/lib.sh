@@ -23,6 +23,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # engine CMD...: runs an engine script holding the machine-wide engine lock (mkworld.sh and
 # probe.sh use fixed UDP ports, so two runs at once collide); retries once on a port clash.
+# The engine uses fixed ports and locks: every engine run on this machine takes this lock.
 ENGINE_LOCK=${WORLDFS_ENGINE_LOCK:-/tmp/worldfs-engine.lock}
 engine() {
   local out rc attempt err=$T/engine.err

@@ -5,6 +5,7 @@
 //! blocks/X,Y,Z/                    one folder per stored block
 //!     nodes.cubeset light.txt block.txt timers.txt objects.txt
 //!     meta/x,y,z/{fields/KEY, private/KEY, inventory}
+//! players/NAME, auth.txt, mod_storage/MOD/KEY     see [`Accounts`]
 //! ```
 //!
 //! Paths are mapped to blocks and views here; decoding, caching and committing live in
@@ -16,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::luanti::accounts_tree::{self, Accounts};
 use crate::luanti::block::{BlockPos, MapBlock, MetaVar, NodeMeta, RelPos};
 use crate::luanti::blocks::{Blocks, Cached};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
@@ -74,12 +76,14 @@ fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock)
 
 /// The files hidden from the top level because the tree shows them decoded.
 fn hidden_world_file(name: &str) -> bool {
-    name.starts_with("map.sqlite")
+    name.starts_with("map.sqlite") || accounts_tree::hidden_world_file(name)
 }
 
 /// Where a path points.
 enum Place<'a> {
     Root,
+    /// `players/…`, `auth.txt`, `mod_storage/…`: handled by [`Accounts`].
+    Accounts,
     WorldFile(&'a str),
     Blocks,
     Block(BlockPos),
@@ -172,6 +176,7 @@ fn meta_entry(block: &mut MapBlock, rel: RelPos) -> &mut NodeMeta {
 pub struct LuantiTree {
     blocks: Blocks,
     files: Option<FolderFiles>,
+    accounts: Option<Accounts>,
     read_only: bool,
     /// Meta folders that exist only because the user made them (empty metadata is not stored).
     empty_meta: Mutex<BTreeSet<(BlockPos, u16)>>,
@@ -211,7 +216,13 @@ impl LuantiTree {
         let store = MapStore::open(&map, options.read_only)?;
         Ok(LuantiTree {
             blocks: Blocks::new(store, options.cache_bytes, options.read_only),
-            files: world.map(|w| FolderFiles::new(&w, hidden_world_file, options.read_only)),
+            files: world
+                .as_ref()
+                .map(|w| FolderFiles::new(w, hidden_world_file, options.read_only)),
+            accounts: match &world {
+                Some(w) => Some(Accounts::open(w, options.read_only)?),
+                None => None,
+            },
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
         })
@@ -228,6 +239,7 @@ impl LuantiTree {
         let rel = |s: &str| parse_rel_name(s).ok_or_else(|| not_found(path));
         Ok(match parts.as_slice() {
             [] => Place::Root,
+            [top, ..] if self.accounts.as_ref().is_some_and(|a| a.owns(top)) => Place::Accounts,
             ["blocks"] => Place::Blocks,
             [name] => Place::WorldFile(name),
             ["blocks", b] => Place::Block(block(b)?),
@@ -364,6 +376,12 @@ impl LuantiTree {
         self.blocks.set_entry_mtimes(pos, &keep)
     }
 
+    fn accounts(&self) -> Result<&Accounts> {
+        self.accounts
+            .as_ref()
+            .ok_or_else(|| Error::not_found("a bare map.sqlite has no players"))
+    }
+
     fn world_files(&self) -> Result<&FolderFiles> {
         self.files
             .as_ref()
@@ -382,6 +400,7 @@ impl LuantiTree {
     fn read_place(&self, place: &Place<'_>, path: &TreePath) -> Result<Arc<Vec<u8>>> {
         match place {
             Place::WorldFile(name) => self.world_files()?.read(name),
+            Place::Accounts => self.accounts()?.read(path),
             Place::View(pos, view) => {
                 let c = self.blocks.get(*pos)?;
                 let pos = *pos;
@@ -491,6 +510,7 @@ impl Tree for LuantiTree {
         match &place {
             Place::Root | Place::Blocks => Ok(self.dir_stat(base_time())),
             Place::WorldFile(name) => self.world_files()?.stat(name),
+            Place::Accounts => self.accounts()?.stat(path),
             Place::Block(pos) => {
                 let blob = self
                     .blocks
@@ -524,12 +544,23 @@ impl Tree for LuantiTree {
                     cookie: 1,
                     stat: self.dir_stat(base_time()),
                 }];
+                if let Some(accounts) = &self.accounts {
+                    for (i, name) in accounts.top_names().into_iter().enumerate() {
+                        if let Ok(stat) = accounts.stat(&[name.to_string()]) {
+                            entries.push(Entry {
+                                name: name.into(),
+                                cookie: i as u64 + 2,
+                                stat,
+                            });
+                        }
+                    }
+                }
                 if let Some(files) = &self.files {
                     for (i, name) in files.names()?.into_iter().enumerate() {
                         if let Ok(stat) = files.stat(&name) {
                             entries.push(Entry {
                                 name,
-                                cookie: i as u64 + 2,
+                                cookie: i as u64 + 5,
                                 stat,
                             });
                         }
@@ -542,6 +573,7 @@ impl Tree for LuantiTree {
                 self.blocks.refresh();
                 self.block_listing(after, sink)
             }
+            Place::Accounts => self.accounts()?.list(dir, after, sink),
             Place::Block(pos) => {
                 let c = self.blocks.get(pos)?;
                 let mut entries = Vec::new();
@@ -662,6 +694,7 @@ impl Tree for LuantiTree {
         }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.write(name, data),
+            Place::Accounts => self.accounts()?.write(path, data),
             Place::View(pos, view) => self.modify(pos, |b| (view.parse)(data, pos, b)),
             Place::Inventory(pos, rel) => {
                 let inv = parse_inventory(data)?;
@@ -708,6 +741,7 @@ impl Tree for LuantiTree {
             Place::Root if self.files.is_some() && !hidden_world_file(name) && name != "blocks" => {
                 object_if_not_scratch
             }
+            Place::Accounts => self.accounts()?.classify(dir, name)?,
             Place::Block(_) if VIEWS.iter().any(|v| v.name == name) => NewFile::Object,
             Place::MetaNode(..) if name == "inventory" => NewFile::Object,
             Place::Vars(..) => object_if_not_scratch,
@@ -721,6 +755,7 @@ impl Tree for LuantiTree {
         }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.remove(name),
+            Place::Accounts => self.accounts()?.remove(path),
             // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
             // a block folder reaches the rmdir that deletes the block.
             Place::View(pos, _) => self.blocks.get(pos).map(|_| ()),
@@ -762,6 +797,7 @@ impl Tree for LuantiTree {
         }
         match self.place(path)? {
             Place::Block(pos) => self.blocks.create(pos),
+            Place::Accounts => self.accounts()?.mkdir(path),
             Place::MetaNode(pos, rel) => {
                 let c = self.blocks.get(pos)?;
                 if self.meta_exists(pos, &c, rel) {
@@ -783,6 +819,7 @@ impl Tree for LuantiTree {
         }
         match self.place(path)? {
             Place::Block(pos) => self.blocks.delete(pos),
+            Place::Accounts => self.accounts()?.rmdir(path),
             Place::MetaNode(pos, rel) => {
                 let c = self.blocks.get(pos)?;
                 if !self.meta_exists(pos, &c, rel) {
@@ -829,6 +866,7 @@ impl Tree for LuantiTree {
         }
         match (self.place(from)?, self.place(to)?) {
             (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
+            (Place::Accounts, Place::Accounts) => self.accounts()?.rename(from, to),
             (Place::WorldFile(a), Place::WorldFile(b)) => self.world_files()?.rename(a, b),
             (Place::Var(pa, ra, fa, ka), Place::Var(pb, rb, fb, kb)) if pa == pb && ra == rb => {
                 self.modify(pa, |b| {
@@ -868,6 +906,7 @@ impl Tree for LuantiTree {
         match place {
             Place::Root | Place::Blocks => Ok(()),
             Place::WorldFile(name) => self.world_files()?.set_mtime(name, mtime),
+            Place::Accounts => self.accounts()?.set_mtime(path, mtime),
             Place::Block(pos) => {
                 self.stat(path)?;
                 self.blocks.set_entry_mtimes(pos, &[(sub, None, mtime)])
