@@ -21,11 +21,11 @@ trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# engine CMD...: runs an engine script holding the machine-wide engine lock (mkworld.sh and
+# engine_run CMD...: runs an engine script holding the machine-wide engine lock (mkworld.sh and
 # probe.sh use fixed UDP ports, so two runs at once collide); retries once on a port clash.
 # The engine uses fixed ports and locks: every engine run on this machine takes this lock.
 ENGINE_LOCK=${WORLDFS_ENGINE_LOCK:-/tmp/worldfs-engine.lock}
-engine() {
+engine_run() {
   local out rc attempt err=$T/engine.err
   for attempt in 1 2; do
     rc=0
@@ -52,7 +52,7 @@ world() {
     (
       flock 9
       if [ ! -f "$cached/map.sqlite" ]; then
-        engine "$TOOLS/mkworld.sh" "$cached.tmp" "$radius" "$pb" "$ab" >/dev/null
+        engine_run "$TOOLS/mkworld.sh" "$cached.tmp" "$radius" "$pb" "$ab" >/dev/null
         [ -f "$cached.tmp/map.sqlite" ] || { echo "mkworld.sh made no map.sqlite" >&2; exit 1; }
         rm -rf "$cached"; mv "$cached.tmp" "$cached"
       fi
@@ -79,7 +79,7 @@ probe() {
 
 # probe_area WORLD X1,Y1,Z1 X2,Y2,Z2 [POINTS]: the engine's view of one area (probe.sh).
 probe_area() {
-  engine "$TOOLS/probe.sh" "$@" 2>/dev/null
+  engine_run "$TOOLS/probe.sh" "$@" 2>/dev/null
 }
 
 assert_eq() { [ "$1" == "$2" ] || fail "${3:-values differ}: expected [$2], got [$1]"; }
