@@ -686,3 +686,154 @@ impl Vfs {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::tree::Entry;
+    use std::time::UNIX_EPOCH;
+
+    /// One folder `d` holding files; a file's content must start with `ok` to be committed.
+    #[derive(Default)]
+    struct Files {
+        files: Mutex<HashMap<String, Vec<u8>>>,
+        writes: Mutex<Vec<Vec<u8>>>,
+    }
+
+    fn file_name(path: &[String]) -> Result<&str> {
+        match path {
+            [d, f] if d == "d" => Ok(f),
+            _ => Err(Error::not_found("no such file")),
+        }
+    }
+
+    impl Tree for Files {
+        fn stat(&self, path: &[String]) -> Result<Stat> {
+            let dir = Stat {
+                kind: Kind::Dir,
+                size: 0,
+                mtime: UNIX_EPOCH,
+                perm: 0o755,
+            };
+            if path.is_empty() || path == ["d"] {
+                return Ok(dir);
+            }
+            let files = lock(&self.files)?;
+            let data = files
+                .get(file_name(path)?)
+                .ok_or_else(|| Error::not_found("no such file"))?;
+            Ok(Stat {
+                kind: Kind::File,
+                size: data.len() as u64,
+                mtime: UNIX_EPOCH,
+                perm: 0o644,
+            })
+        }
+        fn list(&self, _: &[String], _: u64, _: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+            Ok(())
+        }
+        fn read(&self, path: &[String]) -> Result<Arc<Vec<u8>>> {
+            let files = lock(&self.files)?;
+            let data = files
+                .get(file_name(path)?)
+                .ok_or_else(|| Error::not_found("no such file"))?;
+            Ok(Arc::new(data.clone()))
+        }
+        fn write(&self, path: &[String], data: &[u8]) -> Result<()> {
+            if !data.starts_with(b"ok") {
+                return Err(Error::at(1, 1, "expected `ok`"));
+            }
+            lock(&self.writes)?.push(data.to_vec());
+            lock(&self.files)?.insert(file_name(path)?.to_string(), data.to_vec());
+            Ok(())
+        }
+        fn classify(&self, _: &[String], _: &str) -> Result<NewFile> {
+            Ok(NewFile::Object)
+        }
+        fn remove(&self, _: &[String]) -> Result<()> {
+            Ok(())
+        }
+        fn mkdir(&self, _: &[String]) -> Result<()> {
+            Err(Error::not_permitted("fixed"))
+        }
+        fn rmdir(&self, _: &[String]) -> Result<()> {
+            Ok(())
+        }
+        fn rename(&self, _: &[String], _: &[String]) -> Result<()> {
+            Ok(())
+        }
+        fn set_mtime(&self, _: &[String], _: SystemTime) -> Result<()> {
+            Ok(())
+        }
+        fn read_only(&self) -> bool {
+            false
+        }
+    }
+
+    fn setup() -> (Arc<Files>, Vfs, u64) {
+        let tree = Arc::new(Files::default());
+        lock(&tree.files)
+            .unwrap()
+            .insert("f".into(), b"ok old".to_vec());
+        let vfs = Vfs::new(tree.clone());
+        let (ino, _) = vfs.lookup(ROOT, "d", 1).unwrap();
+        let (f, _) = vfs.lookup(ino, "f", 1).unwrap();
+        (tree, vfs, f)
+    }
+
+    #[test]
+    fn a_close_before_any_write_does_not_commit_the_truncation() {
+        let (tree, vfs, f) = setup();
+        let trunc = OpenMode {
+            write: true,
+            truncate: true,
+            append: false,
+        };
+        // `cmd > file`: the shell's close of the original descriptor, then cmd writes and closes.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.flush(fh).unwrap();
+        assert!(lock(&tree.writes).unwrap().is_empty());
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(*lock(&tree.writes).unwrap(), vec![b"ok new".to_vec()]);
+        // `: > file`: the truncation alone is committed at the last close, and fails there.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.flush(fh).unwrap();
+        assert!(vfs.release(fh).is_err(), "an empty file is not valid here");
+        assert_eq!(lock(&tree.writes).unwrap().len(), 1);
+        assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
+        // fsync commits what is there, written or not.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert_eq!(vfs.fsync(fh).unwrap_err().errno(), libc::EINVAL);
+        let rd = vfs.open(f, OpenMode::default()).unwrap();
+        assert_eq!(
+            vfs.read(rd, 0, 100).unwrap(),
+            b"bad",
+            "pending text readable"
+        );
+        vfs.release(rd).unwrap();
+        vfs.write(fh, 0, b"ok", false).unwrap();
+        vfs.fsync(fh).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(lock(&tree.files).unwrap()["f"], b"okd");
+    }
+
+    #[test]
+    fn a_new_folder_hides_its_fixed_entries_from_its_maker_only() {
+        let (_tree, vfs, _) = setup();
+        let vfs_dir = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        vfs.fresh.made(&["d".to_string()], 7);
+        assert_eq!(
+            vfs.lookup(vfs_dir, "f", 7).unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert!(vfs.lookup(vfs_dir, "f", 8).is_ok());
+        let (_, _, fh) = vfs.create(vfs_dir, "f").unwrap();
+        vfs.write(fh, 0, b"ok copy", false).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(vfs.lookup(vfs_dir, "f", 7).is_ok());
+    }
+}
