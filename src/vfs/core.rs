@@ -38,6 +38,8 @@ struct Handle {
     /// Whether anything was written or truncated through this handle since it was opened
     /// (an open with `O_TRUNC` or a create alone makes it dirty but not written).
     written: bool,
+    /// Whether one close of this handle, with nothing written, was let pass uncommitted.
+    deferred: bool,
     scratch: bool,
 }
 
@@ -262,6 +264,7 @@ impl Vfs {
             data,
             dirty: mode.truncate,
             written: false,
+            deferred: false,
             scratch,
         })
     }
@@ -294,6 +297,7 @@ impl Vfs {
             data: Vec::new(),
             dirty: true,
             written: false,
+            deferred: false,
             scratch,
         })?;
         let ino = self
@@ -370,10 +374,11 @@ impl Vfs {
 
     /// Commits a handle's buffer if it was written (each close).
     ///
-    /// A handle only truncated or created, with nothing written yet, is left for the final
-    /// commit: a shell redirection (`cmd > file`) opens the file, duplicates the descriptor
-    /// and closes the original before `cmd` writes, and that close must not commit an empty
-    /// file (which for most views is invalid and would log a bogus error).
+    /// The first close of a handle only truncated or created, with nothing written yet, is let
+    /// pass: a shell redirection (`cmd > file`, and `touch`) opens the file, duplicates the
+    /// descriptor and closes the original before anything is written, and that close must not
+    /// commit an empty file (invalid for most views: a bogus error, a needless commit). The
+    /// next close commits whatever the handle holds.
     pub fn flush(&self, fh: u64) -> Result<()> {
         self.commit_handle(fh, false)
     }
@@ -386,7 +391,11 @@ impl Vfs {
     fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {
         let h = self.handle(fh)?;
         let mut h = lock(&h)?;
-        if !h.dirty || (!h.written && !last) {
+        if !h.dirty {
+            return Ok(());
+        }
+        if !h.written && !h.deferred && !last {
+            h.deferred = true;
             return Ok(());
         }
         h.dirty = false;
@@ -797,10 +806,11 @@ mod tests {
         vfs.flush(fh).unwrap();
         vfs.release(fh).unwrap();
         assert_eq!(*lock(&tree.writes).unwrap(), vec![b"ok new".to_vec()]);
-        // `: > file`: the truncation alone is committed at the last close, and fails there.
+        // `: > file`, `touch`: the truncation alone is committed at the next close.
         let fh = vfs.open(f, trunc).unwrap();
         vfs.flush(fh).unwrap();
-        assert!(vfs.release(fh).is_err(), "an empty file is not valid here");
+        assert!(vfs.flush(fh).is_err(), "an empty file is not valid here");
+        vfs.release(fh).unwrap();
         assert_eq!(lock(&tree.writes).unwrap().len(), 1);
         assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
         // fsync commits what is there, written or not.
