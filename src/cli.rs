@@ -43,6 +43,12 @@ pub enum Command {
         /// A world folder or a map.sqlite.
         source: PathBuf,
     },
+    /// Rewrite a Terrarum TVDA disk without the dead entries appended saves leave behind
+    /// (refused while it is mounted).
+    Compact {
+        /// A TVDA disk file.
+        source: PathBuf,
+    },
 }
 
 /// Options of `worldfs mount`.

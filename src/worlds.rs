@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::luanti;
+use crate::tvda;
+use crate::tvda::format::DiskFormat;
 use crate::vfs::Tree;
 
 /// The games worldfs mounts.
@@ -12,6 +14,10 @@ use crate::vfs::Tree;
 pub enum Game {
     /// A Luanti world folder or a bare `map.sqlite`.
     Luanti,
+    /// A Terrarum TVDA disk (magic `TEVd`, spec version 254).
+    Tvda,
+    /// A TEVD v2 or v3 disk (magic `TEVd`, spec version 2 or 3).
+    Tevd,
 }
 
 fn is_sqlite(path: &Path) -> bool {
@@ -38,6 +44,11 @@ pub fn detect(source: &Path) -> Result<Game> {
         if is_sqlite(source) {
             return Ok(Game::Luanti);
         }
+        match tvda::format::sniff(source)? {
+            Some(DiskFormat::Tvda) => return Ok(Game::Tvda),
+            Some(DiskFormat::Tevd) => return Ok(Game::Tevd),
+            None => {}
+        }
     } else {
         return Err(Error::not_found(format!(
             "{}: no such file or folder",
@@ -45,7 +56,7 @@ pub fn detect(source: &Path) -> Result<Game> {
         )));
     }
     Err(Error::unsupported(format!(
-        "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite)",
+        "{}: not a world worldfs knows (expected a Luanti world folder, a map.sqlite or a TEVd disk)",
         source.display()
     )))
 }
@@ -64,6 +75,16 @@ pub fn open(
                 read_only,
                 cache_bytes,
             },
+        )?)),
+        Game::Tvda => Ok(Arc::new(tvda::tree::TvdaTree::open(
+            source,
+            &tvda::tree::Options {
+                read_only,
+                cache_bytes,
+            },
+        )?)),
+        Game::Tevd => Ok(Arc::new(tvda::tevd_tree::TevdTree::open(
+            source, read_only,
         )?)),
     }
 }
