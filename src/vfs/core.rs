@@ -67,6 +67,10 @@ pub struct Vfs {
     next_fh: AtomicU64,
     overlay: Mutex<HashMap<Vec<String>, Overlay>>,
     fresh: FreshDirs,
+    /// Tree files moved aside to a scratch name (an editor's backup), by source path, with
+    /// the scratch path holding their text. The source is hidden but stays in the store
+    /// until new content is committed to it, or until the scratch copy is deleted.
+    aside: Mutex<HashMap<Vec<String>, Vec<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
@@ -115,6 +119,7 @@ impl Vfs {
             next_fh: AtomicU64::new(1),
             overlay: Mutex::new(HashMap::new()),
             fresh: FreshDirs::default(),
+            aside: Mutex::new(HashMap::new()),
         }
     }
 
@@ -134,6 +139,12 @@ impl Vfs {
     fn stat_path(&self, path: &[String]) -> Result<Stat> {
         if let Some(o) = lock(&self.overlay)?.get(path) {
             return Ok(overlay_stat(o));
+        }
+        if lock(&self.aside)?.contains_key(path) {
+            return Err(Error::not_found(format!(
+                "{}: moved aside (its text is in the scratch copy)",
+                display_path(path)
+            )));
         }
         self.tree
             .stat(path)
@@ -347,6 +358,7 @@ impl Vfs {
     fn commit(&self, path: &[String], data: Vec<u8>) -> Result<()> {
         match self.tree.write(path, &data) {
             Ok(()) => {
+                lock(&self.aside)?.remove(path);
                 let done = lock(&self.overlay)?.remove(path);
                 if let Some(m) = done.and_then(|o| o.set_mtime) {
                     self.tree.set_mtime(path, m)?;
@@ -485,11 +497,16 @@ impl Vfs {
             return Ok(());
         }
         let mut full = false;
+        let aside_here: Vec<String> = lock(&self.aside)?
+            .keys()
+            .filter(|p| p.len() == dir.len() + 1 && p.starts_with(&dir))
+            .filter_map(|p| p.last().cloned())
+            .collect();
         if offset <= MAX_TREE_COOKIE + 2 {
             let after = offset.saturating_sub(2);
             self.tree
                 .list(&dir, after, &mut |e| {
-                    if self.fresh.hidden(&dir, &e.name, pid) {
+                    if self.fresh.hidden(&dir, &e.name, pid) || aside_here.contains(&e.name) {
                         return true;
                     }
                     let child_ino = self.entry_ino(ino, &e.name, plus);
@@ -583,7 +600,26 @@ impl Vfs {
         let path = child(&self.path_of(parent)?, name);
         let removed = lock(&self.overlay)?.remove(&path);
         match removed {
-            Some(o) if o.scratch => {}
+            Some(o) if o.scratch => {
+                // The only copy of a file moved aside and never replaced: deleting it
+                // deletes the object (`mv a a~ && rm a~` removes a).
+                let source = {
+                    let mut aside = lock(&self.aside)?;
+                    let source = aside
+                        .iter()
+                        .find(|(_, v)| **v == path)
+                        .map(|(k, _)| k.clone());
+                    if let Some(src) = &source {
+                        aside.remove(src);
+                    }
+                    source
+                };
+                if let Some(src) = source {
+                    self.tree
+                        .remove(&src)
+                        .map_err(|e| e.context(display_path(&src)))?;
+                }
+            }
             Some(_) => {
                 // Pending text of a tree path: drop it; remove the object too if it exists.
                 if self.tree.stat(&path).is_ok() {
@@ -659,19 +695,25 @@ impl Vfs {
                 let mut overlay = lock(&self.overlay)?;
                 overlay.remove(&from);
                 overlay.insert(to.clone(), o);
+                drop(overlay);
+                for v in lock(&self.aside)?.values_mut() {
+                    if *v == from {
+                        *v = to.clone();
+                    }
+                }
             }
         } else {
             let stat = self.stat_path(&from)?;
             if to_in_tree.is_none() && to_class == NewFile::Scratch && stat.kind == Kind::File {
-                // A tree file moved aside (an editor's backup copy): keep its text as scratch.
+                // A tree file moved aside (an editor's backup copy): its text becomes a
+                // scratch file and the file is hidden, but the object stays stored until new
+                // content replaces it, so a failed save never loses it.
                 let data = self
                     .tree
                     .read(&from)
                     .map_err(|e| e.context(display_path(&from)))?
                     .to_vec();
-                self.tree
-                    .remove(&from)
-                    .map_err(|e| e.context(display_path(&from)))?;
+                lock(&self.aside)?.insert(from.clone(), to.clone());
                 lock(&self.overlay)?.insert(
                     to.clone(),
                     Overlay {
@@ -756,10 +798,15 @@ mod tests {
             lock(&self.files)?.insert(file_name(path)?.to_string(), data.to_vec());
             Ok(())
         }
-        fn classify(&self, _: &[String], _: &str) -> Result<NewFile> {
-            Ok(NewFile::Object)
+        fn classify(&self, _: &[String], name: &str) -> Result<NewFile> {
+            Ok(if crate::vfs::scratch::looks_like_scratch(name) {
+                NewFile::Scratch
+            } else {
+                NewFile::Object
+            })
         }
-        fn remove(&self, _: &[String]) -> Result<()> {
+        fn remove(&self, path: &[String]) -> Result<()> {
+            lock(&self.files)?.remove(file_name(path)?);
             Ok(())
         }
         fn mkdir(&self, _: &[String]) -> Result<()> {
@@ -829,6 +876,45 @@ mod tests {
         vfs.release(fh).unwrap();
         assert!(vfs.failed_paths().is_empty());
         assert_eq!(lock(&tree.files).unwrap()["f"], b"okd");
+    }
+
+    #[test]
+    fn a_file_moved_aside_stays_stored_until_replaced_or_its_copy_is_deleted() {
+        let (tree, vfs, _) = setup();
+        let d = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        let stored = |name: &str| lock(&tree.files).unwrap().get(name).cloned();
+        // An editor's backup: `f` moves aside, then a new `f` fails to save.
+        vfs.rename(d, "f", d, "f~").unwrap();
+        assert_eq!(vfs.lookup(d, "f", 1).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(stored("f").unwrap(), b"ok old", "still stored while aside");
+        let (_, _, fh) = vfs.create(d, "f").unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert!(vfs.release(fh).is_err());
+        assert_eq!(
+            stored("f").unwrap(),
+            b"ok old",
+            "a failed save loses nothing"
+        );
+        // Fixing the text commits it; deleting the backup then keeps the new content.
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        let fh = vfs
+            .open(
+                f,
+                OpenMode {
+                    write: true,
+                    truncate: true,
+                    append: false,
+                },
+            )
+            .unwrap();
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.unlink(d, "f~").unwrap();
+        assert_eq!(stored("f").unwrap(), b"ok new");
+        // `mv f f~ && rm f~` deletes f.
+        vfs.rename(d, "f", d, "f~").unwrap();
+        vfs.unlink(d, "f~").unwrap();
+        assert_eq!(stored("f"), None);
     }
 
     #[test]
