@@ -21,6 +21,26 @@ trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# engine_run CMD...: runs an engine script holding the machine-wide engine lock (mkworld.sh and
+# probe.sh use fixed UDP ports, so two runs at once collide); retries once on a port clash.
+# The engine uses fixed ports and locks: every engine run on this machine takes this lock.
+ENGINE_LOCK=${WORLDFS_ENGINE_LOCK:-/tmp/worldfs-engine.lock}
+engine_run() {
+  local out rc attempt err=$T/engine.err
+  for attempt in 1 2; do
+    rc=0
+    out=$(flock "$ENGINE_LOCK" "$@" 2>"$err") || rc=$?
+    if [ "$attempt" = 1 ] && grep -q -e "Failed to bind" -e "PROBE FAILED" <<<"$out$(cat "$err")"; then
+      echo "engine run failed (port clash?), retrying: $*" >&2
+      sleep 2; continue
+    fi
+    break
+  done
+  printf '%s\n' "$out"
+  cat "$err" >&2
+  return "$rc"
+}
+
 # world NAME RADIUS [player_backend] [auth_backend]: path of a generated world (made once,
 # cached) copied into $T/NAME.
 world() {
@@ -32,7 +52,7 @@ world() {
     (
       flock 9
       if [ ! -f "$cached/map.sqlite" ]; then
-        "$TOOLS/mkworld.sh" "$cached.tmp" "$radius" "$pb" "$ab" >/dev/null
+        engine_run "$TOOLS/mkworld.sh" "$cached.tmp" "$radius" "$pb" "$ab" >/dev/null
         [ -f "$cached.tmp/map.sqlite" ] || { echo "mkworld.sh made no map.sqlite" >&2; exit 1; }
         rm -rf "$cached"; mv "$cached.tmp" "$cached"
       fi
@@ -54,7 +74,12 @@ unmount_world() { "$WORLDFS" unmount "$1" || fail "unmount $1 failed"; }
 
 # probe WORLD: the engine's view of the area mkworld builds in, plus the special nodes.
 probe() {
-  "$TOOLS/probe.sh" "$1" -32,-32,-32 31,31,31 "1,10,1;2,10,1;3,10,1;0,0,0;17,10,1" 2>/dev/null
+  probe_area "$1" -32,-32,-32 31,31,31 "1,10,1;2,10,1;3,10,1;0,0,0;17,10,1"
+}
+
+# probe_area WORLD X1,Y1,Z1 X2,Y2,Z2 [POINTS]: the engine's view of one area (probe.sh).
+probe_area() {
+  engine_run "$TOOLS/probe.sh" "$@" 2>/dev/null
 }
 
 assert_eq() { [ "$1" == "$2" ] || fail "${3:-values differ}: expected [$2], got [$1]"; }

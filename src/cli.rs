@@ -11,11 +11,12 @@ use clap::{ArgAction, Args, Parser, Subcommand};
     name = "worldfs",
     version,
     about = "Mount a voxel-game world as a tree of readable, writable files",
-    long_about = "worldfs mounts a Luanti (Minetest) world folder or map.sqlite as a directory tree \
-of decoded text files: map blocks as Cubeset node grids, light, headers, node metadata, \
-inventories, timers and static objects. Edit them with any tool; each file is parsed, \
-re-encoded and committed to the database in one transaction when it is closed. Never write \
-while a game server runs on the world.",
+    long_about = "worldfs mounts a game world as a directory tree of decoded text files: a \
+Luanti (Minetest) world folder or map.sqlite (map blocks as Cubeset node grids, light, headers, \
+node metadata, inventories, timers, static objects, players, auth, mod storage), a Terrarum \
+TVDA or TEVD disk, or a Survivalcraft world. Edit the files with any tool; each file is \
+parsed, re-encoded and committed to the world's store when it is closed. Never write while \
+the game runs on the world.",
     after_help = "Examples:\n  worldfs mount ~/.minetest/worlds/world /mnt/world\n  grep -rl default:chest /mnt/world/blocks\n  worldfs unmount /mnt/world\n  worldfs check ~/.minetest/worlds/world"
 )]
 pub struct Cli {
@@ -35,12 +36,18 @@ pub enum Command {
     },
     /// Decode, re-encode and decode again every block; report the broken ones.
     Check {
-        /// A world folder or a map.sqlite.
+        /// A world: Luanti folder or map.sqlite, Survivalcraft folder, TVDA/TEVD disk.
         source: PathBuf,
     },
     /// Show format, schema, block counts per serialization version and backends.
     Info {
-        /// A world folder or a map.sqlite.
+        /// A world: Luanti folder or map.sqlite, Survivalcraft folder, TVDA/TEVD disk.
+        source: PathBuf,
+    },
+    /// Rewrite a Terrarum TVDA disk without the dead entries appended saves leave behind
+    /// (refused while it is mounted).
+    Compact {
+        /// A TVDA disk file.
         source: PathBuf,
     },
 }
@@ -48,7 +55,7 @@ pub enum Command {
 /// Options of `worldfs mount`.
 #[derive(Args, Debug)]
 pub struct MountArgs {
-    /// A world folder or a map.sqlite.
+    /// A world: Luanti folder or map.sqlite, Survivalcraft folder or .scworld, TVDA/TEVD disk.
     pub source: PathBuf,
     /// An existing empty folder to mount on.
     pub mountpoint: PathBuf,

@@ -112,12 +112,12 @@ impl Filesystem for WorldFs {
         }
     }
 
-    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = match name_str(name, "lookup") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        match self.vfs.lookup(parent.0, name) {
+        match self.vfs.lookup(parent.0, name, req.pid()) {
             Ok((ino, s)) => reply.entry(&Self::ttl(&s), &self.attr(ino, &s), Generation(0)),
             Err(e) => reply.error(fail("lookup", &e)),
         }
@@ -165,7 +165,7 @@ impl Filesystem for WorldFs {
 
     fn mkdir(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         _mode: u32,
@@ -176,7 +176,7 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        match self.vfs.mkdir(parent.0, name) {
+        match self.vfs.mkdir(parent.0, name, req.pid()) {
             Ok((ino, s)) => reply.entry(&Self::ttl(&s), &self.attr(ino, &s), Generation(0)),
             Err(e) => reply.error(fail("mkdir", &e)),
         }
@@ -339,7 +339,7 @@ impl Filesystem for WorldFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.vfs.flush(fh.0) {
+        match self.vfs.fsync(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),
         }
@@ -347,13 +347,13 @@ impl Filesystem for WorldFs {
 
     fn readdir(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let result = self.vfs.readdir(ino.0, offset, false, &mut |e| {
+        let result = self.vfs.readdir(ino.0, offset, false, req.pid(), &mut |e| {
             let kind = match e.stat.kind {
                 Kind::Dir => FileType::Directory,
                 Kind::File => FileType::RegularFile,
@@ -368,13 +368,13 @@ impl Filesystem for WorldFs {
 
     fn readdirplus(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let result = self.vfs.readdir(ino.0, offset, true, &mut |e| {
+        let result = self.vfs.readdir(ino.0, offset, true, req.pid(), &mut |e| {
             let attr = self.attr(e.ino, e.stat);
             !reply.add(
                 INodeNo(e.ino),

@@ -5,12 +5,16 @@ use std::process::ExitCode;
 
 use crate::error::Result;
 use crate::luanti;
+use crate::survivalcraft;
+use crate::tvda;
 use crate::worlds::{self, Game};
 
 /// `worldfs info SOURCE`.
 pub fn info(source: &Path) -> Result<ExitCode> {
     match worlds::detect(source)? {
         Game::Luanti => luanti::inspect::info(source, &mut std::io::stdout()),
+        Game::Survivalcraft => survivalcraft::inspect::info(source, &mut std::io::stdout()),
+        Game::Tvda | Game::Tevd => tvda::inspect::info(source, &mut std::io::stdout()),
     }
 }
 
@@ -18,5 +22,7 @@ pub fn info(source: &Path) -> Result<ExitCode> {
 pub fn check(source: &Path) -> Result<ExitCode> {
     match worlds::detect(source)? {
         Game::Luanti => luanti::inspect::check(source, &mut std::io::stdout()),
+        Game::Survivalcraft => survivalcraft::inspect::check(source, &mut std::io::stdout()),
+        Game::Tvda | Game::Tevd => tvda::inspect::check(source, &mut std::io::stdout()),
     }
 }

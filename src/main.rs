@@ -13,6 +13,9 @@ fn main() -> ExitCode {
         Command::Unmount { mountpoint } => worldfs::mount::unmount(&mountpoint),
         Command::Check { source } => worldfs::inspect::check(&source),
         Command::Info { source } => worldfs::inspect::info(&source),
+        Command::Compact { source } => {
+            worldfs::tvda::compact::compact(&source, &mut std::io::stdout())
+        }
     };
     match result {
         Ok(code) => code,

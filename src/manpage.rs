@@ -10,6 +10,9 @@ use crate::cli::Cli;
 const EXTRA: &str = r#".SH "THE TREE (LUANTI)"
 .nf
 MOUNT/world.mt, env_meta.txt, ...   the world folder's other regular files (read/write)
+MOUNT/players/NAME                  the player file format (players.sqlite or players/)
+MOUNT/auth.txt                      name:password:privileges:last_login (mode 0600)
+MOUNT/mod_storage/MOD/KEY           one file per mod-storage entry
 MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coordinates)
     nodes.cubeset                   node names and param2 as a Cubeset file
     light.txt                       param1 of every node, layer by layer
@@ -24,6 +27,31 @@ MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coord
 Node coordinates are 16*X+x, 16*Y+y, 16*Z+z. A value file reads as its bytes plus one
 newline; one trailing newline is removed on write. Names that cannot be file names are
 percent-escaped (%2F for /, %25 for %, %2E%2E for ..).
+.SH "THE TREE (SURVIVALCRAFT)"
+.nf
+MOUNT/Project.xml                   read/write
+MOUNT/chunks/CX,CZ/blocks.cubeset   block id and data per cell (names in comments)
+MOUNT/chunks/CX,CZ/light.txt        one hex digit per cell (not for region worlds)
+MOUNT/chunks/CX,CZ/surface.txt      top height, temperature, humidity per column
+MOUNT/players/NAME/inventory        a player's slots, written back into Project.xml
+MOUNT/containers/X,Y,Z/inventory    chests, furnaces, crafting tables
+.fi
+.PP
+A .scworld file mounts only with --read-only; unpack it to edit it.
+.SH "THE TREE (TERRARUM)"
+.nf
+MOUNT/savegameinfo.json             entry -1, pretty-printed (genver first)
+MOUNT/loadOrder.txt, ...            the well-known entries by name
+MOUNT/thumbnail.tga                 gzip-decoded images
+MOUNT/inventory                     a player disk's items, ITEM QUANTITY per line
+MOUNT/actors/ID.json                actor entries
+MOUNT/chunks/LAYER/CX,CY.cubeset    terrain, wall, ores, fluid tiles
+MOUNT/entries/ID                    every live entry's stored bytes
+.fi
+.PP
+Each saved file is appended to the disk and the old copy discarded, as the game's autosave
+does; worldfs compact DISK drops discarded entries afterwards. A TEVD disk mounts as its
+real folders.
 .SH WRITING
 What is written goes to a buffer. On close and fsync the file is parsed, the block
 re-encoded at its own serialization version (22 and 23 are written as 25) and committed in
@@ -36,7 +64,9 @@ lighting_complete cleared so the engine relights them.
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and
 rm -r of meta/x,y,z add and remove node metadata. Temporary files of editors, sed -i and
-rsync are held in memory; renaming one over a file commits it. They vanish at unmount.
+rsync are held in memory; renaming one over a file commits it. They vanish at unmount. A
+file renamed to such a name (an editor's backup) is hidden but stays stored until new
+content for it is committed or the backup is deleted.
 .PP
 Never write while a game server runs on the world: the server overwrites blocks it holds in
 memory and gives up on a database locked for 3 seconds. --read-only is safe beside a running

@@ -56,9 +56,11 @@ fn check_mountpoint(mountpoint: &Path) -> Result<()> {
 }
 
 fn init_logging(args: &MountArgs, to_file: Option<&Path>) {
+    // fuser warns about what is normal here (the session's own unmount after `fusermount3
+    // -u`, xattr requests it does not implement); keep those out of a quiet log.
     let level = match args.verbose {
-        0 => "warn",
-        1 => "info",
+        0 => "warn,fuser=error",
+        1 => "info,fuser=warn",
         _ => "debug",
     };
     let mut builder =

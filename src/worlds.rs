@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::luanti;
+use crate::survivalcraft;
+use crate::tvda;
+use crate::tvda::format::DiskFormat;
 use crate::vfs::Tree;
 
 /// The games worldfs mounts.
@@ -12,6 +15,12 @@ use crate::vfs::Tree;
 pub enum Game {
     /// A Luanti world folder or a bare `map.sqlite`.
     Luanti,
+    /// A Survivalcraft world folder, or a `.scworld` file (read-only).
+    Survivalcraft,
+    /// A Terrarum TVDA disk (magic `TEVd`, spec version 254).
+    Tvda,
+    /// A TEVD v2 or v3 disk (magic `TEVd`, spec version 2 or 3).
+    Tevd,
 }
 
 fn is_sqlite(path: &Path) -> bool {
@@ -28,6 +37,9 @@ pub fn detect(source: &Path) -> Result<Game> {
         if source.join("map.sqlite").is_file() {
             return Ok(Game::Luanti);
         }
+        if survivalcraft::store::is_world_folder(source) {
+            return Ok(Game::Survivalcraft);
+        }
         if source.join("world.mt").is_file() {
             return Err(Error::unsupported(format!(
                 "{}: a Luanti world without map.sqlite (only the sqlite3 map backend is supported)",
@@ -38,6 +50,14 @@ pub fn detect(source: &Path) -> Result<Game> {
         if is_sqlite(source) {
             return Ok(Game::Luanti);
         }
+        if survivalcraft::store::is_scworld(source) {
+            return Ok(Game::Survivalcraft);
+        }
+        match tvda::format::sniff(source)? {
+            Some(DiskFormat::Tvda) => return Ok(Game::Tvda),
+            Some(DiskFormat::Tevd) => return Ok(Game::Tevd),
+            None => {}
+        }
     } else {
         return Err(Error::not_found(format!(
             "{}: no such file or folder",
@@ -45,7 +65,7 @@ pub fn detect(source: &Path) -> Result<Game> {
         )));
     }
     Err(Error::unsupported(format!(
-        "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite)",
+        "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite, a Survivalcraft world folder or .scworld, or a TEVd disk)",
         source.display()
     )))
 }
@@ -64,6 +84,23 @@ pub fn open(
                 read_only,
                 cache_bytes,
             },
+        )?)),
+        Game::Survivalcraft => Ok(Arc::new(survivalcraft::tree::SurvivalcraftTree::open(
+            source,
+            &survivalcraft::tree::Options {
+                read_only,
+                cache_bytes,
+            },
+        )?)),
+        Game::Tvda => Ok(Arc::new(tvda::tree::TvdaTree::open(
+            source,
+            &tvda::tree::Options {
+                read_only,
+                cache_bytes,
+            },
+        )?)),
+        Game::Tevd => Ok(Arc::new(tvda::tevd_tree::TevdTree::open(
+            source, read_only,
         )?)),
     }
 }

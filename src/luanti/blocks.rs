@@ -28,7 +28,10 @@ const REFRESH_INTERVAL_MS: u64 = 50;
 /// A decoded block with what the tree shows about it.
 pub struct Cached {
     pub block: MapBlock,
+    /// The block's time: of its last commit through worldfs, or derived from its bytes.
     pub mtime: SystemTime,
+    /// The hash of the stored bytes.
+    pub hash: u64,
     /// Rendered views by file name, filled on first use.
     views: Mutex<HashMap<&'static str, Arc<Vec<u8>>>>,
 }
@@ -145,6 +148,7 @@ impl Blocks {
         let cached = Arc::new(Cached {
             block,
             mtime: self.mtime_of(pos, &blob),
+            hash: content_hash(&blob),
             views: Mutex::new(HashMap::new()),
         });
         self.cache.insert(pos, cached.clone(), BLOCK_COST);
@@ -265,15 +269,41 @@ impl Blocks {
         self.commit(vec![(to, Some(block)), (from, None)], mtime)
     }
 
-    /// Records an explicit mtime for the block (rsync, touch).
-    pub fn set_mtime(&self, pos: BlockPos, mtime: SystemTime) -> Result<()> {
-        let _guard = self.lock(pos)?;
-        let blob = self.store.get(pos)?.ok_or_else(|| {
-            Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z))
-        })?;
+    fn entry_key(&self, pos: BlockPos, sub: &str) -> u64 {
+        content_hash(format!("{}/{sub}", self.store.key_of(pos)).as_bytes())
+    }
+
+    /// The mtime of an entry of the folder of a block whose own time is `block_mtime` and
+    /// whose stored bytes hash to `block_hash`: `sub` is the entry's path inside the folder
+    /// (`""` for the folder itself), `content_hash` the hash of a file's content (`None` for
+    /// a folder). An entry keeps a time set on it (rsync, touch, or kept through an edit of
+    /// another file) while its content is unchanged; otherwise it shows the block's time.
+    pub fn entry_mtime(
+        &self,
+        pos: BlockPos,
+        block_mtime: SystemTime,
+        block_hash: u64,
+        sub: &str,
+        content_hash: Option<u64>,
+    ) -> SystemTime {
         self.mtimes
-            .record(self.store.key_of(pos), content_hash(&blob), mtime);
-        self.cache.remove(&pos);
+            .recorded(self.entry_key(pos, sub), content_hash.unwrap_or(block_hash))
+            .unwrap_or(block_mtime)
+    }
+
+    /// Records explicit mtimes for entries of the block's folder: `(sub, content hash or
+    /// None for a folder, time)`, as in [`Blocks::entry_mtime`].
+    pub fn set_entry_mtimes(
+        &self,
+        pos: BlockPos,
+        entries: &[(String, Option<u64>, SystemTime)],
+    ) -> Result<()> {
+        let c = self.get(pos)?;
+        let records: Vec<(u64, u64, SystemTime)> = entries
+            .iter()
+            .map(|(sub, hash, t)| (self.entry_key(pos, sub), hash.unwrap_or(c.hash), *t))
+            .collect();
+        self.mtimes.record_all(&records);
         Ok(())
     }
 }

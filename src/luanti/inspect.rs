@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
+use crate::luanti::accounts_tree::Accounts;
 use crate::luanti::codec;
 use crate::luanti::map_store::MapStore;
 use crate::luanti::tree::{block_name, locate};
@@ -58,6 +59,9 @@ pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
     if let Some(world) = world {
         for (k, v) in backends(&world) {
             w(out, format!("{k}: {v}"))?;
+        }
+        for line in Accounts::open(&world, true)?.summary() {
+            w(out, line)?;
         }
     }
     Ok(ExitCode::SUCCESS)

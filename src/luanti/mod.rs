@@ -1,5 +1,6 @@
 //! Luanti (formerly Minetest) worlds: map-block codec, text views, stores and the mounted tree.
 
+pub mod accounts_tree;
 pub mod auth;
 pub mod block;
 pub mod blocks;

@@ -5,17 +5,19 @@
 //! blocks/X,Y,Z/                    one folder per stored block
 //!     nodes.cubeset light.txt block.txt timers.txt objects.txt
 //!     meta/x,y,z/{fields/KEY, private/KEY, inventory}
+//! players/NAME, auth.txt, mod_storage/MOD/KEY     see [`Accounts`]
 //! ```
 //!
 //! Paths are mapped to blocks and views here; decoding, caching and committing live in
 //! [`Blocks`], the formats in the codec and the views.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::luanti::accounts_tree::{self, Accounts};
 use crate::luanti::block::{BlockPos, MapBlock, MetaVar, NodeMeta, RelPos};
 use crate::luanti::blocks::{Blocks, Cached};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
@@ -23,6 +25,7 @@ use crate::luanti::map_store::MapStore;
 use crate::luanti::views;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
+use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
 
@@ -73,12 +76,14 @@ fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock)
 
 /// The files hidden from the top level because the tree shows them decoded.
 fn hidden_world_file(name: &str) -> bool {
-    name.starts_with("map.sqlite")
+    name.starts_with("map.sqlite") || accounts_tree::hidden_world_file(name)
 }
 
 /// Where a path points.
 enum Place<'a> {
     Root,
+    /// `players/…`, `auth.txt`, `mod_storage/…`: handled by [`Accounts`].
+    Accounts,
     WorldFile(&'a str),
     Blocks,
     Block(BlockPos),
@@ -171,6 +176,7 @@ fn meta_entry(block: &mut MapBlock, rel: RelPos) -> &mut NodeMeta {
 pub struct LuantiTree {
     blocks: Blocks,
     files: Option<FolderFiles>,
+    accounts: Option<Accounts>,
     read_only: bool,
     /// Meta folders that exist only because the user made them (empty metadata is not stored).
     empty_meta: Mutex<BTreeSet<(BlockPos, u16)>>,
@@ -210,7 +216,13 @@ impl LuantiTree {
         let store = MapStore::open(&map, options.read_only)?;
         Ok(LuantiTree {
             blocks: Blocks::new(store, options.cache_bytes, options.read_only),
-            files: world.map(|w| FolderFiles::new(&w, hidden_world_file, options.read_only)),
+            files: world
+                .as_ref()
+                .map(|w| FolderFiles::new(w, hidden_world_file, options.read_only)),
+            accounts: match &world {
+                Some(w) => Some(Accounts::open(w, options.read_only)?),
+                None => None,
+            },
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
         })
@@ -227,6 +239,7 @@ impl LuantiTree {
         let rel = |s: &str| parse_rel_name(s).ok_or_else(|| not_found(path));
         Ok(match parts.as_slice() {
             [] => Place::Root,
+            [top, ..] if self.accounts.as_ref().is_some_and(|a| a.owns(top)) => Place::Accounts,
             ["blocks"] => Place::Blocks,
             [name] => Place::WorldFile(name),
             ["blocks", b] => Place::Block(block(b)?),
@@ -271,6 +284,104 @@ impl LuantiTree {
         }
     }
 
+    /// Stat of the file `sub` (its path inside the block folder) holding `data`.
+    fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
+        let mtime = self
+            .blocks
+            .entry_mtime(pos, c.mtime, c.hash, sub, Some(content_hash(data)));
+        self.file_stat(data.len(), mtime)
+    }
+
+    /// Stat of the folder `sub` inside the block folder.
+    fn entry_dir(&self, pos: BlockPos, c: &Cached, sub: &str) -> Stat {
+        let hash = dir_hash(c, sub);
+        self.dir_stat(
+            self.blocks
+                .entry_mtime(pos, c.mtime, c.hash, sub, Some(hash)),
+        )
+    }
+
+    /// Stat of a block folder from the block's stored bytes.
+    fn block_dir(&self, pos: BlockPos, blob: &[u8]) -> Stat {
+        let mtime = self.blocks.mtime_of(pos, blob);
+        self.dir_stat(
+            self.blocks
+                .entry_mtime(pos, mtime, content_hash(blob), "", None),
+        )
+    }
+
+    /// Every entry inside a block folder: its path inside the folder and the hash of its
+    /// content (a file) or of its listing (a folder).
+    fn block_files(&self, pos: BlockPos, c: &Cached) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = VIEWS
+            .iter()
+            .map(|v| {
+                let data = c.view(v.name, |b| (v.render)(b, pos));
+                (v.name.to_string(), content_hash(&data))
+            })
+            .collect();
+        out.push(("meta".to_string(), dir_hash(c, "meta")));
+        for m in &c.block.metadata {
+            let dir = format!("meta/{}", rel_name(m.pos));
+            for sub in [
+                dir.clone(),
+                format!("{dir}/fields"),
+                format!("{dir}/private"),
+            ] {
+                let hash = dir_hash(c, &sub);
+                out.push((sub, hash));
+            }
+            out.push((
+                format!("{dir}/inventory"),
+                content_hash(&serialize_inventory(&m.inventory)),
+            ));
+            for v in &m.vars {
+                let kind = if v.private { "private" } else { "fields" };
+                out.push((
+                    format!("{dir}/{kind}/{}", names::escape(&v.key)),
+                    content_hash(&value_to_file(&v.value)),
+                ));
+            }
+        }
+        out
+    }
+
+    /// Edits a block; the files whose content the edit leaves unchanged keep their mtimes, so
+    /// an incremental rsync sends only the changed files.
+    fn modify(&self, pos: BlockPos, edit: impl FnOnce(&mut MapBlock) -> Result<()>) -> Result<()> {
+        let before = self.blocks.get(pos)?;
+        let times: HashMap<String, (u64, SystemTime)> = self
+            .block_files(pos, &before)
+            .into_iter()
+            .map(|(sub, hash)| {
+                let t = self
+                    .blocks
+                    .entry_mtime(pos, before.mtime, before.hash, &sub, Some(hash));
+                (sub, (hash, t))
+            })
+            .collect();
+        self.blocks.modify(pos, edit)?;
+        let after = self.blocks.get(pos)?;
+        if after.hash == before.hash {
+            return Ok(());
+        }
+        let keep: Vec<(String, Option<u64>, SystemTime)> = self
+            .block_files(pos, &after)
+            .into_iter()
+            .filter_map(|(sub, hash)| match times.get(&sub) {
+                Some(&(h, t)) if h == hash => Some((sub, Some(hash), t)),
+                _ => None,
+            })
+            .collect();
+        self.blocks.set_entry_mtimes(pos, &keep)
+    }
+
+    fn accounts(&self) -> Result<&Accounts> {
+        self.accounts
+            .as_ref()
+            .ok_or_else(|| Error::not_found("a bare map.sqlite has no players"))
+    }
+
     fn world_files(&self) -> Result<&FolderFiles> {
         self.files
             .as_ref()
@@ -289,6 +400,7 @@ impl LuantiTree {
     fn read_place(&self, place: &Place<'_>, path: &TreePath) -> Result<Arc<Vec<u8>>> {
         match place {
             Place::WorldFile(name) => self.world_files()?.read(name),
+            Place::Accounts => self.accounts()?.read(path),
             Place::View(pos, view) => {
                 let c = self.blocks.get(*pos)?;
                 let pos = *pos;
@@ -338,14 +450,14 @@ impl LuantiTree {
             cursor = last.key;
             let full_page = page.len() == 512;
             for l in page {
-                let mtime = match &l.data {
-                    Some(d) => self.blocks.mtime_of(l.pos, d),
-                    None => base_time(),
+                let stat = match &l.data {
+                    Some(d) => self.block_dir(l.pos, d),
+                    None => self.dir_stat(base_time()),
                 };
                 if !sink(Entry {
                     name: block_name(l.pos),
                     cookie: l.key + 1,
-                    stat: self.dir_stat(mtime),
+                    stat,
                 }) {
                     return Ok(());
                 }
@@ -355,6 +467,32 @@ impl LuantiTree {
             }
         }
     }
+}
+
+/// The hash of the listing of folder `sub` inside a block folder: a folder keeps its mtime
+/// while its entries stay the same.
+fn dir_hash(c: &Cached, sub: &str) -> u64 {
+    let parts: Vec<&str> = sub.split('/').collect();
+    let entries: Vec<String> = match parts.as_slice() {
+        ["meta"] => c.block.metadata.iter().map(|m| rel_name(m.pos)).collect(),
+        ["meta", r, kind @ ("fields" | "private")] => parse_rel_name(r)
+            .and_then(|rel| meta_at(&c.block, rel))
+            .map(|m| {
+                m.vars
+                    .iter()
+                    .filter(|v| v.private == (*kind == "private"))
+                    .map(|v| names::escape(&v.key))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    content_hash(entries.join("/").as_bytes())
+}
+
+/// The path of an entry of a block folder inside that folder (`meta/1,10,1/inventory`).
+fn sub_path(path: &TreePath) -> String {
+    path.get(2..).map(|p| p.join("/")).unwrap_or_default()
 }
 
 /// Streams `entries` (already in cookie order, cookies 1..) after `after`.
@@ -372,26 +510,27 @@ impl Tree for LuantiTree {
         match &place {
             Place::Root | Place::Blocks => Ok(self.dir_stat(base_time())),
             Place::WorldFile(name) => self.world_files()?.stat(name),
+            Place::Accounts => self.accounts()?.stat(path),
             Place::Block(pos) => {
                 let blob = self
                     .blocks
                     .store()
                     .get(*pos)?
                     .ok_or_else(|| not_found(path))?;
-                Ok(self.dir_stat(self.blocks.mtime_of(*pos, &blob)))
+                Ok(self.block_dir(*pos, &blob))
             }
-            Place::Meta(pos) => Ok(self.dir_stat(self.blocks.get(*pos)?.mtime)),
+            Place::Meta(pos) => Ok(self.entry_dir(*pos, &*self.blocks.get(*pos)?, "meta")),
             Place::MetaNode(pos, rel) | Place::Vars(pos, rel, _) => {
                 let c = self.blocks.get(*pos)?;
                 if !self.meta_exists(*pos, &c, *rel) {
                     return Err(not_found(path));
                 }
-                Ok(self.dir_stat(c.mtime))
+                Ok(self.entry_dir(*pos, &c, &sub_path(path)))
             }
             Place::View(pos, _) | Place::Inventory(pos, _) | Place::Var(pos, ..) => {
                 let data = self.read_place(&place, path)?;
-                let mtime = self.blocks.get(*pos)?.mtime;
-                Ok(self.file_stat(data.len(), mtime))
+                let c = self.blocks.get(*pos)?;
+                Ok(self.entry_file(*pos, &c, &sub_path(path), &data))
             }
         }
     }
@@ -405,12 +544,23 @@ impl Tree for LuantiTree {
                     cookie: 1,
                     stat: self.dir_stat(base_time()),
                 }];
+                if let Some(accounts) = &self.accounts {
+                    for (i, name) in accounts.top_names().into_iter().enumerate() {
+                        if let Ok(stat) = accounts.stat(&[name.to_string()]) {
+                            entries.push(Entry {
+                                name: name.into(),
+                                cookie: i as u64 + 2,
+                                stat,
+                            });
+                        }
+                    }
+                }
                 if let Some(files) = &self.files {
                     for (i, name) in files.names()?.into_iter().enumerate() {
                         if let Ok(stat) = files.stat(&name) {
                             entries.push(Entry {
                                 name,
-                                cookie: i as u64 + 2,
+                                cookie: i as u64 + 5,
                                 stat,
                             });
                         }
@@ -423,21 +573,22 @@ impl Tree for LuantiTree {
                 self.blocks.refresh();
                 self.block_listing(after, sink)
             }
+            Place::Accounts => self.accounts()?.list(dir, after, sink),
             Place::Block(pos) => {
                 let c = self.blocks.get(pos)?;
                 let mut entries = Vec::new();
                 for (i, v) in VIEWS.iter().enumerate() {
-                    let size = c.view(v.name, |b| (v.render)(b, pos)).len();
+                    let data = c.view(v.name, |b| (v.render)(b, pos));
                     entries.push(Entry {
                         name: v.name.into(),
                         cookie: i as u64 + 1,
-                        stat: self.file_stat(size, c.mtime),
+                        stat: self.entry_file(pos, &c, v.name, &data),
                     });
                 }
                 entries.push(Entry {
                     name: "meta".into(),
                     cookie: VIEWS.len() as u64 + 1,
-                    stat: self.dir_stat(c.mtime),
+                    stat: self.entry_dir(pos, &c, "meta"),
                 });
                 entries.sort_by_key(|e| e.cookie);
                 stream(entries, after, sink);
@@ -456,7 +607,7 @@ impl Tree for LuantiTree {
                     .map(|(i, r)| Entry {
                         name: rel_name(r),
                         cookie: u64::from(i) + 1,
-                        stat: self.dir_stat(c.mtime),
+                        stat: self.entry_dir(pos, &c, &format!("meta/{}", rel_name(r))),
                     })
                     .collect();
                 stream(entries, after, sink);
@@ -470,21 +621,27 @@ impl Tree for LuantiTree {
                 let inv = meta_at(&c.block, rel)
                     .map(|m| m.inventory.clone())
                     .unwrap_or_default();
+                let sub = sub_path(dir);
                 let entries = vec![
                     Entry {
                         name: "fields".into(),
                         cookie: 1,
-                        stat: self.dir_stat(c.mtime),
+                        stat: self.entry_dir(pos, &c, &format!("{sub}/fields")),
                     },
                     Entry {
                         name: "inventory".into(),
                         cookie: 2,
-                        stat: self.file_stat(serialize_inventory(&inv).len(), c.mtime),
+                        stat: self.entry_file(
+                            pos,
+                            &c,
+                            &format!("{sub}/inventory"),
+                            &serialize_inventory(&inv),
+                        ),
                     },
                     Entry {
                         name: "private".into(),
                         cookie: 3,
-                        stat: self.dir_stat(c.mtime),
+                        stat: self.entry_dir(pos, &c, &format!("{sub}/private")),
                     },
                 ];
                 stream(entries, after, sink);
@@ -495,16 +652,26 @@ impl Tree for LuantiTree {
                 if !self.meta_exists(pos, &c, rel) {
                     return Err(not_found(dir));
                 }
+                let sub = sub_path(dir);
                 let entries = meta_at(&c.block, rel)
                     .map(|m| {
                         m.vars
                             .iter()
                             .filter(|v| v.private == private)
                             .enumerate()
-                            .map(|(i, v)| Entry {
-                                name: names::escape(&v.key),
-                                cookie: i as u64 + 1,
-                                stat: self.file_stat(v.value.len() + 1, c.mtime),
+                            .map(|(i, v)| {
+                                let name = names::escape(&v.key);
+                                let stat = self.entry_file(
+                                    pos,
+                                    &c,
+                                    &format!("{sub}/{name}"),
+                                    &value_to_file(&v.value),
+                                );
+                                Entry {
+                                    name,
+                                    cookie: i as u64 + 1,
+                                    stat,
+                                }
                             })
                             .collect()
                     })
@@ -527,10 +694,11 @@ impl Tree for LuantiTree {
         }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.write(name, data),
-            Place::View(pos, view) => self.blocks.modify(pos, |b| (view.parse)(data, pos, b)),
+            Place::Accounts => self.accounts()?.write(path, data),
+            Place::View(pos, view) => self.modify(pos, |b| (view.parse)(data, pos, b)),
             Place::Inventory(pos, rel) => {
                 let inv = parse_inventory(data)?;
-                self.blocks.modify(pos, |b| {
+                self.modify(pos, |b| {
                     meta_entry(b, rel).inventory = inv;
                     Ok(())
                 })?;
@@ -542,7 +710,7 @@ impl Tree for LuantiTree {
                     return Err(Error::invalid("metadata key longer than 65535 bytes"));
                 }
                 let value = value_from_file(data);
-                self.blocks.modify(pos, |b| {
+                self.modify(pos, |b| {
                     let m = meta_entry(b, rel);
                     m.vars.retain(|v| v.key != key);
                     let at = m.vars.partition_point(|v| v.key < key);
@@ -573,6 +741,7 @@ impl Tree for LuantiTree {
             Place::Root if self.files.is_some() && !hidden_world_file(name) && name != "blocks" => {
                 object_if_not_scratch
             }
+            Place::Accounts => self.accounts()?.classify(dir, name)?,
             Place::Block(_) if VIEWS.iter().any(|v| v.name == name) => NewFile::Object,
             Place::MetaNode(..) if name == "inventory" => NewFile::Object,
             Place::Vars(..) => object_if_not_scratch,
@@ -586,11 +755,12 @@ impl Tree for LuantiTree {
         }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.remove(name),
+            Place::Accounts => self.accounts()?.remove(path),
             // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
             // a block folder reaches the rmdir that deletes the block.
             Place::View(pos, _) => self.blocks.get(pos).map(|_| ()),
             Place::Inventory(pos, rel) => {
-                self.blocks.modify(pos, |b| {
+                self.modify(pos, |b| {
                     if let Some(m) = b.metadata.iter_mut().find(|m| m.pos == rel) {
                         m.inventory.lists.clear();
                     }
@@ -606,7 +776,7 @@ impl Tree for LuantiTree {
                 if !exists {
                     return Err(not_found(path));
                 }
-                self.blocks.modify(pos, |b| {
+                self.modify(pos, |b| {
                     if let Some(m) = b.metadata.iter_mut().find(|m| m.pos == rel) {
                         m.vars.retain(|v| v.key != key);
                     }
@@ -627,6 +797,7 @@ impl Tree for LuantiTree {
         }
         match self.place(path)? {
             Place::Block(pos) => self.blocks.create(pos),
+            Place::Accounts => self.accounts()?.mkdir(path),
             Place::MetaNode(pos, rel) => {
                 let c = self.blocks.get(pos)?;
                 if self.meta_exists(pos, &c, rel) {
@@ -648,12 +819,13 @@ impl Tree for LuantiTree {
         }
         match self.place(path)? {
             Place::Block(pos) => self.blocks.delete(pos),
+            Place::Accounts => self.accounts()?.rmdir(path),
             Place::MetaNode(pos, rel) => {
                 let c = self.blocks.get(pos)?;
                 if !self.meta_exists(pos, &c, rel) {
                     return Err(not_found(path));
                 }
-                self.blocks.modify(pos, |b| {
+                self.modify(pos, |b| {
                     b.metadata.retain(|m| m.pos != rel);
                     Ok(())
                 })?;
@@ -694,9 +866,10 @@ impl Tree for LuantiTree {
         }
         match (self.place(from)?, self.place(to)?) {
             (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
+            (Place::Accounts, Place::Accounts) => self.accounts()?.rename(from, to),
             (Place::WorldFile(a), Place::WorldFile(b)) => self.world_files()?.rename(a, b),
             (Place::Var(pa, ra, fa, ka), Place::Var(pb, rb, fb, kb)) if pa == pb && ra == rb => {
-                self.blocks.modify(pa, |b| {
+                self.modify(pa, |b| {
                     let m = meta_entry(b, ra);
                     let value = m
                         .vars
@@ -728,16 +901,27 @@ impl Tree for LuantiTree {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        match self.place(path)? {
+        let place = self.place(path)?;
+        let sub = sub_path(path);
+        match place {
             Place::Root | Place::Blocks => Ok(()),
             Place::WorldFile(name) => self.world_files()?.set_mtime(name, mtime),
-            Place::Block(pos)
-            | Place::View(pos, _)
-            | Place::Meta(pos)
-            | Place::MetaNode(pos, _)
-            | Place::Vars(pos, ..)
-            | Place::Var(pos, ..)
-            | Place::Inventory(pos, _) => self.blocks.set_mtime(pos, mtime),
+            Place::Accounts => self.accounts()?.set_mtime(path, mtime),
+            Place::Block(pos) => {
+                self.stat(path)?;
+                self.blocks.set_entry_mtimes(pos, &[(sub, None, mtime)])
+            }
+            Place::Meta(pos) | Place::MetaNode(pos, _) | Place::Vars(pos, ..) => {
+                self.stat(path)?;
+                let hash = dir_hash(&*self.blocks.get(pos)?, &sub);
+                self.blocks
+                    .set_entry_mtimes(pos, &[(sub, Some(hash), mtime)])
+            }
+            Place::View(pos, _) | Place::Var(pos, ..) | Place::Inventory(pos, _) => {
+                let data = self.read_place(&place, path)?;
+                self.blocks
+                    .set_entry_mtimes(pos, &[(sub, Some(content_hash(&data)), mtime)])
+            }
         }
     }
 

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
+use crate::vfs::fresh::FreshDirs;
 use crate::vfs::inodes::{Inodes, ROOT};
 use crate::vfs::tree::{Kind, NewFile, Stat, Tree, MAX_TREE_COOKIE};
 
@@ -34,6 +35,11 @@ struct Handle {
     path: Vec<String>,
     data: Vec<u8>,
     dirty: bool,
+    /// Whether anything was written or truncated through this handle since it was opened
+    /// (an open with `O_TRUNC` or a create alone makes it dirty but not written).
+    written: bool,
+    /// Whether one close of this handle, with nothing written, was let pass uncommitted.
+    deferred: bool,
     scratch: bool,
 }
 
@@ -60,6 +66,11 @@ pub struct Vfs {
     handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
     next_fh: AtomicU64,
     overlay: Mutex<HashMap<Vec<String>, Overlay>>,
+    fresh: FreshDirs,
+    /// Tree files moved aside to a scratch name (an editor's backup), by source path, with
+    /// the scratch path holding their text. The source is hidden but stays in the store
+    /// until new content is committed to it, or until the scratch copy is deleted.
+    aside: Mutex<HashMap<Vec<String>, Vec<String>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
@@ -107,6 +118,8 @@ impl Vfs {
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             overlay: Mutex::new(HashMap::new()),
+            fresh: FreshDirs::default(),
+            aside: Mutex::new(HashMap::new()),
         }
     }
 
@@ -127,14 +140,27 @@ impl Vfs {
         if let Some(o) = lock(&self.overlay)?.get(path) {
             return Ok(overlay_stat(o));
         }
+        if lock(&self.aside)?.contains_key(path) {
+            return Err(Error::not_found(format!(
+                "{}: moved aside (its text is in the scratch copy)",
+                display_path(path)
+            )));
+        }
         self.tree
             .stat(path)
             .map_err(|e| e.context(display_path(path)))
     }
 
-    /// Looks `name` up in directory `parent`; counts a kernel lookup.
-    pub fn lookup(&self, parent: u64, name: &str) -> Result<(u64, Stat)> {
-        let path = child(&self.path_of(parent)?, name);
+    /// Looks `name` up in directory `parent` for process `pid`; counts a kernel lookup.
+    pub fn lookup(&self, parent: u64, name: &str, pid: u32) -> Result<(u64, Stat)> {
+        let dir = self.path_of(parent)?;
+        if self.fresh.hidden(&dir, name, pid) {
+            return Err(Error::not_found(format!(
+                "{}: not written yet into the folder this process made",
+                display_path(&child(&dir, name))
+            )));
+        }
+        let path = child(&dir, name);
         let stat = self.stat_path(&path)?;
         let ino = self
             .inodes
@@ -177,6 +203,7 @@ impl Vfs {
                 let mut h = lock(&h)?;
                 h.data.resize(len, 0);
                 h.dirty = true;
+                h.written = true;
             } else {
                 let mut overlay = lock(&self.overlay)?;
                 if let Some(o) = overlay.get_mut(&path) {
@@ -247,6 +274,8 @@ impl Vfs {
             path,
             data,
             dirty: mode.truncate,
+            written: false,
+            deferred: false,
             scratch,
         })
     }
@@ -273,10 +302,13 @@ impl Vfs {
         };
         let stat = overlay_stat(&o);
         lock(&self.overlay)?.insert(path.clone(), o);
+        self.fresh.show(&dir, name);
         let fh = self.add_handle(Handle {
             path,
             data: Vec::new(),
             dirty: true,
+            written: false,
+            deferred: false,
             scratch,
         })?;
         let ino = self
@@ -318,6 +350,7 @@ impl Vfs {
         }
         h.data[start..end].copy_from_slice(data);
         h.dirty = true;
+        h.written = true;
         Ok(data.len())
     }
 
@@ -325,6 +358,7 @@ impl Vfs {
     fn commit(&self, path: &[String], data: Vec<u8>) -> Result<()> {
         match self.tree.write(path, &data) {
             Ok(()) => {
+                lock(&self.aside)?.remove(path);
                 let done = lock(&self.overlay)?.remove(path);
                 if let Some(m) = done.and_then(|o| o.set_mtime) {
                     self.tree.set_mtime(path, m)?;
@@ -350,11 +384,30 @@ impl Vfs {
         }
     }
 
-    /// Commits a handle's buffer if it was written (close and fsync).
+    /// Commits a handle's buffer if it was written (each close).
+    ///
+    /// The first close of a handle only truncated or created, with nothing written yet, is let
+    /// pass: a shell redirection (`cmd > file`, and `touch`) opens the file, duplicates the
+    /// descriptor and closes the original before anything is written, and that close must not
+    /// commit an empty file (invalid for most views: a bogus error, a needless commit). The
+    /// next close commits whatever the handle holds.
     pub fn flush(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, false)
+    }
+
+    /// Commits a handle's buffer if it is dirty (fsync).
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, true)
+    }
+
+    fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {
         let h = self.handle(fh)?;
         let mut h = lock(&h)?;
         if !h.dirty {
+            return Ok(());
+        }
+        if !h.written && !h.deferred && !last {
+            h.deferred = true;
             return Ok(());
         }
         h.dirty = false;
@@ -378,7 +431,7 @@ impl Vfs {
 
     /// Closes a handle, committing what is still unflushed.
     pub fn release(&self, fh: u64) -> Result<()> {
-        let result = self.flush(fh);
+        let result = self.commit_handle(fh, true);
         lock(&self.handles)?.remove(&fh);
         result
     }
@@ -391,7 +444,7 @@ impl Vfs {
             Err(_) => return 1,
         };
         fhs.into_iter()
-            .filter(|&fh| self.flush(fh).is_err())
+            .filter(|&fh| self.commit_handle(fh, true).is_err())
             .count()
     }
 
@@ -407,13 +460,15 @@ impl Vfs {
         }
     }
 
-    /// Streams the entries of directory `ino` after `offset` to `sink` until it returns
-    /// false. With `plus`, each entry counts as a kernel lookup (readdirplus).
+    /// Streams the entries of directory `ino` after `offset`, as process `pid` sees them, to
+    /// `sink` until it returns false. With `plus`, each entry counts as a kernel lookup
+    /// (readdirplus).
     pub fn readdir(
         &self,
         ino: u64,
         offset: u64,
         plus: bool,
+        pid: u32,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
         let dir = self.path_of(ino)?;
@@ -442,10 +497,18 @@ impl Vfs {
             return Ok(());
         }
         let mut full = false;
+        let aside_here: Vec<String> = lock(&self.aside)?
+            .keys()
+            .filter(|p| p.len() == dir.len() + 1 && p.starts_with(&dir))
+            .filter_map(|p| p.last().cloned())
+            .collect();
         if offset <= MAX_TREE_COOKIE + 2 {
             let after = offset.saturating_sub(2);
             self.tree
                 .list(&dir, after, &mut |e| {
+                    if self.fresh.hidden(&dir, &e.name, pid) || aside_here.contains(&e.name) {
+                        return true;
+                    }
                     let child_ino = self.entry_ino(ino, &e.name, plus);
                     let ok = sink(DirEntry {
                         ino: child_ino,
@@ -511,17 +574,25 @@ impl Vfs {
         u64::MAX >> 1
     }
 
-    /// Creates directory `name` in `parent`.
-    pub fn mkdir(&self, parent: u64, name: &str) -> Result<(u64, Stat)> {
+    /// Creates directory `name` in `parent` for process `pid`.
+    pub fn mkdir(&self, parent: u64, name: &str, pid: u32) -> Result<(u64, Stat)> {
         check_name(name)?;
-        let path = child(&self.path_of(parent)?, name);
-        if self.stat_path(&path).is_ok() {
-            return Err(Error::exists(format!("{} exists", display_path(&path))));
+        let dir = self.path_of(parent)?;
+        let path = child(&dir, name);
+        let existing = self.stat_path(&path).ok();
+        let hidden = self.fresh.hidden(&dir, name, pid);
+        match existing {
+            // A fixed folder of a folder this process just made (`cp -r` filling a new block).
+            Some(s) if hidden && s.kind == Kind::Dir => {}
+            Some(_) => return Err(Error::exists(format!("{} exists", display_path(&path)))),
+            None => self
+                .tree
+                .mkdir(&path)
+                .map_err(|e| e.context(display_path(&path)))?,
         }
-        self.tree
-            .mkdir(&path)
-            .map_err(|e| e.context(display_path(&path)))?;
-        self.lookup(parent, name)
+        self.fresh.show(&dir, name);
+        self.fresh.made(&path, pid);
+        self.lookup(parent, name, pid)
     }
 
     /// Removes file `name` from `parent`.
@@ -529,7 +600,26 @@ impl Vfs {
         let path = child(&self.path_of(parent)?, name);
         let removed = lock(&self.overlay)?.remove(&path);
         match removed {
-            Some(o) if o.scratch => {}
+            Some(o) if o.scratch => {
+                // The only copy of a file moved aside and never replaced: deleting it
+                // deletes the object (`mv a a~ && rm a~` removes a).
+                let source = {
+                    let mut aside = lock(&self.aside)?;
+                    let source = aside
+                        .iter()
+                        .find(|(_, v)| **v == path)
+                        .map(|(k, _)| k.clone());
+                    if let Some(src) = &source {
+                        aside.remove(src);
+                    }
+                    source
+                };
+                if let Some(src) = source {
+                    self.tree
+                        .remove(&src)
+                        .map_err(|e| e.context(display_path(&src)))?;
+                }
+            }
             Some(_) => {
                 // Pending text of a tree path: drop it; remove the object too if it exists.
                 if self.tree.stat(&path).is_ok() {
@@ -564,6 +654,7 @@ impl Vfs {
         self.tree
             .rmdir(&path)
             .map_err(|e| e.context(display_path(&path)))?;
+        self.fresh.removed(&path);
         if let Ok(mut t) = self.inodes.write() {
             t.unlink(parent, name);
         }
@@ -604,19 +695,25 @@ impl Vfs {
                 let mut overlay = lock(&self.overlay)?;
                 overlay.remove(&from);
                 overlay.insert(to.clone(), o);
+                drop(overlay);
+                for v in lock(&self.aside)?.values_mut() {
+                    if *v == from {
+                        *v = to.clone();
+                    }
+                }
             }
         } else {
             let stat = self.stat_path(&from)?;
             if to_in_tree.is_none() && to_class == NewFile::Scratch && stat.kind == Kind::File {
-                // A tree file moved aside (an editor's backup copy): keep its text as scratch.
+                // A tree file moved aside (an editor's backup copy): its text becomes a
+                // scratch file and the file is hidden, but the object stays stored until new
+                // content replaces it, so a failed save never loses it.
                 let data = self
                     .tree
                     .read(&from)
                     .map_err(|e| e.context(display_path(&from)))?
                     .to_vec();
-                self.tree
-                    .remove(&from)
-                    .map_err(|e| e.context(display_path(&from)))?;
+                lock(&self.aside)?.insert(from.clone(), to.clone());
                 lock(&self.overlay)?.insert(
                     to.clone(),
                     Overlay {
@@ -632,9 +729,207 @@ impl Vfs {
                 })?;
             }
         }
+        self.fresh.removed(&from);
+        self.fresh.show(to_dir, new_name);
         if let Ok(mut t) = self.inodes.write() {
             t.rename(parent, name, new_parent, new_name);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::tree::Entry;
+    use std::time::UNIX_EPOCH;
+
+    /// One folder `d` holding files; a file's content must start with `ok` to be committed.
+    #[derive(Default)]
+    struct Files {
+        files: Mutex<HashMap<String, Vec<u8>>>,
+        writes: Mutex<Vec<Vec<u8>>>,
+    }
+
+    fn file_name(path: &[String]) -> Result<&str> {
+        match path {
+            [d, f] if d == "d" => Ok(f),
+            _ => Err(Error::not_found("no such file")),
+        }
+    }
+
+    impl Tree for Files {
+        fn stat(&self, path: &[String]) -> Result<Stat> {
+            let dir = Stat {
+                kind: Kind::Dir,
+                size: 0,
+                mtime: UNIX_EPOCH,
+                perm: 0o755,
+            };
+            if path.is_empty() || path == ["d"] {
+                return Ok(dir);
+            }
+            let files = lock(&self.files)?;
+            let data = files
+                .get(file_name(path)?)
+                .ok_or_else(|| Error::not_found("no such file"))?;
+            Ok(Stat {
+                kind: Kind::File,
+                size: data.len() as u64,
+                mtime: UNIX_EPOCH,
+                perm: 0o644,
+            })
+        }
+        fn list(&self, _: &[String], _: u64, _: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+            Ok(())
+        }
+        fn read(&self, path: &[String]) -> Result<Arc<Vec<u8>>> {
+            let files = lock(&self.files)?;
+            let data = files
+                .get(file_name(path)?)
+                .ok_or_else(|| Error::not_found("no such file"))?;
+            Ok(Arc::new(data.clone()))
+        }
+        fn write(&self, path: &[String], data: &[u8]) -> Result<()> {
+            if !data.starts_with(b"ok") {
+                return Err(Error::at(1, 1, "expected `ok`"));
+            }
+            lock(&self.writes)?.push(data.to_vec());
+            lock(&self.files)?.insert(file_name(path)?.to_string(), data.to_vec());
+            Ok(())
+        }
+        fn classify(&self, _: &[String], name: &str) -> Result<NewFile> {
+            Ok(if crate::vfs::scratch::looks_like_scratch(name) {
+                NewFile::Scratch
+            } else {
+                NewFile::Object
+            })
+        }
+        fn remove(&self, path: &[String]) -> Result<()> {
+            lock(&self.files)?.remove(file_name(path)?);
+            Ok(())
+        }
+        fn mkdir(&self, _: &[String]) -> Result<()> {
+            Err(Error::not_permitted("fixed"))
+        }
+        fn rmdir(&self, _: &[String]) -> Result<()> {
+            Ok(())
+        }
+        fn rename(&self, _: &[String], _: &[String]) -> Result<()> {
+            Ok(())
+        }
+        fn set_mtime(&self, _: &[String], _: SystemTime) -> Result<()> {
+            Ok(())
+        }
+        fn read_only(&self) -> bool {
+            false
+        }
+    }
+
+    fn setup() -> (Arc<Files>, Vfs, u64) {
+        let tree = Arc::new(Files::default());
+        lock(&tree.files)
+            .unwrap()
+            .insert("f".into(), b"ok old".to_vec());
+        let vfs = Vfs::new(tree.clone());
+        let (ino, _) = vfs.lookup(ROOT, "d", 1).unwrap();
+        let (f, _) = vfs.lookup(ino, "f", 1).unwrap();
+        (tree, vfs, f)
+    }
+
+    #[test]
+    fn a_close_before_any_write_does_not_commit_the_truncation() {
+        let (tree, vfs, f) = setup();
+        let trunc = OpenMode {
+            write: true,
+            truncate: true,
+            append: false,
+        };
+        // `cmd > file`: the shell's close of the original descriptor, then cmd writes and closes.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.flush(fh).unwrap();
+        assert!(lock(&tree.writes).unwrap().is_empty());
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(*lock(&tree.writes).unwrap(), vec![b"ok new".to_vec()]);
+        // `: > file`, `touch`: the truncation alone is committed at the next close.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.flush(fh).unwrap();
+        assert!(vfs.flush(fh).is_err(), "an empty file is not valid here");
+        vfs.release(fh).unwrap();
+        assert_eq!(lock(&tree.writes).unwrap().len(), 1);
+        assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
+        // fsync commits what is there, written or not.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert_eq!(vfs.fsync(fh).unwrap_err().errno(), libc::EINVAL);
+        let rd = vfs.open(f, OpenMode::default()).unwrap();
+        assert_eq!(
+            vfs.read(rd, 0, 100).unwrap(),
+            b"bad",
+            "pending text readable"
+        );
+        vfs.release(rd).unwrap();
+        vfs.write(fh, 0, b"ok", false).unwrap();
+        vfs.fsync(fh).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(lock(&tree.files).unwrap()["f"], b"okd");
+    }
+
+    #[test]
+    fn a_file_moved_aside_stays_stored_until_replaced_or_its_copy_is_deleted() {
+        let (tree, vfs, _) = setup();
+        let d = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        let stored = |name: &str| lock(&tree.files).unwrap().get(name).cloned();
+        // An editor's backup: `f` moves aside, then a new `f` fails to save.
+        vfs.rename(d, "f", d, "f~").unwrap();
+        assert_eq!(vfs.lookup(d, "f", 1).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(stored("f").unwrap(), b"ok old", "still stored while aside");
+        let (_, _, fh) = vfs.create(d, "f").unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert!(vfs.release(fh).is_err());
+        assert_eq!(
+            stored("f").unwrap(),
+            b"ok old",
+            "a failed save loses nothing"
+        );
+        // Fixing the text commits it; deleting the backup then keeps the new content.
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        let fh = vfs
+            .open(
+                f,
+                OpenMode {
+                    write: true,
+                    truncate: true,
+                    append: false,
+                },
+            )
+            .unwrap();
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.unlink(d, "f~").unwrap();
+        assert_eq!(stored("f").unwrap(), b"ok new");
+        // `mv f f~ && rm f~` deletes f.
+        vfs.rename(d, "f", d, "f~").unwrap();
+        vfs.unlink(d, "f~").unwrap();
+        assert_eq!(stored("f"), None);
+    }
+
+    #[test]
+    fn a_new_folder_hides_its_fixed_entries_from_its_maker_only() {
+        let (_tree, vfs, _) = setup();
+        let vfs_dir = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        vfs.fresh.made(&["d".to_string()], 7);
+        assert_eq!(
+            vfs.lookup(vfs_dir, "f", 7).unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert!(vfs.lookup(vfs_dir, "f", 8).is_ok());
+        let (_, _, fh) = vfs.create(vfs_dir, "f").unwrap();
+        vfs.write(fh, 0, b"ok copy", false).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(vfs.lookup(vfs_dir, "f", 7).is_ok());
     }
 }

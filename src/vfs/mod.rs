@@ -4,6 +4,7 @@
 pub mod cache;
 pub mod core;
 pub mod folder;
+pub mod fresh;
 pub mod inodes;
 pub mod mtimes;
 pub mod scratch;

@@ -127,29 +127,49 @@ impl Mtimes {
 
     /// The mtime of the object `key` whose stored bytes hash to `hash`.
     pub fn mtime(&self, key: u64, hash: u64) -> SystemTime {
-        if let Ok(r) = self.records.lock() {
-            if let Some(&(h, ns)) = r.get(&key) {
-                if h == hash {
-                    return UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).unwrap_or(0));
-                }
-            }
-        }
-        derived_mtime(hash)
+        self.recorded(key, hash)
+            .unwrap_or_else(|| derived_mtime(hash))
+    }
+
+    /// The time recorded for `key` if it was recorded for bytes hashing to `hash`.
+    pub fn recorded(&self, key: u64, hash: u64) -> Option<SystemTime> {
+        let r = self.records.lock().ok()?;
+        let &(h, ns) = r.get(&key)?;
+        (h == hash).then(|| UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).unwrap_or(0)))
     }
 
     /// Records that object `key` now has bytes hashing to `hash`, modified at `t`.
     pub fn record(&self, key: u64, hash: u64, t: SystemTime) {
-        let ns = to_ns(t);
+        self.record_all(&[(key, hash, t)]);
+    }
+
+    /// Records several `(key, hash, time)` at once (one transaction in the sidecar).
+    pub fn record_all(&self, entries: &[(u64, u64, SystemTime)]) {
+        if entries.is_empty() {
+            return;
+        }
         if let Ok(mut r) = self.records.lock() {
-            r.insert(key, (hash, ns));
+            for &(key, hash, t) in entries {
+                r.insert(key, (hash, to_ns(t)));
+            }
         }
         if let Some(conn) = &self.conn {
-            if let Ok(c) = conn.lock() {
-                if let Err(e) = c.execute(
-                    "REPLACE INTO mtimes (key, hash, mtime_ns) VALUES (?1, ?2, ?3)",
-                    params![key as i64, hash as i64, ns],
-                ) {
-                    log::warn!("could not record an mtime: {e}");
+            if let Ok(mut c) = conn.lock() {
+                let stored = c.transaction().and_then(|tx| {
+                    for &(key, hash, t) in entries {
+                        tx.prepare_cached(
+                            "REPLACE INTO mtimes (key, hash, mtime_ns) VALUES (?1, ?2, ?3)",
+                        )?
+                        .execute(params![
+                            key as i64,
+                            hash as i64,
+                            to_ns(t)
+                        ])?;
+                    }
+                    tx.commit()
+                });
+                if let Err(e) = stored {
+                    log::warn!("could not record mtimes: {e}");
                 }
             }
         }

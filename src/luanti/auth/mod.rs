@@ -1,1 +1,112 @@
 //! Luanti auth: auth.txt lines from auth.sqlite or the real auth.txt.
+//!
+//! [`AuthStore`] opens the backend `world.mt` names (`auth_backend`, missing = `files`),
+//! renders every player as one auth.txt view, and applies an edited view: the text is parsed
+//! strictly first (nothing is stored when a line is wrong or a player appears twice), then
+//! compared with the store and only the difference written, in one transaction or one
+//! atomic file replacement. Password hashes are text that passes through unchanged unless the
+//! line's password field was edited.
+
+pub mod files;
+pub mod line;
+pub mod sqlite;
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::Result;
+use crate::luanti::players::world_mt::{Backend, WorldMt};
+use files::FilesAuth;
+pub use line::{parse_auth, read_auth_file, render_auth, AuthEntry};
+use sqlite::SqliteAuth;
+
+/// What applying an edited auth.txt changed, by player name.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuthChanges {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Players whose password, privileges or last login changed.
+    pub changed: Vec<String>,
+}
+
+impl AuthChanges {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.added.is_empty() && self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// The difference between stored and edited entries. Privileges are compared as sets.
+pub fn diff(current: &[AuthEntry], edited: &[AuthEntry]) -> AuthChanges {
+    let before: HashMap<&str, &AuthEntry> = current.iter().map(|e| (e.name.as_str(), e)).collect();
+    let after: HashMap<&str, &AuthEntry> = edited.iter().map(|e| (e.name.as_str(), e)).collect();
+    let mut changes = AuthChanges::default();
+    for entry in current {
+        if !after.contains_key(entry.name.as_str()) {
+            changes.removed.push(entry.name.clone());
+        }
+    }
+    for entry in edited {
+        match before.get(entry.name.as_str()) {
+            None => changes.added.push(entry.name.clone()),
+            Some(old) => {
+                let mut a = old.privileges.clone();
+                let mut b = entry.privileges.clone();
+                a.sort();
+                b.sort();
+                if old.password != entry.password || old.last_login != entry.last_login || a != b {
+                    changes.changed.push(entry.name.clone());
+                }
+            }
+        }
+    }
+    changes
+}
+
+/// The auth data of a world, in whichever backend holds it.
+pub enum AuthStore {
+    Sqlite(SqliteAuth),
+    Files(FilesAuth),
+}
+
+impl AuthStore {
+    /// Opens the backend `world.mt` names. A missing `auth.sqlite` is created only when
+    /// writing is allowed.
+    pub fn open(world: &Path, world_mt: &WorldMt, read_only: bool) -> Result<AuthStore> {
+        match world_mt.backend("auth_backend") {
+            Backend::Files => Ok(AuthStore::Files(FilesAuth::new(&world.join("auth.txt")))),
+            Backend::Sqlite3 => {
+                let path = world.join("auth.sqlite");
+                let store = if read_only || path.exists() {
+                    SqliteAuth::open(&path, read_only)?
+                } else {
+                    SqliteAuth::open_or_create(&path)?
+                };
+                Ok(AuthStore::Sqlite(store))
+            }
+            other => Err(other.unsupported("auth")),
+        }
+    }
+
+    /// Every player's entry: sorted by name from auth.sqlite, in file order from auth.txt.
+    pub fn entries(&self) -> Result<Vec<AuthEntry>> {
+        match self {
+            AuthStore::Sqlite(s) => s.entries(),
+            AuthStore::Files(f) => f.entries(),
+        }
+    }
+
+    /// The auth.txt view.
+    pub fn render(&self) -> Result<Vec<u8>> {
+        Ok(render_auth(&self.entries()?))
+    }
+
+    /// Parses an edited auth.txt and applies the difference to the store.
+    pub fn apply(&mut self, text: &[u8]) -> Result<AuthChanges> {
+        let edited = parse_auth(text)?;
+        match self {
+            AuthStore::Sqlite(s) => s.apply(&edited),
+            AuthStore::Files(f) => f.apply(&edited),
+        }
+    }
+}

@@ -1,1 +1,109 @@
 //! Luanti mod storage: mod_storage.sqlite and the files backend.
+//!
+//! [`ModStorage`] opens the backend `world.mt` names (`mod_storage_backend`, missing =
+//! `files`) and exposes entries the way the mount shows them, `mod_storage/MOD/KEY`: list the
+//! mods, list a mod's keys, read, write, create and delete one entry. Keys and values are
+//! bytes; the mount escapes keys into file names with `crate::names`.
+
+pub mod files;
+pub mod sqlite;
+
+use std::path::Path;
+
+use crate::error::Result;
+use crate::luanti::players::world_mt::{Backend, WorldMt};
+use files::FilesModStorage;
+use sqlite::SqliteModStorage;
+
+/// The mod storage of a world, in whichever backend holds it.
+pub enum ModStorage {
+    Sqlite(SqliteModStorage),
+    Files(FilesModStorage),
+}
+
+impl ModStorage {
+    /// Opens the backend `world.mt` names. A missing `mod_storage.sqlite` is created only when
+    /// writing is allowed.
+    pub fn open(world: &Path, world_mt: &WorldMt, read_only: bool) -> Result<ModStorage> {
+        match world_mt.backend("mod_storage_backend") {
+            Backend::Files => Ok(ModStorage::Files(FilesModStorage::new(
+                &world.join("mod_storage"),
+            ))),
+            Backend::Sqlite3 => {
+                let path = world.join("mod_storage.sqlite");
+                let store = if read_only || path.exists() {
+                    SqliteModStorage::open(&path, read_only)?
+                } else {
+                    SqliteModStorage::open_or_create(&path)?
+                };
+                Ok(ModStorage::Sqlite(store))
+            }
+            other => Err(other.unsupported("mod storage")),
+        }
+    }
+
+    /// The mods that have entries (files backend: a file), sorted.
+    pub fn list_mods(&self) -> Result<Vec<String>> {
+        match self {
+            ModStorage::Sqlite(s) => s.list_mods(),
+            ModStorage::Files(f) => f.list_mods(),
+        }
+    }
+
+    /// One mod's keys, sorted by their bytes.
+    pub fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
+        match self {
+            ModStorage::Sqlite(s) => s.list_keys(modname),
+            ModStorage::Files(f) => f.list_keys(modname),
+        }
+    }
+
+    /// The value of one entry (`ENOENT` when there is none).
+    pub fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
+        match self {
+            ModStorage::Sqlite(s) => s.read(modname, key),
+            ModStorage::Files(f) => f.read(modname, key),
+        }
+    }
+
+    /// Sets an entry, creating or replacing it.
+    pub fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        match self {
+            ModStorage::Sqlite(s) => s.write(modname, key, value),
+            ModStorage::Files(f) => f.write(modname, key, value),
+        }
+    }
+
+    /// Adds an entry that must not exist yet (`EEXIST`).
+    pub fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        match self {
+            ModStorage::Sqlite(s) => s.create(modname, key, value),
+            ModStorage::Files(f) => f.create(modname, key, value),
+        }
+    }
+
+    /// Deletes one entry (`ENOENT` when there is none).
+    pub fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
+        match self {
+            ModStorage::Sqlite(s) => s.delete(modname, key),
+            ModStorage::Files(f) => f.delete(modname, key),
+        }
+    }
+    /// Forgets a mod that has no entries left: the files backend removes its (empty) file;
+    /// in mod_storage.sqlite a mod without rows does not exist anyway.
+    pub fn remove_mod(&mut self, modname: &str) -> Result<()> {
+        match self {
+            ModStorage::Sqlite(s) => {
+                if s.list_keys(modname)?.is_empty() {
+                    Ok(())
+                } else {
+                    Err(crate::error::Error::new(
+                        libc::ENOTEMPTY,
+                        format!("mod storage {modname}: has entries"),
+                    ))
+                }
+            }
+            ModStorage::Files(f) => f.remove_mod(modname),
+        }
+    }
+}

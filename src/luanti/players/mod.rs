@@ -1,1 +1,89 @@
 //! Luanti players: the player file format, players.sqlite (both schemas) and the files backend.
+//!
+//! [`PlayerStore`] opens whichever backend `world.mt` names (`player_backend`, missing =
+//! `files`) and offers the same operations on both, so `players/NAME` in the mount is the same
+//! text file whatever stores it. This module also holds the Settings syntax and the `world.mt`
+//! reader, which auth and mod storage use too.
+
+pub mod files;
+pub mod player;
+pub mod safe_write;
+pub mod settings;
+pub mod sqlite;
+pub mod world_mt;
+
+use std::path::Path;
+
+use crate::error::Result;
+use files::FilesPlayers;
+pub use player::{parse_player, read_player_file, render_player, Player};
+use sqlite::SqlitePlayers;
+use world_mt::{Backend, WorldMt};
+
+/// The players of a world, in whichever backend holds them.
+pub enum PlayerStore {
+    Sqlite(SqlitePlayers),
+    Files(FilesPlayers),
+}
+
+impl PlayerStore {
+    /// Opens the backend `world.mt` names. A missing `players.sqlite` is created only when
+    /// writing is allowed (the engine would create it on start, too).
+    pub fn open(world: &Path, world_mt: &WorldMt, read_only: bool) -> Result<PlayerStore> {
+        match world_mt.backend("player_backend") {
+            Backend::Files => Ok(PlayerStore::Files(FilesPlayers::new(
+                &world.join("players"),
+            ))),
+            Backend::Sqlite3 => {
+                let path = world.join("players.sqlite");
+                let store = if read_only || path.exists() {
+                    SqlitePlayers::open(&path, read_only)?
+                } else {
+                    SqlitePlayers::open_or_create(&path)?
+                };
+                Ok(PlayerStore::Sqlite(store))
+            }
+            other => Err(other.unsupported("player")),
+        }
+    }
+
+    /// The names of all players, sorted.
+    pub fn list(&self) -> Result<Vec<String>> {
+        match self {
+            PlayerStore::Sqlite(s) => s.list(),
+            PlayerStore::Files(f) => f.list(),
+        }
+    }
+
+    /// Loads one player (`ENOENT` when there is none of that name).
+    pub fn load(&self, name: &str) -> Result<Player> {
+        match self {
+            PlayerStore::Sqlite(s) => s.load(name),
+            PlayerStore::Files(f) => f.load(name),
+        }
+    }
+
+    /// Replaces an existing player (`ENOENT` when there is none of that name).
+    pub fn save(&mut self, player: &Player) -> Result<()> {
+        match self {
+            PlayerStore::Sqlite(s) => s.save(player),
+            PlayerStore::Files(f) => f.save(player),
+        }
+    }
+
+    /// Adds a new player (`EEXIST` when the name is taken).
+    pub fn create(&mut self, player: &Player) -> Result<()> {
+        match self {
+            PlayerStore::Sqlite(s) => s.create(player),
+            PlayerStore::Files(f) => f.create(player),
+        }
+    }
+
+    /// Deletes a player with everything stored for it.
+    pub fn delete(&mut self, name: &str) -> Result<()> {
+        match self {
+            PlayerStore::Sqlite(s) => s.delete(name),
+            PlayerStore::Files(f) => f.delete(name),
+        }
+    }
+}

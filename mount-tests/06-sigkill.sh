@@ -1,0 +1,71 @@
+#!/bin/bash
+# SIGKILL of the daemon in the middle of a stream of writes leaves a sound database: it passes
+# PRAGMA integrity_check and `worldfs check`, the engine loads it, and every edited block is
+# either its old or its new version.
+. "$(dirname "$0")/lib.sh"
+
+W=$(world w 2)
+M=$T/mnt
+BLOCKS="0,0,0 1,0,0 0,1,0 -1,0,-1 1,1,1 -2,-1,0"
+mount_world "$W" "$M"
+PID=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
+[ "$(wc -w <<<"$PID")" -eq 1 ] || fail "several daemons: $PID"
+
+# For each block, its rendered nodes as stored (old) and with one node set to mese (new).
+mkdir "$T/states"
+for b in $BLOCKS; do
+  cp "$M/blocks/$b/nodes.cubeset" "$T/states/$b.old"
+  python3 - "$T/states/$b.old" "$M/blocks/$b/nodes.cubeset" <<'PY'
+import sys
+text = open(sys.argv[1]).read()
+lines = text.split("\n")
+d = next(i for i, l in enumerate(lines) if l.strip() == "BlockDefinitions =")
+lines.insert(d + 2, '\t\t\t\t"~: default:mese: 0",')
+r = next(i for i, l in enumerate(lines) if l.strip() == "-- Level 0") + 1
+q = lines[r].index('"')
+lines[r] = lines[r][:q + 1] + "~" + lines[r][q + 2:]
+open(sys.argv[2], "w").write("\n".join(lines))
+PY
+  cp "$M/blocks/$b/nodes.cubeset" "$T/states/$b.new"
+  cmp -s "$T/states/$b.old" "$T/states/$b.new" && fail "no variant for block $b"
+done
+
+# The stream: every block toggles between old and new, the sign counts; until the mount dies.
+python3 - "$M" "$T/states" "$T/writes" $BLOCKS <<'PY' &
+import sys
+mnt, states, log, blocks = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+texts = {b: [open(f"{states}/{b}.old").read(), open(f"{states}/{b}.new").read()] for b in blocks}
+n = 0
+try:
+    while True:
+        for b in blocks:
+            with open(f"{mnt}/blocks/{b}/nodes.cubeset", "w") as f:
+                f.write(texts[b][n % 2])
+            n += 1
+        with open(f"{mnt}/blocks/0,0,0/meta/2,10,1/fields/text", "w") as f:
+            f.write(f"iteration {n}\n")
+except OSError as e:
+    open(log, "w").write(f"{n} {e}\n")
+PY
+WRITER=$!
+sleep 3
+kill -9 "$PID"
+wait "$WRITER" || true
+echo "writer: $(cat "$T/writes")"
+[ "$(cut -d' ' -f1 "$T/writes")" -gt 10 ] || fail "too few writes before the kill"
+fusermount3 -u -z "$M" || fail "lazy unmount failed"
+
+assert_eq "$(sqlite3 "$W/map.sqlite" 'PRAGMA integrity_check')" "ok" "integrity_check"
+"$WORLDFS" check "$W" >"$T/check" 2>&1 || { cat "$T/check"; fail "worldfs check failed"; }
+mount_world "$W" "$M"
+for b in $BLOCKS; do
+  if cmp -s "$T/states/$b.old" "$M/blocks/$b/nodes.cubeset"; then echo "block $b: old"
+  elif cmp -s "$T/states/$b.new" "$M/blocks/$b/nodes.cubeset"; then echo "block $b: new"
+  else fail "block $b is neither old nor new"; fi
+done
+grep -qE '^(iteration [0-9]+|hello from mkworld)$' "$M/blocks/0,0,0/meta/2,10,1/fields/text" \
+  || fail "sign text is neither old nor new: $(cat "$M/blocks/0,0,0/meta/2,10,1/fields/text")"
+unmount_world "$M"
+probe "$W" >"$T/probe"
+if grep -q "PROBE FAILED" "$T/probe" || ! grep -q '^checksum ' "$T/probe"; then cat "$T/probe"; fail "the engine cannot load the world"; fi
+echo "ok"

@@ -1,0 +1,1007 @@
+//! The accounts part of the mounted Luanti tree: `players/NAME`, `auth.txt` and
+//! `mod_storage/MOD/KEY`, whatever backend `world.mt` names for each.
+//!
+//! [`Accounts`] maps these paths onto the stores of [`crate::luanti::players`],
+//! [`crate::luanti::auth`] and [`crate::luanti::mod_storage`] with the same operations as the
+//! [`crate::vfs::tree::Tree`] trait, so the Luanti tree only dispatches to it. Behaviour:
+//!
+//! - `players/NAME` is the player file format. Writing it parses the whole file strictly and
+//!   commits every table in one transaction (or replaces the player file); an unchanged file is
+//!   not rewritten. A new file name adds a player. The `name =` line must equal the file name:
+//!   a different name is rejected with its line (rename the file to rename a player). Removing
+//!   the file deletes the player and all its rows; its auth entry stays (as the engine's
+//!   `remove_player` leaves it).
+//! - `auth.txt` (mode 0600) shows every auth entry; writing it applies the difference (added,
+//!   removed, changed lines) in one transaction. It cannot be absent: removing it is a no-op,
+//!   so an editor that moves it aside keeps the entries; an empty file removes every entry.
+//! - `mod_storage/MOD/KEY` is one entry's value plus one `\n` (removed again on write).
+//!   `mkdir mod_storage/MOD` makes an empty mod folder that exists in memory until a key is
+//!   written; the folder of a mod whose last key was removed stays until `rmdir`.
+//!
+//! Names are escaped with [`crate::names`]; a file name that is not the canonical escape of a
+//! name is no object, so every object has exactly one path and none reaches outside its
+//! folder. A backend database that does not exist yet is not created by reading: the folder or
+//! file is empty until the first write creates it. Objects have no stored time, so mtimes come
+//! from [`crate::vfs::mtimes`]: derived from the content, the commit time once edited here.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::luanti::auth::AuthStore;
+use crate::luanti::mod_storage::ModStorage;
+use crate::luanti::players::player::check_name;
+use crate::luanti::players::world_mt::{Backend, WorldMt};
+use crate::luanti::players::{parse_player, render_player, PlayerStore};
+use crate::names;
+use crate::vfs::mtimes::{content_hash, Mtimes};
+use crate::vfs::scratch::looks_like_scratch;
+use crate::vfs::tree::{Entry, Kind, NewFile, Stat, TreePath, MAX_TREE_COOKIE};
+
+/// The top-level name of the players folder.
+pub const PLAYERS: &str = "players";
+/// The top-level name of the auth file.
+pub const AUTH: &str = "auth.txt";
+/// The top-level name of the mod-storage folder.
+pub const MOD_STORAGE: &str = "mod_storage";
+
+/// World-folder files the accounts show decoded (or whose name they take), hidden from the
+/// pass-through of the world folder's other files.
+pub fn hidden_world_file(name: &str) -> bool {
+    name == AUTH
+        || name.starts_with("players.sqlite")
+        || name.starts_with("auth.sqlite")
+        || name.starts_with("mod_storage.sqlite")
+}
+
+type Opener<S> = fn(&Path, &WorldMt, bool) -> Result<S>;
+
+/// A store opened on first use. While its database file does not exist, reads see no data
+/// and only a write creates it.
+struct Lazy<S> {
+    world: PathBuf,
+    world_mt: WorldMt,
+    read_only: bool,
+    database: Option<PathBuf>,
+    /// What holds the data in the world folder (`players.sqlite`, `auth.txt`, …).
+    label: String,
+    open: Opener<S>,
+    store: Mutex<Option<S>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| Error::corrupt("accounts store lock poisoned"))
+}
+
+impl<S> Lazy<S> {
+    /// The store for `key`'s backend, or `None` when worldfs cannot open that backend.
+    fn new(
+        world: &Path,
+        world_mt: &WorldMt,
+        read_only: bool,
+        key: &str,
+        (database_file, files_label): (&str, &str),
+        open: Opener<S>,
+    ) -> Option<Lazy<S>> {
+        let (database, label) = match world_mt.backend(key) {
+            Backend::Sqlite3 => (Some(world.join(database_file)), database_file),
+            Backend::Files => (None, files_label),
+            Backend::Other(_) => return None,
+        };
+        Some(Lazy {
+            world: world.to_path_buf(),
+            world_mt: world_mt.clone(),
+            read_only,
+            database,
+            label: label.to_string(),
+            open,
+            store: Mutex::new(None),
+        })
+    }
+
+    /// Runs `f` on the store; `absent` gives the answer while a database to be read does
+    /// not exist.
+    fn with<R>(
+        &self,
+        write: bool,
+        absent: impl FnOnce() -> Result<R>,
+        f: impl FnOnce(&mut S) -> Result<R>,
+    ) -> Result<R> {
+        let mut guard = lock(&self.store)?;
+        if guard.is_none() {
+            if !write && self.database.as_ref().is_some_and(|p| !p.exists()) {
+                return absent();
+            }
+            *guard = Some((self.open)(&self.world, &self.world_mt, self.read_only)?);
+        }
+        match guard.as_mut() {
+            Some(store) => f(store),
+            None => absent(),
+        }
+    }
+}
+
+/// Where an accounts path points.
+enum Spot {
+    Players,
+    Player(String),
+    Auth,
+    Mods,
+    Mod(String),
+    Entry(String, Vec<u8>),
+}
+
+/// Players, auth and mod storage of one world folder.
+pub struct Accounts {
+    players: Option<Lazy<PlayerStore>>,
+    auth: Option<Lazy<AuthStore>>,
+    mods: Option<Lazy<ModStorage>>,
+    /// Mod folders made with mkdir (or emptied) that have no stored entry.
+    empty_mods: Mutex<BTreeSet<String>>,
+    mtimes: Mtimes,
+    read_only: bool,
+}
+
+fn not_found(path: &TreePath) -> Error {
+    Error::not_found(format!("{}: no such file or directory", path.join("/")))
+}
+
+fn read_only_error() -> Error {
+    Error::read_only("the mount is read-only")
+}
+
+/// The time of folders that have none of their own (as the rest of the Luanti tree).
+fn base_time() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
+}
+
+/// A stable listing cookie for a name.
+fn cookie(name: &str) -> u64 {
+    content_hash(name.as_bytes()) % (MAX_TREE_COOKIE - 1) + 1
+}
+
+/// The object name a file name stands for, if it is that name's canonical escape.
+fn object_name(file_name: &str) -> Option<Vec<u8>> {
+    let name = names::unescape(file_name).ok()?;
+    (names::escape(&name) == file_name).then_some(name)
+}
+
+/// A player or mod name from a file name.
+fn text_name(file_name: &str) -> Option<String> {
+    String::from_utf8(object_name(file_name)?).ok()
+}
+
+/// Mod names as the engine allows them (`[a-z0-9_]+`).
+fn check_mod_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{name:?} is not a mod name (only a-z, 0-9 and _)"
+        )))
+    }
+}
+
+/// A value file shows the value plus one `\n`.
+fn value_to_file(value: &[u8]) -> Vec<u8> {
+    let mut out = value.to_vec();
+    out.push(b'\n');
+    out
+}
+
+fn value_from_file(data: &[u8]) -> &[u8] {
+    data.strip_suffix(b"\n").unwrap_or(data)
+}
+
+/// The line of the first `name =` setting in a player file (1 when there is none).
+fn name_line(text: &[u8]) -> usize {
+    text.split(|&b| b == b'\n')
+        .position(|line| {
+            let line = String::from_utf8_lossy(line);
+            line.split_once('=')
+                .is_some_and(|(key, _)| key.trim() == "name")
+        })
+        .map_or(1, |i| i + 1)
+}
+
+fn is_not_found(e: &Error) -> bool {
+    e.errno() == libc::ENOENT
+}
+
+fn stream(mut entries: Vec<Entry>, after: u64, sink: &mut dyn FnMut(Entry) -> bool) {
+    entries.sort_by_key(|e| e.cookie);
+    for e in entries {
+        if e.cookie > after && !sink(e) {
+            return;
+        }
+    }
+}
+
+impl Accounts {
+    /// The accounts of the world folder `world`, with the backends its `world.mt` names
+    /// (nothing is opened yet). Backends worldfs cannot read are left out of the tree.
+    pub fn open(world: &Path, read_only: bool) -> Result<Accounts> {
+        let world_mt = WorldMt::read(world)?;
+        let identity = world
+            .canonicalize()
+            .unwrap_or_else(|_| world.to_path_buf())
+            .join("accounts");
+        Ok(Accounts {
+            players: Lazy::new(
+                world,
+                &world_mt,
+                read_only,
+                "player_backend",
+                ("players.sqlite", "players/"),
+                PlayerStore::open,
+            ),
+            auth: Lazy::new(
+                world,
+                &world_mt,
+                read_only,
+                "auth_backend",
+                ("auth.sqlite", "auth.txt"),
+                AuthStore::open,
+            ),
+            mods: Lazy::new(
+                world,
+                &world_mt,
+                read_only,
+                "mod_storage_backend",
+                ("mod_storage.sqlite", "mod_storage/"),
+                ModStorage::open,
+            ),
+            empty_mods: Mutex::new(BTreeSet::new()),
+            mtimes: Mtimes::open(&identity, read_only),
+            read_only,
+        })
+    }
+
+    /// The top-level names the accounts show (those whose backend worldfs reads), sorted.
+    pub fn top_names(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        if self.auth.is_some() {
+            out.push(AUTH);
+        }
+        if self.mods.is_some() {
+            out.push(MOD_STORAGE);
+        }
+        if self.players.is_some() {
+            out.push(PLAYERS);
+        }
+        out
+    }
+
+    /// Whether the top-level name `name` belongs to the accounts.
+    pub fn owns(&self, name: &str) -> bool {
+        self.top_names().contains(&name)
+    }
+
+    fn players(&self) -> Result<&Lazy<PlayerStore>> {
+        self.players
+            .as_ref()
+            .ok_or_else(|| Error::unsupported("the player backend is not supported"))
+    }
+
+    fn auth(&self) -> Result<&Lazy<AuthStore>> {
+        self.auth
+            .as_ref()
+            .ok_or_else(|| Error::unsupported("the auth backend is not supported"))
+    }
+
+    fn mods(&self) -> Result<&Lazy<ModStorage>> {
+        self.mods
+            .as_ref()
+            .ok_or_else(|| Error::unsupported("the mod storage backend is not supported"))
+    }
+
+    fn spot(&self, path: &TreePath) -> Result<Spot> {
+        let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+        let spot = match parts.as_slice() {
+            [PLAYERS] => Spot::Players,
+            [PLAYERS, name] => Spot::Player(text_name(name).ok_or_else(|| not_found(path))?),
+            [AUTH] => Spot::Auth,
+            [MOD_STORAGE] => Spot::Mods,
+            [MOD_STORAGE, m] => Spot::Mod(text_name(m).ok_or_else(|| not_found(path))?),
+            [MOD_STORAGE, m, key] => Spot::Entry(
+                text_name(m).ok_or_else(|| not_found(path))?,
+                object_name(key).ok_or_else(|| not_found(path))?,
+            ),
+            _ => return Err(not_found(path)),
+        };
+        if parts.first().is_some_and(|top| !self.owns(top)) {
+            return Err(not_found(path));
+        }
+        Ok(spot)
+    }
+
+    fn dir_stat(&self) -> Stat {
+        Stat {
+            kind: Kind::Dir,
+            size: 0,
+            mtime: base_time(),
+            perm: if self.read_only { 0o555 } else { 0o755 },
+        }
+    }
+
+    fn file_stat(&self, path: &TreePath, data: &[u8], secret: bool) -> Stat {
+        let perm = match (secret, self.read_only) {
+            (true, true) => 0o400,
+            (true, false) => 0o600,
+            (false, true) => 0o444,
+            (false, false) => 0o644,
+        };
+        Stat {
+            kind: Kind::File,
+            size: data.len() as u64,
+            mtime: self.mtimes.mtime(mtime_key(path), content_hash(data)),
+            perm,
+        }
+    }
+
+    /// Notes that the object at `path` now shows `data`, changed at `when`.
+    fn record(&self, path: &TreePath, data: &[u8], when: SystemTime) {
+        self.mtimes
+            .record(mtime_key(path), content_hash(data), when);
+    }
+
+    fn player_text(&self, name: &str) -> Result<Vec<u8>> {
+        self.players()?.with(
+            false,
+            || Err(Error::not_found(format!("no player {name:?}"))),
+            |s| Ok(render_player(&s.load(name)?)),
+        )
+    }
+
+    fn auth_text(&self) -> Result<Vec<u8>> {
+        self.auth()?.with(false, || Ok(Vec::new()), |s| s.render())
+    }
+
+    fn mod_list(&self) -> Result<Vec<String>> {
+        let mut mods: BTreeSet<String> = self
+            .mods()?
+            .with(false, || Ok(Vec::new()), |s| s.list_mods())?
+            .into_iter()
+            .collect();
+        mods.extend(lock(&self.empty_mods)?.iter().cloned());
+        Ok(mods.into_iter().collect())
+    }
+
+    fn mod_exists(&self, modname: &str) -> Result<bool> {
+        Ok(self.mod_list()?.iter().any(|m| m == modname))
+    }
+
+    fn keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
+        self.mods()?
+            .with(false, || Ok(Vec::new()), |s| s.list_keys(modname))
+    }
+
+    fn value_text(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
+        let value = self.mods()?.with(
+            false,
+            || Err(Error::not_found("no mod storage yet")),
+            |s| s.read(modname, key),
+        )?;
+        Ok(value_to_file(&value))
+    }
+
+    /// The object at `path`.
+    pub fn stat(&self, path: &TreePath) -> Result<Stat> {
+        let spot = self.spot(path)?;
+        match &spot {
+            Spot::Players | Spot::Mods => Ok(self.dir_stat()),
+            Spot::Mod(m) => {
+                if self.mod_exists(m)? {
+                    Ok(self.dir_stat())
+                } else {
+                    Err(not_found(path))
+                }
+            }
+            Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
+                let data = self.content(&spot, path)?;
+                Ok(self.file_stat(path, &data, matches!(spot, Spot::Auth)))
+            }
+        }
+    }
+
+    /// Streams the entries of a folder after cookie `after` (see the `Tree` trait).
+    pub fn list(
+        &self,
+        dir: &TreePath,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        let mut entries = Vec::new();
+        match self.spot(dir)? {
+            Spot::Players => {
+                let names = self
+                    .players()?
+                    .with(false, || Ok(Vec::new()), |s| s.list())?;
+                for name in names {
+                    let file = names::escape(name.as_bytes());
+                    let path = [PLAYERS.to_string(), file.clone()];
+                    match self.player_text(&name) {
+                        Ok(text) => entries.push(Entry {
+                            cookie: cookie(&file),
+                            stat: self.file_stat(&path, &text, false),
+                            name: file,
+                        }),
+                        Err(e) => log::warn!("players/{file}: skipped in the listing: {e}"),
+                    }
+                }
+            }
+            Spot::Mods => {
+                for m in self.mod_list()? {
+                    let file = names::escape(m.as_bytes());
+                    entries.push(Entry {
+                        cookie: cookie(&file),
+                        stat: self.dir_stat(),
+                        name: file,
+                    });
+                }
+            }
+            Spot::Mod(m) => {
+                if !self.mod_exists(&m)? {
+                    return Err(not_found(dir));
+                }
+                for key in self.keys(&m)? {
+                    let file = names::escape(&key);
+                    let mut path = dir.to_vec();
+                    path.push(file.clone());
+                    match self.value_text(&m, &key) {
+                        Ok(text) => entries.push(Entry {
+                            cookie: cookie(&file),
+                            stat: self.file_stat(&path, &text, false),
+                            name: file,
+                        }),
+                        Err(e) => log::warn!("{}: skipped in the listing: {e}", path.join("/")),
+                    }
+                }
+            }
+            Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
+                return Err(Error::new(libc::ENOTDIR, "not a directory"))
+            }
+        }
+        stream(entries, after, sink);
+        Ok(())
+    }
+
+    /// The content of a file.
+    pub fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
+        Ok(Arc::new(self.content(&self.spot(path)?, path)?))
+    }
+
+    fn content(&self, spot: &Spot, path: &TreePath) -> Result<Vec<u8>> {
+        match spot {
+            Spot::Player(name) => self.player_text(name),
+            Spot::Auth => self.auth_text(),
+            Spot::Entry(m, key) => {
+                if !self.mod_exists(m)? {
+                    return Err(not_found(path));
+                }
+                self.value_text(m, key)
+            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => {
+                Err(Error::new(libc::EISDIR, "is a directory"))
+            }
+        }
+    }
+
+    /// Parses and commits a whole file (creating the player or entry when it is new).
+    pub fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        let shown = match self.spot(path)? {
+            Spot::Player(name) => self.write_player(&name, data)?,
+            Spot::Auth => self.auth()?.with(
+                true,
+                || Ok(None),
+                |s| {
+                    if s.apply(data)?.is_empty() {
+                        return Ok(None);
+                    }
+                    s.render().map(Some)
+                },
+            )?,
+            Spot::Entry(m, key) => {
+                if !self.mod_exists(&m)? {
+                    return Err(not_found(path));
+                }
+                let value = value_from_file(data);
+                let changed = self.mods()?.with(
+                    true,
+                    || Ok(false),
+                    |s| {
+                        match s.read(&m, &key) {
+                            Ok(old) if old == value => return Ok(false),
+                            Ok(_) => {}
+                            Err(e) if is_not_found(&e) => {}
+                            Err(e) => return Err(e),
+                        }
+                        s.write(&m, &key, value)?;
+                        Ok(true)
+                    },
+                )?;
+                if changed {
+                    lock(&self.empty_mods)?.remove(&m);
+                }
+                changed.then(|| value_to_file(value))
+            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => {
+                return Err(Error::new(libc::EISDIR, "is a directory"))
+            }
+        };
+        if let Some(shown) = shown {
+            self.record(path, &shown, SystemTime::now());
+        }
+        Ok(())
+    }
+
+    /// Saves or creates the player `name` from an edited file; the text shown afterwards, or
+    /// `None` when nothing changed.
+    fn write_player(&self, name: &str, data: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.players()?.with(
+            true,
+            || Ok(None),
+            |s| {
+                let stored = match s.load(name) {
+                    Ok(p) => Some(p),
+                    Err(e) if is_not_found(&e) => None,
+                    Err(e) => return Err(e),
+                };
+                if stored.is_none() && data.iter().all(u8::is_ascii_whitespace) {
+                    return Err(Error::invalid(format!(
+                        "an empty file is no player: a new player {name:?} needs a whole player \
+                     file (copy another player's file and change its name line)"
+                    )));
+                }
+                let player = parse_player(data, stored.as_ref())?;
+                if player.name != name {
+                    return Err(Error::at(
+                        name_line(data),
+                        1,
+                        format!(
+                            "name {:?} differs from the file name {name:?} (rename the file to \
+                         rename a player)",
+                            player.name
+                        ),
+                    ));
+                }
+                match &stored {
+                    Some(old) if *old == player => return Ok(None),
+                    Some(_) => s.save(&player)?,
+                    None => s.create(&player)?,
+                }
+                Ok(Some(render_player(&s.load(name)?)))
+            },
+        )
+    }
+
+    /// What a new file `name` in `dir` becomes.
+    pub fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
+        if looks_like_scratch(name) {
+            return Ok(NewFile::Scratch);
+        }
+        match self.spot(dir)? {
+            Spot::Players => {
+                let player = text_name(name)
+                    .ok_or_else(|| Error::invalid(format!("{name:?} is not a player file name")))?;
+                check_name(&player)
+                    .map_err(|m| Error::invalid(format!("player name {player:?}: {m}")))?;
+                Ok(NewFile::Object)
+            }
+            Spot::Mod(_) => {
+                object_name(name).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{name:?} is not a key file name ('%' must start an escape such as %25)"
+                    ))
+                })?;
+                Ok(NewFile::Object)
+            }
+            _ => Ok(NewFile::Scratch),
+        }
+    }
+
+    /// Deletes the player or mod-storage entry at `path` (`auth.txt`: a no-op).
+    pub fn remove(&self, path: &TreePath) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        match self.spot(path)? {
+            Spot::Player(name) => {
+                self.players()?
+                    .with(true, || Err(not_found(path)), |s| s.delete(&name))
+            }
+            Spot::Auth => Ok(()),
+            Spot::Entry(m, key) => {
+                self.mods()?
+                    .with(true, || Err(not_found(path)), |s| s.delete(&m, &key))?;
+                lock(&self.empty_mods)?.insert(m);
+                Ok(())
+            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => {
+                Err(Error::new(libc::EISDIR, "is a directory"))
+            }
+        }
+    }
+
+    /// Creates a mod folder (`mod_storage/MOD`); other folders here are fixed.
+    pub fn mkdir(&self, path: &TreePath) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        match self.spot(path) {
+            Ok(Spot::Mod(m)) => {
+                check_mod_name(&m)?;
+                if self.mod_exists(&m)? {
+                    return Err(Error::exists(format!("mod folder {m:?} exists")));
+                }
+                lock(&self.empty_mods)?.insert(m);
+                Ok(())
+            }
+            _ => Err(Error::not_permitted(format!(
+                "{}: only mod_storage/MOD folders can be created here",
+                path.join("/")
+            ))),
+        }
+    }
+
+    /// Removes an empty mod folder; the fixed folders accept it as a no-op when empty so
+    /// that `rm -r` can proceed.
+    pub fn rmdir(&self, path: &TreePath) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        let not_empty = || Error::new(libc::ENOTEMPTY, format!("{}: not empty", path.join("/")));
+        match self.spot(path)? {
+            Spot::Players => {
+                let any =
+                    self.players()?
+                        .with(false, || Ok(false), |s| Ok(!s.list()?.is_empty()))?;
+                if any {
+                    return Err(not_empty());
+                }
+                Ok(())
+            }
+            Spot::Mods => {
+                if self.mod_list()?.is_empty() {
+                    Ok(())
+                } else {
+                    Err(not_empty())
+                }
+            }
+            Spot::Mod(m) => {
+                if !self.mod_exists(&m)? {
+                    return Err(not_found(path));
+                }
+                if !self.keys(&m)?.is_empty() {
+                    return Err(not_empty());
+                }
+                self.mods()?.with(false, || Ok(()), |s| s.remove_mod(&m))?;
+                lock(&self.empty_mods)?.remove(&m);
+                Ok(())
+            }
+            Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
+                Err(Error::new(libc::ENOTDIR, "not a directory"))
+            }
+        }
+    }
+
+    /// Renames a player (its stored name follows) or a mod-storage entry (within or across
+    /// mods); the target is replaced when it exists.
+    pub fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        match (self.spot(from)?, self.spot(to)?) {
+            (Spot::Player(a), Spot::Player(b)) => {
+                if a == b {
+                    return Ok(());
+                }
+                check_name(&b).map_err(|m| Error::invalid(format!("player name {b:?}: {m}")))?;
+                let shown = self.players()?.with(
+                    true,
+                    || Err(not_found(from)),
+                    |s| {
+                        let mut player = s.load(&a)?;
+                        player.name = b.clone();
+                        match s.load(&b) {
+                            Ok(_) => s.save(&player)?,
+                            Err(e) if is_not_found(&e) => s.create(&player)?,
+                            Err(e) => return Err(e),
+                        }
+                        s.delete(&a)?;
+                        Ok(render_player(&player))
+                    },
+                )?;
+                self.record(to, &shown, SystemTime::now());
+                Ok(())
+            }
+            (Spot::Entry(ma, ka), Spot::Entry(mb, kb)) => {
+                if !self.mod_exists(&mb)? {
+                    return Err(not_found(to));
+                }
+                if (&ma, &ka) == (&mb, &kb) {
+                    return Ok(());
+                }
+                let value = self.mods()?.with(
+                    true,
+                    || Err(not_found(from)),
+                    |s| {
+                        let value = s.read(&ma, &ka)?;
+                        s.write(&mb, &kb, &value)?;
+                        s.delete(&ma, &ka)?;
+                        Ok(value)
+                    },
+                )?;
+                let mut empty = lock(&self.empty_mods)?;
+                empty.remove(&mb);
+                empty.insert(ma);
+                drop(empty);
+                self.record(to, &value_to_file(&value), SystemTime::now());
+                Ok(())
+            }
+            _ => Err(Error::new(
+                libc::EXDEV,
+                "only players within players/ and entries within mod_storage/ can be renamed",
+            )),
+        }
+    }
+
+    /// Sets the mtime a file shows while its content stays as it is.
+    pub fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
+        if self.read_only {
+            return Err(read_only_error());
+        }
+        match self.spot(path)? {
+            Spot::Players | Spot::Mods | Spot::Mod(_) => Ok(()),
+            Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
+                let data = self.read(path)?;
+                self.record(path, &data, mtime);
+                Ok(())
+            }
+        }
+    }
+
+    /// One line per backend for `worldfs info`: its kind and how much it holds.
+    pub fn summary(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let count =
+            |r: Result<usize>| r.map_or_else(|e| format!("unreadable ({e})"), |n| n.to_string());
+        if let Some(players) = &self.players {
+            let n = players.with(false, || Ok(0), |s| Ok(s.list()?.len()));
+            out.push(format!("players: {} ({})", count(n), players.label));
+        }
+        if let Some(auth) = &self.auth {
+            let n = auth.with(false, || Ok(0), |s| Ok(s.entries()?.len()));
+            out.push(format!("auth entries: {} ({})", count(n), auth.label));
+        }
+        if let Some(mods) = &self.mods {
+            let n = mods.with(
+                false,
+                || Ok((0, 0)),
+                |s| {
+                    let list = s.list_mods()?;
+                    let mut keys = 0;
+                    for m in &list {
+                        keys += s.list_keys(m)?.len();
+                    }
+                    Ok((list.len(), keys))
+                },
+            );
+            let text = n.map_or_else(
+                |e| format!("unreadable ({e})"),
+                |(m, k)| format!("{m} mods, {k} entries"),
+            );
+            out.push(format!("mod storage: {text} ({})", mods.label));
+        }
+        out
+    }
+}
+
+/// The key under which the mtime of the object at `path` is recorded.
+fn mtime_key(path: &TreePath) -> u64 {
+    content_hash(path.join("/").as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::luanti::auth::sqlite::SqliteAuth;
+    use crate::luanti::auth::AuthEntry;
+    use crate::luanti::block::{Inventory, InventoryList, ItemStack};
+    use crate::luanti::mod_storage::sqlite::SqliteModStorage;
+    use crate::luanti::players::sqlite::SqlitePlayers;
+    use crate::luanti::players::Player;
+
+    fn p(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn player(name: &str) -> Player {
+        let stack = ItemStack {
+            name: b"default:dirt".to_vec(),
+            count: 3,
+            ..ItemStack::default()
+        };
+        Player {
+            name: name.to_string(),
+            hp: 20,
+            breath: 10,
+            position: [10.0, 20.5, -30.0],
+            inventory: Inventory {
+                lists: vec![InventoryList {
+                    name: "main".into(),
+                    width: 0,
+                    slots: vec![stack, ItemStack::default()],
+                }],
+            },
+            ..Player::default()
+        }
+    }
+
+    /// A world whose three stores are SQLite databases, made with the project's own stores.
+    fn sqlite_world() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path();
+        std::fs::write(
+            w.join("world.mt"),
+            "player_backend = sqlite3\nauth_backend = sqlite3\nmod_storage_backend = sqlite3\n",
+        )
+        .unwrap();
+        let mut players = SqlitePlayers::open_or_create(&w.join("players.sqlite")).unwrap();
+        players.create(&player("alice")).unwrap();
+        let mut auth = SqliteAuth::open_or_create(&w.join("auth.sqlite")).unwrap();
+        let entry = AuthEntry {
+            name: "alice".into(),
+            password: "#1#salt#verifier".into(),
+            privileges: vec!["interact".into()],
+            last_login: 5,
+        };
+        auth.apply(&[entry]).unwrap();
+        let mut mods = SqliteModStorage::open_or_create(&w.join("mod_storage.sqlite")).unwrap();
+        mods.write("mymod", b"a/b", b"value").unwrap();
+        dir
+    }
+
+    fn names_in(a: &Accounts, dir: &[&str]) -> Vec<String> {
+        let mut out = Vec::new();
+        a.list(&p(dir), 0, &mut |e| {
+            out.push(e.name);
+            true
+        })
+        .unwrap();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn shows_and_edits_every_store() {
+        let state = tempfile::tempdir().unwrap();
+        std::env::set_var("WORLDFS_STATE_DIR", state.path());
+        let dir = sqlite_world();
+        let a = Accounts::open(dir.path(), false).unwrap();
+        assert_eq!(a.top_names(), vec![AUTH, MOD_STORAGE, PLAYERS]);
+        assert_eq!(names_in(&a, &["players"]), vec!["alice"]);
+        assert_eq!(names_in(&a, &["mod_storage", "mymod"]), vec!["a%2Fb"]);
+        assert_eq!(
+            &**a.read(&p(&["mod_storage", "mymod", "a%2Fb"])).unwrap(),
+            b"value\n"
+        );
+        assert!(a.stat(&p(&["mod_storage", "mymod", "a%2fb"])).is_err());
+
+        let auth = a.stat(&p(&["auth.txt"])).unwrap();
+        assert_eq!(auth.perm, 0o600);
+        let text = a.read(&p(&["auth.txt"])).unwrap();
+        assert_eq!(&**text, b"alice:#1#salt#verifier:interact:5\n");
+        a.write(
+            &p(&["auth.txt"]),
+            b"alice:#1#salt#verifier:fly,interact:5\nbob::shout\n",
+        )
+        .unwrap();
+        assert_eq!(
+            &**a.read(&p(&["auth.txt"])).unwrap(),
+            b"alice:#1#salt#verifier:fly,interact:5\nbob::shout:0\n"
+        );
+
+        let path = p(&["players", "alice"]);
+        let shown = String::from_utf8(a.read(&path).unwrap().to_vec()).unwrap();
+        assert!(shown.contains("position = (10,20.5,-30)"), "{shown}");
+        let before = a.stat(&path).unwrap().mtime;
+        a.write(&path, shown.replace("hp = 20", "hp = 5").as_bytes())
+            .unwrap();
+        assert!(String::from_utf8_lossy(&a.read(&path).unwrap()).contains("hp = 5"));
+        assert!(a.stat(&path).unwrap().mtime > before);
+
+        let e = a
+            .write(&p(&["players", "carol"]), shown.as_bytes())
+            .unwrap_err();
+        assert!(e.message().contains("differs from the file name"), "{e}");
+        assert_eq!(
+            a.classify(&p(&["players"]), "carol").unwrap(),
+            NewFile::Object
+        );
+        assert_eq!(
+            a.classify(&p(&["players"]), ".carol.swp").unwrap(),
+            NewFile::Scratch
+        );
+        assert!(a.classify(&p(&["players"]), "a:b").is_err());
+        a.write(
+            &p(&["players", "carol"]),
+            shown.replace("name = alice", "name = carol").as_bytes(),
+        )
+        .unwrap();
+        a.rename(&p(&["players", "carol"]), &p(&["players", "dave"]))
+            .unwrap();
+        assert_eq!(names_in(&a, &["players"]), vec!["alice", "dave"]);
+        a.remove(&p(&["players", "alice"])).unwrap();
+        assert_eq!(names_in(&a, &["players"]), vec!["dave"]);
+
+        assert!(a.mkdir(&p(&["mod_storage", "Bad"])).is_err());
+        a.mkdir(&p(&["mod_storage", "other"])).unwrap();
+        assert!(names_in(&a, &["mod_storage", "other"]).is_empty());
+        a.write(&p(&["mod_storage", "other", "k"]), b"v\n").unwrap();
+        a.rename(
+            &p(&["mod_storage", "other", "k"]),
+            &p(&["mod_storage", "mymod", "k2"]),
+        )
+        .unwrap();
+        assert_eq!(names_in(&a, &["mod_storage", "mymod"]), vec!["a%2Fb", "k2"]);
+        assert_eq!(names_in(&a, &["mod_storage"]), vec!["mymod", "other"]);
+        a.rmdir(&p(&["mod_storage", "other"])).unwrap();
+        assert_eq!(names_in(&a, &["mod_storage"]), vec!["mymod"]);
+        assert_eq!(
+            a.rmdir(&p(&["mod_storage", "mymod"])).unwrap_err().errno(),
+            libc::ENOTEMPTY
+        );
+    }
+
+    #[test]
+    fn reading_creates_no_database_and_read_only_refuses_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("world.mt"),
+            "player_backend = sqlite3\nauth_backend = sqlite3\nmod_storage_backend = leveldb\n",
+        )
+        .unwrap();
+        let a = Accounts::open(dir.path(), true).unwrap();
+        assert_eq!(a.top_names(), vec![AUTH, PLAYERS]);
+        assert!(names_in(&a, &["players"]).is_empty());
+        assert!(a.read(&p(&["auth.txt"])).unwrap().is_empty());
+        assert_eq!(a.stat(&p(&["auth.txt"])).unwrap().perm, 0o400);
+        assert!(!dir.path().join("players.sqlite").exists());
+        assert!(!dir.path().join("auth.sqlite").exists());
+        let e = a.write(&p(&["auth.txt"]), b"x::\n").unwrap_err();
+        assert_eq!(e.errno(), libc::EROFS);
+        assert!(a.stat(&p(&["mod_storage"])).is_err());
+    }
+
+    #[test]
+    fn hidden_files_are_the_ones_shown_decoded() {
+        for name in [
+            "auth.txt",
+            "players.sqlite",
+            "auth.sqlite-journal",
+            "mod_storage.sqlite",
+        ] {
+            assert!(hidden_world_file(name), "{name}");
+        }
+        for name in ["world.mt", "env_meta.txt", "auth.txt.bak"] {
+            assert!(!hidden_world_file(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn name_line_finds_the_name_setting() {
+        assert_eq!(name_line(b"hp = 1\n  name = x\n"), 2);
+        assert_eq!(name_line(b"hp = 1\n"), 1);
+    }
+}

@@ -1,0 +1,174 @@
+//! The files mod-storage backend: `WORLD/mod_storage/MOD`, one JSON object per mod mapping
+//! keys to string values. A change rewrites that mod's file through a temporary file and a
+//! rename; the other keys keep their order and their JSON values as stored. The engine reads
+//! a non-string value with jsoncpp's `asString()` (numbers and booleans as text, null as
+//! empty), and so does this reader.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::luanti::mod_storage::sqlite::not_found;
+use crate::luanti::players::safe_write::{remove_durably, write_atomic};
+
+/// The mode of a new mod file.
+const FILE_MODE: u32 = 0o644;
+
+/// A world's `mod_storage/` folder.
+pub struct FilesModStorage {
+    dir: PathBuf,
+}
+
+impl FilesModStorage {
+    /// The backend for `dir` (usually `WORLD/mod_storage`), created on the first write.
+    pub fn new(dir: &Path) -> FilesModStorage {
+        FilesModStorage {
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Mods that have a file, sorted.
+    pub fn list_mods(&self) -> Result<Vec<String>> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::from(e).context(self.dir.display())),
+        };
+        let mut mods = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if !name.starts_with('.') && entry.file_type()?.is_file() {
+                mods.push(name);
+            }
+        }
+        mods.sort();
+        Ok(mods)
+    }
+
+    fn path(&self, modname: &str) -> Result<PathBuf> {
+        if modname.is_empty() || modname.starts_with('.') || modname.contains(['/', '\0']) {
+            return Err(Error::invalid(format!(
+                "mod name {modname:?} cannot be a file name in mod_storage/"
+            )));
+        }
+        Ok(self.dir.join(modname))
+    }
+
+    /// The mod's JSON object; a mod without a file has none.
+    fn load(&self, modname: &str) -> Result<Option<Map<String, Value>>> {
+        let path = self.path(modname)?;
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::from(e).context(path.display())),
+        };
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(map)) => Ok(Some(map)),
+            Ok(Value::Null) => Ok(Some(Map::new())),
+            Ok(_) => Err(Error::corrupt(format!(
+                "{}: not a JSON object",
+                path.display()
+            ))),
+            Err(e) => Err(Error::corrupt(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    fn store(&self, modname: &str, map: &Map<String, Value>) -> Result<()> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::from(e).context(self.dir.display()))?;
+        let bytes = serde_json::to_vec(map).map_err(|e| Error::invalid(e.to_string()))?;
+        write_atomic(&self.path(modname)?, &bytes, FILE_MODE)
+    }
+
+    /// The keys of one mod, sorted.
+    pub fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
+        let mut keys: Vec<Vec<u8>> = self
+            .load(modname)?
+            .unwrap_or_default()
+            .keys()
+            .map(|k| k.as_bytes().to_vec())
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The value of one entry.
+    pub fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
+        let map = self.load(modname)?.unwrap_or_default();
+        let value = std::str::from_utf8(key)
+            .ok()
+            .and_then(|k| map.get(k))
+            .ok_or_else(|| not_found(modname, key))?;
+        Ok(match value {
+            Value::String(s) => s.clone().into_bytes(),
+            Value::Null => Vec::new(),
+            Value::Bool(b) => b.to_string().into_bytes(),
+            Value::Number(n) => n.to_string().into_bytes(),
+            Value::Array(_) | Value::Object(_) => {
+                return Err(Error::corrupt(format!(
+                    "mod storage {modname}: the value of {:?} is not a string",
+                    String::from_utf8_lossy(key)
+                )))
+            }
+        })
+    }
+
+    /// Sets an entry (creating or replacing it).
+    pub fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.set(modname, key, value, false)
+    }
+
+    /// Adds an entry that must not exist yet.
+    pub fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.set(modname, key, value, true)
+    }
+
+    fn set(&mut self, modname: &str, key: &[u8], value: &[u8], exclusive: bool) -> Result<()> {
+        let text = |b: &[u8], what: &str| {
+            String::from_utf8(b.to_vec()).map_err(|_| {
+                Error::invalid(format!(
+                    "mod storage {modname}: the files backend stores only UTF-8 text ({what})"
+                ))
+            })
+        };
+        let key = text(key, "key")?;
+        let value = text(value, "value")?;
+        let mut map = self.load(modname)?.unwrap_or_default();
+        if exclusive && map.contains_key(&key) {
+            return Err(Error::exists(format!(
+                "mod storage {modname}: key {key:?} exists"
+            )));
+        }
+        map.insert(key, Value::String(value));
+        self.store(modname, &map)
+    }
+
+    /// Deletes one entry (the mod's file stays, possibly as `{}`, as the engine leaves it).
+    pub fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
+        let mut map = self.load(modname)?.unwrap_or_default();
+        let removed = std::str::from_utf8(key)
+            .ok()
+            .and_then(|k| map.shift_remove(k))
+            .is_some();
+        if !removed {
+            return Err(not_found(modname, key));
+        }
+        self.store(modname, &map)
+    }
+
+    /// Removes the file of a mod that has no entries left (`ENOTEMPTY` while it has some).
+    pub fn remove_mod(&mut self, modname: &str) -> Result<()> {
+        match self.load(modname)? {
+            None => Ok(()),
+            Some(map) if map.is_empty() => remove_durably(&self.path(modname)?),
+            Some(_) => Err(Error::new(
+                libc::ENOTEMPTY,
+                format!("mod storage {modname}: has entries"),
+            )),
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! `world.mt`: which backend stores players, auth and mod storage.
+//!
+//! The engine reads `world.mt` with the Settings syntax and no terminator. A world without
+//! `player_backend` or `auth_backend` is treated as `files` (and the engine rewrites the
+//! file; worldfs never does); a missing `mod_storage_backend` is `files` too.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::luanti::players::settings::{self, Mode, Value};
+
+/// The settings of a `world.mt` file (last occurrence of a key wins, as in the engine).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorldMt {
+    entries: Vec<(String, String)>,
+}
+
+/// A storage backend named in `world.mt`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite3,
+    Files,
+    /// `leveldb`, `postgresql`, `redis`, `dummy`, …: not handled by worldfs.
+    Other(String),
+}
+
+impl WorldMt {
+    /// Parses the text of a `world.mt`; lines the engine would skip are skipped.
+    pub fn parse(text: &[u8]) -> Result<WorldMt> {
+        let parsed = settings::parse(text, None, Mode::Lenient)?;
+        let entries = parsed
+            .entries
+            .into_iter()
+            .filter_map(|e| match e.value {
+                Value::Text(v) => Some((e.key, v)),
+                Value::Group(_) => None,
+            })
+            .collect();
+        Ok(WorldMt { entries })
+    }
+
+    /// Reads `WORLD/world.mt`; a world without one has no settings.
+    pub fn read(world: &Path) -> Result<WorldMt> {
+        let path = world.join("world.mt");
+        match std::fs::read(&path) {
+            Ok(bytes) => Self::parse(&bytes).map_err(|e| e.context(path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(WorldMt::default()),
+            Err(e) => Err(Error::from(e).context(path.display())),
+        }
+    }
+
+    /// The value of `key`, if set.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The backend named by `key` (`player_backend`, `auth_backend`,
+    /// `mod_storage_backend`); `files` when unset, as the engine treats it.
+    pub fn backend(&self, key: &str) -> Backend {
+        match self.get(key) {
+            None | Some("files") => Backend::Files,
+            Some("sqlite3") => Backend::Sqlite3,
+            Some(other) => Backend::Other(other.to_string()),
+        }
+    }
+}
+
+impl Backend {
+    /// The error for a backend worldfs cannot open.
+    pub fn unsupported(&self, what: &str) -> Error {
+        let name = match self {
+            Backend::Sqlite3 => "sqlite3",
+            Backend::Files => "files",
+            Backend::Other(name) => name,
+        };
+        Error::unsupported(format!("{what} backend {name:?} is not supported"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_default_to_files() {
+        let mt = WorldMt::parse(
+            b"gameid = minetest\nplayer_backend = sqlite3\nauth_backend = leveldb\nnonsense\n",
+        )
+        .unwrap();
+        assert_eq!(mt.backend("player_backend"), Backend::Sqlite3);
+        assert_eq!(mt.backend("auth_backend"), Backend::Other("leveldb".into()));
+        assert_eq!(mt.backend("mod_storage_backend"), Backend::Files);
+        assert_eq!(mt.get("gameid"), Some("minetest"));
+    }
+}

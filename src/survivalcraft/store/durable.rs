@@ -1,0 +1,186 @@
+//! Crash-safe file updates: replace-by-rename and a redo journal for in-place writes.
+//!
+//! A whole-file replacement (region files, Project.xml) writes a temporary file in the same
+//! folder, fsyncs it, renames it over the target and fsyncs the folder: a crash leaves the
+//! old file or the new one. In-place writes to a fixed-size chunk file go through a redo
+//! journal `<file>.worldfs-journal`: every write (offset, bytes) is recorded with a CRC-32
+//! and fsynced before the file is touched, then applied, fsynced and the journal removed.
+//! Opening the file replays a complete journal and discards a torn one, so after a crash
+//! at any moment each chunk is either all old or all new.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+const JOURNAL_MAGIC: &[u8; 8] = b"WFSJRNL1";
+
+/// fsyncs the folder holding `path`, so a rename or unlink in it is durable.
+pub(crate) fn sync_parent(path: &Path) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Replaces `target` with `bytes` through `temp` (same folder): write, fsync, rename, fsync.
+pub(crate) fn replace_file(target: &Path, temp: &Path, bytes: &[u8]) -> Result<()> {
+    let result = (|| -> Result<()> {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(temp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(temp, target)?;
+        sync_parent(target)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(temp);
+    }
+    result.map_err(|e| e.context(target.display()))
+}
+
+/// The journal path of a chunk file.
+pub(crate) fn journal_path(file: &Path) -> PathBuf {
+    let mut name = file.as_os_str().to_owned();
+    name.push(".worldfs-journal");
+    PathBuf::from(name)
+}
+
+fn encode_journal(writes: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let mut j = Vec::new();
+    j.extend_from_slice(JOURNAL_MAGIC);
+    j.extend_from_slice(&(writes.len() as u64).to_le_bytes());
+    for (off, data) in writes {
+        j.extend_from_slice(&off.to_le_bytes());
+        j.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        j.extend_from_slice(data);
+    }
+    let crc = crc32fast::hash(&j);
+    j.extend_from_slice(&crc.to_le_bytes());
+    j
+}
+
+/// Decodes a journal; `None` if it is torn or not a journal.
+fn decode_journal(j: &[u8]) -> Option<Vec<(u64, Vec<u8>)>> {
+    let (body, crc) = j.split_at_checked(j.len().checked_sub(4)?)?;
+    if crc32fast::hash(body).to_le_bytes() != crc || body.get(..8)? != JOURNAL_MAGIC {
+        return None;
+    }
+    let u64_at = |at: usize| -> Option<u64> {
+        Some(u64::from_le_bytes(body.get(at..at + 8)?.try_into().ok()?))
+    };
+    let count = u64_at(8)?;
+    let mut at = 16;
+    let mut writes = Vec::new();
+    for _ in 0..count {
+        let off = u64_at(at)?;
+        let len = usize::try_from(u64_at(at + 8)?).ok()?;
+        let data = body.get(at + 16..(at + 16).checked_add(len)?)?;
+        writes.push((off, data.to_vec()));
+        at += 16 + len;
+    }
+    (at == body.len()).then_some(writes)
+}
+
+fn apply(file: &File, writes: &[(u64, Vec<u8>)]) -> Result<()> {
+    for (off, data) in writes {
+        file.write_all_at(data, *off)?;
+    }
+    file.sync_all()?;
+    Ok(())
+}
+
+/// Writes `data_writes` then `directory_writes` to `path` crash-safely (see module doc).
+/// Data goes first so that even a reader that ignores the journal never sees a directory
+/// entry pointing at a chunk that is not there yet.
+pub(crate) fn journaled_write(
+    path: &Path,
+    file: &File,
+    data_writes: Vec<(u64, Vec<u8>)>,
+    directory_writes: Vec<(u64, Vec<u8>)>,
+) -> Result<()> {
+    let jpath = journal_path(path);
+    let mut all = data_writes;
+    let split = all.len();
+    all.extend(directory_writes);
+    let mut j = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&jpath)?;
+    j.write_all(&encode_journal(&all))?;
+    j.sync_all()?;
+    sync_parent(&jpath)?;
+    apply(file, &all[..split])?;
+    apply(file, &all[split..])?;
+    fs::remove_file(&jpath)?;
+    sync_parent(&jpath)?;
+    Ok(())
+}
+
+/// Finishes or discards a journal left by a crash. Returns whether one was replayed.
+pub(crate) fn recover(path: &Path, file: &File) -> Result<bool> {
+    let jpath = journal_path(path);
+    let bytes = match fs::read(&jpath) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(Error::from(e).context(jpath.display())),
+    };
+    let replayed = match decode_journal(&bytes) {
+        Some(writes) => {
+            apply(file, &writes)?;
+            true
+        }
+        None => false,
+    };
+    fs::remove_file(&jpath)?;
+    sync_parent(&jpath)?;
+    Ok(replayed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn journals_round_trip_and_torn_ones_are_rejected() {
+        let w = vec![(5u64, b"abc".to_vec()), (0, vec![])];
+        let j = encode_journal(&w);
+        assert_eq!(decode_journal(&j), Some(w));
+        for cut in 0..j.len() {
+            assert_eq!(decode_journal(&j[..cut]), None);
+        }
+        let mut flipped = j.clone();
+        flipped[20] ^= 4;
+        assert_eq!(decode_journal(&flipped), None);
+    }
+
+    #[test]
+    fn a_complete_journal_is_replayed_on_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        fs::write(&path, b"0123456789").unwrap();
+        // Simulate a crash after the journal was written, before the file was touched.
+        fs::write(journal_path(&path), encode_journal(&[(2, b"xy".to_vec())])).unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        assert!(recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"01xy456789");
+        assert!(!journal_path(&path).exists());
+        // A torn journal is discarded and the file left alone.
+        let j = encode_journal(&[(0, b"zz".to_vec())]);
+        fs::write(journal_path(&path), &j[..j.len() - 1]).unwrap();
+        assert!(!recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"01xy456789");
+    }
+}

@@ -1,0 +1,188 @@
+//! The fixed-size chunk files `Chunks.dat`, `Chunks32.dat` and `Chunks32h.dat` as a store.
+//!
+//! Opening reads only the 786 KB directory. A commit follows the game's own rules (spec
+//! §13.1): an existing chunk is overwritten in place in its slot, a new chunk goes to the
+//! next slot (`Chunks.dat`: at the end of the file; the others: at `786444 + slot × size`)
+//! and gets the next directory entry, so the layout stays dense and every other byte is
+//! untouched. All writes of one commit go through the redo journal of [`durable`].
+
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::survivalcraft::chunk::ChunkPos;
+use crate::survivalcraft::codec::fixed::{self, DirectoryEntry};
+use crate::survivalcraft::format::{TerrainFormat, DIRECTORY_BYTES, MAX_DIRECTORY_CHUNKS};
+use crate::survivalcraft::store::blob::Blob;
+use crate::survivalcraft::store::durable;
+
+/// An opened chunk file.
+pub(crate) struct FixedFile {
+    format: TerrainFormat,
+    /// The file's path when it is writable.
+    path: Option<PathBuf>,
+    blob: Option<Blob>,
+    entries: Vec<DirectoryEntry>,
+    by_pos: HashMap<ChunkPos, usize>,
+}
+
+impl FixedFile {
+    fn from_blob(
+        format: TerrainFormat,
+        path: Option<PathBuf>,
+        blob: Option<Blob>,
+    ) -> Result<FixedFile> {
+        let entries = match &blob {
+            Some(b) => {
+                let dir = b.head(DIRECTORY_BYTES + 8)?;
+                fixed::check_head(format, &dir)?;
+                fixed::parse_directory(format, dir.get(..DIRECTORY_BYTES).unwrap_or(&dir))?
+            }
+            None => Vec::new(),
+        };
+        let by_pos = entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.pos, i))
+            .collect();
+        Ok(FixedFile {
+            format,
+            path,
+            blob,
+            entries,
+            by_pos,
+        })
+    }
+
+    /// Opens a chunk file of a folder (`writable`: replays a leftover journal first). A
+    /// missing file is an empty store that the first commit creates.
+    pub(crate) fn open(format: TerrainFormat, path: &Path, writable: bool) -> Result<FixedFile> {
+        let file = match OpenOptions::new().read(true).write(writable).open(path) {
+            Ok(f) => Some(f),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::from(e).context(path.display())),
+        };
+        if let Some(f) = &file {
+            if writable && durable::recover(path, f)? {
+                log::warn!(
+                    "{}: finished an interrupted commit from its journal",
+                    path.display()
+                );
+            } else if !writable && durable::journal_path(path).exists() {
+                log::warn!(
+                    "{}: an interrupted commit is pending; mount read-write to finish it",
+                    path.display()
+                );
+            }
+        }
+        let path = writable.then(|| path.to_path_buf());
+        Self::from_blob(format, path.clone(), file.map(Blob::File)).map_err(|e| match &path {
+            Some(p) => e.context(p.display()),
+            None => e,
+        })
+    }
+
+    /// A read-only chunk file inside an archive.
+    pub(crate) fn in_archive(format: TerrainFormat, blob: Blob) -> Result<FixedFile> {
+        Self::from_blob(format, None, Some(blob))
+    }
+
+    pub(crate) fn chunks(&self) -> impl Iterator<Item = ChunkPos> + '_ {
+        // Later duplicates override earlier ones, as the game's dictionary does.
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| self.by_pos.get(&e.pos) == Some(i))
+            .map(|(_, e)| e.pos)
+    }
+
+    pub(crate) fn contains(&self, pos: ChunkPos) -> bool {
+        self.by_pos.contains_key(&pos)
+    }
+
+    /// The record bytes of a chunk.
+    pub(crate) fn read_raw(&self, pos: ChunkPos) -> Result<Vec<u8>> {
+        let e = self
+            .by_pos
+            .get(&pos)
+            .and_then(|&i| self.entries.get(i))
+            .ok_or_else(|| Error::not_found(format!("chunk {pos} is not stored")))?;
+        let blob = self
+            .blob
+            .as_ref()
+            .ok_or_else(|| Error::not_found("no chunk file"))?;
+        blob.read_at(e.offset, self.format.record_bytes())
+    }
+
+    /// Writes encoded records (`pos`, record bytes) crash-safely.
+    pub(crate) fn commit(&mut self, records: &[(ChunkPos, Vec<u8>)]) -> Result<()> {
+        let path = self
+            .path
+            .clone()
+            .ok_or_else(|| Error::read_only("the world is read-only"))?;
+        if records.is_empty() {
+            return Ok(());
+        }
+        if self.blob.is_none() {
+            let mut f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)?;
+            std::io::Write::write_all(&mut f, &fixed::empty_directory(self.format)?)?;
+            f.sync_all()?;
+            durable::sync_parent(&path)?;
+            self.blob = Some(Blob::File(f));
+        }
+        let Some(Blob::File(file)) = &self.blob else {
+            return Err(Error::read_only("the chunk file is read-only"));
+        };
+        let size = self.format.record_bytes();
+        let mut end = file.metadata()?.len();
+        let mut data = Vec::new();
+        let mut dir = Vec::new();
+        let mut added = Vec::new();
+        for (pos, rec) in records {
+            if rec.len() != size {
+                return Err(Error::invalid(format!(
+                    "chunk {pos}: record is not {size} bytes"
+                )));
+            }
+            if let Some(&i) = self.by_pos.get(pos) {
+                let offset = self.entries.get(i).map(|e| e.offset).unwrap_or(0);
+                data.push((offset, rec.clone()));
+                continue;
+            }
+            let slot = self.entries.len() + added.len();
+            if slot >= MAX_DIRECTORY_CHUNKS {
+                return Err(Error::unsupported(format!(
+                    "a chunk file holds at most {MAX_DIRECTORY_CHUNKS} chunks"
+                )));
+            }
+            let offset = if self.format == TerrainFormat::Chunks16 {
+                let o = end.max(DIRECTORY_BYTES as u64);
+                end = o + size as u64;
+                o
+            } else {
+                fixed::slot_offset(self.format, slot)
+            };
+            data.push((offset, rec.clone()));
+            dir.push((
+                (slot * 12) as u64,
+                fixed::encode_entry(self.format, *pos, slot, offset)?.to_vec(),
+            ));
+            added.push(DirectoryEntry {
+                pos: *pos,
+                slot,
+                offset,
+            });
+        }
+        durable::journaled_write(&path, file, data, dir).map_err(|e| e.context(path.display()))?;
+        for e in added {
+            self.by_pos.insert(e.pos, self.entries.len());
+            self.entries.push(e);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,379 @@
+//! Survivalcraft worlds as stores: a world folder (read/write) or a `.scworld` file (a ZIP,
+//! read-only).
+//!
+//! [`World::open`] finds the terrain format (spec §0, §9), reads only the chunk directories
+//! and decodes nothing. Chunks are read as raw stored bytes ([`World::read_raw`]) and
+//! decoded on demand ([`World::read_chunk`]); [`World::commit_chunks`] writes a set of
+//! changed chunks crash-safely and never touches the bytes of any other chunk;
+//! [`World::commit_project`] replaces Project.xml by rename.
+
+mod blob;
+mod durable;
+mod fixed_file;
+mod regions;
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::survivalcraft::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec;
+use crate::survivalcraft::format::TerrainFormat;
+use blob::{Archive, Blob};
+use fixed_file::FixedFile;
+use regions::RegionStore;
+
+/// Largest Project.xml read (real ones are tens of kilobytes).
+const MAX_PROJECT_BYTES: u64 = 64 << 20;
+
+enum Terrain {
+    Fixed(FixedFile),
+    Regions(RegionStore),
+}
+
+/// An opened world.
+pub struct World {
+    /// The world folder; `None` for a `.scworld` file.
+    folder: Option<PathBuf>,
+    read_only: bool,
+    format: TerrainFormat,
+    terrain: Terrain,
+    project: Option<Blob>,
+}
+
+fn project_version(xml: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(xml.get(..xml.len().min(4096))?).ok()?;
+    let tag_start = text.find("<Project")?;
+    let tag = &text[tag_start..tag_start + text[tag_start..].find('>')?];
+    let v = tag.find(" Version=\"")? + " Version=\"".len();
+    Some(tag[v..v + tag[v..].find('"')?].to_string())
+}
+
+fn choose(
+    candidates: &[TerrainFormat],
+    project_head: Option<&[u8]>,
+    what: &Path,
+) -> Result<TerrainFormat> {
+    let by_version = project_head
+        .and_then(project_version)
+        .and_then(|v| TerrainFormat::for_game_version(&v));
+    match (candidates, by_version) {
+        ([only], _) => Ok(*only),
+        ([], Some(f)) => Ok(f),
+        (many, Some(f)) if many.contains(&f) => Ok(f),
+        ([], None) => Err(Error::unsupported(format!(
+            "{}: no terrain (Chunks.dat, Chunks32.dat, Chunks32h.dat or Regions/) and no known game version in Project.xml",
+            what.display()
+        ))),
+        (many, _) => Err(Error::unsupported(format!(
+            "{}: several terrain stores ({many:?}) and Project.xml's version does not say which is current",
+            what.display()
+        ))),
+    }
+}
+
+/// Whether `dir` looks like a Survivalcraft world folder: a project file and terrain.
+/// Terrain kinds worldfs cannot open count too, so opening explains what is wrong.
+pub fn is_world_folder(dir: &Path) -> bool {
+    let project = ["Project.xml", "Project.json"]
+        .iter()
+        .any(|n| dir.join(n).is_file());
+    let terrain = [
+        "Chunks.dat",
+        "Chunks32.dat",
+        "Chunks32h.dat",
+        "Chunks32fs.dat",
+    ]
+    .iter()
+    .any(|n| dir.join(n).is_file())
+        || dir.join("Regions").is_dir()
+        || dir.join("Chunks").is_dir();
+    project && terrain
+}
+
+/// Whether `file` is a `.scworld`: a ZIP archive with a Project.xml in it.
+pub fn is_scworld(file: &Path) -> bool {
+    let Ok(f) = File::open(file) else {
+        return false;
+    };
+    let mut magic = [0u8; 4];
+    if std::io::Read::read_exact(&mut &f, &mut magic).is_err() || &magic != b"PK\x03\x04" {
+        return false;
+    }
+    zip::ZipArchive::new(f).is_ok_and(|z| {
+        z.file_names()
+            .any(|n| n.rsplit('/').next() == Some("Project.xml"))
+    })
+}
+
+impl World {
+    /// Opens a world folder, or a `.scworld` file (always read-only).
+    pub fn open(path: &Path, read_only: bool) -> Result<World> {
+        let meta = fs::metadata(path).map_err(|e| Error::from(e).context(path.display()))?;
+        if meta.is_dir() {
+            Self::open_folder(path, read_only)
+        } else {
+            Self::open_archive(path).map_err(|e| e.context(path.display()))
+        }
+    }
+
+    fn open_folder(root: &Path, read_only: bool) -> Result<World> {
+        let writable = !read_only;
+        let project_path = root.join("Project.xml");
+        if writable {
+            let _ = fs::remove_file(root.join(".Project.xml.worldfs-tmp"));
+        }
+        let project = match File::open(&project_path) {
+            Ok(f) => Some(Blob::File(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(Error::from(e).context(project_path.display())),
+        };
+        let head = match &project {
+            Some(b) => Some(b.head(4096)?),
+            None => None,
+        };
+        let mut candidates = Vec::new();
+        if root.join("Regions").is_dir() {
+            candidates.push(TerrainFormat::Regions);
+        }
+        for f in [
+            TerrainFormat::Chunks32h,
+            TerrainFormat::Chunks32,
+            TerrainFormat::Chunks16,
+        ] {
+            if root.join(f.file_name().unwrap_or_default()).is_file() {
+                candidates.push(f);
+            }
+        }
+        if candidates.is_empty() && root.join("Chunks32fs.dat").exists() {
+            return Err(
+                Error::unsupported("Chunks32fs.dat (SingleFileStorage) is not supported")
+                    .context(root.display()),
+            );
+        }
+        if candidates.is_empty() && root.join("Chunks").is_dir() {
+            return Err(Error::unsupported(
+                "1.0-1.3 Chunks/ folders are not supported; open the world in 1.4+ once",
+            )
+            .context(root.display()));
+        }
+        let format = choose(&candidates, head.as_deref(), root)?;
+        let terrain = match format.file_name() {
+            Some(name) => Terrain::Fixed(FixedFile::open(format, &root.join(name), writable)?),
+            None => Terrain::Regions(RegionStore::open(&root.join("Regions"), writable)?),
+        };
+        Ok(World {
+            folder: Some(root.to_path_buf()),
+            read_only,
+            format,
+            terrain,
+            project,
+        })
+    }
+
+    fn open_archive(path: &Path) -> Result<World> {
+        let zip = zip::ZipArchive::new(File::open(path)?).map_err(|e| {
+            Error::unsupported(format!("not a world folder or a .scworld (ZIP) file: {e}"))
+        })?;
+        let names: Vec<String> = zip.file_names().map(str::to_string).collect();
+        let archive: Archive = Arc::new(Mutex::new(zip));
+        let project_name = names
+            .iter()
+            .filter(|n| n.rsplit('/').next() == Some("Project.xml"))
+            .min_by_key(|n| n.len())
+            .cloned();
+        let prefix = project_name
+            .as_deref()
+            .map_or("", |n| &n[..n.len() - "Project.xml".len()])
+            .to_string();
+        let project = match &project_name {
+            Some(n) => Some(Blob::entry(&archive, n)?),
+            None => None,
+        };
+        let head = match &project {
+            Some(b) => Some(b.head(4096)?),
+            None => None,
+        };
+        let rel = |n: &str| n.strip_prefix(prefix.as_str()).map(str::to_string);
+        let mut candidates = Vec::new();
+        if names.iter().filter_map(|n| rel(n)).any(|r| {
+            let base = r.strip_prefix("Regions/").unwrap_or(&r);
+            codec::region::region_coords(base).is_some()
+        }) {
+            candidates.push(TerrainFormat::Regions);
+        }
+        for f in [
+            TerrainFormat::Chunks32h,
+            TerrainFormat::Chunks32,
+            TerrainFormat::Chunks16,
+        ] {
+            if names.iter().any(|n| rel(n).as_deref() == f.file_name()) {
+                candidates.push(f);
+            }
+        }
+        let format = choose(&candidates, head.as_deref(), path)?;
+        let terrain = match format.file_name() {
+            Some(name) => {
+                let full = format!("{prefix}{name}");
+                if names.contains(&full) {
+                    Terrain::Fixed(
+                        FixedFile::in_archive(format, Blob::entry(&archive, &full)?)
+                            .map_err(|e| e.context(&full))?,
+                    )
+                } else {
+                    Terrain::Fixed(FixedFile::open(format, Path::new(""), false)?)
+                }
+            }
+            None => Terrain::Regions(RegionStore::in_archive(&archive, &names, &prefix)?),
+        };
+        Ok(World {
+            folder: None,
+            read_only: true,
+            format,
+            terrain,
+            project,
+        })
+    }
+
+    /// The terrain format.
+    pub fn format(&self) -> TerrainFormat {
+        self.format
+    }
+
+    /// Whether commits are refused (read-only mount or a `.scworld` file).
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// The world folder, `None` for a `.scworld` file.
+    pub fn folder(&self) -> Option<&Path> {
+        self.folder.as_deref()
+    }
+
+    /// Every stored chunk, in directory order (fixed files) or region/slot order.
+    pub fn chunks(&self) -> Vec<ChunkPos> {
+        match &self.terrain {
+            Terrain::Fixed(f) => f.chunks().collect(),
+            Terrain::Regions(r) => r.chunks().collect(),
+        }
+    }
+
+    /// Whether a chunk is stored.
+    pub fn contains(&self, pos: ChunkPos) -> bool {
+        match &self.terrain {
+            Terrain::Fixed(f) => f.contains(pos),
+            Terrain::Regions(r) => r.contains(pos),
+        }
+    }
+
+    /// A chunk's stored bytes: the whole record (fixed files) or the compressed payload
+    /// (region files). Stable while the chunk is unchanged (for sizes, mtimes, caches).
+    pub fn read_raw(&self, pos: ChunkPos) -> Result<Vec<u8>> {
+        match &self.terrain {
+            Terrain::Fixed(f) => f.read_raw(pos),
+            Terrain::Regions(r) => r.read_raw(pos),
+        }
+        .map_err(|e| e.context(format!("chunk {pos}")))
+    }
+
+    /// Reads and decodes a chunk.
+    pub fn read_chunk(&self, pos: ChunkPos) -> Result<Chunk> {
+        codec::decode_chunk(self.format, &self.read_raw(pos)?)
+            .map_err(|e| e.context(format!("chunk {pos}")))
+    }
+
+    /// Writes changed (or new) chunks crash-safely; a later entry for the same position
+    /// wins. Every chunk must be of the world's format.
+    pub fn commit_chunks(&mut self, changes: &[(ChunkPos, &Chunk)]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the world is opened read-only"));
+        }
+        let mut encoded: Vec<(ChunkPos, Vec<u8>)> = Vec::with_capacity(changes.len());
+        for (pos, chunk) in changes {
+            if chunk.format() != self.format {
+                return Err(Error::invalid(format!(
+                    "chunk {pos} is {:?}, the world is {:?}",
+                    chunk.format(),
+                    self.format
+                )));
+            }
+            let bytes =
+                codec::encode_chunk(chunk, *pos).map_err(|e| e.context(format!("chunk {pos}")))?;
+            encoded.retain(|(p, _)| p != pos);
+            encoded.push((*pos, bytes));
+        }
+        match &mut self.terrain {
+            Terrain::Fixed(f) => f.commit(&encoded),
+            Terrain::Regions(r) => r.commit(&encoded),
+        }
+    }
+
+    /// Project.xml's bytes, `None` if the world has none (e.g. a JSON project).
+    pub fn project_xml(&self) -> Result<Option<Vec<u8>>> {
+        match &self.project {
+            Some(b) => Ok(Some(b.read_all(MAX_PROJECT_BYTES)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Replaces Project.xml (temp file, fsync, rename, fsync folder).
+    pub fn commit_project(&mut self, xml: &[u8]) -> Result<()> {
+        let root = match (&self.folder, self.read_only) {
+            (Some(root), false) => root.clone(),
+            _ => return Err(Error::read_only("the world is opened read-only")),
+        };
+        let target = root.join("Project.xml");
+        durable::replace_file(&target, &root.join(".Project.xml.worldfs-tmp"), xml)?;
+        self.project = Some(Blob::File(File::open(&target)?));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_from_the_project_tag() {
+        assert_eq!(
+            project_version(b"<Project Guid=\"x\" Version=\"1.27\">").as_deref(),
+            Some("1.27")
+        );
+        assert_eq!(
+            project_version(b"<?xml?>\n<Project Version=\"2.2\" Name=\"a\">").as_deref(),
+            Some("2.2")
+        );
+        assert_eq!(project_version(b"<Project Name=\"a\">"), None);
+    }
+
+    #[test]
+    fn the_format_is_chosen_from_files_and_version() {
+        let p = Path::new("w");
+        let v22 = b"<Project Version=\"2.2\">".as_slice();
+        assert_eq!(
+            choose(&[TerrainFormat::Chunks16], None, p).ok(),
+            Some(TerrainFormat::Chunks16)
+        );
+        assert_eq!(
+            choose(&[], Some(v22), p).ok(),
+            Some(TerrainFormat::Chunks32h)
+        );
+        assert_eq!(
+            choose(
+                &[TerrainFormat::Chunks32h, TerrainFormat::Chunks32],
+                Some(v22),
+                p
+            )
+            .ok(),
+            Some(TerrainFormat::Chunks32h)
+        );
+        assert!(choose(
+            &[TerrainFormat::Chunks32h, TerrainFormat::Chunks32],
+            None,
+            p
+        )
+        .is_err());
+        assert!(choose(&[], None, p).is_err());
+    }
+}

@@ -1,0 +1,635 @@
+//! The mounted tree of a Survivalcraft world (DESIGN.md "The trees / Survivalcraft"):
+//!
+//! ```text
+//! Project.xml                      read/write, committed through the store
+//! chunks/CX,CZ/                    one folder per stored chunk
+//!     blocks.cubeset               cells: block id and data (Cubeset)
+//!     light.txt                    cell light (not for region worlds, which store none)
+//!     surface.txt                  per column: top height, temperature, humidity
+//! players/NAME/inventory           a player's inventories in Project.xml
+//! containers/X,Y,Z/inventory       a chest's, furnace's, crafting table's... slots
+//! Project.bak, ...                 the world folder's other regular files, as they are
+//! ```
+//!
+//! Region worlds (2.3+) store no cell light: the game relights every chunk it loads, so
+//! their chunk folders have no `light.txt`. A `.scworld` file is a ZIP and is mounted
+//! read-only; to edit it, unpack it into a folder and mount that.
+//!
+//! Paths are mapped to objects and views here; decoding, caching and committing live in
+//! [`Objects`], the formats in the codecs and the views.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::names;
+use crate::survivalcraft::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::project::{self, Holder, ProjectInfo};
+use crate::survivalcraft::format::TerrainFormat;
+use crate::survivalcraft::objects::Objects;
+use crate::survivalcraft::views::{self, inventory::ValueLayout};
+use crate::vfs::folder::FolderFiles;
+use crate::vfs::scratch::looks_like_scratch;
+use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE};
+
+/// The files of a chunk folder, in listing order, with how each is rendered and parsed.
+pub struct View {
+    pub name: &'static str,
+    pub render: fn(&Chunk) -> Vec<u8>,
+    pub parse: fn(&Chunk, &[u8]) -> Result<Chunk>,
+}
+
+const VIEWS: [View; 3] = [
+    View {
+        name: "blocks.cubeset",
+        render: views::blocks::render,
+        parse: views::blocks::parse,
+    },
+    View {
+        name: "light.txt",
+        render: views::light::render,
+        parse: views::light::parse,
+    },
+    View {
+        name: "surface.txt",
+        render: views::surface::render,
+        parse: views::surface::parse,
+    },
+];
+
+/// The views a chunk of `format` shows (no `light.txt` where light is not stored).
+pub fn views_for(format: TerrainFormat) -> impl Iterator<Item = &'static View> {
+    VIEWS
+        .iter()
+        .filter(move |v| v.name != "light.txt" || format.stores_light())
+}
+
+/// Entities with inventories, by the folder they are shown in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HolderKind {
+    Player,
+    Container,
+}
+
+impl HolderKind {
+    fn dir(self) -> &'static str {
+        match self {
+            HolderKind::Player => "players",
+            HolderKind::Container => "containers",
+        }
+    }
+}
+
+const PROJECT: &str = "Project.xml";
+const INVENTORY: &str = "inventory";
+
+/// Where a path points.
+enum Place<'a> {
+    Root,
+    WorldFile(&'a str),
+    Project,
+    Chunks,
+    Chunk(ChunkPos),
+    View(ChunkPos, &'static View),
+    Holders(HolderKind),
+    Holder(HolderKind, &'a str),
+    Inventory(HolderKind, &'a str),
+}
+
+/// The files of the world folder the tree shows otherwise (or never).
+fn hidden_world_file(name: &str) -> bool {
+    name == PROJECT
+        || (name.starts_with("Chunks") && name.ends_with(".dat"))
+        || name.contains(".worldfs-")
+}
+
+fn not_found(path: &TreePath) -> Error {
+    Error::not_found(format!("{}: no such file or directory", path.join("/")))
+}
+
+/// The time of folders that have none of their own.
+fn base_time() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
+}
+
+/// The listing cookie of a chunk folder: its position, so it never changes. Chunks beyond
+/// ±2^30 (far outside any world the game can make) have none.
+fn chunk_cookie(pos: ChunkPos) -> Option<u64> {
+    const HALF: i64 = 1 << 30;
+    let x = i64::from(pos.cx) + HALF;
+    let z = i64::from(pos.cz) + HALF;
+    if !(0..2 * HALF).contains(&x) || !(0..2 * HALF).contains(&z) {
+        return None;
+    }
+    let cookie = ((x as u64) << 31 | z as u64) + 1;
+    (cookie <= MAX_TREE_COOKIE).then_some(cookie)
+}
+
+/// Holders of one kind with their (escaped) folder names, unique within the kind.
+fn holders(info: &ProjectInfo, kind: HolderKind) -> Vec<(String, &Holder)> {
+    match kind {
+        HolderKind::Player => info
+            .players()
+            .into_iter()
+            .map(|(n, h)| (names::escape(n.as_bytes()), h))
+            .collect(),
+        HolderKind::Container => {
+            let containers: Vec<(&String, &Holder)> = info
+                .holders
+                .iter()
+                .filter(|h| h.player_name.is_none() && !h.inventories.is_empty())
+                .filter_map(|h| h.coordinates.as_ref().map(|c| (c, h)))
+                .collect();
+            containers
+                .iter()
+                .map(|(c, h)| {
+                    let shared = containers.iter().filter(|(o, _)| o == c).count() > 1;
+                    let name = if shared {
+                        format!("{c}#{}", h.entity_id)
+                    } else {
+                        (*c).clone()
+                    };
+                    (names::escape(name.as_bytes()), *h)
+                })
+                .collect()
+        }
+    }
+}
+
+/// A Survivalcraft world (folder or `.scworld`) as a tree.
+pub struct SurvivalcraftTree {
+    objects: Objects,
+    files: Option<FolderFiles>,
+    read_only: bool,
+    /// The `.scworld` file, when the world is packed (read-only).
+    archive: Option<String>,
+}
+
+/// How to open a Survivalcraft world.
+pub struct Options {
+    pub read_only: bool,
+    pub cache_bytes: usize,
+}
+
+/// The message for a packed world that someone wants to write.
+fn unpack_hint(scworld: &str) -> String {
+    format!(
+        "{scworld} is a packed world (a ZIP) and can only be mounted read-only (--read-only); \
+         to edit it, unpack it into a folder and mount that: \
+         mkdir WORLD && unzip '{scworld}' -d WORLD && worldfs mount WORLD MOUNTPOINT \
+         (pack it again with: cd WORLD && zip -r ../NEW.scworld .)"
+    )
+}
+
+impl SurvivalcraftTree {
+    /// Opens the world at `source` (nothing is decoded). A `.scworld` file needs
+    /// `read_only`.
+    pub fn open(source: &Path, options: &Options) -> Result<SurvivalcraftTree> {
+        let archive = (!source.is_dir()).then(|| source.display().to_string());
+        if let (Some(a), false) = (&archive, options.read_only) {
+            return Err(Error::read_only(unpack_hint(a)));
+        }
+        let objects = Objects::open(source, options.read_only, options.cache_bytes)?;
+        Ok(SurvivalcraftTree {
+            objects,
+            files: source
+                .is_dir()
+                .then(|| FolderFiles::new(source, hidden_world_file, options.read_only)),
+            read_only: options.read_only,
+            archive,
+        })
+    }
+
+    /// The decoded objects under this tree.
+    pub fn objects(&self) -> &Objects {
+        &self.objects
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        match (&self.archive, self.read_only) {
+            (Some(a), _) => Err(Error::read_only(unpack_hint(a))),
+            (None, true) => Err(Error::read_only("the mount is read-only")),
+            (None, false) => Ok(()),
+        }
+    }
+
+    fn layout(&self) -> ValueLayout {
+        if self.objects.format() == TerrainFormat::Chunks16 {
+            ValueLayout::Bits16
+        } else {
+            ValueLayout::Bits32
+        }
+    }
+
+    fn place<'a>(&self, path: &'a TreePath) -> Result<Place<'a>> {
+        let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+        let chunk = |s: &str| s.parse::<ChunkPos>().map_err(|_| not_found(path));
+        let kind = |s: &str| match s {
+            "players" => Some(HolderKind::Player),
+            "containers" => Some(HolderKind::Container),
+            _ => None,
+        };
+        Ok(match parts.as_slice() {
+            [] => Place::Root,
+            ["chunks"] => Place::Chunks,
+            [PROJECT] => Place::Project,
+            [d] if kind(d).is_some() => Place::Holders(kind(d).ok_or_else(|| not_found(path))?),
+            [name] => Place::WorldFile(name),
+            ["chunks", c] => Place::Chunk(chunk(c)?),
+            ["chunks", c, v] => {
+                let view = views_for(self.objects.format())
+                    .find(|x| x.name == *v)
+                    .ok_or_else(|| not_found(path))?;
+                Place::View(chunk(c)?, view)
+            }
+            [d, n] if kind(d).is_some() => {
+                Place::Holder(kind(d).ok_or_else(|| not_found(path))?, n)
+            }
+            [d, n, INVENTORY] if kind(d).is_some() => {
+                Place::Inventory(kind(d).ok_or_else(|| not_found(path))?, n)
+            }
+            _ => return Err(not_found(path)),
+        })
+    }
+
+    fn dir_stat(&self, mtime: SystemTime) -> Stat {
+        Stat {
+            kind: Kind::Dir,
+            size: 0,
+            mtime,
+            perm: if self.read_only { 0o555 } else { 0o755 },
+        }
+    }
+
+    fn file_stat(&self, size: usize, mtime: SystemTime) -> Stat {
+        Stat {
+            kind: Kind::File,
+            size: size as u64,
+            mtime,
+            perm: if self.read_only { 0o444 } else { 0o644 },
+        }
+    }
+
+    fn world_files(&self) -> Result<&FolderFiles> {
+        self.files
+            .as_ref()
+            .ok_or_else(|| Error::not_found("a .scworld file has no world folder"))
+    }
+
+    /// Every inventory file derived from `info`, by tree path, rendered.
+    fn inventory_files(&self, info: &ProjectInfo) -> Vec<(String, Vec<u8>)> {
+        let mut out = Vec::new();
+        for kind in [HolderKind::Player, HolderKind::Container] {
+            for (name, h) in holders(info, kind) {
+                out.push((
+                    format!("{}/{name}/{INVENTORY}", kind.dir()),
+                    views::inventory::render(&h.inventories, self.layout()),
+                ));
+            }
+        }
+        out
+    }
+
+    /// The rendered inventory file of holder `name` and its mtime.
+    fn inventory(&self, kind: HolderKind, name: &str) -> Result<(Vec<u8>, SystemTime)> {
+        let p = self.objects.require_project()?;
+        let (_, h) = holders(&p.info, kind)
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| Error::not_found(format!("{}/{name}: no such entity", kind.dir())))?;
+        let data = views::inventory::render(&h.inventories, self.layout());
+        let mtime = self
+            .objects
+            .mtime_of(&format!("{}/{name}/{INVENTORY}", kind.dir()), &data);
+        Ok((data, mtime))
+    }
+
+    fn has_project(&self) -> Result<bool> {
+        Ok(self.objects.project()?.is_some())
+    }
+
+    fn read_place(&self, place: &Place<'_>) -> Result<Arc<Vec<u8>>> {
+        match place {
+            Place::WorldFile(name) => self.world_files()?.read(name),
+            Place::Project => Ok(self.objects.require_project()?.xml.clone()),
+            Place::View(pos, view) => Ok(self.objects.chunk(*pos)?.view(view.name, view.render)),
+            Place::Inventory(kind, name) => Ok(Arc::new(self.inventory(*kind, name)?.0)),
+            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+        }
+    }
+
+    fn chunk_listing(&self, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        let sorted = self.objects.sorted_chunks()?;
+        let start = sorted.partition_point(|p| chunk_cookie(*p).map_or(true, |c| c <= after));
+        for pos in &sorted[start..] {
+            let Some(cookie) = chunk_cookie(*pos) else {
+                log::warn!("chunk {pos} lies outside any world; not listed");
+                continue;
+            };
+            if !sink(Entry {
+                name: pos.to_string(),
+                cookie,
+                stat: self.dir_stat(base_time()),
+            }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Streams `entries` (already in cookie order, cookies 1..) after `after`.
+fn stream(entries: Vec<Entry>, after: u64, sink: &mut dyn FnMut(Entry) -> bool) {
+    for e in entries {
+        if e.cookie > after && !sink(e) {
+            return;
+        }
+    }
+}
+
+impl Tree for SurvivalcraftTree {
+    fn stat(&self, path: &TreePath) -> Result<Stat> {
+        let place = self.place(path)?;
+        match &place {
+            Place::Root | Place::Chunks => Ok(self.dir_stat(base_time())),
+            Place::WorldFile(name) => self.world_files()?.stat(name),
+            Place::Project => {
+                let p = self.objects.require_project()?;
+                Ok(self.file_stat(p.xml.len(), p.mtime))
+            }
+            Place::Chunk(pos) => {
+                if !self.objects.contains(*pos)? {
+                    return Err(not_found(path));
+                }
+                Ok(self.dir_stat(base_time()))
+            }
+            Place::View(pos, view) => {
+                let c = self.objects.chunk(*pos)?;
+                Ok(self.file_stat(c.view(view.name, view.render).len(), c.mtime))
+            }
+            Place::Holders(_) => {
+                if !self.has_project()? {
+                    return Err(not_found(path));
+                }
+                Ok(self.dir_stat(base_time()))
+            }
+            Place::Holder(kind, name) => {
+                let (_, mtime) = self.inventory(*kind, name)?;
+                Ok(self.dir_stat(mtime))
+            }
+            Place::Inventory(kind, name) => {
+                let (data, mtime) = self.inventory(*kind, name)?;
+                Ok(self.file_stat(data.len(), mtime))
+            }
+        }
+    }
+
+    fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        match self.place(dir)? {
+            Place::Root => {
+                let mut entries = Vec::new();
+                let project = self.objects.project()?;
+                if let Some(p) = &project {
+                    entries.push(Entry {
+                        name: PROJECT.into(),
+                        cookie: 1,
+                        stat: self.file_stat(p.xml.len(), p.mtime),
+                    });
+                }
+                entries.push(Entry {
+                    name: "chunks".into(),
+                    cookie: 2,
+                    stat: self.dir_stat(base_time()),
+                });
+                if project.is_some() {
+                    for (cookie, kind) in [(3, HolderKind::Container), (4, HolderKind::Player)] {
+                        entries.push(Entry {
+                            name: kind.dir().into(),
+                            cookie,
+                            stat: self.dir_stat(base_time()),
+                        });
+                    }
+                }
+                if let Some(files) = &self.files {
+                    for (i, name) in files.names()?.into_iter().enumerate() {
+                        if let Ok(stat) = files.stat(&name) {
+                            entries.push(Entry {
+                                name,
+                                cookie: i as u64 + 5,
+                                stat,
+                            });
+                        }
+                    }
+                }
+                stream(entries, after, sink);
+                Ok(())
+            }
+            Place::Chunks => self.chunk_listing(after, sink),
+            Place::Chunk(pos) => {
+                let c = self.objects.chunk(pos)?;
+                let entries = views_for(self.objects.format())
+                    .enumerate()
+                    .map(|(i, v)| Entry {
+                        name: v.name.into(),
+                        cookie: i as u64 + 1,
+                        stat: self.file_stat(c.view(v.name, v.render).len(), c.mtime),
+                    })
+                    .collect();
+                stream(entries, after, sink);
+                Ok(())
+            }
+            Place::Holders(kind) => {
+                let p = self.objects.require_project()?;
+                let entries = holders(&p.info, kind)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (name, h))| {
+                        let data = views::inventory::render(&h.inventories, self.layout());
+                        let mtime = self
+                            .objects
+                            .mtime_of(&format!("{}/{name}/{INVENTORY}", kind.dir()), &data);
+                        Entry {
+                            name,
+                            cookie: i as u64 + 1,
+                            stat: self.dir_stat(mtime),
+                        }
+                    })
+                    .collect();
+                stream(entries, after, sink);
+                Ok(())
+            }
+            Place::Holder(kind, name) => {
+                let (data, mtime) = self.inventory(kind, name)?;
+                stream(
+                    vec![Entry {
+                        name: INVENTORY.into(),
+                        cookie: 1,
+                        stat: self.file_stat(data.len(), mtime),
+                    }],
+                    after,
+                    sink,
+                );
+                Ok(())
+            }
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
+        let place = self.place(path)?;
+        self.read_place(&place)
+    }
+
+    fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let renders = |info: &ProjectInfo| self.inventory_files(info);
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.write(name, data),
+            Place::Project => self.objects.modify_project(|_| Ok(data.to_vec()), renders),
+            Place::View(pos, view) => self.objects.modify_chunk(pos, |c| (view.parse)(c, data)),
+            Place::Inventory(kind, name) => {
+                let inventories = views::inventory::parse(data)?;
+                self.objects.modify_project(
+                    |p| {
+                        let (_, h) = holders(&p.info, kind)
+                            .into_iter()
+                            .find(|(n, _)| *n == name)
+                            .ok_or_else(|| not_found(path))?;
+                        project::write_inventories(&p.xml, &h.entity_id, &inventories)
+                    },
+                    renders,
+                )
+            }
+            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+        }
+    }
+
+    fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
+        Ok(match self.place(dir)? {
+            Place::Root
+                if self.files.is_some()
+                    && !looks_like_scratch(name)
+                    && !hidden_world_file(name)
+                    && !matches!(name, "chunks" | "players" | "containers") =>
+            {
+                NewFile::Object
+            }
+            Place::Chunk(_) if views_for(self.objects.format()).any(|v| v.name == name) => {
+                NewFile::Object
+            }
+            Place::Holder(..) if name == INVENTORY => NewFile::Object,
+            _ => NewFile::Scratch,
+        })
+    }
+
+    fn remove(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.remove(name),
+            Place::Project | Place::View(..) | Place::Inventory(..) => {
+                Err(Error::not_permitted(format!(
+                    "{}: cannot be removed (write it to change it)",
+                    path.join("/")
+                )))
+            }
+            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+        }
+    }
+
+    fn mkdir(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        match self.place(path)? {
+            Place::Chunk(pos) => self.objects.create_chunk(pos),
+            _ => Err(Error::not_permitted(format!(
+                "{}: folders here are fixed (only chunks/CX,CZ can be created)",
+                path.join("/")
+            ))),
+        }
+    }
+
+    fn rmdir(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        Err(Error::not_permitted(format!(
+            "{}: cannot be removed (Survivalcraft chunk files have no way to drop a chunk)",
+            path.join("/")
+        )))
+    }
+
+    fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        match (self.place(from)?, self.place(to)?) {
+            (Place::WorldFile(a), Place::WorldFile(b)) => self.world_files()?.rename(a, b),
+            _ => Err(Error::new(
+                libc::EXDEV,
+                "only the world folder's plain files can be renamed",
+            )),
+        }
+    }
+
+    fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
+        self.check_writable()?;
+        match self.place(path)? {
+            Place::Root | Place::Chunks | Place::Chunk(_) | Place::Holders(_) => Ok(()),
+            Place::Holder(kind, name) => self.inventory(kind, name).map(|_| ()),
+            Place::WorldFile(name) => self.world_files()?.set_mtime(name, mtime),
+            Place::Project => self.objects.set_project_mtime(mtime),
+            Place::View(pos, _) => self.objects.set_chunk_mtime(pos, mtime),
+            Place::Inventory(kind, name) => {
+                let (data, _) = self.inventory(kind, name)?;
+                self.objects.set_mtime_of(
+                    &format!("{}/{name}/{INVENTORY}", kind.dir()),
+                    &data,
+                    mtime,
+                );
+                Ok(())
+            }
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_cookies_follow_position_order_within_bounds() {
+        let positions = [
+            ChunkPos::new(-(1 << 30), -(1 << 30)),
+            ChunkPos::new(-5, 7),
+            ChunkPos::new(-5, 8),
+            ChunkPos::new(0, -1),
+            ChunkPos::new(0, 0),
+            ChunkPos::new((1 << 30) - 1, (1 << 30) - 1),
+        ];
+        let cookies: Vec<u64> = positions
+            .iter()
+            .map(|p| chunk_cookie(*p).unwrap())
+            .collect();
+        assert!(cookies.windows(2).all(|w| w[0] < w[1]), "{cookies:?}");
+        assert_eq!(cookies[0], 1);
+        assert_eq!(*cookies.last().unwrap(), MAX_TREE_COOKIE);
+        assert_eq!(chunk_cookie(ChunkPos::new(1 << 30, 0)), None);
+        assert_eq!(chunk_cookie(ChunkPos::new(0, i32::MIN)), None);
+    }
+
+    #[test]
+    fn stored_terrain_and_worldfs_files_are_hidden() {
+        for n in [
+            "Project.xml",
+            "Chunks.dat",
+            "Chunks32h.dat",
+            "Chunks.dat.worldfs-journal",
+            ".Project.xml.worldfs-tmp",
+        ] {
+            assert!(hidden_world_file(n), "{n}");
+        }
+        for n in ["Project.bak", "Project.json", "notes.txt"] {
+            assert!(!hidden_world_file(n), "{n}");
+        }
+    }
+}

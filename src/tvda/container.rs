@@ -1,0 +1,631 @@
+//! The TVDA (Terran Virtual Disk, spec version 254) container codec: the 300-byte header,
+//! the 36-byte entry header, entry contents, both CRCs and the sequential index scan.
+//!
+//! A TVDA has no index: entries follow the header back to back until EOF, the discard bit
+//! (type bit 7) kills an entry, and the last live occurrence of an ID wins (tvda.md §2–§3).
+//! `scan` reads only entry headers and size fields, never payloads, so opening a disk costs
+//! one small read per entry. Everything here is pure bytes ⇄ structs; `store` does the I/O.
+
+use crate::error::{Error, Result};
+use crate::tvda::bytes::{put_u48, Cursor, ReadAt, INT48_MAX};
+
+/// Size of the disk header.
+pub const HEADER_LEN: usize = 300;
+/// Size of an entry header (ID, parent, type, reserved, ctime, mtime, CRC).
+pub const ENTRY_HEADER_LEN: u64 = 36;
+/// Byte 46: the spec version of a TVDA.
+pub const SPEC_VERSION: u8 = 0xFE;
+/// The disk magic, `TEVd`.
+pub const MAGIC: &[u8; 4] = b"TEVd";
+/// Entry ID of the root directory.
+pub const ROOT_ID: i64 = 0;
+/// Type-byte bit marking a discarded entry.
+pub const DISCARD_BIT: u8 = 0x80;
+/// Offset of the save-mode byte (`extraInfoBytes[1]`).
+pub const SAVE_MODE_OFFSET: u64 = 49;
+/// Offset of the disk CRC.
+pub const DISK_CRC_OFFSET: u64 = 42;
+/// Offset of the root entry's modification time when the root is the first entry.
+pub const ROOT_MTIME_OFFSET: u64 = HEADER_LEN as u64 + 26;
+
+const NAME_PART1: std::ops::Range<usize> = 10..42;
+const NAME_PART2: std::ops::Range<usize> = 64..300;
+
+/// What a disk holds, from header byte 50 (`VDSaveKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskKind {
+    /// 0: very old disks that predate the field.
+    Undefined,
+    /// 1: a player disk.
+    Player,
+    /// 2: a world disk.
+    World,
+    /// Any other value.
+    Other(u8),
+}
+
+/// The 300-byte disk header, kept as bytes so unknown fields survive a rewrite.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    bytes: [u8; HEADER_LEN],
+}
+
+impl Header {
+    /// Parses a header; requires the magic and spec version 254.
+    pub fn parse(data: &[u8]) -> Result<Header> {
+        let head = data
+            .get(..HEADER_LEN)
+            .ok_or_else(|| Error::corrupt("TVDA disk shorter than its 300-byte header"))?;
+        if !head.starts_with(MAGIC) {
+            return Err(Error::corrupt("not a Terran Virtual Disk (no TEVd magic)"));
+        }
+        let mut bytes = [0; HEADER_LEN];
+        bytes.copy_from_slice(head);
+        if bytes[46] != SPEC_VERSION {
+            return Err(Error::unsupported(format!(
+                "TEVd disk of spec version {} is not a TVDA (version 254)",
+                bytes[46]
+            )));
+        }
+        Ok(Header { bytes })
+    }
+
+    /// A new header: capacity 0, the given name and kind, every other field 0.
+    pub fn new(name: &str, kind: u8) -> Result<Header> {
+        let mut bytes = [0; HEADER_LEN];
+        bytes[..4].copy_from_slice(MAGIC);
+        bytes[46] = SPEC_VERSION;
+        bytes[47] = SPEC_VERSION;
+        bytes[50] = kind;
+        let mut h = Header { bytes };
+        h.set_name(name)?;
+        Ok(h)
+    }
+
+    /// The raw 300 bytes.
+    pub fn bytes(&self) -> &[u8; HEADER_LEN] {
+        &self.bytes
+    }
+
+    /// Disk capacity in bytes (Terrarum saves write 0).
+    pub fn capacity(&self) -> u64 {
+        let mut c = Cursor::new(&self.bytes[4..10]);
+        c.u48().unwrap_or(0)
+    }
+
+    /// The disk name (player or world name): both name parts, trailing NULs trimmed.
+    pub fn name(&self) -> String {
+        let mut raw = self.bytes[NAME_PART1].to_vec();
+        raw.extend_from_slice(&self.bytes[NAME_PART2]);
+        while raw.last() == Some(&0) {
+            raw.pop();
+        }
+        String::from_utf8_lossy(&raw).into_owned()
+    }
+
+    /// Sets the disk name (at most 268 bytes of UTF-8).
+    pub fn set_name(&mut self, name: &str) -> Result<()> {
+        let raw = name.as_bytes();
+        if raw.len() > NAME_PART1.len() + NAME_PART2.len() {
+            return Err(Error::invalid("disk name longer than 268 bytes"));
+        }
+        let mut padded = [0u8; 268];
+        padded[..raw.len()].copy_from_slice(raw);
+        self.bytes[NAME_PART1].copy_from_slice(&padded[..32]);
+        self.bytes[NAME_PART2].copy_from_slice(&padded[32..]);
+        Ok(())
+    }
+
+    /// The stored disk CRC.
+    pub fn disk_crc(&self) -> u32 {
+        u32::from_be_bytes([
+            self.bytes[42],
+            self.bytes[43],
+            self.bytes[44],
+            self.bytes[45],
+        ])
+    }
+
+    /// Sets the stored disk CRC.
+    pub fn set_disk_crc(&mut self, crc: u32) {
+        self.bytes[42..46].copy_from_slice(&crc.to_be_bytes());
+    }
+
+    /// Byte 47 is the 0xFE marker the writer always sets (readers do not check it).
+    pub fn marker_ok(&self) -> bool {
+        self.bytes[47] == SPEC_VERSION
+    }
+
+    /// Byte 48 bit 0: the read-only property (nothing in Terrarum sets it).
+    pub fn read_only_flag(&self) -> bool {
+        self.bytes[48] & 1 != 0
+    }
+
+    /// Byte 49: save mode (bit 0 = dirty/quicksaved, bit 1 = autosave) on world disks.
+    pub fn save_mode(&self) -> u8 {
+        self.bytes[49]
+    }
+
+    /// Sets byte 49.
+    pub fn set_save_mode(&mut self, mode: u8) {
+        self.bytes[49] = mode;
+    }
+
+    /// Byte 50: what the disk holds.
+    pub fn kind(&self) -> DiskKind {
+        match self.bytes[50] {
+            0 => DiskKind::Undefined,
+            1 => DiskKind::Player,
+            2 => DiskKind::World,
+            n => DiskKind::Other(n),
+        }
+    }
+
+    /// Byte 51: origin flags (0 = created in game, 16 = imported).
+    pub fn origin(&self) -> u8 {
+        self.bytes[51]
+    }
+
+    /// Bytes 52–53: the snapshot number of the build that saved (0 = release).
+    pub fn snapshot(&self) -> [u8; 2] {
+        [self.bytes[52], self.bytes[53]]
+    }
+
+    /// Byte 54: game mode (not written by current Terrarum).
+    pub fn game_mode(&self) -> u8 {
+        self.bytes[54]
+    }
+}
+
+/// Entry type, the low bits of the type byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryKind {
+    /// 1: a file (`Int48 size` + bytes).
+    File,
+    /// 2: a directory (`Int32 count` + sorted Int64 IDs).
+    Directory,
+    /// 3: a symlink (`Int64 target`).
+    Symlink,
+}
+
+impl EntryKind {
+    /// The kind for a type byte with the discard bit masked off.
+    pub fn from_type(t: u8) -> Option<EntryKind> {
+        match t & !DISCARD_BIT {
+            1 => Some(EntryKind::File),
+            2 => Some(EntryKind::Directory),
+            3 => Some(EntryKind::Symlink),
+            _ => None,
+        }
+    }
+
+    /// The type byte of a live entry.
+    pub fn type_byte(self) -> u8 {
+        match self {
+            EntryKind::File => 1,
+            EntryKind::Directory => 2,
+            EntryKind::Symlink => 3,
+        }
+    }
+
+    /// Size of the size/count field at the start of the content.
+    fn size_field_len(self) -> u64 {
+        match self {
+            EntryKind::File => 6,
+            EntryKind::Directory => 4,
+            EntryKind::Symlink => 0,
+        }
+    }
+}
+
+/// The 36-byte entry header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryHeader {
+    /// Entry ID (signed; meaning in tvda.md §5.2).
+    pub id: i64,
+    /// Parent ID (Terrarum always writes 0).
+    pub parent: i64,
+    /// The type byte, discard bit included.
+    pub type_byte: u8,
+    /// The three reserved bytes, kept as found.
+    pub reserved: [u8; 3],
+    /// Creation time, Unix seconds.
+    pub ctime: u64,
+    /// Modification time, Unix seconds.
+    pub mtime: u64,
+    /// CRC-32 of the serialized content.
+    pub crc: u32,
+}
+
+impl EntryHeader {
+    /// Decodes an entry header (at least 36 bytes).
+    pub fn decode(data: &[u8]) -> Result<EntryHeader> {
+        let mut c = Cursor::new(data);
+        let id = c.i64()?;
+        let parent = c.i64()?;
+        let type_byte = c.u8()?;
+        let mut reserved = [0; 3];
+        reserved.copy_from_slice(c.take(3)?);
+        Ok(EntryHeader {
+            id,
+            parent,
+            type_byte,
+            reserved,
+            ctime: c.u48()?,
+            mtime: c.u48()?,
+            crc: c.u32()?,
+        })
+    }
+
+    /// Encodes the 36 bytes.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.id.to_be_bytes());
+        out.extend_from_slice(&self.parent.to_be_bytes());
+        out.push(self.type_byte);
+        out.extend_from_slice(&self.reserved);
+        put_u48(out, self.ctime);
+        put_u48(out, self.mtime);
+        out.extend_from_slice(&self.crc.to_be_bytes());
+    }
+
+    /// The entry kind, if the type is known.
+    pub fn kind(&self) -> Option<EntryKind> {
+        EntryKind::from_type(self.type_byte)
+    }
+
+    /// Whether the discard bit is set.
+    pub fn discarded(&self) -> bool {
+        self.type_byte & DISCARD_BIT != 0
+    }
+}
+
+/// Decoded entry content.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Content {
+    /// File bytes.
+    File(Vec<u8>),
+    /// Child IDs of a directory.
+    Directory(Vec<i64>),
+    /// Target ID of a symlink.
+    Symlink(i64),
+}
+
+impl Content {
+    /// The entry kind of this content.
+    pub fn kind(&self) -> EntryKind {
+        match self {
+            Content::File(_) => EntryKind::File,
+            Content::Directory(_) => EntryKind::Directory,
+            Content::Symlink(_) => EntryKind::Symlink,
+        }
+    }
+
+    /// The serialized content (size or count field included), as the CRC covers it.
+    /// Directory listings are written sorted ascending as signed Int64.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        match self {
+            Content::File(data) => {
+                let len = u64::try_from(data.len()).unwrap_or(u64::MAX);
+                if len > INT48_MAX {
+                    return Err(Error::invalid("file larger than an Int48 size allows"));
+                }
+                out.reserve(6 + data.len());
+                put_u48(&mut out, len);
+                out.extend_from_slice(data);
+            }
+            Content::Directory(ids) => {
+                let count = u32::try_from(ids.len())
+                    .ok()
+                    .filter(|&c| c <= i32::MAX as u32)
+                    .ok_or_else(|| Error::invalid("directory with too many entries"))?;
+                let mut sorted = ids.clone();
+                sorted.sort_unstable();
+                out.extend_from_slice(&count.to_be_bytes());
+                for id in sorted {
+                    out.extend_from_slice(&id.to_be_bytes());
+                }
+            }
+            Content::Symlink(target) => out.extend_from_slice(&target.to_be_bytes()),
+        }
+        Ok(out)
+    }
+
+    /// Decodes serialized content of `kind`; the data must be exactly one content.
+    pub fn decode(kind: EntryKind, data: &[u8]) -> Result<Content> {
+        let mut c = Cursor::new(data);
+        let content = match kind {
+            EntryKind::File => {
+                let len = c.u48()?;
+                let len = usize::try_from(len).map_err(|_| Error::corrupt("file too large"))?;
+                Content::File(c.take(len)?.to_vec())
+            }
+            EntryKind::Directory => {
+                let count = c.u32()? as usize;
+                if count > c.remaining() / 8 {
+                    return Err(Error::corrupt("directory count exceeds its content"));
+                }
+                let mut ids = Vec::with_capacity(count);
+                for _ in 0..count {
+                    ids.push(c.i64()?);
+                }
+                Content::Directory(ids)
+            }
+            EntryKind::Symlink => Content::Symlink(c.i64()?),
+        };
+        if c.remaining() != 0 {
+            return Err(Error::corrupt("entry content longer than its size field"));
+        }
+        Ok(content)
+    }
+}
+
+/// The entry CRC: CRC-32 (IEEE) over every byte of the serialized content.
+pub fn entry_crc(serialized_content: &[u8]) -> u32 {
+    crc32fast::hash(serialized_content)
+}
+
+/// The disk CRC: CRC-32 over the low byte of each live entry CRC, sorted as signed int32.
+pub fn disk_crc(entry_crcs: impl IntoIterator<Item = u32>) -> u32 {
+    let mut crcs: Vec<i32> = entry_crcs.into_iter().map(|c| c as i32).collect();
+    crcs.sort_unstable();
+    let low: Vec<u8> = crcs.iter().map(|&c| c as u8).collect();
+    crc32fast::hash(&low)
+}
+
+/// A complete serialized entry (header and content) with its CRC filled in.
+pub fn encode_entry(
+    id: i64,
+    parent: i64,
+    ctime: u64,
+    mtime: u64,
+    content: &Content,
+) -> Result<Vec<u8>> {
+    let body = content.encode()?;
+    let header = EntryHeader {
+        id,
+        parent,
+        type_byte: content.kind().type_byte(),
+        reserved: [0; 3],
+        ctime,
+        mtime,
+        crc: entry_crc(&body),
+    };
+    let mut out = Vec::with_capacity(ENTRY_HEADER_LEN as usize + body.len());
+    header.encode(&mut out);
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// One entry found by the scan: where it is and its header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Record {
+    /// Offset of the entry header in the disk.
+    pub offset: u64,
+    /// The entry header.
+    pub header: EntryHeader,
+    /// The entry kind.
+    pub kind: EntryKind,
+    /// Length of the serialized content (size/count field included).
+    pub content_len: u64,
+}
+
+impl Record {
+    /// Offset just past this entry.
+    pub fn end(&self) -> u64 {
+        self.offset + ENTRY_HEADER_LEN + self.content_len
+    }
+
+    /// Offset of the payload (after the size/count field).
+    pub fn payload_offset(&self) -> u64 {
+        self.offset + ENTRY_HEADER_LEN + self.kind.size_field_len()
+    }
+
+    /// Length of the payload (file bytes, or the ID list).
+    pub fn payload_len(&self) -> u64 {
+        self.content_len - self.kind.size_field_len()
+    }
+}
+
+/// The result of scanning a disk.
+#[derive(Debug, Clone)]
+pub struct Scan {
+    /// The header.
+    pub header: Header,
+    /// Every complete entry in file order, discarded ones included.
+    pub records: Vec<Record>,
+    /// End of the last complete entry; bytes after it (a torn append) are ignored.
+    pub end: u64,
+}
+
+/// Scans a disk image of `len` bytes: the header, then every entry header from offset 300.
+///
+/// A truncated entry, an unknown type byte, or a final entry whose CRC does not match its
+/// content ends the scan: that tail is what an interrupted append leaves behind, and the
+/// entries before it are the disk's state (tvda.md §3.1 "stop gracefully").
+pub fn scan(src: &(impl ReadAt + ?Sized), len: u64) -> Result<Scan> {
+    let mut head = [0; HEADER_LEN];
+    if len < HEADER_LEN as u64 {
+        return Err(Error::corrupt("TVDA disk shorter than its 300-byte header"));
+    }
+    src.read_exact_at(&mut head, 0)?;
+    let header = Header::parse(&head)?;
+    let mut records = Vec::new();
+    let mut pos = HEADER_LEN as u64;
+    let mut buf = [0u8; 42];
+    while pos < len {
+        let avail = (len - pos).min(42) as usize;
+        if avail < ENTRY_HEADER_LEN as usize {
+            break;
+        }
+        let Some(chunk) = buf.get_mut(..avail) else {
+            break;
+        };
+        src.read_exact_at(chunk, pos)?;
+        let entry = EntryHeader::decode(chunk)?;
+        let Some(kind) = entry.kind() else {
+            break;
+        };
+        let mut size = Cursor::new(chunk.get(ENTRY_HEADER_LEN as usize..).unwrap_or(&[]));
+        let content_len = match kind {
+            EntryKind::File => match size.u48() {
+                Ok(n) => 6 + n,
+                Err(_) => break,
+            },
+            EntryKind::Directory => match size.u32() {
+                Ok(n) => 4 + 8 * u64::from(n),
+                Err(_) => break,
+            },
+            EntryKind::Symlink => 8,
+        };
+        let record = Record {
+            offset: pos,
+            header: entry,
+            kind,
+            content_len,
+        };
+        if record.end() > len {
+            break;
+        }
+        pos = record.end();
+        records.push(record);
+    }
+    if let Some(last) = records.last().copied() {
+        if !last.header.discarded() {
+            let body = crate::tvda::bytes::read_vec(
+                src,
+                last.offset + ENTRY_HEADER_LEN,
+                last.content_len,
+            )?;
+            if entry_crc(&body) != last.header.crc {
+                log::warn!(
+                    "TVDA: final entry {} at offset {} fails its CRC; treating it as a torn append",
+                    last.header.id,
+                    last.offset
+                );
+                records.pop();
+                pos = last.offset;
+            }
+        }
+    }
+    Ok(Scan {
+        header,
+        records,
+        end: pos,
+    })
+}
+
+/// For each entry ID, the index (into `records`) of its last live occurrence.
+pub fn live_index(records: &[Record]) -> std::collections::BTreeMap<i64, usize> {
+    let mut live = std::collections::BTreeMap::new();
+    for (i, r) in records.iter().enumerate() {
+        if !r.header.discarded() {
+            live.insert(r.header.id, i);
+        }
+    }
+    live
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn content() -> impl Strategy<Value = Content> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..200).prop_map(Content::File),
+            proptest::collection::vec(any::<i64>(), 0..20).prop_map(Content::Directory),
+            any::<i64>().prop_map(Content::Symlink),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn scanned_disks_give_back_what_was_written(
+            entries in proptest::collection::vec((-5i64..5, content(), any::<bool>()), 0..24)
+        ) {
+            let mut disk = Header::new("p", 2).unwrap().bytes().to_vec();
+            let mut expect = std::collections::BTreeMap::new();
+            for (id, content, discard) in &entries {
+                let mut bytes = encode_entry(*id, 0, 1, 2, content).unwrap();
+                if *discard {
+                    bytes[16] |= DISCARD_BIT;
+                } else {
+                    let mut sorted = content.clone();
+                    if let Content::Directory(ids) = &mut sorted {
+                        ids.sort_unstable();
+                    }
+                    expect.insert(*id, sorted);
+                }
+                disk.extend_from_slice(&bytes);
+            }
+            let found = scan(&disk[..], disk.len() as u64).unwrap();
+            prop_assert_eq!(found.end, disk.len() as u64);
+            prop_assert_eq!(found.records.len(), entries.len());
+            let live = live_index(&found.records);
+            prop_assert_eq!(live.len(), expect.len());
+            for (id, i) in live {
+                let r = found.records[i];
+                let body = &disk[(r.offset + ENTRY_HEADER_LEN) as usize..r.end() as usize];
+                prop_assert_eq!(entry_crc(body), r.header.crc);
+                prop_assert_eq!(&Content::decode(r.kind, body).unwrap(), &expect[&id]);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..400)) {
+            let mut disk = Header::new("p", 1).unwrap().bytes().to_vec();
+            disk.extend_from_slice(&tail);
+            if let Ok(found) = scan(&disk[..], disk.len() as u64) {
+                prop_assert!(found.end <= disk.len() as u64);
+            }
+            let _ = Header::parse(&tail);
+        }
+    }
+
+    #[test]
+    fn worked_example_crcs() {
+        // tvda.md §6: root [-4,-1], -1 = {"genver":1}, -4 = "basegame 0.5.2".
+        let root = Content::Directory(vec![-1, -4]).encode().unwrap();
+        assert_eq!(entry_crc(&root), 0x316C_BAC0);
+        let info = Content::File(br#"{"genver":1}"#.to_vec()).encode().unwrap();
+        assert_eq!(entry_crc(&info), 0x099A_C9A6);
+        let order = Content::File(b"basegame 0.5.2".to_vec()).encode().unwrap();
+        assert_eq!(entry_crc(&order), 0xC374_E475);
+        assert_eq!(
+            disk_crc([0x316C_BAC0, 0x099A_C9A6, 0xC374_E475]),
+            0xCE42_AA76
+        );
+    }
+
+    #[test]
+    fn entry_header_round_trip() {
+        let bytes =
+            encode_entry(-4, 0, 1_700_000_000, 1_700_000_060, &Content::Symlink(7)).unwrap();
+        assert_eq!(bytes.len(), 44);
+        let h = EntryHeader::decode(&bytes).unwrap();
+        assert_eq!(
+            (h.id, h.kind(), h.ctime, h.mtime),
+            (-4, Some(EntryKind::Symlink), 1_700_000_000, 1_700_000_060)
+        );
+        let mut again = Vec::new();
+        h.encode(&mut again);
+        assert_eq!(again, bytes[..36]);
+        assert_eq!(
+            Content::decode(EntryKind::Symlink, &bytes[36..]).unwrap(),
+            Content::Symlink(7)
+        );
+    }
+
+    #[test]
+    fn header_name_spans_both_parts() {
+        let long = "x".repeat(40) + "-tail";
+        let mut h = Header::new(&long, 2).unwrap();
+        assert_eq!(h.name(), long);
+        assert_eq!(h.kind(), DiskKind::World);
+        assert_eq!(h.bytes()[64..72], *b"xxxxxxxx");
+        assert!(h.set_name(&"y".repeat(269)).is_err());
+        assert!(Header::parse(h.bytes()).is_ok());
+    }
+}

@@ -1,0 +1,558 @@
+//! The TVDA store: one disk file, opened by an index scan, read entry by entry on demand,
+//! and changed crash-safely.
+//!
+//! Opening reads the header and every entry header (no payloads). A commit of one change
+//! works like the game's autosave (`DiskSkimmer`): the new entry is appended at EOF and
+//! fsynced, then every older occurrence gets its discard bit, then the header's disk CRC,
+//! dirty flag and root mtime follow. Until the append is durable the disk reads as before
+//! (a torn tail is ignored by the scan); once it is, the last occurrence wins and the disk
+//! reads as after. A commit of several changes, and compaction, rewrite the whole disk the
+//! way a full save does (root first, no dead entries) into a temporary file renamed over the
+//! original. Nothing is written unless something changed, so an unmodified disk stays
+//! byte-identical.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::tvda::bytes::{put_u48, read_vec, ReadAt};
+use crate::tvda::container::{
+    disk_crc, encode_entry, entry_crc, live_index, scan, Content, DiskKind, EntryHeader, EntryKind,
+    Header, Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID,
+    ROOT_MTIME_OFFSET,
+};
+use crate::tvda::replace::replace_file;
+
+/// A live entry as the index knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryInfo {
+    /// Entry ID.
+    pub id: i64,
+    /// Parent ID as stored.
+    pub parent: i64,
+    /// File, directory or symlink.
+    pub kind: EntryKind,
+    /// Creation time, Unix seconds.
+    pub ctime: u64,
+    /// Modification time, Unix seconds.
+    pub mtime: u64,
+    /// Stored entry CRC.
+    pub crc: u32,
+    /// Offset of the entry in the disk file.
+    pub offset: u64,
+    /// Payload size: file bytes, or 8 per directory child, or 8 for a symlink.
+    pub size: u64,
+}
+
+/// One change of a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Add or replace the file entry `id` with these bytes.
+    Put {
+        /// Entry ID (not 0, the root).
+        id: i64,
+        /// The file's bytes as stored.
+        data: Vec<u8>,
+    },
+    /// Remove entry `id`.
+    Remove {
+        /// Entry ID (not 0, the root).
+        id: i64,
+    },
+}
+
+/// What `Disk::check` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckReport {
+    /// Live entries whose stored CRC does not match their content.
+    pub bad_entry_crcs: Vec<i64>,
+    /// Whether the header's disk CRC matches the live entries.
+    pub disk_crc_ok: bool,
+    /// Whether the root listing differs from the live entries (normal after quicksaves).
+    pub root_listing_stale: bool,
+    /// Bytes held by discarded or shadowed entries and an ignored tail.
+    pub dead_bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    ino: u64,
+    mtime: i64,
+    mtime_nsec: i64,
+}
+
+impl Stamp {
+    fn of(file: &File) -> Result<Stamp> {
+        let m = file.metadata()?;
+        Ok(Stamp {
+            len: m.len(),
+            ino: m.ino(),
+            mtime: m.mtime(),
+            mtime_nsec: m.mtime_nsec(),
+        })
+    }
+
+    fn of_path(path: &Path) -> Result<Stamp> {
+        Stamp::of(&File::open(path)?)
+    }
+}
+
+/// An open TVDA disk.
+#[derive(Debug)]
+pub struct Disk {
+    path: PathBuf,
+    file: File,
+    writable: bool,
+    header: Header,
+    records: Vec<Record>,
+    live: BTreeMap<i64, usize>,
+    end: u64,
+    stamp: Stamp,
+}
+
+impl Disk {
+    /// Opens a disk: the header and an index scan of every entry header.
+    pub fn open(path: &Path, writable: bool) -> Result<Disk> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| Error::from(e).context(path.display()))?;
+        let stamp = Stamp::of(&file)?;
+        let found = scan(&file, stamp.len).map_err(|e| e.context(path.display()))?;
+        if !found.header.marker_ok() {
+            log::warn!("{}: byte 47 is not the 0xFE marker", path.display());
+        }
+        Ok(Disk {
+            path: path.to_path_buf(),
+            live: live_index(&found.records),
+            file,
+            writable,
+            header: found.header,
+            records: found.records,
+            end: found.end,
+            stamp,
+        })
+    }
+
+    /// Writes a new, clean disk at `path` (root first, then `entries` in order) and opens it.
+    pub fn create(
+        path: &Path,
+        header: Header,
+        entries: &[(i64, Content)],
+        now: u64,
+    ) -> Result<Disk> {
+        let mut parts = Vec::with_capacity(entries.len());
+        for (id, content) in entries {
+            if *id == ROOT_ID {
+                return Err(Error::invalid("entry 0 is the root directory"));
+            }
+            parts.push((*id, encode_entry(*id, ROOT_ID, now, now, content)?));
+        }
+        let parts: Vec<Part> = parts
+            .into_iter()
+            .map(|(id, bytes)| Part::New(id, bytes))
+            .collect();
+        write_clean(path, header, (now, now), &parts, None)?;
+        Disk::open(path, true)
+    }
+
+    /// The disk file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The header as last read or written.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Every live entry, root included, in ascending ID order.
+    pub fn entries(&self) -> impl Iterator<Item = EntryInfo> + '_ {
+        self.live.values().filter_map(|&i| self.info(i))
+    }
+
+    /// Number of live entries, root included.
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Whether the disk has no live entry at all.
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    /// The live entry `id`.
+    pub fn entry(&self, id: i64) -> Option<EntryInfo> {
+        self.live.get(&id).and_then(|&i| self.info(i))
+    }
+
+    fn info(&self, i: usize) -> Option<EntryInfo> {
+        let r = self.records.get(i)?;
+        Some(EntryInfo {
+            id: r.header.id,
+            parent: r.header.parent,
+            kind: r.kind,
+            ctime: r.header.ctime,
+            mtime: r.header.mtime,
+            crc: r.header.crc,
+            offset: r.offset,
+            size: r.payload_len(),
+        })
+    }
+
+    fn record(&self, id: i64) -> Result<Record> {
+        self.live
+            .get(&id)
+            .and_then(|&i| self.records.get(i))
+            .copied()
+            .ok_or_else(|| Error::not_found(format!("no entry {id}")))
+    }
+
+    /// The bytes of file entry `id`, as stored.
+    pub fn read(&self, id: i64) -> Result<Vec<u8>> {
+        let r = self.record(id)?;
+        if r.kind != EntryKind::File {
+            return Err(Error::invalid(format!("entry {id} is not a file")));
+        }
+        read_vec(&self.file, r.payload_offset(), r.payload_len())
+    }
+
+    /// The decoded content of entry `id`, whatever its kind.
+    pub fn read_content(&self, id: i64) -> Result<Content> {
+        let r = self.record(id)?;
+        let body = read_vec(&self.file, r.offset + ENTRY_HEADER_LEN, r.content_len)?;
+        Content::decode(r.kind, &body)
+    }
+
+    /// Bytes of the file not holding live entries (discarded, shadowed, ignored tail).
+    pub fn dead_bytes(&self) -> u64 {
+        let live: u64 = self
+            .live
+            .values()
+            .filter_map(|&i| self.records.get(i))
+            .map(|r| r.end() - r.offset)
+            .sum();
+        self.stamp.len.saturating_sub(HEADER_LEN as u64 + live)
+    }
+
+    /// Verifies every live entry's CRC, the disk CRC and the root listing.
+    pub fn check(&self) -> Result<CheckReport> {
+        let mut bad = Vec::new();
+        for r in self.live.values().filter_map(|&i| self.records.get(i)) {
+            let body = read_vec(&self.file, r.offset + ENTRY_HEADER_LEN, r.content_len)?;
+            if entry_crc(&body) != r.header.crc {
+                bad.push(r.header.id);
+            }
+        }
+        let listed = match self.read_content(ROOT_ID) {
+            Ok(Content::Directory(mut ids)) => {
+                ids.sort_unstable();
+                Some(ids)
+            }
+            _ => None,
+        };
+        let actual: Vec<i64> = self
+            .live
+            .keys()
+            .copied()
+            .filter(|&id| id != ROOT_ID)
+            .collect();
+        Ok(CheckReport {
+            bad_entry_crcs: bad,
+            disk_crc_ok: self.header.disk_crc() == self.live_disk_crc(),
+            root_listing_stale: listed.as_ref() != Some(&actual),
+            dead_bytes: self.dead_bytes(),
+        })
+    }
+
+    fn live_disk_crc(&self) -> u32 {
+        disk_crc(
+            self.live
+                .values()
+                .filter_map(|&i| self.records.get(i))
+                .map(|r| r.header.crc),
+        )
+    }
+
+    /// Whether the file changed since it was opened or last committed (the game wrote).
+    pub fn changed_on_disk(&self) -> Result<bool> {
+        Ok(Stamp::of_path(&self.path)? != self.stamp)
+    }
+
+    /// Re-opens the file and rescans it.
+    pub fn reload(&mut self) -> Result<()> {
+        *self = Disk::open(&self.path, self.writable)?;
+        Ok(())
+    }
+
+    /// Commits `changes` atomically; `now` (Unix seconds) becomes the entries' mtime.
+    ///
+    /// Later changes of the same ID override earlier ones; a `Put` of the bytes already
+    /// stored, or a `Remove` of an entry that does not exist, is no change. One effective change is appended in place (game autosave
+    /// style); several are written as a clean rewrite.
+    pub fn commit(&mut self, changes: &[Change], now: u64) -> Result<()> {
+        let mut wanted: BTreeMap<i64, Option<&[u8]>> = BTreeMap::new();
+        for change in changes {
+            let (id, data) = match change {
+                Change::Put { id, data } => (*id, Some(data.as_slice())),
+                Change::Remove { id } => (*id, None),
+            };
+            if id == ROOT_ID {
+                return Err(Error::not_permitted(
+                    "the root directory (entry 0) is kept by the disk",
+                ));
+            }
+            wanted.insert(id, data);
+        }
+        let mut effective = BTreeMap::new();
+        for (id, data) in wanted {
+            match (self.entry(id), data) {
+                (None, None) => {}
+                (Some(e), Some(_)) if e.kind != EntryKind::File => {
+                    return Err(Error::not_permitted(format!("entry {id} is not a file")))
+                }
+                (Some(_), Some(data)) if self.read(id)? == data => {}
+                (_, data) => {
+                    effective.insert(id, data);
+                }
+            }
+        }
+        if effective.is_empty() {
+            return Ok(());
+        }
+        if !self.writable {
+            return Err(Error::read_only(format!(
+                "{} is open read-only",
+                self.path.display()
+            )));
+        }
+        if self.changed_on_disk()? {
+            return Err(Error::new(
+                libc::EBUSY,
+                format!("{} changed on disk since it was read", self.path.display()),
+            ));
+        }
+        match effective.into_iter().collect::<Vec<_>>().as_slice() {
+            [(id, data)] => self.append(*id, *data, now),
+            many => self.rewrite(many, now, now),
+        }
+        .map_err(|e| e.context(self.path.display()))
+    }
+
+    /// Rewrites the disk without discarded or shadowed entries and with a fresh root
+    /// listing; does nothing when there is nothing to drop.
+    pub fn compact(&mut self) -> Result<()> {
+        let root_first = self
+            .records
+            .first()
+            .is_some_and(|r| r.header.id == ROOT_ID && self.live.get(&ROOT_ID) == Some(&0));
+        if self.dead_bytes() == 0 && root_first && !self.check()?.root_listing_stale {
+            return Ok(());
+        }
+        if !self.writable {
+            return Err(Error::read_only(format!(
+                "{} is open read-only",
+                self.path.display()
+            )));
+        }
+        let root_mtime = self.entry(ROOT_ID).map(|r| r.mtime).unwrap_or(0);
+        self.rewrite(&[], root_mtime, root_mtime)
+            .map_err(|e| e.context(self.path.display()))
+    }
+
+    fn append(&mut self, id: i64, data: Option<&[u8]>, now: u64) -> Result<()> {
+        let old = self.entry(id);
+        if self.stamp.len > self.end {
+            self.file.set_len(self.end)?;
+        }
+        let mut added = None;
+        if let Some(data) = data {
+            let (parent, ctime) = old.map_or((ROOT_ID, now), |e| (e.parent, e.ctime));
+            let bytes = encode_entry(id, parent, ctime, now, &Content::File(data.to_vec()))?;
+            self.file.write_all_at(&bytes, self.end)?;
+            self.file.sync_data()?;
+            let header = EntryHeader::decode(&bytes)?;
+            added = Some(Record {
+                offset: self.end,
+                header,
+                kind: EntryKind::File,
+                content_len: bytes.len() as u64 - ENTRY_HEADER_LEN,
+            });
+        }
+        // Older occurrences first: every one but the last is shadowed, so each single-byte
+        // write leaves the visible state unchanged until the last one flips.
+        for i in 0..self.records.len() {
+            let Some(r) = self.records.get_mut(i) else {
+                continue;
+            };
+            if r.header.id == id && !r.header.discarded() {
+                r.header.type_byte |= DISCARD_BIT;
+                self.file
+                    .write_all_at(&[r.header.type_byte], r.offset + 16)?;
+            }
+        }
+        if let Some(record) = added {
+            self.end = record.end();
+            self.records.push(record);
+        }
+        self.live = live_index(&self.records);
+        if self.header.kind() == DiskKind::World {
+            self.header.set_save_mode(self.header.save_mode() | 1);
+        }
+        if let Some(root) = self.records.first_mut() {
+            if root.header.id == ROOT_ID
+                && !root.header.discarded()
+                && root.offset == HEADER_LEN as u64
+            {
+                root.header.mtime = now;
+                let mut t = Vec::with_capacity(6);
+                put_u48(&mut t, now);
+                self.file.write_all_at(&t, ROOT_MTIME_OFFSET)?;
+            }
+        }
+        let crc = self.live_disk_crc();
+        self.header.set_disk_crc(crc);
+        let fields = self
+            .header
+            .bytes()
+            .get(DISK_CRC_OFFSET as usize..50)
+            .ok_or_else(|| Error::corrupt("header too short"))?;
+        self.file.write_all_at(fields, DISK_CRC_OFFSET)?;
+        self.file.sync_data()?;
+        self.stamp = Stamp::of(&self.file)?;
+        Ok(())
+    }
+
+    fn rewrite(
+        &mut self,
+        changes: &[(i64, Option<&[u8]>)],
+        root_mtime: u64,
+        now: u64,
+    ) -> Result<()> {
+        let changed: BTreeMap<i64, Option<&[u8]>> = changes.iter().copied().collect();
+        let mut order: Vec<Record> = self
+            .live
+            .values()
+            .filter_map(|&i| self.records.get(i))
+            .filter(|r| r.header.id != ROOT_ID)
+            .copied()
+            .collect();
+        order.sort_by_key(|r| r.offset);
+        let mut header = self.header.clone();
+        if header.kind() == DiskKind::World {
+            header.set_save_mode(header.save_mode() & !1);
+        }
+        let root_ctime = self.entry(ROOT_ID).map_or(now, |r| r.ctime);
+        let file = &self.file;
+        let mut parts: Vec<Part> = Vec::new();
+        for r in &order {
+            match changed.get(&r.header.id) {
+                None => parts.push(Part::Copy(*r)),
+                Some(None) => {}
+                Some(Some(data)) => parts.push(Part::New(
+                    r.header.id,
+                    encode_entry(
+                        r.header.id,
+                        r.header.parent,
+                        r.header.ctime,
+                        now,
+                        &Content::File(data.to_vec()),
+                    )?,
+                )),
+            }
+        }
+        for (&id, data) in &changed {
+            if let (None, Some(data)) = (self.live.get(&id), data) {
+                parts.push(Part::New(
+                    id,
+                    encode_entry(id, ROOT_ID, now, now, &Content::File(data.to_vec()))?,
+                ));
+            }
+        }
+        write_clean(
+            &self.path,
+            header,
+            (root_ctime, root_mtime),
+            &parts,
+            Some(file),
+        )?;
+        self.reload()
+    }
+}
+
+enum Part {
+    /// A live entry copied byte for byte from the old file.
+    Copy(Record),
+    /// A newly serialized entry.
+    New(i64, Vec<u8>),
+}
+
+impl Part {
+    fn id(&self) -> i64 {
+        match self {
+            Part::Copy(r) => r.header.id,
+            Part::New(id, _) => *id,
+        }
+    }
+
+    fn crc(&self) -> u32 {
+        match self {
+            Part::Copy(r) => r.header.crc,
+            Part::New(_, bytes) => bytes
+                .get(32..36)
+                .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        }
+    }
+}
+
+/// Writes a clean disk through a temporary file: the header with the disk CRC, the root
+/// (listing every entry), then the entries, copied ones streamed from `src`.
+fn write_clean(
+    path: &Path,
+    mut header: Header,
+    (root_ctime, root_mtime): (u64, u64),
+    parts: &[Part],
+    src: Option<&File>,
+) -> Result<()> {
+    let ids: Vec<i64> = parts.iter().map(Part::id).collect();
+    let root = encode_entry(
+        ROOT_ID,
+        ROOT_ID,
+        root_ctime,
+        root_mtime,
+        &Content::Directory(ids),
+    )?;
+    let root_crc = entry_crc(root.get(ENTRY_HEADER_LEN as usize..).unwrap_or(&[]));
+    header.set_disk_crc(disk_crc(
+        std::iter::once(root_crc).chain(parts.iter().map(Part::crc)),
+    ));
+    replace_file(path, |out| {
+        out.write_all(header.bytes())?;
+        out.write_all(&root)?;
+        let mut buf = vec![0; 1 << 20];
+        for part in parts {
+            match (part, src) {
+                (Part::New(_, bytes), _) => out.write_all(bytes)?,
+                (Part::Copy(r), Some(src)) => {
+                    let mut pos = r.offset;
+                    while pos < r.end() {
+                        let n = (r.end() - pos).min(buf.len() as u64) as usize;
+                        let piece = buf.get_mut(..n).unwrap_or_default();
+                        ReadAt::read_exact_at(src, piece, pos)?;
+                        out.write_all(piece)?;
+                        pos += n as u64;
+                    }
+                }
+                (Part::Copy(_), None) => {
+                    return Err(Error::invalid("no disk to copy entries from"))
+                }
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,282 @@
+//! The mounted tree of a TEVD disk (v2, old v3 with footer, current v3): its real directory
+//! tree, read and write.
+//!
+//! Paths resolve through the directory entries from the root; every change (a file's new
+//! content, a created, removed or renamed file or folder) is staged in [`TevdDisk`] and
+//! committed at once by its crash-safe rewrite, or rolled back if the commit fails. Entries
+//! no directory lists (tsvm's boot sector) are kept but not shown; symlinks are not shown
+//! (the tree has only files and folders).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::tvda::tevd::TevdKind;
+use crate::tvda::tevd_store::{NewNode, NodeInfo, TevdDisk};
+use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
+use crate::vfs::scratch::looks_like_scratch;
+use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
+
+/// How often (at most) to look whether another program changed the disk file.
+const REFRESH_INTERVAL_MS: u64 = 50;
+
+/// A TEVD disk as a tree.
+pub struct TevdTree {
+    disk: Mutex<TevdDisk>,
+    mtimes: Mtimes,
+    read_only: bool,
+    last_check_ms: AtomicU64,
+    started: Instant,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The key under which an entry's mtime is recorded (stale once the entry changes).
+fn node_hash(n: &NodeInfo) -> u64 {
+    let mut b = Vec::with_capacity(24);
+    b.extend_from_slice(&n.size.to_be_bytes());
+    b.extend_from_slice(&n.ctime.to_be_bytes());
+    b.extend_from_slice(&n.mtime.to_be_bytes());
+    content_hash(&b)
+}
+
+fn not_found(path: &TreePath) -> Error {
+    Error::not_found(format!("{}: no such file or directory", path.join("/")))
+}
+
+/// The folder and name of a path (the root has none).
+fn split(path: &TreePath) -> Result<(&TreePath, &str)> {
+    match path.split_last() {
+        Some((name, dir)) => Ok((dir, name.as_str())),
+        None => Err(Error::not_permitted("the root folder")),
+    }
+}
+
+impl TevdTree {
+    /// Opens the disk at `path` (reads the entry headers and directory listings).
+    pub fn open(path: &Path, read_only: bool) -> Result<TevdTree> {
+        Ok(TevdTree {
+            disk: Mutex::new(TevdDisk::open(path, !read_only)?),
+            mtimes: Mtimes::open(path, read_only),
+            read_only,
+            last_check_ms: AtomicU64::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    /// The locked disk, re-read first when another program changed the file.
+    fn disk(&self) -> Result<MutexGuard<'_, TevdDisk>> {
+        let mut d = self
+            .disk
+            .lock()
+            .map_err(|_| Error::corrupt("disk lock poisoned"))?;
+        let now = self.started.elapsed().as_millis() as u64;
+        let last = self.last_check_ms.load(Ordering::Relaxed);
+        if last == 0 || now.saturating_sub(last) >= REFRESH_INTERVAL_MS {
+            self.last_check_ms.store(now.max(1), Ordering::Relaxed);
+            if d.changed_on_disk()? {
+                d.rollback()?;
+            }
+        }
+        Ok(d)
+    }
+
+    fn resolve(d: &TevdDisk, path: &TreePath) -> Result<NodeInfo> {
+        let id = d.resolve(&path.join("/")).map_err(|_| not_found(path))?;
+        let info = d.info(id)?;
+        if info.kind == TevdKind::Symlink {
+            return Err(not_found(path));
+        }
+        Ok(info)
+    }
+
+    fn stat_of(&self, n: &NodeInfo) -> Stat {
+        let hash = node_hash(n);
+        let recorded = self.mtimes.mtime(n.id as u32 as u64, hash);
+        let mtime = if recorded == derived_mtime(hash) {
+            UNIX_EPOCH + Duration::from_secs(n.mtime)
+        } else {
+            recorded
+        };
+        let (kind, size, perm) = match n.kind {
+            TevdKind::Directory => (Kind::Dir, 0, 0o755),
+            _ => (Kind::File, n.size, 0o644),
+        };
+        Stat {
+            kind,
+            size,
+            mtime,
+            perm: if self.read_only { perm & 0o555 } else { perm },
+        }
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        Ok(())
+    }
+
+    /// Applies `stage` to the disk and commits; on any error nothing is kept.
+    fn change(&self, stage: impl FnOnce(&mut TevdDisk, u64) -> Result<Vec<i32>>) -> Result<()> {
+        self.check_writable()?;
+        let mut d = self.disk()?;
+        let now = SystemTime::now();
+        let result = stage(&mut d, now_secs()).and_then(|ids| d.commit().map(|_| ids));
+        match result {
+            Ok(ids) => {
+                for id in ids {
+                    if let Ok(info) = d.info(id) {
+                        self.mtimes.record(id as u32 as u64, node_hash(&info), now);
+                    }
+                }
+                Ok(())
+            }
+            Err(e) => {
+                if let Err(r) = d.rollback() {
+                    log::error!("could not drop staged changes: {r}");
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Tree for TevdTree {
+    fn stat(&self, path: &TreePath) -> Result<Stat> {
+        let d = self.disk()?;
+        Ok(self.stat_of(&Self::resolve(&d, path)?))
+    }
+
+    fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        let children = {
+            let d = self.disk()?;
+            let n = Self::resolve(&d, dir)?;
+            if n.kind != TevdKind::Directory {
+                return Err(Error::new(libc::ENOTDIR, "not a directory"));
+            }
+            d.list(n.id)?
+        };
+        // Cookies are positions in the listing plus one: a directory keeps its order.
+        for (i, c) in children.iter().enumerate() {
+            let cookie = i as u64 + 1;
+            if cookie <= after || c.kind == TevdKind::Symlink {
+                continue;
+            }
+            if !sink(Entry {
+                name: c.name.clone(),
+                cookie,
+                stat: self.stat_of(c),
+            }) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
+        let d = self.disk()?;
+        let n = Self::resolve(&d, path)?;
+        if n.kind == TevdKind::Directory {
+            return Err(Error::new(libc::EISDIR, "is a directory"));
+        }
+        Ok(Arc::new(d.read(n.id)?))
+    }
+
+    fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        let (dir, name) = split(path)?;
+        self.change(|d, now| {
+            let id = match Self::resolve(d, path) {
+                Ok(n) if n.kind == TevdKind::Directory => {
+                    return Err(Error::new(libc::EISDIR, "is a directory"))
+                }
+                Ok(n) => n.id,
+                Err(_) => {
+                    let parent = Self::resolve(d, dir)?;
+                    d.create_node(parent.id, name, NewNode::File, now)?
+                }
+            };
+            d.write(id, data, now)?;
+            Ok(vec![id])
+        })
+    }
+
+    fn classify(&self, _dir: &TreePath, name: &str) -> Result<NewFile> {
+        Ok(if looks_like_scratch(name) {
+            NewFile::Scratch
+        } else {
+            NewFile::Object
+        })
+    }
+
+    fn remove(&self, path: &TreePath) -> Result<()> {
+        self.change(|d, now| {
+            let n = Self::resolve(d, path)?;
+            if n.kind == TevdKind::Directory {
+                return Err(Error::new(libc::EISDIR, "is a directory"));
+            }
+            d.remove(n.id, now)?;
+            Ok(Vec::new())
+        })
+    }
+
+    fn mkdir(&self, path: &TreePath) -> Result<()> {
+        let (dir, name) = split(path)?;
+        self.change(|d, now| {
+            let parent = Self::resolve(d, dir)?;
+            Ok(vec![d.create_node(
+                parent.id,
+                name,
+                NewNode::Directory,
+                now,
+            )?])
+        })
+    }
+
+    fn rmdir(&self, path: &TreePath) -> Result<()> {
+        self.change(|d, now| {
+            let n = Self::resolve(d, path)?;
+            if n.kind != TevdKind::Directory {
+                return Err(Error::new(libc::ENOTDIR, "not a directory"));
+            }
+            d.remove(n.id, now)?;
+            Ok(Vec::new())
+        })
+    }
+
+    fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        let (to_dir, to_name) = split(to)?;
+        self.change(|d, now| {
+            let n = Self::resolve(d, from)?;
+            let parent = Self::resolve(d, to_dir)?;
+            if let Ok(existing) = Self::resolve(d, to) {
+                if existing.kind == TevdKind::Directory && existing.id != n.id {
+                    if n.kind != TevdKind::Directory {
+                        return Err(Error::new(libc::EISDIR, "target is a directory"));
+                    }
+                    d.remove(existing.id, now)?;
+                }
+            }
+            d.rename(n.id, parent.id, to_name, now)?;
+            Ok(vec![n.id])
+        })
+    }
+
+    fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
+        self.check_writable()?;
+        let d = self.disk()?;
+        let n = Self::resolve(&d, path)?;
+        self.mtimes.record(n.id as u32 as u64, node_hash(&n), mtime);
+        Ok(())
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+}

@@ -1,0 +1,822 @@
+//! The mounted tree of a Terrarum TVDA disk (DESIGN.md "The trees / Terrarum (TVDA)"):
+//!
+//! ```text
+//! savegameinfo.json                entry -1, pretty-printed, genver first
+//! loadOrder.txt, spritedef, ...    the other well-known entries by readable name (tvda.md §5.2)
+//! thumbnail.tga, screenshot.tga    gzip-decoded
+//! inventory                        player disks: the item list of entry -1, `ITEM QUANTITY` lines
+//! actors/ID.json                   actor entries
+//! chunks/LAYER/CX,CY.cubeset       world disks: terrain, wall, ores, fluid chunks
+//! entries/ID                       every live file entry's stored bytes
+//! ```
+//!
+//! Paths map to entries here; the formats live in the views, the file in [`Disk`]. Nothing
+//! is decoded before a file is touched, rendered files sit in the shared LRU cache, and a
+//! write commits the one entry it changes through `Disk::commit` (appended, older copies
+//! discarded) only when its stored bytes differ, so an untouched disk stays byte-identical.
+//! Renaming an entry to another ID rewrites the disk (two changes). The mount holds a
+//! shared lock on the disk so `worldfs compact` refuses to run beside it.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::error::{Error, Result};
+use crate::tvda::chunk::{chunk_entry_id, parse_chunk_entry_id, Layer};
+use crate::tvda::chunk_view::{render_stored_chunk, store_chunk, World};
+use crate::tvda::compress::{compress, gunzip, Codec};
+use crate::tvda::container::{DiskKind, EntryKind, ROOT_ID};
+use crate::tvda::inventory::{apply_inventory, render_inventory};
+use crate::tvda::json_view::{parse_actor_json, parse_info_json, render_json};
+use crate::tvda::lock::DiskLock;
+use crate::tvda::names::{self, Presentation, WellKnown, ACTOR_IDS};
+use crate::tvda::store::{Change, Disk, EntryInfo};
+use crate::vfs::cache::Cache;
+use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
+use crate::vfs::scratch::looks_like_scratch;
+use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
+
+/// Largest decoded image shown (the core refuses larger files anyway).
+const IMAGE_LIMIT: usize = 256 << 20;
+/// Estimated memory of one remembered file size.
+const SIZE_COST: usize = 64;
+/// How often (at most) to look whether another program changed the disk file.
+const REFRESH_INTERVAL_MS: u64 = 50;
+/// Cookies of the root folder's fixed names (well-known entries use 1..).
+const COOKIE_INVENTORY: u64 = 100;
+const COOKIE_ACTORS: u64 = 101;
+const COOKIE_CHUNKS: u64 = 102;
+const COOKIE_ENTRIES: u64 = 103;
+
+/// How an entry's bytes are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum View {
+    Json,
+    Gunzip,
+    Inventory,
+    Chunk(Layer),
+    Raw,
+}
+
+const ALL_VIEWS: [View; 8] = [
+    View::Json,
+    View::Gunzip,
+    View::Inventory,
+    View::Chunk(Layer::Terrain),
+    View::Chunk(Layer::Wall),
+    View::Chunk(Layer::Ores),
+    View::Chunk(Layer::Fluid),
+    View::Raw,
+];
+
+/// Where a path points.
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    Root,
+    WellKnown(WellKnown),
+    Inventory,
+    Actors,
+    Actor(i64),
+    Chunks,
+    Layer(Layer),
+    Chunk(Layer, u32, u32),
+    Entries,
+    Entry(i64),
+}
+
+struct State {
+    disk: Disk,
+    lock: DiskLock,
+    /// The world facts of entry -1, read on first use.
+    world: Option<Arc<World>>,
+}
+
+/// How to open a disk.
+pub struct Options {
+    pub read_only: bool,
+    pub cache_bytes: usize,
+}
+
+/// A TVDA disk as a tree.
+pub struct TvdaTree {
+    state: Mutex<State>,
+    kind: DiskKind,
+    cache: Cache<(i64, View), Vec<u8>>,
+    /// Sizes of rendered files, kept longer than the files so `ls -l` of a big folder
+    /// renders each file once.
+    sizes: Cache<(i64, View), u64>,
+    mtimes: Mtimes,
+    read_only: bool,
+    last_check_ms: AtomicU64,
+    started: Instant,
+}
+
+fn not_found(path: &TreePath) -> Error {
+    Error::not_found(format!("{}: no such file or directory", path.join("/")))
+}
+
+fn is_dir() -> Error {
+    Error::new(libc::EISDIR, "is a directory")
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The key under which an entry's mtime is recorded: its stored CRC, size and header
+/// times, so a rewrite by another program makes the record stale.
+fn entry_hash(info: &EntryInfo) -> u64 {
+    let mut b = Vec::with_capacity(28);
+    b.extend_from_slice(&info.crc.to_be_bytes());
+    b.extend_from_slice(&info.size.to_be_bytes());
+    b.extend_from_slice(&info.ctime.to_be_bytes());
+    b.extend_from_slice(&info.mtime.to_be_bytes());
+    content_hash(&b)
+}
+
+/// A stable cookie for an entry ID: order-preserving and distinct for IDs within ±2^61
+/// (every ID Terrarum uses); IDs outside that window share cookies with others.
+fn id_cookie(id: i64) -> u64 {
+    (i128::from(id) + (1 << 61)).rem_euclid(1 << 62) as u64 + 1
+}
+
+impl TvdaTree {
+    /// Opens the disk at `path` (reads the entry headers, decodes nothing).
+    pub fn open(path: &Path, options: &Options) -> Result<TvdaTree> {
+        let lock = DiskLock::shared(path)?;
+        let disk = Disk::open(path, !options.read_only)?;
+        let kind = disk.header().kind();
+        Ok(TvdaTree {
+            state: Mutex::new(State {
+                disk,
+                lock,
+                world: None,
+            }),
+            kind,
+            cache: Cache::new(options.cache_bytes),
+            sizes: Cache::new(options.cache_bytes / 8),
+            mtimes: Mtimes::open(path, options.read_only),
+            read_only: options.read_only,
+            last_check_ms: AtomicU64::new(0),
+            started: Instant::now(),
+        })
+    }
+
+    /// The locked state, re-read first when another program changed the disk file.
+    fn state(&self) -> Result<MutexGuard<'_, State>> {
+        let mut s = self
+            .state
+            .lock()
+            .map_err(|_| Error::corrupt("disk lock poisoned"))?;
+        let now = self.started.elapsed().as_millis() as u64;
+        let last = self.last_check_ms.load(Ordering::Relaxed);
+        if last == 0 || now.saturating_sub(last) >= REFRESH_INTERVAL_MS {
+            self.last_check_ms.store(now.max(1), Ordering::Relaxed);
+            if s.disk.changed_on_disk()? {
+                log::info!("{} changed on disk; re-reading it", s.disk.path().display());
+                s.disk.reload()?;
+                let path = s.disk.path().to_path_buf();
+                s.lock.follow(&path)?;
+                s.world = None;
+                self.forget_all();
+            }
+        }
+        Ok(s)
+    }
+
+    fn place(&self, path: &TreePath) -> Result<Place> {
+        let parts: Vec<&str> = path.iter().map(String::as_str).collect();
+        let nf = || not_found(path);
+        Ok(match parts.as_slice() {
+            [] => Place::Root,
+            ["actors"] => Place::Actors,
+            ["chunks"] => Place::Chunks,
+            ["entries"] => Place::Entries,
+            ["inventory"] if self.kind == DiskKind::Player => Place::Inventory,
+            [name] => Place::WellKnown(names::by_name(self.kind, name).ok_or_else(nf)?),
+            ["actors", name] => Place::Actor(names::parse_actor_file_name(name).ok_or_else(nf)?),
+            ["chunks", layer] => Place::Layer(Layer::from_name(layer).ok_or_else(nf)?),
+            ["chunks", layer, name] => {
+                let layer = Layer::from_name(layer).ok_or_else(nf)?;
+                let (cx, cy) = names::parse_chunk_file_name(name).ok_or_else(nf)?;
+                Place::Chunk(layer, cx, cy)
+            }
+            ["entries", name] => match names::parse_entry_file_name(name) {
+                Some(id) if id != ROOT_ID => Place::Entry(id),
+                _ => return Err(nf()),
+            },
+            _ => return Err(nf()),
+        })
+    }
+
+    /// The world facts of entry -1 (world disks, and very old disks of undefined kind
+    /// whose entry -1 is a world).
+    fn world(&self, s: &mut State) -> Result<Arc<World>> {
+        if !matches!(self.kind, DiskKind::World | DiskKind::Undefined) {
+            return Err(Error::not_found("only world disks have chunks"));
+        }
+        if let Some(w) = &s.world {
+            return Ok(w.clone());
+        }
+        let w = Arc::new(World::from_json(&s.disk.read(-1)?)?);
+        s.world = Some(w.clone());
+        Ok(w)
+    }
+
+    fn has_chunks(&self) -> Result<bool> {
+        let mut s = self.state()?;
+        Ok(self.world(&mut s).is_ok())
+    }
+
+    /// The entry ID of a chunk file, if the world has such a chunk position.
+    fn chunk_id(&self, s: &mut State, layer: Layer, cx: u32, cy: u32) -> Result<i64> {
+        let world = self.world(s)?;
+        let no = world
+            .geometry
+            .chunk_no(cx, cy)
+            .ok_or_else(|| Error::not_found(format!("chunk {cx},{cy} is outside the world")))?;
+        chunk_entry_id(layer.index(), no)
+    }
+
+    /// The live file entry shown at a file place, and how it is shown.
+    fn target(&self, place: Place, path: &TreePath) -> Result<(i64, View)> {
+        let (id, view) = match place {
+            Place::WellKnown(w) => (
+                w.id,
+                match w.presentation {
+                    Presentation::Json => View::Json,
+                    Presentation::Gzip => View::Gunzip,
+                    Presentation::Raw => View::Raw,
+                },
+            ),
+            Place::Inventory => (-1, View::Inventory),
+            Place::Actor(id) => (id, View::Json),
+            Place::Chunk(layer, cx, cy) => {
+                let mut s = self.state()?;
+                let id = self
+                    .chunk_id(&mut s, layer, cx, cy)
+                    .map_err(|_| not_found(path))?;
+                (id, View::Chunk(layer))
+            }
+            Place::Entry(id) => (id, View::Raw),
+            _ => return Err(is_dir()),
+        };
+        Ok((id, view))
+    }
+
+    fn info(&self, id: i64, path: &TreePath) -> Result<EntryInfo> {
+        self.state()?
+            .disk
+            .entry(id)
+            .filter(|e| e.kind == EntryKind::File)
+            .ok_or_else(|| not_found(path))
+    }
+
+    /// The rendered file of entry `id` shown as `view`.
+    fn render(&self, id: i64, view: View) -> Result<Arc<Vec<u8>>> {
+        if let Some(data) = self.cache.get(&(id, view)) {
+            return Ok(data);
+        }
+        let (stored, world) = {
+            let mut s = self.state()?;
+            let world = match view {
+                View::Chunk(_) => Some(self.world(&mut s)?),
+                _ => None,
+            };
+            (s.disk.read(id)?, world)
+        };
+        let data = match (view, world) {
+            (View::Json, _) => render_json(&stored)?,
+            (View::Gunzip, _) => gunzip(&stored, IMAGE_LIMIT)?,
+            (View::Inventory, _) => render_inventory(&stored)?,
+            (View::Chunk(layer), Some(world)) => render_stored_chunk(layer, &stored, &world.names)?,
+            (View::Chunk(_), None) => return Err(Error::corrupt("no world for a chunk")),
+            (View::Raw, _) => stored,
+        };
+        let data = Arc::new(data);
+        self.cache.insert((id, view), data.clone(), data.len() + 64);
+        self.sizes
+            .insert((id, view), Arc::new(data.len() as u64), SIZE_COST);
+        Ok(data)
+    }
+
+    /// Drops every rendered file and size (the disk or the world JSON changed).
+    fn forget_all(&self) {
+        self.cache.clear();
+        self.sizes.clear();
+    }
+
+    /// The time shown for an entry: the time recorded when worldfs (or rsync, touch) last
+    /// set it, else the entry's own modification time.
+    fn mtime(&self, info: &EntryInfo) -> SystemTime {
+        let hash = entry_hash(info);
+        let recorded = self.mtimes.mtime(info.id as u64, hash);
+        if recorded == derived_mtime(hash) {
+            UNIX_EPOCH + Duration::from_secs(info.mtime)
+        } else {
+            recorded
+        }
+    }
+
+    fn dir_stat(&self, mtime: SystemTime) -> Stat {
+        Stat {
+            kind: Kind::Dir,
+            size: 0,
+            mtime,
+            perm: if self.read_only { 0o555 } else { 0o755 },
+        }
+    }
+
+    fn file_stat(&self, size: u64, mtime: SystemTime) -> Stat {
+        Stat {
+            kind: Kind::File,
+            size,
+            mtime,
+            perm: if self.read_only { 0o444 } else { 0o644 },
+        }
+    }
+
+    /// The folders' time: the root entry's modification time (the save's "last modified").
+    fn root_mtime(&self) -> Result<SystemTime> {
+        let s = self.state()?;
+        Ok(s.disk
+            .entry(ROOT_ID)
+            .map_or(UNIX_EPOCH, |r| UNIX_EPOCH + Duration::from_secs(r.mtime)))
+    }
+
+    fn file_entry_stat(&self, info: &EntryInfo, view: View) -> Result<Stat> {
+        let size = match (view, self.sizes.get(&(info.id, view))) {
+            (View::Raw, _) => info.size,
+            (_, Some(size)) => *size,
+            _ => self.render(info.id, view)?.len() as u64,
+        };
+        Ok(self.file_stat(size, self.mtime(info)))
+    }
+
+    /// Live file entries for which `keep` gives a cookie and a name, in cookie order.
+    fn entries_where(
+        &self,
+        keep: impl Fn(&EntryInfo) -> Option<(u64, String)>,
+    ) -> Result<Vec<(u64, String, EntryInfo)>> {
+        let s = self.state()?;
+        let mut out: Vec<(u64, String, EntryInfo)> = s
+            .disk
+            .entries()
+            .filter(|e| e.kind == EntryKind::File && e.id != ROOT_ID)
+            .filter_map(|e| keep(&e).map(|(c, n)| (c, n, e)))
+            .collect();
+        out.sort_by_key(|(c, _, e)| (*c, e.id));
+        Ok(out)
+    }
+
+    /// Streams listed entries, rendering each only when it is sent.
+    fn stream_entries(
+        &self,
+        entries: Vec<(u64, String, EntryInfo)>,
+        view: View,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) {
+        for (cookie, name, info) in entries {
+            if cookie <= after {
+                continue;
+            }
+            match self.file_entry_stat(&info, view) {
+                Ok(stat) => {
+                    if !sink(Entry { name, cookie, stat }) {
+                        return;
+                    }
+                }
+                Err(e) => log::warn!("entry {} cannot be shown as {name}: {e}", info.id),
+            }
+        }
+    }
+
+    fn chunk_entries(&self, layer: Layer) -> Result<Vec<(u64, String, EntryInfo)>> {
+        let world = {
+            let mut s = self.state()?;
+            self.world(&mut s)?
+        };
+        self.entries_where(|e| {
+            let (li, no) = parse_chunk_entry_id(e.id)?;
+            let (cx, cy) = world.geometry.coords(no)?;
+            (li == layer.index()).then(|| (u64::from(no) + 1, names::chunk_file_name(cx, cy)))
+        })
+    }
+
+    fn actor_entries(&self) -> Result<Vec<(u64, String, EntryInfo)>> {
+        self.entries_where(|e| {
+            let name = names::actor_file_name(e.id)?;
+            Some(((e.id - ACTOR_IDS.start() + 1) as u64, name))
+        })
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        Ok(())
+    }
+
+    /// Commits `changes`, then records the new entries' times and drops stale renders.
+    fn commit(&self, s: &mut State, changes: &[Change]) -> Result<()> {
+        let now = SystemTime::now();
+        s.disk.commit(changes, now_secs())?;
+        let path = s.disk.path().to_path_buf();
+        s.lock.follow(&path)?;
+        for change in changes {
+            let id = match change {
+                Change::Put { id, .. } | Change::Remove { id } => *id,
+            };
+            if let Some(info) = s.disk.entry(id) {
+                self.mtimes.record(id as u64, entry_hash(&info), now);
+            }
+            if id == -1 {
+                s.world = None;
+                self.forget_all();
+            }
+            for view in ALL_VIEWS {
+                self.cache.remove(&(id, view));
+                self.sizes.remove(&(id, view));
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces file entry `id` with what `make` builds from its stored bytes (`None` when
+    /// it does not exist yet); commits only a real change.
+    fn put(&self, id: i64, make: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>) -> Result<()> {
+        self.check_writable()?;
+        let mut s = self.state()?;
+        let stored = match s.disk.entry(id) {
+            Some(e) if e.kind == EntryKind::File => Some(s.disk.read(id)?),
+            Some(_) => return Err(Error::not_permitted(format!("entry {id} is not a file"))),
+            None => None,
+        };
+        let data = make(stored.as_deref())?;
+        if stored.as_deref() == Some(data.as_slice()) {
+            return Ok(());
+        }
+        self.commit(&mut s, &[Change::Put { id, data }])
+    }
+
+    fn delete(&self, id: i64, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        let mut s = self.state()?;
+        if s.disk.entry(id).is_none() {
+            return Err(not_found(path));
+        }
+        self.commit(&mut s, &[Change::Remove { id }])
+    }
+
+    /// The stored form of an edited `savegameinfo.json`; a world's JSON must keep what the
+    /// chunk files need when it had it.
+    fn store_info(&self, text: &[u8], stored: Option<&[u8]>) -> Result<Vec<u8>> {
+        let stored = stored.unwrap_or_default();
+        let new = parse_info_json(text, stored)?;
+        if self.kind != DiskKind::Player && World::from_json(stored).is_ok() {
+            World::from_json(&new).map_err(|e| {
+                Error::invalid(format!(
+                    "a world's savegameinfo.json needs width, height and tileNumberToNameMap: {}",
+                    e.message()
+                ))
+            })?;
+        }
+        Ok(new)
+    }
+
+    fn store_gzip(data: &[u8], stored: Option<&[u8]>) -> Result<Vec<u8>> {
+        match stored {
+            Some(s) if gunzip(s, IMAGE_LIMIT).ok().as_deref() == Some(data) => Ok(s.to_vec()),
+            _ => compress(Codec::Gzip, data),
+        }
+    }
+
+    fn fixed_dir_empty(&self, empty: bool) -> Result<()> {
+        if empty {
+            Ok(())
+        } else {
+            Err(Error::new(libc::ENOTEMPTY, "folder not empty"))
+        }
+    }
+
+    /// Moves the stored bytes of entry `from` to entry `to` (replacing it).
+    fn move_entry(&self, from: i64, to: i64, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        if from == to {
+            return Ok(());
+        }
+        let mut s = self.state()?;
+        if s.disk
+            .entry(from)
+            .filter(|e| e.kind == EntryKind::File)
+            .is_none()
+        {
+            return Err(not_found(path));
+        }
+        let data = s.disk.read(from)?;
+        self.commit(
+            &mut s,
+            &[Change::Put { id: to, data }, Change::Remove { id: from }],
+        )
+    }
+
+    fn root_entries(&self) -> Result<Vec<Entry>> {
+        let dir_time = self.root_mtime()?;
+        let mut entries = Vec::new();
+        for (i, w) in names::well_known(self.kind).iter().enumerate() {
+            let Ok((id, view)) = self.target(Place::WellKnown(*w), &[]) else {
+                continue;
+            };
+            let Some(info) = self.state()?.disk.entry(id) else {
+                continue;
+            };
+            match self.file_entry_stat(&info, view) {
+                Ok(stat) => entries.push(Entry {
+                    name: w.name.to_string(),
+                    cookie: i as u64 + 1,
+                    stat,
+                }),
+                Err(e) => log::warn!("entry {id} cannot be shown as {}: {e}", w.name),
+            }
+        }
+        let info_json = self.state()?.disk.entry(-1);
+        if self.kind == DiskKind::Player {
+            if let Some(info) = info_json {
+                if let Ok(stat) = self.file_entry_stat(&info, View::Inventory) {
+                    entries.push(Entry {
+                        name: "inventory".into(),
+                        cookie: COOKIE_INVENTORY,
+                        stat,
+                    });
+                }
+            }
+        }
+        entries.push(Entry {
+            name: "actors".into(),
+            cookie: COOKIE_ACTORS,
+            stat: self.dir_stat(dir_time),
+        });
+        if self.has_chunks()? {
+            entries.push(Entry {
+                name: "chunks".into(),
+                cookie: COOKIE_CHUNKS,
+                stat: self.dir_stat(dir_time),
+            });
+        }
+        entries.push(Entry {
+            name: "entries".into(),
+            cookie: COOKIE_ENTRIES,
+            stat: self.dir_stat(dir_time),
+        });
+        Ok(entries)
+    }
+}
+
+impl Tree for TvdaTree {
+    fn stat(&self, path: &TreePath) -> Result<Stat> {
+        let place = self.place(path)?;
+        match place {
+            Place::Root | Place::Actors | Place::Entries => Ok(self.dir_stat(self.root_mtime()?)),
+            Place::Chunks | Place::Layer(_) => {
+                if !self.has_chunks()? {
+                    return Err(not_found(path));
+                }
+                Ok(self.dir_stat(self.root_mtime()?))
+            }
+            _ => {
+                let (id, view) = self.target(place, path)?;
+                let info = self.info(id, path)?;
+                self.file_entry_stat(&info, view)
+            }
+        }
+    }
+
+    fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        match self.place(dir)? {
+            Place::Root => {
+                for e in self.root_entries()? {
+                    if e.cookie > after && !sink(e) {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            Place::Actors => {
+                self.stream_entries(self.actor_entries()?, View::Json, after, sink);
+                Ok(())
+            }
+            Place::Chunks => {
+                if !self.has_chunks()? {
+                    return Err(not_found(dir));
+                }
+                let stat = self.dir_stat(self.root_mtime()?);
+                for (i, layer) in Layer::ALL.into_iter().enumerate() {
+                    let cookie = i as u64 + 1;
+                    if cookie > after
+                        && !sink(Entry {
+                            name: layer.name().into(),
+                            cookie,
+                            stat: stat.clone(),
+                        })
+                    {
+                        break;
+                    }
+                }
+                Ok(())
+            }
+            Place::Layer(layer) => {
+                let entries = self.chunk_entries(layer).map_err(|_| not_found(dir))?;
+                self.stream_entries(entries, View::Chunk(layer), after, sink);
+                Ok(())
+            }
+            Place::Entries => {
+                let entries =
+                    self.entries_where(|e| Some((id_cookie(e.id), names::entry_file_name(e.id))))?;
+                self.stream_entries(entries, View::Raw, after, sink);
+                Ok(())
+            }
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
+        let (id, view) = self.target(self.place(path)?, path)?;
+        self.info(id, path)?;
+        self.render(id, view)
+    }
+
+    fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        let place = self.place(path)?;
+        let (id, view) = self.target(place, path)?;
+        match (place, view) {
+            (Place::WellKnown(_), View::Json) => self.put(id, |s| self.store_info(data, s)),
+            (Place::WellKnown(_), View::Gunzip) => self.put(id, |s| Self::store_gzip(data, s)),
+            (Place::Inventory, _) => self.put(id, |s| {
+                apply_inventory(
+                    s.ok_or_else(|| Error::not_found("the player disk has no entry -1"))?,
+                    data,
+                )
+            }),
+            (Place::Actor(_), _) => self.put(id, |s| parse_actor_json(data, s.unwrap_or_default())),
+            (Place::Chunk(..), View::Chunk(layer)) => {
+                let world = {
+                    let mut s = self.state()?;
+                    self.world(&mut s)?
+                };
+                self.put(id, |s| {
+                    store_chunk(data, layer, &world.names, s, world.codec)
+                })
+            }
+            _ => self.put(id, |_| Ok(data.to_vec())),
+        }
+    }
+
+    fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
+        if looks_like_scratch(name) {
+            return Ok(NewFile::Scratch);
+        }
+        let object = match self.place(dir)? {
+            Place::Root => {
+                names::by_name(self.kind, name).is_some()
+                    || (name == "inventory" && self.kind == DiskKind::Player)
+            }
+            Place::Actors => names::parse_actor_file_name(name).is_some(),
+            Place::Layer(layer) => {
+                let child = [dir.to_vec(), vec![name.to_string()]].concat();
+                match self.place(&child) {
+                    Ok(Place::Chunk(_, cx, cy)) => {
+                        let mut s = self.state()?;
+                        self.chunk_id(&mut s, layer, cx, cy).is_ok()
+                    }
+                    _ => false,
+                }
+            }
+            Place::Entries => names::parse_entry_file_name(name).is_some_and(|id| id != ROOT_ID),
+            _ => false,
+        };
+        Ok(if object {
+            NewFile::Object
+        } else {
+            NewFile::Scratch
+        })
+    }
+
+    fn remove(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        let place = self.place(path)?;
+        let (id, _) = self.target(place, path)?;
+        if id == -1 {
+            return Err(Error::not_permitted(format!(
+                "{}: entry -1 (savegameinfo.json) cannot be removed: the game cannot load a disk without it",
+                path.join("/")
+            )));
+        }
+        match place {
+            Place::Inventory => {
+                self.info(id, path)?;
+                self.put(id, |s| apply_inventory(s.unwrap_or_default(), b""))
+            }
+            _ => self.delete(id, path),
+        }
+    }
+
+    fn mkdir(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        Err(Error::not_permitted(format!(
+            "{}: the folders of a TVDA disk are fixed",
+            path.join("/")
+        )))
+    }
+
+    fn rmdir(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        // Fixed folders stay; removing one that shows nothing is a no-op so `rm -r` works.
+        match self.place(path)? {
+            Place::Actors => self.fixed_dir_empty(self.actor_entries()?.is_empty()),
+            Place::Layer(layer) => {
+                self.fixed_dir_empty(self.chunk_entries(layer).map_or(true, |e| e.is_empty()))
+            }
+            Place::Chunks => {
+                let mut empty = true;
+                for layer in Layer::ALL {
+                    empty &= self.chunk_entries(layer).map_or(true, |e| e.is_empty());
+                }
+                self.fixed_dir_empty(empty)
+            }
+            Place::Entries => {
+                let s = self.state()?;
+                let empty = !s.disk.entries().any(|e| e.id != ROOT_ID);
+                self.fixed_dir_empty(empty)
+            }
+            Place::Root => Err(Error::not_permitted("the root cannot be removed")),
+            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+        }
+    }
+
+    fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        let (a, b) = (self.place(from)?, self.place(to)?);
+        let same_kind = matches!(
+            (a, b),
+            (Place::Entry(_), Place::Entry(_)) | (Place::Actor(_), Place::Actor(_))
+        ) || matches!((a, b), (Place::Chunk(la, ..), Place::Chunk(lb, ..)) if la == lb);
+        if !same_kind {
+            return Err(Error::new(
+                libc::EXDEV,
+                "only entries/ID, actors/ID.json and chunks of one layer move to another ID",
+            ));
+        }
+        let (from_id, _) = self.target(a, from)?;
+        let (to_id, _) = self.target(b, to)?;
+        self.move_entry(from_id, to_id, from)
+    }
+
+    fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
+        self.check_writable()?;
+        let place = self.place(path)?;
+        if matches!(
+            place,
+            Place::Root | Place::Actors | Place::Chunks | Place::Layer(_) | Place::Entries
+        ) {
+            return Ok(());
+        }
+        let (id, _) = self.target(place, path)?;
+        let info = self.info(id, path)?;
+        self.mtimes.record(id as u64, entry_hash(&info), mtime);
+        Ok(())
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::tree::MAX_TREE_COOKIE;
+
+    #[test]
+    fn id_cookies_keep_order_and_stay_in_range() {
+        let ids = [
+            i64::MIN / 4,
+            -2_147_483_648,
+            -1025,
+            -4,
+            -1,
+            1,
+            0x1_0300_0003,
+            1 << 60,
+        ];
+        let cookies: Vec<u64> = ids.iter().map(|&i| id_cookie(i)).collect();
+        assert!(cookies.windows(2).all(|w| w[0] < w[1]), "{cookies:?}");
+        assert!(cookies.iter().all(|&c| (1..=MAX_TREE_COOKIE).contains(&c)));
+        assert!(id_cookie(i64::MAX) <= MAX_TREE_COOKIE);
+        assert!(id_cookie(i64::MIN) >= 1);
+    }
+}

@@ -1,0 +1,266 @@
+//! Auth: the auth.txt view of auth.sqlite (both schemas) and of the real auth.txt, edited and
+//! applied; the real engine (minetest-server 5.6.1) reads back what worldfs wrote.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use worldfs::luanti::auth::files::FilesAuth;
+use worldfs::luanti::auth::sqlite::SqliteAuth;
+use worldfs::luanti::auth::{read_auth_file, AuthStore};
+use worldfs::luanti::players::world_mt::WorldMt;
+
+/// Engine runs use fixed ports and locks: every run on this machine takes this lock.
+const ENGINE_LOCK: &str = "/tmp/worldfs-engine.lock";
+
+fn samples() -> PathBuf {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
+    assert!(dir.is_dir(), "samples folder missing: {}", dir.display());
+    dir
+}
+
+fn mkworld(parent: &Path, name: &str, players: &str, auth: &str) -> PathBuf {
+    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/luanti");
+    assert!(
+        tools.join("mkworld.sh").is_file(),
+        "mkworld.sh missing in {}",
+        tools.display()
+    );
+    assert!(
+        Path::new("/usr/games/minetestserver").is_file(),
+        "the Luanti engine is not installed (apt-get install minetest-server)"
+    );
+    let world = parent.join(name);
+    let status = Command::new("flock")
+        .arg(ENGINE_LOCK)
+        .arg(tools.join("mkworld.sh"))
+        .arg(&world)
+        .arg("1")
+        .arg(players)
+        .arg(auth)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("run mkworld.sh");
+    assert!(status.success(), "mkworld.sh failed");
+    world
+}
+
+/// Copies a world and lets the engine migrate its auth data to `backend`.
+fn engine_migrate_auth(world: &Path, copy: &Path, backend: &str) {
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(world)
+        .arg(copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = Command::new("flock")
+        .arg(ENGINE_LOCK)
+        .arg("/usr/games/minetestserver")
+        .arg("--world")
+        .arg(copy)
+        .arg("--migrate-auth")
+        .arg(backend)
+        .arg("--logfile")
+        .arg(copy.join("migrate.log"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "engine migration failed");
+    let log = std::fs::read_to_string(copy.join("migrate.log")).unwrap();
+    assert!(log.contains("Successfully migrated"), "{log}");
+}
+
+fn sorted_lines(text: &[u8]) -> Vec<String> {
+    let mut lines: Vec<String> = String::from_utf8(text.to_vec())
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn sample_auth_sqlite_renders_and_applies_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("auth.sqlite");
+    std::fs::copy(samples().join("mtdb-testdata/auth.sqlite"), &db).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let mut store = AuthStore::Sqlite(SqliteAuth::open(&db, false).unwrap());
+    let entries = store.entries().unwrap();
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0].name, "singleplayer");
+    assert_eq!(entries[0].privileges.len(), 24);
+    assert!(entries[0]
+        .password
+        .starts_with("#1#6boG7fd11ZF4RfJnLDnL6A#"));
+    assert_eq!(entries[0].last_login, 1644236928);
+    assert_eq!(
+        entries[1].to_line().split(':').nth(2),
+        Some("interact,shout")
+    );
+    let view = store.render().unwrap();
+    assert_eq!(view.iter().filter(|&&b| b == b'\n').count(), 2);
+    // Applying the unchanged view changes nothing, not even the file's bytes.
+    assert!(store.apply(&view).unwrap().is_empty());
+    drop(store);
+    assert_eq!(std::fs::read(&db).unwrap(), before);
+}
+
+#[test]
+fn sample_auth_txt_round_trips() {
+    let text = std::fs::read(samples().join("cornernote-mesecons-circuits/auth.txt")).unwrap();
+    let entries = read_auth_file(&text).unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].password, "");
+    assert_eq!(entries[0].privileges.len(), 15);
+    assert_eq!(entries[0].last_login, 1489488299);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("auth.txt");
+    std::fs::write(&path, &text).unwrap();
+    let mut store = AuthStore::Files(FilesAuth::new(&path));
+    assert_eq!(
+        store.render().unwrap(),
+        text,
+        "the view differs from the engine's file"
+    );
+    assert!(store.apply(&text).unwrap().is_empty());
+    let duplicate = [text.as_slice(), text.as_slice()].concat();
+    assert!(
+        store.apply(&duplicate).is_err(),
+        "duplicate player accepted"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), text);
+}
+
+#[test]
+fn edits_reach_the_old_schema_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("auth.sqlite");
+    std::fs::copy(samples().join("mtdb-testdata/auth.sqlite"), &db).unwrap();
+    let mut store = AuthStore::Sqlite(SqliteAuth::open(&db, false).unwrap());
+    let view = String::from_utf8(store.render().unwrap()).unwrap();
+    let singleplayer = view.lines().next().unwrap().to_string();
+    let edited = format!("{singleplayer}\nnewbie:#1#abc#def:interact:0\n")
+        .replace(":1644236928", ":1700000000");
+    let changes = store.apply(edited.as_bytes()).unwrap();
+    assert_eq!(changes.added, ["newbie"]);
+    assert_eq!(changes.removed, ["test"]);
+    assert_eq!(changes.changed, ["singleplayer"]);
+    let after = store.entries().unwrap();
+    assert_eq!(after.len(), 2);
+    assert_eq!(after[0].name, "newbie");
+    assert_eq!(after[1].last_login, 1700000000);
+    assert_eq!(after[1].privileges.len(), 24);
+    drop(store);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let orphans: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM user_privileges WHERE id NOT IN (SELECT id FROM auth)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(orphans, 0, "privileges of the removed player are left");
+}
+
+#[test]
+fn bad_auth_text_fails_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("auth.sqlite");
+    std::fs::copy(samples().join("mtdb-testdata/auth.sqlite"), &db).unwrap();
+    let before = std::fs::read(&db).unwrap();
+    let mut store = AuthStore::Sqlite(SqliteAuth::open(&db, false).unwrap());
+    let view = String::from_utf8(store.render().unwrap()).unwrap();
+    let cases = [
+        (
+            format!("{view}test::shout:0\n"),
+            "line 3, column 1: player \"test\" appears twice",
+        ),
+        (view.replace("interact,shout", "interact, shout"), "line 2,"),
+        (view.replace(":1649603232", ":yesterday"), "line 2,"),
+        (format!("{view}lonely\n"), "line 3,"),
+        (
+            view.replace("interact,shout", "interact,shout,interact"),
+            "appears twice",
+        ),
+    ];
+    for (text, expected) in &cases {
+        let e = store.apply(text.as_bytes()).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert!(
+            e.message().contains(expected),
+            "expected {expected:?} in {e}"
+        );
+    }
+    drop(store);
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the database changed");
+}
+
+#[test]
+fn engine_reads_privileges_saved_into_auth_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = mkworld(dir.path(), "w", "sqlite3", "sqlite3");
+    let mt = WorldMt::read(&world).unwrap();
+    let mut store = AuthStore::open(&world, &mt, false).unwrap();
+    assert!(matches!(store, AuthStore::Sqlite(_)));
+    let view = String::from_utf8(store.render().unwrap()).unwrap();
+    assert_eq!(
+        view,
+        "celeron55::interact,shout:0\nfoo:iEPX+SQWIR3p67lj/0zigSWTKHg:shout:0\n"
+    );
+    let edited = view.replace(
+        "celeron55::interact,shout:0",
+        "celeron55::fly,interact,shout,teleport:0",
+    ) + "admin:#1#c2FsdA#dmVyaWZpZXI:privs,server:1700000000\n";
+    let changes = store.apply(edited.as_bytes()).unwrap();
+    assert_eq!((changes.added.len(), changes.changed.len()), (1, 1));
+    let shown = store.render().unwrap();
+    drop(store);
+
+    let copy = dir.path().join("copy");
+    engine_migrate_auth(&world, &copy, "files");
+    let written = std::fs::read(copy.join("auth.txt")).unwrap();
+    assert_eq!(sorted_lines(&written), sorted_lines(&shown));
+    assert_eq!(sorted_lines(&written), sorted_lines(edited.as_bytes()));
+}
+
+#[test]
+fn engine_reads_an_auth_txt_saved_by_the_files_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = mkworld(dir.path(), "w", "files", "files");
+    let mt = WorldMt::read(&world).unwrap();
+    let mut store = AuthStore::open(&world, &mt, false).unwrap();
+    assert!(matches!(store, AuthStore::Files(_)));
+    let view = String::from_utf8(store.render().unwrap()).unwrap();
+    // The engine skips "bar::" (two fields once the empty last one is dropped); so does worldfs.
+    assert_eq!(
+        view,
+        "celeron55::interact,shout:0\nfoo:iEPX+SQWIR3p67lj/0zigSWTKHg:shout:0\n"
+    );
+    let edited = view.replace("foo:iEPX+SQWIR3p67lj/0zigSWTKHg:shout:0\n", "")
+        + "bar:::0\nzed::give,interact:42\n";
+    let changes = store.apply(edited.as_bytes()).unwrap();
+    assert_eq!(changes.removed, ["foo"]);
+    assert_eq!(changes.added, ["bar", "zed"]);
+    drop(store);
+
+    let copy = dir.path().join("copy");
+    engine_migrate_auth(&world, &copy, "sqlite3");
+    let engine = SqliteAuth::open(&copy.join("auth.sqlite"), true).unwrap();
+    let lines: Vec<String> = engine
+        .entries()
+        .unwrap()
+        .iter()
+        .map(|e| e.to_line())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "bar:::0",
+            "celeron55::interact,shout:0",
+            "zed::give,interact:42"
+        ]
+    );
+}
