@@ -31,10 +31,10 @@ echo "Chest of worldfs" >"$B/meta/1,10,1/fields/infotext"
 echo "third line" >>"$F/text"
 # sed -i on a field and on nodes.cubeset (the chest's param2).
 sed -i 's/hello/HELLO/' "$F/text"
-sed -i 's/"c: default:chest: 0"/"c: default:chest: 2"/' "$B/nodes.cubeset"
+sed -i 's/"\(.\): default:chest: 0"/"\1: default:chest: 2"/' "$B/nodes.cubeset"
 # vim -es on a field and on nodes.cubeset (the sign's param2).
 vim -es -u NONE -c '%s/mkworld/vim/' -c 'wq' "$F/infotext" </dev/null || fail "vim on a field failed"
-vim -es -u NONE -c '%s/"d: default:sign_wall_wood: 3"/"d: default:sign_wall_wood: 4"/' -c 'wq' "$B/nodes.cubeset" </dev/null \
+vim -es -u NONE -c '%s/"\(.\): default:sign_wall_wood: 3"/"\1: default:sign_wall_wood: 4"/' -c 'wq' "$B/nodes.cubeset" </dev/null \
   || fail "vim on nodes.cubeset failed"
 # vim with the user's defaults (swap file, backup copy) as well.
 vim -es -c '%s/field\[/FIELD[/' -c 'wq' "$F/formspec" </dev/null || fail "vim (defaults) failed"
@@ -69,8 +69,8 @@ check() {
   assert_eq "$(cat "$B/meta/1,10,1/fields/owner")" "python" "chest owner"
   grep -qx "Item default:diamond 41" "$B/meta/1,10,1/inventory" || fail "chest inventory"
   assert_eq "$(cat "$B/meta/7,7,7/fields/owner")" "singleplayer" "new meta folder's field"
-  grep -qF '"c: default:chest: 2"' "$B/nodes.cubeset" || fail "chest param2 (sed -i)"
-  grep -qF '"d: default:sign_wall_wood: 4"' "$B/nodes.cubeset" || fail "sign param2 (vim)"
+  grep -qE '"[^"]: default:chest: 2"' "$B/nodes.cubeset" || fail "chest param2 (sed -i)"
+  grep -qE '"[^"]: default:sign_wall_wood: 4"' "$B/nodes.cubeset" || fail "sign param2 (vim)"
   cmp -s "$T/nodes.orig" "$M/blocks/9,0,9/nodes.cubeset" || fail "copied block's nodes"
   cmp -s "$T/inv.orig" "$B/meta/4,4,4/inventory" || fail "copied meta folder's inventory"
   [ ! -e "$B/meta/6,6,6" ] || fail "removed meta folder is back"
