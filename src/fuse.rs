@@ -16,7 +16,8 @@ use crate::error::Error;
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
 
 /// How long the kernel may cache names and directory attributes. File attributes are not
-/// cached (TTL 0): a commit may change the size of several views of one object at once.
+/// cached (TTL 0): a commit may change the size of several views of one object at once,
+/// and a listing's file sizes are not computed (see `Tree::list`).
 const ENTRY_TTL: Duration = Duration::from_secs(1);
 
 /// The adapter over a core.
@@ -95,7 +96,11 @@ impl Filesystem for WorldFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // O_TRUNC arrives with open() instead of as a separate truncate that would commit an
         // empty file; readdirplus answers `ls -l` and `find` in one pass.
-        let wanted = InitFlags::FUSE_ATOMIC_O_TRUNC | InitFlags::FUSE_DO_READDIRPLUS;
+        // With READDIRPLUS_AUTO the kernel asks for attributes only when a program stats what
+        // it lists (`ls -l`), not for `find` or `grep -r`.
+        let wanted = InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO;
         if let Err(missing) = config.add_capabilities(wanted) {
             log::warn!("kernel lacks FUSE capabilities {missing:?}");
         }
@@ -118,7 +123,12 @@ impl Filesystem for WorldFs {
             Err(e) => return reply.error(e),
         };
         match self.vfs.lookup(parent.0, name, req.pid()) {
-            Ok((ino, s)) => reply.entry(&Self::ttl(&s), &self.attr(ino, &s), Generation(0)),
+            Ok((ino, s)) => reply.entry_with_ttls(
+                &Self::ttl(&s),
+                &ENTRY_TTL,
+                &self.attr(ino, &s),
+                Generation(0),
+            ),
             Err(e) => reply.error(fail("lookup", &e)),
         }
     }
@@ -177,7 +187,12 @@ impl Filesystem for WorldFs {
             Err(e) => return reply.error(e),
         };
         match self.vfs.mkdir(parent.0, name, req.pid()) {
-            Ok((ino, s)) => reply.entry(&Self::ttl(&s), &self.attr(ino, &s), Generation(0)),
+            Ok((ino, s)) => reply.entry_with_ttls(
+                &Self::ttl(&s),
+                &ENTRY_TTL,
+                &self.attr(ino, &s),
+                Generation(0),
+            ),
             Err(e) => reply.error(fail("mkdir", &e)),
         }
     }

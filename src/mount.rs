@@ -187,6 +187,7 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
         SessionACL::Owner
     };
     config.n_threads = Some(args.threads.max(1));
+    config.clone_fd = true;
     config
 }
 

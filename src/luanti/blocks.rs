@@ -19,7 +19,9 @@ use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 
 /// Estimated memory of one cached block with its rendered views.
-const BLOCK_COST: usize = 64 * 1024;
+/// Estimated memory of one cached block: the decoded arrays (16 KiB) and the views usually
+/// rendered (nodes.cubeset 5–9 KiB, sometimes light.txt 12 KiB).
+const BLOCK_COST: usize = 40 * 1024;
 /// Per-block locks, sharded.
 const SHARDS: usize = 64;
 /// How often (at most) to ask SQLite whether another writer changed the database.
@@ -63,6 +65,8 @@ pub struct Blocks {
     mtimes: Mtimes,
     locks: Vec<Mutex<()>>,
     known_version: AtomicI64,
+    /// Bumped whenever stored blocks may have changed (our commits, another writer's).
+    generation: AtomicU64,
     last_check_ms: AtomicU64,
     started: Instant,
 }
@@ -102,9 +106,15 @@ impl Blocks {
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             known_version: AtomicI64::new(known),
+            generation: AtomicU64::new(0),
             last_check_ms: AtomicU64::new(0),
             started: Instant::now(),
         }
+    }
+
+    /// A number that changes whenever stored blocks may have changed.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
     }
 
     /// The underlying store.
@@ -124,6 +134,7 @@ impl Blocks {
             if self.known_version.swap(v, Ordering::Relaxed) != v {
                 log::debug!("map database changed underneath; dropping cached blocks");
                 self.cache.clear();
+                self.generation.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -183,6 +194,7 @@ impl Blocks {
             encoded.push((*pos, blob));
         }
         self.store.commit(&encoded)?;
+        self.generation.fetch_add(1, Ordering::Relaxed);
         if let Ok(v) = self.store.data_version() {
             self.known_version.store(v, Ordering::Relaxed);
         }
@@ -267,6 +279,12 @@ impl Blocks {
         }
         let mtime = self.get(from)?.mtime;
         self.commit(vec![(to, Some(block)), (from, None)], mtime)
+    }
+
+    /// Whether a time is recorded for the entry `sub` of the block's folder (when none is,
+    /// its time is the block's, and its content need not be hashed).
+    pub fn entry_recorded(&self, pos: BlockPos, sub: &str) -> bool {
+        self.mtimes.has(self.entry_key(pos, sub))
     }
 
     fn entry_key(&self, pos: BlockPos, sub: &str) -> u64 {

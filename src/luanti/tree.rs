@@ -180,7 +180,24 @@ pub struct LuantiTree {
     read_only: bool,
     /// Meta folders that exist only because the user made them (empty metadata is not stored).
     empty_meta: Mutex<BTreeSet<(BlockPos, u16)>>,
+    /// Recent pages of the `blocks/` listing: the kernel asks for a few dozen entries per
+    /// call, and a page read from SQLite serves many consecutive calls.
+    pages: Mutex<Vec<Arc<Page>>>,
 }
+
+/// One page of the `blocks/` listing: the entries with cookies after `after`.
+struct Page {
+    generation: u64,
+    after: u64,
+    entries: Vec<Entry>,
+    /// Whether the listing ends with this page.
+    last: bool,
+}
+
+/// Blocks read from SQLite per page of the `blocks/` listing.
+const PAGE_SIZE: usize = 512;
+/// Pages kept (several listings may run at once).
+const PAGES_KEPT: usize = 8;
 
 /// How to open a Luanti world.
 pub struct Options {
@@ -225,6 +242,7 @@ impl LuantiTree {
             },
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
+            pages: Mutex::new(Vec::new()),
         })
     }
 
@@ -286,9 +304,12 @@ impl LuantiTree {
 
     /// Stat of the file `sub` (its path inside the block folder) holding `data`.
     fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
-        let mtime = self
-            .blocks
-            .entry_mtime(pos, c.mtime, c.hash, sub, Some(content_hash(data)));
+        let mtime = if self.blocks.entry_recorded(pos, sub) {
+            self.blocks
+                .entry_mtime(pos, c.mtime, c.hash, sub, Some(content_hash(data)))
+        } else {
+            c.mtime
+        };
         self.file_stat(data.len(), mtime)
     }
 
@@ -432,40 +453,66 @@ impl LuantiTree {
     }
 
     fn block_listing(&self, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
-        // Cookies are the store's listing keys plus one (a key may be 0).
-        let mut cursor = after.saturating_sub(1);
-        if after == 0 {
-            cursor = 0;
-        }
-        let mut first = after == 0;
+        let mut cursor = after;
         loop {
-            let page = self
-                .blocks
-                .store()
-                .list(if first { 0 } else { cursor }, 512, true)?;
-            first = false;
-            let Some(last) = page.last() else {
-                return Ok(());
-            };
-            cursor = last.key;
-            let full_page = page.len() == 512;
-            for l in page {
-                let stat = match &l.data {
-                    Some(d) => self.block_dir(l.pos, d),
-                    None => self.dir_stat(base_time()),
-                };
-                if !sink(Entry {
-                    name: block_name(l.pos),
-                    cookie: l.key + 1,
-                    stat,
-                }) {
+            let page = self.page_containing(cursor)?;
+            for e in page.entries.iter().filter(|e| e.cookie > cursor) {
+                if !sink(e.clone()) {
                     return Ok(());
                 }
             }
-            if !full_page {
-                return Ok(());
+            match page.entries.last() {
+                Some(e) if !page.last => cursor = e.cookie,
+                _ => return Ok(()),
             }
         }
+    }
+
+    /// The cached page holding the entries after `cursor`, reading one when none does.
+    fn page_containing(&self, cursor: u64) -> Result<Arc<Page>> {
+        let generation = self.blocks.generation();
+        if let Ok(pages) = self.pages.lock() {
+            let hit = pages.iter().find(|p| {
+                p.generation == generation
+                    && p.after <= cursor
+                    && (p.last || p.entries.last().is_some_and(|e| e.cookie > cursor))
+            });
+            if let Some(p) = hit {
+                return Ok(p.clone());
+            }
+        }
+        // Cookies are the store's listing keys plus one (a key may be 0).
+        let listed = self
+            .blocks
+            .store()
+            .list(cursor.saturating_sub(1), PAGE_SIZE, true)?;
+        let last = listed.len() < PAGE_SIZE;
+        let entries = listed
+            .into_iter()
+            .filter(|l| l.key + 1 > cursor)
+            .map(|l| Entry {
+                name: block_name(l.pos),
+                cookie: l.key + 1,
+                stat: match &l.data {
+                    Some(d) => self.block_dir(l.pos, d),
+                    None => self.dir_stat(base_time()),
+                },
+            })
+            .collect();
+        let page = Arc::new(Page {
+            generation,
+            after: cursor,
+            entries,
+            last,
+        });
+        if let Ok(mut pages) = self.pages.lock() {
+            pages.retain(|p| p.generation == generation);
+            if pages.len() >= PAGES_KEPT {
+                pages.remove(0);
+            }
+            pages.push(page.clone());
+        }
+        Ok(page)
     }
 }
 
@@ -576,13 +623,14 @@ impl Tree for LuantiTree {
             Place::Accounts => self.accounts()?.list(dir, after, sink),
             Place::Block(pos) => {
                 let c = self.blocks.get(pos)?;
+                // Views are not rendered to be listed: a listing's file sizes are not used
+                // (see `Tree::list`), and `find` or `ls` should not render five views a block.
                 let mut entries = Vec::new();
                 for (i, v) in VIEWS.iter().enumerate() {
-                    let data = c.view(v.name, |b| (v.render)(b, pos));
                     entries.push(Entry {
                         name: v.name.into(),
                         cookie: i as u64 + 1,
-                        stat: self.entry_file(pos, &c, v.name, &data),
+                        stat: self.file_stat(0, c.mtime),
                     });
                 }
                 entries.push(Entry {

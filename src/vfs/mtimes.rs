@@ -138,6 +138,11 @@ impl Mtimes {
         (h == hash).then(|| UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).unwrap_or(0)))
     }
 
+    /// Whether any time is recorded for object `key` (whatever its bytes).
+    pub fn has(&self, key: u64) -> bool {
+        self.records.lock().is_ok_and(|r| r.contains_key(&key))
+    }
+
     /// Records that object `key` now has bytes hashing to `hash`, modified at `t`.
     pub fn record(&self, key: u64, hash: u64, t: SystemTime) {
         self.record_all(&[(key, hash, t)]);

@@ -59,7 +59,10 @@ pub trait Tree: Send + Sync + 'static {
     /// Streams the entries of directory `dir` whose cookie is greater than `after` (0 = from
     /// the start), in cookie order, to `sink`, until `sink` returns false (buffer full) or the
     /// directory ends. Cookies are stable: the same entry always has the same cookie, between
-    /// 1 and [`MAX_TREE_COOKIE`].
+    /// 1 and [`MAX_TREE_COOKIE`]. The stat of a directory entry is exact; that of a file entry
+    /// may leave size and mtime approximate (the FUSE adapter never lets the kernel cache file
+    /// attributes, so it asks [`Tree::stat`] before any use), which spares rendering every
+    /// file of a folder just to list it.
     fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()>;
 
     /// The whole content of the file at `path`.
