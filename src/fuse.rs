@@ -25,12 +25,19 @@ pub struct WorldFs {
     vfs: Arc<Vfs>,
     uid: u32,
     gid: u32,
+    /// The kernel opens directories itself (directories keep no state here).
+    kernel_opendir: bool,
 }
 
 impl WorldFs {
     /// An adapter whose files belong to `uid`/`gid` (the mounting user).
     pub fn new(vfs: Arc<Vfs>, uid: u32, gid: u32) -> WorldFs {
-        WorldFs { vfs, uid, gid }
+        WorldFs {
+            vfs,
+            uid,
+            gid,
+            kernel_opendir: false,
+        }
     }
 
     fn attr(&self, ino: u64, s: &Stat) -> FileAttr {
@@ -104,6 +111,11 @@ impl Filesystem for WorldFs {
         if let Err(missing) = config.add_capabilities(wanted) {
             log::warn!("kernel lacks FUSE capabilities {missing:?}");
         }
+        // Listings resume from stable cookies, so opendir/releasedir carry nothing: let the
+        // kernel skip those two round trips per directory.
+        self.kernel_opendir = config
+            .add_capabilities(InitFlags::FUSE_NO_OPENDIR_SUPPORT)
+            .is_ok();
         Ok(())
     }
 
@@ -357,6 +369,14 @@ impl Filesystem for WorldFs {
         match self.vfs.fsync(fh.0) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.kernel_opendir {
+            reply.error(Errno::from_i32(libc::ENOSYS));
+        } else {
+            reply.opened(FileHandle(0), FopenFlags::empty());
         }
     }
 
