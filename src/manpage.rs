@@ -71,6 +71,18 @@ content for it is committed or the backup is deleted.
 Never write while a game server runs on the world: the server overwrites blocks it holds in
 memory and gives up on a database locked for 3 seconds. --read-only is safe beside a running
 server (only short read transactions).
+.SH EXAMPLES
+.nf
+worldfs mount ~/.minetest/worlds/w /mnt/w
+grep \-rl default:chest /mnt/w/blocks \-\-include=nodes.cubeset
+cat /mnt/w/blocks/0,0,0/meta/2,10,1/fields/text          # a sign's text
+sed \-i '0,/^Empty$/s//Item default:diamond 99/' /mnt/w/players/celeron55   # give items
+sed \-i 's/^foo:\\([^:]*\\):shout:/foo:\\1:shout,fly:/' /mnt/w/auth.txt  # grant fly
+cat /mnt/w/mod_storage/mymod/*                             # inspect mod storage
+cp \-r /mnt/w/blocks/0,0,0 /mnt/w/blocks/5,0,5             # copy a block
+rsync \-a /mnt/w/ /backup/w/                               # incremental backup
+worldfs unmount /mnt/w
+.fi
 .SH FILES
 .TP
 $XDG_STATE_HOME/worldfs/worldfs.log
