@@ -162,6 +162,9 @@ impl MapStore {
         let conn = Connection::open_with_flags(&self.path, flags)
             .map_err(|e| Error::from(e).context(self.path.display()))?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
+        // Several pooled readers each keep a page cache; blobs are read once and decoded
+        // objects are cached above, so a small one per connection is enough.
+        conn.execute_batch("PRAGMA cache_size = -512")?;
         Ok(conn)
     }
 
