@@ -74,6 +74,10 @@ pub struct MountArgs {
     /// Extra mount options passed to the kernel (comma-separated, repeatable).
     #[arg(short = 'o', value_name = "OPTION", action = ArgAction::Append)]
     pub options: Vec<String>,
+    /// Inodes the daemon keeps for the kernel before asking it to forget the oldest ones
+    /// (about 250 bytes each); bounds memory on walks of huge worlds.
+    #[arg(long, default_value_t = 50_000, value_name = "N")]
+    pub max_inodes: usize,
     /// Request-handling threads.
     #[arg(long, default_value_t = 4, value_name = "N")]
     pub threads: usize,

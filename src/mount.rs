@@ -227,6 +227,26 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     )
     .map_err(|e| Error::from(e).context(format!("mounting on {}", args.mountpoint.display())))?;
     let mut unmounter = session.unmount_callable();
+    // The kernel keeps an inode for every name it has seen until memory runs short, and the
+    // daemon must keep each one too: past the budget, ask the kernel to drop the oldest
+    // names, so a walk of any world leaves the daemon's memory bounded.
+    let notifier = session.notifier();
+    let janitor_vfs = vfs.clone();
+    let budget = args.max_inodes.max(1000);
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let names = janitor_vfs.over_budget(budget);
+        if !names.is_empty() {
+            log::info!(
+                "over the inode budget: asking the kernel to forget {} names",
+                names.len()
+            );
+        }
+        for (parent, name) in names {
+            // ENOENT: the kernel has dropped it already.
+            let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::new(&name));
+        }
+    });
     let mountpoint = args.mountpoint.clone();
     let signal_vfs = vfs.clone();
     std::thread::spawn(move || {

@@ -448,6 +448,19 @@ impl Vfs {
             .count()
     }
 
+    /// Entries the kernel should drop so that at most about `budget` inodes stay held (see
+    /// [`Inodes::over_budget`]).
+    pub fn over_budget(&self, budget: usize) -> Vec<(u64, String)> {
+        match self.inodes.read() {
+            Ok(t) => t
+                .over_budget(budget)
+                .into_iter()
+                .map(|(p, n)| (p, n.to_string()))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Paths whose written text could not be committed (kept readable in the mount).
     pub fn failed_paths(&self) -> Vec<String> {
         match self.overlay.lock() {

@@ -128,6 +128,30 @@ impl Inodes {
         }
     }
 
+    /// When more than `budget` inodes are held: the entries (parent, name) of the oldest
+    /// ones below the top level, enough to come back to three quarters of the budget. The
+    /// kernel is asked to drop those names; it then forgets their inodes (and their
+    /// subtrees), which keeps this table bounded on walks of any size.
+    pub fn over_budget(&self, budget: usize) -> Vec<(u64, Arc<str>)> {
+        if self.nodes.len() <= budget {
+            return Vec::new();
+        }
+        let excess = self.nodes.len() - budget * 3 / 4;
+        let mut old: Vec<(u64, u64, &Arc<str>)> = self
+            .nodes
+            .iter()
+            .filter(|(&ino, n)| ino != ROOT && n.parent != ROOT)
+            .map(|(&ino, n)| (ino, n.parent, &n.name))
+            .collect();
+        let excess = excess.min(old.len());
+        if excess == 0 {
+            return Vec::new();
+        }
+        old.select_nth_unstable_by_key(excess - 1, |&(ino, _, _)| ino);
+        old.truncate(excess);
+        old.into_iter().map(|(_, p, n)| (p, n.clone())).collect()
+    }
+
     /// Number of inodes held (for tests and memory accounting).
     pub fn len(&self) -> usize {
         self.nodes.len()
@@ -163,5 +187,23 @@ mod tests {
         );
         t.forget(b, 1);
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn the_oldest_entries_below_the_top_go_first_when_over_budget() {
+        let mut t = Inodes::default();
+        let blocks = t.lookup(ROOT, "blocks");
+        for i in 0..10 {
+            t.lookup(blocks, &format!("{i},0,0"));
+        }
+        assert!(t.over_budget(100).is_empty());
+        let mut drop: Vec<String> = t
+            .over_budget(8)
+            .iter()
+            .map(|(_, n)| n.to_string())
+            .collect();
+        drop.sort();
+        // 12 held (root, blocks, 10 blocks) → down to 6: the six oldest blocks, never `blocks`.
+        assert_eq!(drop, ["0,0,0", "1,0,0", "2,0,0", "3,0,0", "4,0,0", "5,0,0"]);
     }
 }
