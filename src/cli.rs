@@ -66,7 +66,7 @@ pub struct MountArgs {
     #[arg(short, long)]
     pub foreground: bool,
     /// Memory for decoded blocks, in MiB.
-    #[arg(long, default_value_t = 64, value_name = "MIB")]
+    #[arg(long, default_value_t = 32, value_name = "MIB")]
     pub cache_size: usize,
     /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf).
     #[arg(long)]

@@ -18,10 +18,9 @@ use crate::luanti::map_store::{Change, MapStore};
 use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 
-/// Estimated memory of one cached block with its rendered views.
 /// Estimated memory of one cached block: the decoded arrays (16 KiB) and the views usually
-/// rendered (nodes.cubeset 5–9 KiB, sometimes light.txt 12 KiB).
-const BLOCK_COST: usize = 40 * 1024;
+/// rendered (nodes.cubeset 5–9 KiB, light.txt 12 KiB, the small ones) with allocator overhead.
+const BLOCK_COST: usize = 48 * 1024;
 /// Per-block locks, sharded.
 const SHARDS: usize = 64;
 /// How often (at most) to ask SQLite whether another writer changed the database.
