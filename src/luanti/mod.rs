@@ -9,5 +9,6 @@ pub mod inspect;
 pub mod map_store;
 pub mod mod_storage;
 pub mod players;
+pub mod sqlite_db;
 pub mod tree;
 pub mod views;

@@ -27,7 +27,7 @@ use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
 
 /// The files of a block folder, in listing order, with how each is rendered and parsed.
 struct View {
@@ -285,21 +285,11 @@ impl LuantiTree {
     }
 
     fn dir_stat(&self, mtime: SystemTime) -> Stat {
-        Stat {
-            kind: Kind::Dir,
-            size: 0,
-            mtime,
-            perm: if self.read_only { 0o555 } else { 0o755 },
-        }
+        Stat::dir(mtime, self.read_only)
     }
 
     fn file_stat(&self, size: usize, mtime: SystemTime) -> Stat {
-        Stat {
-            kind: Kind::File,
-            size: size as u64,
-            mtime,
-            perm: if self.read_only { 0o444 } else { 0o644 },
-        }
+        Stat::file(size as u64, mtime, self.read_only)
     }
 
     /// Stat of the file `sub` (its path inside the block folder) holding `data`.

@@ -31,7 +31,7 @@ use crate::survivalcraft::objects::Objects;
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE};
+use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE};
 
 /// The files of a chunk folder, in listing order, with how each is rendered and parsed.
 pub struct View {
@@ -254,21 +254,11 @@ impl SurvivalcraftTree {
     }
 
     fn dir_stat(&self, mtime: SystemTime) -> Stat {
-        Stat {
-            kind: Kind::Dir,
-            size: 0,
-            mtime,
-            perm: if self.read_only { 0o555 } else { 0o755 },
-        }
+        Stat::dir(mtime, self.read_only)
     }
 
     fn file_stat(&self, size: usize, mtime: SystemTime) -> Stat {
-        Stat {
-            kind: Kind::File,
-            size: size as u64,
-            mtime,
-            perm: if self.read_only { 0o444 } else { 0o644 },
-        }
+        Stat::file(size as u64, mtime, self.read_only)
     }
 
     fn world_files(&self) -> Result<&FolderFiles> {

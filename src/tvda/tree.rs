@@ -35,7 +35,7 @@ use crate::tvda::store::{Change, Disk, EntryInfo};
 use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
 
 /// Largest decoded image shown (the core refuses larger files anyway).
 const IMAGE_LIMIT: usize = 256 << 20;
@@ -322,21 +322,11 @@ impl TvdaTree {
     }
 
     fn dir_stat(&self, mtime: SystemTime) -> Stat {
-        Stat {
-            kind: Kind::Dir,
-            size: 0,
-            mtime,
-            perm: if self.read_only { 0o555 } else { 0o755 },
-        }
+        Stat::dir(mtime, self.read_only)
     }
 
     fn file_stat(&self, size: u64, mtime: SystemTime) -> Stat {
-        Stat {
-            kind: Kind::File,
-            size,
-            mtime,
-            perm: if self.read_only { 0o444 } else { 0o644 },
-        }
+        Stat::file(size, mtime, self.read_only)
     }
 
     /// The folders' time: the root entry's modification time (the save's "last modified").

@@ -31,6 +31,28 @@ pub struct Stat {
     pub perm: u16,
 }
 
+impl Stat {
+    /// A directory: mode 0755, or 0555 on a read-only mount.
+    pub fn dir(mtime: SystemTime, read_only: bool) -> Stat {
+        Stat {
+            kind: Kind::Dir,
+            size: 0,
+            mtime,
+            perm: if read_only { 0o555 } else { 0o755 },
+        }
+    }
+
+    /// A file of `size` bytes: mode 0644, or 0444 on a read-only mount.
+    pub fn file(size: u64, mtime: SystemTime, read_only: bool) -> Stat {
+        Stat {
+            kind: Kind::File,
+            size,
+            mtime,
+            perm: if read_only { 0o444 } else { 0o644 },
+        }
+    }
+}
+
 /// One directory entry; `cookie` resumes a listing just after this entry.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {

@@ -11,12 +11,12 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{params, Connection, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::luanti::auth::line::AuthEntry;
 use crate::luanti::auth::{diff, AuthChanges};
-use crate::luanti::players::sqlite::BUSY_TIMEOUT;
+use crate::luanti::sqlite_db;
 
 /// The schema a new `auth.sqlite` gets (the engine's current one).
 const CREATE_SCHEMA: &str = "
@@ -32,30 +32,21 @@ pub struct SqliteAuth {
 impl SqliteAuth {
     /// Opens an existing database.
     pub fn open(path: &Path, read_only: bool) -> Result<SqliteAuth> {
-        let flags = if read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| Error::from(e).context(path.display()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        Ok(SqliteAuth { conn })
+        Ok(SqliteAuth {
+            conn: sqlite_db::open(path, read_only)?,
+        })
     }
 
     /// Opens the database, creating it with the current schema when it does not exist.
     pub fn open_or_create(path: &Path) -> Result<SqliteAuth> {
-        let conn = Connection::open(path).map_err(|e| Error::from(e).context(path.display()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        conn.execute_batch(CREATE_SCHEMA)?;
-        Ok(SqliteAuth { conn })
+        Ok(SqliteAuth {
+            conn: sqlite_db::open_or_create(path, CREATE_SCHEMA)?,
+        })
     }
 
     /// SQLite's `PRAGMA data_version`: changes when another connection commits.
     pub fn data_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        sqlite_db::data_version(&self.conn)
     }
 
     /// Every player, sorted by name, privileges sorted.

@@ -6,10 +6,10 @@
 use std::path::Path;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
-use crate::luanti::players::sqlite::BUSY_TIMEOUT;
+use crate::luanti::sqlite_db;
 
 /// The schema a new `mod_storage.sqlite` gets (the engine's).
 const CREATE_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS `entries` (
@@ -40,30 +40,21 @@ fn bytes(value: ValueRef<'_>) -> Result<Vec<u8>> {
 impl SqliteModStorage {
     /// Opens an existing database.
     pub fn open(path: &Path, read_only: bool) -> Result<SqliteModStorage> {
-        let flags = if read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| Error::from(e).context(path.display()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        Ok(SqliteModStorage { conn })
+        Ok(SqliteModStorage {
+            conn: sqlite_db::open(path, read_only)?,
+        })
     }
 
     /// Opens the database, creating it when it does not exist.
     pub fn open_or_create(path: &Path) -> Result<SqliteModStorage> {
-        let conn = Connection::open(path).map_err(|e| Error::from(e).context(path.display()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        conn.execute_batch(CREATE_SCHEMA)?;
-        Ok(SqliteModStorage { conn })
+        Ok(SqliteModStorage {
+            conn: sqlite_db::open_or_create(path, CREATE_SCHEMA)?,
+        })
     }
 
     /// SQLite's `PRAGMA data_version`: changes when another connection commits.
     pub fn data_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        sqlite_db::data_version(&self.conn)
     }
 
     /// Mods with at least one entry, sorted.

@@ -10,12 +10,13 @@
 use std::path::Path;
 
 use rusqlite::types::ValueRef;
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::luanti::block::{Inventory, InventoryList, ItemStack};
 use crate::luanti::codec::inventory::{parse_itemstring, serialize_itemstring, MAX_SLOTS};
 use crate::luanti::players::player::Player;
+use crate::luanti::sqlite_db;
 
 /// The schema a new `players.sqlite` gets (the engine's current one).
 const CREATE_SCHEMA: &str = "
@@ -25,9 +26,6 @@ CREATE TABLE IF NOT EXISTS `player_inventories` (`player` TEXT NOT NULL,`inv_id`
 CREATE TABLE IF NOT EXISTS `player_inventory_items` (`player` TEXT NOT NULL,`inv_id` INT NOT NULL,`slot_id` INT NOT NULL,`item` TEXT NOT NULL DEFAULT '',PRIMARY KEY(player, inv_id, slot_id),FOREIGN KEY (`player`) REFERENCES player (`name`) ON DELETE CASCADE );
 ";
 
-/// How long a write waits for a lock held by someone else.
-pub const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// An open `players.sqlite`.
 pub struct SqlitePlayers {
     conn: Connection,
@@ -36,30 +34,21 @@ pub struct SqlitePlayers {
 impl SqlitePlayers {
     /// Opens an existing database.
     pub fn open(path: &Path, read_only: bool) -> Result<SqlitePlayers> {
-        let flags = if read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(path, flags)
-            .map_err(|e| Error::from(e).context(path.display()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        Ok(SqlitePlayers { conn })
+        Ok(SqlitePlayers {
+            conn: sqlite_db::open(path, read_only)?,
+        })
     }
 
     /// Opens the database, creating it with the current schema when it does not exist.
     pub fn open_or_create(path: &Path) -> Result<SqlitePlayers> {
-        let conn = Connection::open(path).map_err(|e| Error::from(e).context(path.display()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        conn.execute_batch(CREATE_SCHEMA)?;
-        Ok(SqlitePlayers { conn })
+        Ok(SqlitePlayers {
+            conn: sqlite_db::open_or_create(path, CREATE_SCHEMA)?,
+        })
     }
 
     /// SQLite's `PRAGMA data_version`: changes when another connection commits.
     pub fn data_version(&self) -> Result<i64> {
-        Ok(self
-            .conn
-            .query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        sqlite_db::data_version(&self.conn)
     }
 
     /// The names of all players, sorted.

@@ -1,0 +1,39 @@
+//! Opening a world's SQLite databases (players, auth, mod storage) one way: existing files
+//! only unless creating, a busy timeout shorter than the engine's 3 s give-up, and
+//! `PRAGMA data_version` to notice commits by another process.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::error::{Error, Result};
+
+/// How long a statement waits for a lock held by another process.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Opens an existing database.
+pub fn open(path: &Path, read_only: bool) -> Result<Connection> {
+    let flags = if read_only {
+        OpenFlags::SQLITE_OPEN_READ_ONLY
+    } else {
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+    } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| Error::from(e).context(path.display()))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    Ok(conn)
+}
+
+/// Opens a database, creating it with `schema` (idempotent SQL) when needed.
+pub fn open_or_create(path: &Path, schema: &str) -> Result<Connection> {
+    let conn = Connection::open(path).map_err(|e| Error::from(e).context(path.display()))?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch(schema)?;
+    Ok(conn)
+}
+
+/// SQLite's `PRAGMA data_version`: changes when another connection commits.
+pub fn data_version(conn: &Connection) -> Result<i64> {
+    Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+}
