@@ -38,7 +38,7 @@ use crate::luanti::players::{parse_player, render_player, PlayerStore};
 use crate::names;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{Entry, Kind, NewFile, Stat, TreePath, MAX_TREE_COOKIE};
+use crate::vfs::tree::{stream, Entry, Kind, NewFile, Stat, TreePath, MAX_TREE_COOKIE};
 
 /// The top-level name of the players folder.
 pub const PLAYERS: &str = "players";
@@ -213,15 +213,6 @@ fn name_line(text: &[u8]) -> usize {
 
 fn is_not_found(e: &Error) -> bool {
     e.errno() == libc::ENOENT
-}
-
-fn stream(mut entries: Vec<Entry>, after: u64, sink: &mut dyn FnMut(Entry) -> bool) {
-    entries.sort_by_key(|e| e.cookie);
-    for e in entries {
-        if e.cookie > after && !sink(e) {
-            return;
-        }
-    }
 }
 
 impl Accounts {

@@ -27,7 +27,7 @@ use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{stream, Entry, NewFile, Stat, Tree, TreePath};
 
 /// The files of a block folder, in listing order, with how each is rendered and parsed.
 struct View {
@@ -530,15 +530,6 @@ fn dir_hash(c: &Cached, sub: &str) -> u64 {
 /// The path of an entry of a block folder inside that folder (`meta/1,10,1/inventory`).
 fn sub_path(path: &TreePath) -> String {
     path.get(2..).map(|p| p.join("/")).unwrap_or_default()
-}
-
-/// Streams `entries` (already in cookie order, cookies 1..) after `after`.
-fn stream(entries: Vec<Entry>, after: u64, sink: &mut dyn FnMut(Entry) -> bool) {
-    for e in entries {
-        if e.cookie > after && !sink(e) {
-            return;
-        }
-    }
 }
 
 impl Tree for LuantiTree {

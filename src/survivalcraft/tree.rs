@@ -31,7 +31,7 @@ use crate::survivalcraft::objects::Objects;
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE};
+use crate::vfs::tree::{stream, Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE};
 
 /// The files of a chunk folder, in listing order, with how each is rendered and parsed.
 pub struct View {
@@ -326,15 +326,6 @@ impl SurvivalcraftTree {
             }
         }
         Ok(())
-    }
-}
-
-/// Streams `entries` (already in cookie order, cookies 1..) after `after`.
-fn stream(entries: Vec<Entry>, after: u64, sink: &mut dyn FnMut(Entry) -> bool) {
-    for e in entries {
-        if e.cookie > after && !sink(e) {
-            return;
-        }
     }
 }
 

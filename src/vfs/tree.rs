@@ -116,3 +116,14 @@ pub trait Tree: Send + Sync + 'static {
     /// Whether the tree refuses all writes.
     fn read_only(&self) -> bool;
 }
+
+/// Streams a folder's `entries` (any order) whose cookie is greater than `after` to `sink`, in
+/// cookie order, until `sink` returns false: [`Tree::list`] for small folders held whole.
+pub fn stream(mut entries: Vec<Entry>, after: u64, sink: &mut dyn FnMut(Entry) -> bool) {
+    entries.sort_by_key(|e| e.cookie);
+    for e in entries {
+        if e.cookie > after && !sink(e) {
+            return;
+        }
+    }
+}
