@@ -1,75 +1,14 @@
 //! Auth: the auth.txt view of auth.sqlite (both schemas) and of the real auth.txt, edited and
 //! applied; the real engine (minetest-server 5.6.1) reads back what worldfs wrote.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod accounts_common;
 
 use worldfs::luanti::auth::files::FilesAuth;
 use worldfs::luanti::auth::sqlite::SqliteAuth;
 use worldfs::luanti::auth::{read_auth_file, AuthStore};
 use worldfs::luanti::players::world_mt::WorldMt;
 
-/// Engine runs use fixed ports and locks: every run on this machine takes this lock.
-const ENGINE_LOCK: &str = "/tmp/worldfs-engine.lock";
-
-fn samples() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
-    assert!(dir.is_dir(), "samples folder missing: {}", dir.display());
-    dir
-}
-
-fn mkworld(parent: &Path, name: &str, players: &str, auth: &str) -> PathBuf {
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/luanti");
-    assert!(
-        tools.join("mkworld.sh").is_file(),
-        "mkworld.sh missing in {}",
-        tools.display()
-    );
-    assert!(
-        Path::new("/usr/games/minetestserver").is_file(),
-        "the Luanti engine is not installed (apt-get install minetest-server)"
-    );
-    let world = parent.join(name);
-    let status = Command::new("flock")
-        .arg(ENGINE_LOCK)
-        .arg(tools.join("mkworld.sh"))
-        .arg(&world)
-        .arg("1")
-        .arg(players)
-        .arg(auth)
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("run mkworld.sh");
-    assert!(status.success(), "mkworld.sh failed");
-    world
-}
-
-/// Copies a world and lets the engine migrate its auth data to `backend`.
-fn engine_migrate_auth(world: &Path, copy: &Path, backend: &str) {
-    let status = Command::new("cp")
-        .arg("-r")
-        .arg(world)
-        .arg(copy)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let status = Command::new("flock")
-        .arg(ENGINE_LOCK)
-        .arg("/usr/games/minetestserver")
-        .arg("--world")
-        .arg(copy)
-        .arg("--migrate-auth")
-        .arg(backend)
-        .arg("--logfile")
-        .arg(copy.join("migrate.log"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "engine migration failed");
-    let log = std::fs::read_to_string(copy.join("migrate.log")).unwrap();
-    assert!(log.contains("Successfully migrated"), "{log}");
-}
+use accounts_common::{engine_migrate_copy, mkworld, samples};
 
 fn sorted_lines(text: &[u8]) -> Vec<String> {
     let mut lines: Vec<String> = String::from_utf8(text.to_vec())
@@ -220,7 +159,7 @@ fn engine_reads_privileges_saved_into_auth_sqlite() {
     drop(store);
 
     let copy = dir.path().join("copy");
-    engine_migrate_auth(&world, &copy, "files");
+    engine_migrate_copy(&world, &copy, "auth", "files");
     let written = std::fs::read(copy.join("auth.txt")).unwrap();
     assert_eq!(sorted_lines(&written), sorted_lines(&shown));
     assert_eq!(sorted_lines(&written), sorted_lines(edited.as_bytes()));
@@ -247,7 +186,7 @@ fn engine_reads_an_auth_txt_saved_by_the_files_store() {
     drop(store);
 
     let copy = dir.path().join("copy");
-    engine_migrate_auth(&world, &copy, "sqlite3");
+    engine_migrate_copy(&world, &copy, "auth", "sqlite3");
     let engine = SqliteAuth::open(&copy.join("auth.sqlite"), true).unwrap();
     let lines: Vec<String> = engine
         .entries()

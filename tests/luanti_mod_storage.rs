@@ -3,67 +3,14 @@
 //! between the two backends and the entries stay the same.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod accounts_common;
 
 use worldfs::luanti::mod_storage::files::FilesModStorage;
 use worldfs::luanti::mod_storage::sqlite::SqliteModStorage;
 use worldfs::luanti::mod_storage::ModStorage;
 use worldfs::luanti::players::world_mt::WorldMt;
 
-/// Engine runs use fixed ports and locks: every run on this machine takes this lock.
-const ENGINE_LOCK: &str = "/tmp/worldfs-engine.lock";
-
-fn samples() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
-    assert!(dir.is_dir(), "samples folder missing: {}", dir.display());
-    dir
-}
-
-fn mkworld(parent: &Path) -> PathBuf {
-    let tools = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/luanti");
-    assert!(
-        tools.join("mkworld.sh").is_file(),
-        "mkworld.sh missing in {}",
-        tools.display()
-    );
-    assert!(
-        Path::new("/usr/games/minetestserver").is_file(),
-        "the Luanti engine is not installed (apt-get install minetest-server)"
-    );
-    let world = parent.join("w");
-    let status = Command::new("flock")
-        .arg(ENGINE_LOCK)
-        .arg(tools.join("mkworld.sh"))
-        .arg(&world)
-        .arg("1")
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("run mkworld.sh");
-    assert!(status.success(), "mkworld.sh failed");
-    world
-}
-
-/// Lets the engine migrate the world's mod storage to `backend` in place.
-fn engine_migrate(world: &Path, backend: &str) {
-    let log = world.join("migrate.log");
-    let status = Command::new("flock")
-        .arg(ENGINE_LOCK)
-        .arg("/usr/games/minetestserver")
-        .arg("--world")
-        .arg(world)
-        .arg("--migrate-mod-storage")
-        .arg(backend)
-        .arg("--logfile")
-        .arg(&log)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "engine migration failed");
-    let text = std::fs::read_to_string(&log).unwrap();
-    assert!(text.contains("Successfully migrated"), "{text}");
-}
+use accounts_common::{engine_migrate, mkworld, samples};
 
 type Dump = BTreeMap<(String, Vec<u8>), Vec<u8>>;
 
@@ -154,7 +101,7 @@ fn keys_stored_as_text_are_found_and_replaced() {
 #[test]
 fn engine_migrates_what_both_backends_stored() {
     let dir = tempfile::tempdir().unwrap();
-    let world = mkworld(dir.path());
+    let world = mkworld(dir.path(), "w", "sqlite3", "sqlite3");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = ModStorage::open(&world, &mt, false).unwrap();
     assert!(matches!(store, ModStorage::Sqlite(_)));
@@ -174,7 +121,7 @@ fn engine_migrates_what_both_backends_stored() {
     drop(store);
 
     // sqlite3 → files by the engine: its JSON files hold exactly our entries.
-    engine_migrate(&world, "files");
+    engine_migrate(&world, "mod-storage", "files");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = ModStorage::open(&world, &mt, false).unwrap();
     assert!(matches!(store, ModStorage::Files(_)));
@@ -191,7 +138,7 @@ fn engine_migrates_what_both_backends_stored() {
     drop(store);
     // The engine merges into an existing database: remove the one left from before.
     std::fs::remove_file(world.join("mod_storage.sqlite")).unwrap();
-    engine_migrate(&world, "sqlite3");
+    engine_migrate(&world, "mod-storage", "sqlite3");
     let store = ModStorage::Sqlite(
         SqliteModStorage::open(&world.join("mod_storage.sqlite"), true).unwrap(),
     );
