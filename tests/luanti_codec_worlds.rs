@@ -3,10 +3,9 @@
 
 mod luanti_codec_common;
 
-use luanti_codec_common::{mkworld, round_trip_map, Key, ENGINE};
+use luanti_codec_common::{block_pos, mkworld, round_trip_map, ENGINE};
 use worldfs::luanti::block::{BlockPos, MapBlock, ObjectData};
 use worldfs::luanti::codec::inventory::{parse_inventory, serialize_inventory};
-use worldfs::luanti::map_store::int_to_pos;
 use worldfs::luanti::views;
 
 /// Renders every view of `block` and parses them into an all-air block: the result must be
@@ -59,15 +58,7 @@ fn generated_world_round_trips(radius: u32, min_blocks: usize) {
     }
     let (counts, blocks) = round_trip_map(&world.join("map.sqlite"));
     for (key, block) in &blocks {
-        let pos = match key {
-            Key::Pos(i) => int_to_pos(*i),
-            Key::Xyz(x, y, z) => BlockPos {
-                x: *x as i16,
-                y: *y as i16,
-                z: *z as i16,
-            },
-        };
-        views_round_trip(block, pos);
+        views_round_trip(block, block_pos(*key));
     }
     let with_meta = blocks
         .iter()

@@ -2,105 +2,14 @@
 //! view, parse it into a copy of the block whose covered fields were changed, and compare with
 //! the decoded block; rendering the parsed block again must give the same bytes.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OpenFlags};
+mod luanti_codec_common;
+
+use luanti_codec_common::{block_pos, map_databases, read_blocks, samples};
 use worldfs::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
 use worldfs::luanti::codec::decode_block;
 use worldfs::luanti::views;
-
-fn samples() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
-    assert!(
-        dir.is_dir(),
-        "samples folder {} is missing: the Luanti samples are required for this test",
-        dir.display()
-    );
-    dir
-}
-
-/// Every `*.sqlite` under `dir` with a `blocks` table.
-fn map_databases(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if path.extension().is_some_and(|e| e == "sqlite")
-                && open(&path)
-                    .query_row(
-                        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name='blocks'",
-                        [],
-                        |r| r.get::<_, i64>(0),
-                    )
-                    .unwrap()
-                    == 1
-            {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-fn open(path: &Path) -> Connection {
-    Connection::open_with_flags(
-        format!("file:{}?mode=ro&immutable=1", path.display()),
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// The engine's `getIntegerAsBlock`.
-fn block_of_key(key: i64) -> BlockPos {
-    let signed = |v: i64| if v < 2048 { v } else { v - 4096 };
-    let x = signed(key.rem_euclid(4096));
-    let key = (key - x) / 4096;
-    let y = signed(key.rem_euclid(4096));
-    let key = (key - y) / 4096;
-    let z = signed(key.rem_euclid(4096));
-    BlockPos {
-        x: x as i16,
-        y: y as i16,
-        z: z as i16,
-    }
-}
-
-/// Every block of a map database with its position, both schemas.
-fn read_blocks(path: &Path) -> Vec<(BlockPos, Vec<u8>)> {
-    let conn = open(path);
-    let xyz = conn
-        .prepare("SELECT name FROM pragma_table_info('blocks')")
-        .unwrap()
-        .query_map([], |r| r.get::<_, String>(0))
-        .unwrap()
-        .any(|c| c.unwrap() == "z");
-    let sql = if xyz {
-        "SELECT x, y, z, data FROM blocks"
-    } else {
-        "SELECT pos, 0, 0, data FROM blocks"
-    };
-    let mut stmt = conn.prepare(sql).unwrap();
-    let rows = stmt
-        .query_map([], |r| {
-            let pos = if xyz {
-                BlockPos {
-                    x: r.get(0)?,
-                    y: r.get(1)?,
-                    z: r.get(2)?,
-                }
-            } else {
-                block_of_key(r.get(0)?)
-            };
-            Ok((pos, r.get::<_, Vec<u8>>(3)?))
-        })
-        .unwrap();
-    rows.map(|r| r.unwrap()).collect()
-}
 
 /// Single-blob samples that decode (the README's expected failures and the pre-22 block are
 /// not here); the position is the file name's where it has one.
@@ -246,7 +155,8 @@ fn every_sample_block_survives_its_views() {
     let mut total = Tally::default();
     for path in &maps {
         let mut tally = Tally::default();
-        for (pos, blob) in read_blocks(path) {
+        for (key, blob) in read_blocks(path) {
+            let pos = block_pos(key);
             let what = format!("{} block {pos:?}", path.display());
             let block = decode_block(&blob).unwrap_or_else(|e| panic!("{what}: {e}"));
             check(&what, &block, pos, &mut tally);

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
@@ -17,6 +17,8 @@ use crate::luanti::codec;
 use crate::luanti::map_store::{Change, MapStore};
 use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, Mtimes};
+use crate::vfs::throttle::Throttle;
+use std::time::Duration;
 
 /// Estimated memory of one cached block: the decoded arrays (16 KiB) and the views usually
 /// rendered (nodes.cubeset 5–9 KiB, light.txt 12 KiB, the small ones) with allocator overhead.
@@ -66,8 +68,7 @@ pub struct Blocks {
     known_version: AtomicI64,
     /// Bumped whenever stored blocks may have changed (our commits, another writer's).
     generation: AtomicU64,
-    last_check_ms: AtomicU64,
-    started: Instant,
+    changes: Throttle,
 }
 
 fn shard(pos: BlockPos) -> usize {
@@ -106,8 +107,7 @@ impl Blocks {
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             known_version: AtomicI64::new(known),
             generation: AtomicU64::new(0),
-            last_check_ms: AtomicU64::new(0),
-            started: Instant::now(),
+            changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
         }
     }
 
@@ -123,12 +123,9 @@ impl Blocks {
 
     /// Drops cached blocks when another writer committed to the database since we last looked.
     pub fn refresh(&self) {
-        let now = self.started.elapsed().as_millis() as u64;
-        let last = self.last_check_ms.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < REFRESH_INTERVAL_MS && last != 0 {
+        if !self.changes.due() {
             return;
         }
-        self.last_check_ms.store(now.max(1), Ordering::Relaxed);
         if let Ok(v) = self.store.data_version() {
             if self.known_version.swap(v, Ordering::Relaxed) != v {
                 log::debug!("map database changed underneath; dropping cached blocks");

@@ -13,9 +13,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::survivalcraft::chunk::{Chunk, ChunkPos};
@@ -24,6 +23,8 @@ use crate::survivalcraft::format::TerrainFormat;
 use crate::survivalcraft::store::World;
 use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, Mtimes};
+use crate::vfs::throttle::Throttle;
+use std::time::Duration;
 
 /// How often (at most) to look whether another writer changed the world folder.
 pub const REFRESH_INTERVAL_MS: u64 = 500;
@@ -109,8 +110,7 @@ pub struct Objects {
     sorted: Mutex<Option<Arc<Vec<ChunkPos>>>>,
     /// The world folder's files as last seen (`None` for a `.scworld` file).
     seen: Mutex<Option<Signature>>,
-    last_check_ms: AtomicU64,
-    started: Instant,
+    changes: Throttle,
 }
 
 fn guard<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
@@ -140,19 +140,15 @@ impl Objects {
             writer: Mutex::new(()),
             sorted: Mutex::new(None),
             seen: Mutex::new(seen),
-            last_check_ms: AtomicU64::new(0),
-            started: Instant::now(),
+            changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
         })
     }
 
     /// Reopens the world and drops every cached object when its files changed underneath.
     pub fn refresh(&self) {
-        let now = self.started.elapsed().as_millis() as u64;
-        let last = self.last_check_ms.load(Ordering::Relaxed);
-        if last != 0 && now.saturating_sub(last) < REFRESH_INTERVAL_MS {
+        if !self.changes.due() {
             return;
         }
-        self.last_check_ms.store(now.max(1), Ordering::Relaxed);
         // A commit in progress changes the files itself; look again next time.
         let Ok(_writer) = self.writer.try_lock() else {
             return;

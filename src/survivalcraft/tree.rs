@@ -393,15 +393,7 @@ impl Tree for SurvivalcraftTree {
                     }
                 }
                 if let Some(files) = &self.files {
-                    for (i, name) in files.names()?.into_iter().enumerate() {
-                        if let Ok(stat) = files.stat(&name) {
-                            entries.push(Entry {
-                                name,
-                                cookie: i as u64 + 5,
-                                stat,
-                            });
-                        }
-                    }
+                    entries.extend(files.entries(5)?);
                 }
                 stream(entries, after, sink);
                 Ok(())

@@ -8,15 +8,15 @@
 //! (the tree has only files and folders).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::tvda::tevd::TevdKind;
 use crate::tvda::tevd_store::{NewNode, NodeInfo, TevdDisk};
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
+use crate::vfs::throttle::Throttle;
 use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
 
 /// How often (at most) to look whether another program changed the disk file.
@@ -27,8 +27,7 @@ pub struct TevdTree {
     disk: Mutex<TevdDisk>,
     mtimes: Mtimes,
     read_only: bool,
-    last_check_ms: AtomicU64,
-    started: Instant,
+    changes: Throttle,
 }
 
 fn now_secs() -> u64 {
@@ -65,8 +64,7 @@ impl TevdTree {
             disk: Mutex::new(TevdDisk::open(path, !read_only)?),
             mtimes: Mtimes::open(path, read_only),
             read_only,
-            last_check_ms: AtomicU64::new(0),
-            started: Instant::now(),
+            changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
         })
     }
 
@@ -76,13 +74,8 @@ impl TevdTree {
             .disk
             .lock()
             .map_err(|_| Error::corrupt("disk lock poisoned"))?;
-        let now = self.started.elapsed().as_millis() as u64;
-        let last = self.last_check_ms.load(Ordering::Relaxed);
-        if last == 0 || now.saturating_sub(last) >= REFRESH_INTERVAL_MS {
-            self.last_check_ms.store(now.max(1), Ordering::Relaxed);
-            if d.changed_on_disk()? {
-                d.rollback()?;
-            }
+        if self.changes.due() && d.changed_on_disk()? {
+            d.rollback()?;
         }
         Ok(d)
     }

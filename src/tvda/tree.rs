@@ -18,9 +18,8 @@
 //! shared lock on the disk so `worldfs compact` refuses to run beside it.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::tvda::chunk::{chunk_entry_id, parse_chunk_entry_id, Layer};
@@ -35,6 +34,7 @@ use crate::tvda::store::{Change, Disk, EntryInfo};
 use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
+use crate::vfs::throttle::Throttle;
 use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
 
 /// Largest decoded image shown (the core refuses larger files anyway).
@@ -108,8 +108,7 @@ pub struct TvdaTree {
     sizes: Cache<(i64, View), u64>,
     mtimes: Mtimes,
     read_only: bool,
-    last_check_ms: AtomicU64,
-    started: Instant,
+    changes: Throttle,
 }
 
 fn not_found(path: &TreePath) -> Error {
@@ -160,8 +159,7 @@ impl TvdaTree {
             sizes: Cache::new(options.cache_bytes / 8),
             mtimes: Mtimes::open(path, options.read_only),
             read_only: options.read_only,
-            last_check_ms: AtomicU64::new(0),
-            started: Instant::now(),
+            changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
         })
     }
 
@@ -171,18 +169,13 @@ impl TvdaTree {
             .state
             .lock()
             .map_err(|_| Error::corrupt("disk lock poisoned"))?;
-        let now = self.started.elapsed().as_millis() as u64;
-        let last = self.last_check_ms.load(Ordering::Relaxed);
-        if last == 0 || now.saturating_sub(last) >= REFRESH_INTERVAL_MS {
-            self.last_check_ms.store(now.max(1), Ordering::Relaxed);
-            if s.disk.changed_on_disk()? {
-                log::info!("{} changed on disk; re-reading it", s.disk.path().display());
-                s.disk.reload()?;
-                let path = s.disk.path().to_path_buf();
-                s.lock.follow(&path)?;
-                s.world = None;
-                self.forget_all();
-            }
+        if self.changes.due() && s.disk.changed_on_disk()? {
+            log::info!("{} changed on disk; re-reading it", s.disk.path().display());
+            s.disk.reload()?;
+            let path = s.disk.path().to_path_buf();
+            s.lock.follow(&path)?;
+            s.world = None;
+            self.forget_all();
         }
         Ok(s)
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
-use crate::vfs::tree::{Kind, Stat};
+use crate::vfs::tree::{Entry, Kind, Stat};
 
 /// The regular files of one folder, minus the ones the tree shows otherwise.
 pub struct FolderFiles {
@@ -60,6 +60,21 @@ impl FolderFiles {
         }
         names.sort();
         Ok(names)
+    }
+
+    /// The visible files as listing entries, cookies counting up from `first_cookie`.
+    pub fn entries(&self, first_cookie: u64) -> Result<Vec<Entry>> {
+        let mut entries = Vec::new();
+        for (i, name) in self.names()?.into_iter().enumerate() {
+            if let Ok(stat) = self.stat(&name) {
+                entries.push(Entry {
+                    name,
+                    cookie: first_cookie + i as u64,
+                    stat,
+                });
+            }
+        }
+        Ok(entries)
     }
 
     /// Stat of one file.

@@ -8,6 +8,7 @@ pub mod fresh;
 pub mod inodes;
 pub mod mtimes;
 pub mod scratch;
+pub mod throttle;
 pub mod tree;
 
 pub use self::core::{DirEntry, OpenMode, Vfs};

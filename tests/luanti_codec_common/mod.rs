@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rusqlite::{Connection, OpenFlags};
-use worldfs::luanti::block::MapBlock;
+use worldfs::luanti::block::{BlockPos, MapBlock};
 use worldfs::luanti::codec::{decode_block, encode_block};
+use worldfs::luanti::map_store::int_to_pos;
 
 /// `shared/samples/luanti`; panics when the samples are missing.
 pub fn samples() -> PathBuf {
@@ -73,6 +74,18 @@ pub fn map_databases(dir: &Path) -> Vec<PathBuf> {
 pub enum Key {
     Pos(i64),
     Xyz(i64, i64, i64),
+}
+
+/// The block position a row key names (`pos` decoded as the engine does).
+pub fn block_pos(key: Key) -> BlockPos {
+    match key {
+        Key::Pos(i) => int_to_pos(i),
+        Key::Xyz(x, y, z) => BlockPos {
+            x: x as i16,
+            y: y as i16,
+            z: z as i16,
+        },
+    }
 }
 
 /// Every block of a map database, in key order.
