@@ -191,6 +191,19 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
     config
 }
 
+/// How the session ended: unmounting is a normal end. The kernel ends the session with
+/// ENODEV, or with ECONNABORTED for a request thread that was reading a request just as the
+/// unmount tore the connection down (Linux's `fuse_dev_do_read`); both mean "unmounted".
+fn session_end(run: std::io::Result<()>) -> Result<()> {
+    match run {
+        Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => {
+            log::info!("FUSE connection closed by the kernel while a request was being read");
+            Ok(())
+        }
+        other => other.map_err(|e| Error::from(e).context("FUSE session")),
+    }
+}
+
 /// Runs the FUSE session until unmounted; `ready` is called once the mount is usable.
 fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<ExitCode> {
     // Block the termination signals in every thread; one thread waits for them.
@@ -276,7 +289,7 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     let run = session.run();
     let failed = vfs.commit_all();
     let _ = fs::remove_file(&pid_path);
-    run.map_err(|e| Error::from(e).context("FUSE session"))?;
+    session_end(run)?;
     let lost = vfs.failed_paths();
     for p in &lost {
         log::error!("unsaved text dropped at unmount (its commit had failed): {p}");
@@ -330,4 +343,19 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::session_end;
+
+    #[test]
+    fn a_connection_aborted_at_unmount_is_a_normal_end() {
+        let aborted = std::io::Error::from_raw_os_error(libc::ECONNABORTED);
+        assert!(session_end(Err(aborted)).is_ok());
+        assert!(session_end(Ok(())).is_ok());
+        let other = std::io::Error::from_raw_os_error(libc::EIO);
+        let err = session_end(Err(other)).expect_err("EIO is a failure");
+        assert!(err.to_string().contains("FUSE session"), "{err}");
+    }
 }
