@@ -29,7 +29,7 @@ use worldfs::Result;
 /// Blocks per listing page, as the mounted tree pages `blocks/`.
 const PAGE: usize = 512;
 /// The default `--cache-size` of `worldfs mount`, in bytes.
-const DEFAULT_CACHE: usize = 64 << 20;
+const DEFAULT_CACHE: usize = 32 << 20;
 
 /// What one walk counted: blocks and bytes produced.
 #[derive(Default, Clone, Copy)]
