@@ -35,6 +35,10 @@ pub struct Cached {
     pub mtime: SystemTime,
     /// The hash of the stored bytes.
     pub hash: u64,
+    /// The [`Blocks::generation`] at which the stored bytes were last seen to hash to `hash`:
+    /// after any commit (ours or another writer's), a cached block is checked against the
+    /// store once before it is used again, and kept if its bytes did not change.
+    seen: AtomicU64,
     /// Rendered views by file name, filled on first use.
     views: Mutex<HashMap<&'static str, Arc<Vec<u8>>>>,
 }
@@ -121,18 +125,25 @@ impl Blocks {
         &self.store
     }
 
-    /// Drops cached blocks when another writer committed to the database since we last looked.
+    /// Starts a new generation when another writer committed to the database since we last
+    /// looked: cached blocks are then checked against their stored bytes on their next use.
     pub fn refresh(&self) {
         if !self.changes.due() {
             return;
         }
         if let Ok(v) = self.store.data_version() {
             if self.known_version.swap(v, Ordering::Relaxed) != v {
-                log::debug!("map database changed underneath; dropping cached blocks");
-                self.cache.clear();
+                log::debug!("map database changed underneath; checking cached blocks on use");
                 self.generation.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// The cached block at `pos` if it is known to match the store in this generation.
+    fn current(&self, pos: BlockPos, generation: u64) -> Option<Arc<Cached>> {
+        self.cache
+            .get(&pos)
+            .filter(|c| c.seen.load(Ordering::Relaxed) == generation)
     }
 
     /// The mtime of a block given its stored bytes.
@@ -144,18 +155,34 @@ impl Blocks {
     /// The decoded block at `pos`, or `Error::not_found`.
     pub fn get(&self, pos: BlockPos) -> Result<Arc<Cached>> {
         self.refresh();
-        if let Some(c) = self.cache.get(&pos) {
+        // Read before the store: a commit racing this read starts a newer generation, so
+        // what is cached here is checked again on its next use.
+        let generation = self.generation();
+        let cached = self.cache.get(&pos);
+        if let Some(c) = cached.as_ref() {
+            if c.seen.load(Ordering::Relaxed) == generation {
+                return Ok(c.clone());
+            }
+        }
+        let Some(blob) = self.store.get(pos)? else {
+            self.cache.remove(&pos);
+            return Err(Error::not_found(format!(
+                "no block at {},{},{}",
+                pos.x, pos.y, pos.z
+            )));
+        };
+        let hash = content_hash(&blob);
+        if let Some(c) = cached.filter(|c| c.hash == hash) {
+            c.seen.store(generation, Ordering::Relaxed);
             return Ok(c);
         }
-        let blob = self.store.get(pos)?.ok_or_else(|| {
-            Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z))
-        })?;
         let block = codec::decode_block(&blob)
             .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?;
         let cached = Arc::new(Cached {
             block,
             mtime: self.mtime_of(pos, &blob),
-            hash: content_hash(&blob),
+            hash,
+            seen: AtomicU64::new(generation),
             views: Mutex::new(HashMap::new()),
         });
         self.cache.insert(pos, cached.clone(), BLOCK_COST);
@@ -165,7 +192,7 @@ impl Blocks {
     /// Whether a block is stored at `pos` (without decoding it).
     pub fn exists(&self, pos: BlockPos) -> Result<bool> {
         self.refresh();
-        if self.cache.get(&pos).is_some() {
+        if self.current(pos, self.generation()).is_some() {
             return Ok(true);
         }
         Ok(self.store.get(pos)?.is_some())
@@ -319,5 +346,60 @@ impl Blocks {
             .collect();
         self.mtimes.record_all(&records);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(x: i16, y: i16, z: i16) -> BlockPos {
+        BlockPos { x, y, z }
+    }
+
+    /// The stored bytes of an all-`name` block.
+    fn blob(name: &str) -> Vec<u8> {
+        let mut b = new_block();
+        b.names = vec![name.to_string()];
+        codec::encode_block(&b).expect("a new block encodes")
+    }
+
+    #[test]
+    fn another_writers_commit_keeps_unchanged_cached_blocks_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let (a, b, c) = (pos(0, 0, 0), pos(1, 0, 0), pos(0, -1, 3));
+        let writer = MapStore::open(&path, false).expect("writer");
+        writer
+            .commit(&[
+                (a, Some(blob("default:stone"))),
+                (b, Some(blob("default:dirt"))),
+                (c, Some(blob("default:sand"))),
+            ])
+            .expect("first commit");
+        let blocks = Blocks::new(MapStore::open(&path, true).expect("reader"), 1 << 20, true);
+        let (a1, b1) = (blocks.get(a).expect("a"), blocks.get(b).expect("b"));
+        assert!(blocks.get(c).is_ok());
+        let before = blocks.generation();
+
+        // Another writer changes a and deletes c; b keeps its bytes.
+        writer
+            .commit(&[(a, Some(blob("default:water_source"))), (c, None)])
+            .expect("outside commit");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
+
+        let b2 = blocks.get(b).expect("b again");
+        assert!(blocks.generation() > before, "the outside commit was seen");
+        assert!(Arc::ptr_eq(&b1, &b2), "b was kept, not decoded again");
+        let a2 = blocks.get(a).expect("a again");
+        assert!(!Arc::ptr_eq(&a1, &a2));
+        assert_eq!(a2.block.names, vec!["default:water_source".to_string()]);
+        let gone = blocks.get(c).err().expect("c was deleted");
+        assert_eq!(gone.errno(), libc::ENOENT);
+        assert!(!blocks.exists(c).expect("exists"));
+        assert!(blocks.exists(b).expect("exists"));
     }
 }
