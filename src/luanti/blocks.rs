@@ -44,6 +44,11 @@ pub struct Cached {
 }
 
 impl Cached {
+    /// Whether the stored bytes are known to be this block's in `generation`.
+    fn seen_in(&self, generation: u64) -> bool {
+        self.seen.load(Ordering::Relaxed) == generation
+    }
+
     /// The rendered view `name`, rendering it once with `render`.
     pub fn view(
         &self,
@@ -139,13 +144,6 @@ impl Blocks {
         }
     }
 
-    /// The cached block at `pos` if it is known to match the store in this generation.
-    fn current(&self, pos: BlockPos, generation: u64) -> Option<Arc<Cached>> {
-        self.cache
-            .get(&pos)
-            .filter(|c| c.seen.load(Ordering::Relaxed) == generation)
-    }
-
     /// The mtime of a block given its stored bytes.
     pub fn mtime_of(&self, pos: BlockPos, blob: &[u8]) -> SystemTime {
         self.mtimes
@@ -159,10 +157,8 @@ impl Blocks {
         // what is cached here is checked again on its next use.
         let generation = self.generation();
         let cached = self.cache.get(&pos);
-        if let Some(c) = cached.as_ref() {
-            if c.seen.load(Ordering::Relaxed) == generation {
-                return Ok(c.clone());
-            }
+        if let Some(c) = cached.as_ref().filter(|c| c.seen_in(generation)) {
+            return Ok(c.clone());
         }
         let Some(blob) = self.store.get(pos)? else {
             self.cache.remove(&pos);
@@ -192,7 +188,8 @@ impl Blocks {
     /// Whether a block is stored at `pos` (without decoding it).
     pub fn exists(&self, pos: BlockPos) -> Result<bool> {
         self.refresh();
-        if self.current(pos, self.generation()).is_some() {
+        let generation = self.generation();
+        if self.cache.get(&pos).is_some_and(|c| c.seen_in(generation)) {
             return Ok(true);
         }
         Ok(self.store.get(pos)?.is_some())
