@@ -2,8 +2,12 @@
 //! broken entries are reported with their ID and reason, compaction drops dead bytes and
 //! refuses a locked (mounted) disk.
 
-use std::path::{Path, PathBuf};
+mod tvda_common;
+
+use std::path::Path;
 use std::process::ExitCode;
+
+use tvda_common::samples;
 
 use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
 use worldfs::tvda::compact::compact;
@@ -12,16 +16,6 @@ use worldfs::tvda::container::{Content, Header};
 use worldfs::tvda::inspect::{check, info};
 use worldfs::tvda::lock::DiskLock;
 use worldfs::tvda::store::{Change, Disk};
-
-fn samples() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/tvda");
-    assert!(
-        dir.is_dir(),
-        "samples folder {} is missing: the TVDA tests need ../shared/samples/tvda",
-        dir.display()
-    );
-    dir
-}
 
 fn run(
     f: fn(&Path, &mut dyn std::io::Write) -> worldfs::error::Result<ExitCode>,

@@ -1,24 +1,14 @@
 //! The TVDA store against the real-serializer samples and self-made disks: reading, no-op
 //! byte identity, append and rewrite commits, compaction, CRCs, torn tails, malformed input.
 
-use std::path::{Path, PathBuf};
+mod tvda_common;
+
+use std::path::PathBuf;
+
+use tvda_common::{assert_crcs_ok, sample, CLEAN, DIRTY, WORLD};
 
 use worldfs::tvda::container::{Content, DiskKind, Header, ROOT_ID};
 use worldfs::tvda::store::{Change, Disk};
-
-fn sample(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/tvda");
-    assert!(
-        dir.is_dir(),
-        "samples folder {} is missing: the TVDA tests need ../shared/samples/tvda",
-        dir.display()
-    );
-    dir.join(name)
-}
-
-const CLEAN: &str = "synthetic_tvda-v254_player-min_clean.tvda";
-const DIRTY: &str = "synthetic_tvda-v254_player-min_dirty-after-skimmer.tvda";
-const WORLD: &str = "synthetic_tvda-v254_world-min_zstd-chunks.tvda";
 
 /// A writable copy of a sample in a temporary directory.
 fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
@@ -30,13 +20,6 @@ fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
     perms.set_readonly(false);
     std::fs::set_permissions(&path, perms).unwrap();
     (dir, path)
-}
-
-/// Asserts every stored CRC checks out and the root listing is fresh.
-fn assert_crcs_ok(disk: &Disk) {
-    let report = disk.check().unwrap();
-    assert!(report.bad_entry_crcs.is_empty(), "{report:?}");
-    assert!(report.disk_crc_ok, "{report:?}");
 }
 
 #[test]

@@ -1,20 +1,14 @@
 //! TEVD v2 / old v3 / current v3 disks as directory trees: the real samples read as the
 //! spec says, stay byte-identical when untouched, and survive edits with every CRC valid.
 
-use std::path::{Path, PathBuf};
+mod tvda_common;
+
+use std::path::PathBuf;
+
+use tvda_common::sample;
 
 use worldfs::tvda::tevd::{Layout, TevdKind};
 use worldfs::tvda::tevd_store::{NewNode, TevdDisk, TEVD_ROOT};
-
-fn sample(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/tvda");
-    assert!(
-        dir.is_dir(),
-        "samples folder {} is missing: the TEVD tests need ../shared/samples/tvda",
-        dir.display()
-    );
-    dir.join(name)
-}
 
 const V3: &str = "tevd-v3-2023_tsvm-DOSBOOT.tevd";
 const V2: &str = "tevd-v2_tsvm-DOSBOOT-2022-12-23.tevd";

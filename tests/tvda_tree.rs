@@ -2,8 +2,12 @@
 //! reads as the spec says, reading leaves each file byte-identical, edits commit one entry
 //! and re-read the same, bad input changes nothing.
 
+mod tvda_common;
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
+
+use tvda_common::{sample, CLEAN, DIRTY, WORLD};
 
 use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
 use worldfs::tvda::compress::{compress, Codec};
@@ -12,20 +16,6 @@ use worldfs::tvda::store::Disk;
 use worldfs::tvda::tevd_tree::TevdTree;
 use worldfs::tvda::tree::{Options, TvdaTree};
 use worldfs::vfs::{Kind, NewFile, Tree};
-
-fn sample(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/tvda");
-    assert!(
-        dir.is_dir(),
-        "samples folder {} is missing: the TVDA tests need ../shared/samples/tvda",
-        dir.display()
-    );
-    dir.join(name)
-}
-
-const CLEAN: &str = "synthetic_tvda-v254_player-min_clean.tvda";
-const DIRTY: &str = "synthetic_tvda-v254_player-min_dirty-after-skimmer.tvda";
-const WORLD: &str = "synthetic_tvda-v254_world-min_zstd-chunks.tvda";
 
 /// One state folder (mtime records) for every test of this process.
 fn state_dir() {

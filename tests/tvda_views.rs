@@ -2,7 +2,11 @@
 //! by our own encoders for what the samples lack (every codec and layer, actors, images,
 //! player inventory), edited through the views, committed, re-opened and CRC-checked.
 
-use std::path::{Path, PathBuf};
+mod tvda_common;
+
+use std::path::Path;
+
+use tvda_common::{assert_crcs_ok, sample, WORLD};
 
 use worldfs::tvda::chunk::{
     chunk_entry_id, decode_chunk, encode_chunk, parse_chunk_entry_id, Layer, Tile, CHUNK_TILES,
@@ -16,26 +20,6 @@ use worldfs::tvda::inventory::{apply_inventory, render_inventory};
 use worldfs::tvda::json_view::{parse_actor_json, parse_info_json, render_json};
 use worldfs::tvda::names;
 use worldfs::tvda::store::{Change, Disk};
-
-fn sample(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/tvda");
-    assert!(
-        dir.is_dir(),
-        "samples folder {} is missing: the TVDA tests need ../shared/samples/tvda",
-        dir.display()
-    );
-    dir.join(name)
-}
-
-const WORLD: &str = "synthetic_tvda-v254_world-min_zstd-chunks.tvda";
-
-fn assert_crcs_ok(disk: &Disk) {
-    let report = disk.check().unwrap();
-    assert!(
-        report.bad_entry_crcs.is_empty() && report.disk_crc_ok,
-        "{report:?}"
-    );
-}
 
 #[test]
 fn every_sample_info_json_pretty_prints_with_genver_first() {
