@@ -2,20 +2,16 @@
 //! public samples exist for the 32-bit chunk files), conversion of the real 1.27 sample to
 //! every later format, crash recovery and malformed stores.
 
+mod survivalcraft_common;
+
 use std::fs;
-use std::path::{Path, PathBuf};
+
+use survivalcraft_common::{ardoitia, i32_at};
 
 use worldfs::survivalcraft::chunk::{Cell, Chunk, ChunkPos, Column};
 use worldfs::survivalcraft::codec;
 use worldfs::survivalcraft::format::TerrainFormat;
 use worldfs::survivalcraft::store::World;
-
-fn ardoitia() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/samples/survivalcraft/padillah-ScWorldEditor/Ardoitia.scworld");
-    assert!(p.is_file(), "Survivalcraft sample missing: {}", p.display());
-    p
-}
 
 fn new_world(version: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -25,10 +21,6 @@ fn new_world(version: &str) -> tempfile::TempDir {
     )
     .unwrap();
     dir
-}
-
-fn i32_at(d: &[u8], at: usize) -> i32 {
-    i32::from_le_bytes(d[at..at + 4].try_into().unwrap())
 }
 
 /// Structural checks of a 32-bit chunk file (spec §3/§4): directory `{cx, cz, k}` for

@@ -1,8 +1,12 @@
 //! Survivalcraft stores, codecs and views on the real sample worlds in ../shared/samples.
 
+mod survivalcraft_common;
+
 use std::fs;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+use survivalcraft_common::{ardoitia, copy_dir, i32_at, samples, unpack};
 
 use flate2::read::DeflateDecoder;
 use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
@@ -10,20 +14,6 @@ use worldfs::survivalcraft::codec::{self, project};
 use worldfs::survivalcraft::format::TerrainFormat;
 use worldfs::survivalcraft::store::World;
 use worldfs::survivalcraft::views::{blocks, inventory, light, surface};
-
-fn samples() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/survivalcraft");
-    assert!(
-        p.is_dir(),
-        "Survivalcraft samples missing: {} (see shared/samples)",
-        p.display()
-    );
-    p
-}
-
-fn ardoitia() -> PathBuf {
-    samples().join("padillah-ScWorldEditor/Ardoitia.scworld")
-}
 
 fn region_worlds() -> Vec<PathBuf> {
     [
@@ -33,35 +23,6 @@ fn region_worlds() -> Vec<PathBuf> {
     .iter()
     .map(|n| samples().join(n))
     .collect()
-}
-
-/// Unzips a .scworld into a fresh folder (test-time copy, never committed).
-fn unpack(scworld: &Path) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let mut zip = zip::ZipArchive::new(fs::File::open(scworld).unwrap()).unwrap();
-    for i in 0..zip.len() {
-        let mut e = zip.by_index(i).unwrap();
-        let mut buf = Vec::new();
-        e.read_to_end(&mut buf).unwrap();
-        fs::write(dir.path().join(e.name()), buf).unwrap();
-    }
-    dir
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
-fn i32_at(d: &[u8], at: usize) -> i32 {
-    i32::from_le_bytes(d[at..at + 4].try_into().unwrap())
 }
 
 /// The spec's verification script for Chunks.dat (§11), in Rust: dense directory, zero

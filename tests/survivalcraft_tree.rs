@@ -3,49 +3,26 @@
 //! objects' bytes kept, bad input refused without a trace, read-only packed worlds, stable
 //! mtimes, and changes made underneath by another writer.
 
+mod survivalcraft_common;
+
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use survivalcraft_common::{ardoitia, copy_dir, samples, unpack};
 
 use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
 use worldfs::survivalcraft::store::World;
 use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
 use worldfs::vfs::{Entry, Kind, NewFile, Tree};
 
-fn samples() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/survivalcraft");
-    assert!(
-        p.is_dir(),
-        "Survivalcraft samples missing: {} (see shared/samples)",
-        p.display()
-    );
-    p
-}
-
 /// Keeps mtime records of these tests out of the user's state directory.
 fn state_dir() {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
     let d = DIR.get_or_init(|| tempfile::tempdir().unwrap());
     std::env::set_var("WORLDFS_STATE_DIR", d.path());
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for e in fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            fs::copy(e.path(), to.join(e.file_name())).unwrap();
-            let mut perm = fs::metadata(to.join(e.file_name())).unwrap().permissions();
-            #[allow(clippy::permissions_set_readonly_false)]
-            perm.set_readonly(false);
-            fs::set_permissions(to.join(e.file_name()), perm).unwrap();
-        }
-    }
 }
 
 /// A writable copy of the 2.3+ region sample with a Project.xml.
@@ -59,22 +36,10 @@ fn region_world() -> tempfile::TempDir {
     dir
 }
 
-fn scworld() -> PathBuf {
-    samples().join("padillah-ScWorldEditor/Ardoitia.scworld")
-}
-
 /// The 1.27 sample unpacked into a folder.
 fn chunks_dat_world() -> tempfile::TempDir {
     state_dir();
-    let dir = tempfile::tempdir().unwrap();
-    let mut zip = zip::ZipArchive::new(fs::File::open(scworld()).unwrap()).unwrap();
-    for i in 0..zip.len() {
-        let mut e = zip.by_index(i).unwrap();
-        let mut buf = Vec::new();
-        e.read_to_end(&mut buf).unwrap();
-        fs::write(dir.path().join(e.name()), buf).unwrap();
-    }
-    dir
+    unpack(&ardoitia())
 }
 
 fn open(path: &Path, read_only: bool) -> SurvivalcraftTree {
@@ -292,7 +257,7 @@ fn bad_input_is_refused_and_stores_nothing() {
 fn packed_worlds_are_read_only_and_say_how_to_unpack() {
     state_dir();
     let e = SurvivalcraftTree::open(
-        &scworld(),
+        &ardoitia(),
         &Options {
             read_only: false,
             cache_bytes: 1 << 20,
@@ -302,7 +267,7 @@ fn packed_worlds_are_read_only_and_say_how_to_unpack() {
     .unwrap();
     assert_eq!(e.errno(), libc::EROFS);
     assert!(e.to_string().contains("unzip"), "{e}");
-    let t = open(&scworld(), true);
+    let t = open(&ardoitia(), true);
     assert!(t.read_only());
     assert_eq!(list_paged(&t, "chunks", 50).len(), 132);
     let light = text(&t, "chunks/223,418/light.txt");
