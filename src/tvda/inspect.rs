@@ -90,14 +90,7 @@ pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
                 w(format!("chunks: {chunks}"))?;
             }
             w(format!("dead bytes: {}", disk.dead_bytes()))?;
-            w(format!(
-                "entry CRCs: {}",
-                if report.bad_entry_crcs.is_empty() {
-                    "all valid".to_string()
-                } else {
-                    format!("{} invalid", report.bad_entry_crcs.len())
-                }
-            ))?;
+            w(entry_crcs_line(report.bad_entry_crcs.len()))?;
             w(format!(
                 "disk CRC: {}",
                 if report.disk_crc_ok { "valid" } else { "stale" }
@@ -120,14 +113,7 @@ pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
             w(format!("capacity: {}", h.capacity()))?;
             w(format!("write-protected: {}", h.read_only()))?;
             w(format!("entries: {}", disk.ids().len()))?;
-            w(format!(
-                "entry CRCs: {}",
-                if report.bad_entry_crcs.is_empty() {
-                    "all valid".to_string()
-                } else {
-                    format!("{} invalid", report.bad_entry_crcs.len())
-                }
-            ))?;
+            w(entry_crcs_line(report.bad_entry_crcs.len()))?;
             w(format!(
                 "disk CRC: {}",
                 if report.disk_crc_ok {
@@ -323,4 +309,13 @@ fn check_tevd(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The `entry CRCs:` line of `worldfs info` for a disk with `bad` invalid entry CRCs.
+fn entry_crcs_line(bad: usize) -> String {
+    if bad == 0 {
+        "entry CRCs: all valid".to_string()
+    } else {
+        format!("entry CRCs: {bad} invalid")
+    }
 }
