@@ -1,0 +1,556 @@
+//! The README's Semantics section, sentence by sentence, at the `Vfs` level (no kernel), on
+//! real trees of all three games: a Luanti world folder, a Survivalcraft region world and a
+//! Terrarum TVDA disk from `../shared/samples`, each copied to a temporary folder first.
+//! Each test names the sentence it pins; the call sequences of vim, `sed -i`, rsync and
+//! `cp -r` are replayed exactly as those tools issue them.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use worldfs::vfs::inodes::ROOT;
+use worldfs::vfs::{Kind, OpenMode, Vfs};
+use worldfs::worlds::{self, Game};
+
+const TRUNC: OpenMode = OpenMode {
+    write: true,
+    truncate: true,
+    append: false,
+};
+const PID: u32 = 4242;
+
+/// One game's world copied to a temporary folder, and the edit every test makes in it.
+struct Fixture {
+    name: &'static str,
+    _dir: tempfile::TempDir,
+    source: PathBuf,
+    game: Game,
+    /// The file holding the store, compared byte for byte.
+    store: PathBuf,
+    /// A decoded, parsed file of the tree (its folder and its name).
+    dir: Vec<String>,
+    file: String,
+    /// Turns the file's text into a valid edit of it, or into text that must be refused.
+    good: fn(&str) -> String,
+    bad: fn(&str) -> String,
+}
+
+fn samples() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples");
+    assert!(p.is_dir(), "samples missing: {}", p.display());
+    p
+}
+
+fn state_dir() {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let d = DIR.get_or_init(|| tempfile::tempdir().unwrap());
+    std::env::set_var("WORLDFS_STATE_DIR", d.path());
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+/// Replaces the first data token (after `#` comment lines) of a view by `token`.
+fn first_token(text: &str, token: &dyn Fn(&str) -> String) -> String {
+    let mut out = String::new();
+    let mut done = false;
+    for line in text.split_inclusive('\n') {
+        if !done && !line.starts_with('#') && !line.trim().is_empty() {
+            let (head, rest) = line.split_at(line.find(' ').unwrap_or(line.len() - 1));
+            out.push_str(&token(head));
+            out.push_str(rest);
+            done = true;
+        } else {
+            out.push_str(line);
+        }
+    }
+    assert!(done, "no data line in {text}");
+    out
+}
+
+fn luanti() -> Fixture {
+    state_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("world");
+    copy_dir(
+        &samples().join("luanti/cornernote-mesecons-circuits"),
+        &source,
+    );
+    let tree = worlds::open(&source, Game::Luanti, true, 1 << 20).unwrap();
+    let mut first = None;
+    tree.list(&["blocks".to_string()], 0, &mut |e| {
+        first = Some(e.name);
+        false
+    })
+    .unwrap();
+    Fixture {
+        name: "luanti",
+        store: source.join("map.sqlite"),
+        source,
+        _dir: dir,
+        game: Game::Luanti,
+        dir: vec!["blocks".into(), first.unwrap()],
+        file: "light.txt".into(),
+        good: |t| {
+            first_token(t, &|h| {
+                format!("{}{}", if &h[..2] == "00" { "11" } else { "00" }, &h[2..])
+            })
+        },
+        bad: |t| first_token(t, &|h| format!("zz{}", &h[2..])),
+    }
+}
+
+fn survivalcraft() -> Fixture {
+    state_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("world");
+    copy_dir(
+        &samples().join("survivalcraft/scnet-WorldBeforeTerritoryBlockRefactor"),
+        &source,
+    );
+    let tree = worlds::open(&source, Game::Survivalcraft, true, 1 << 20).unwrap();
+    let mut first = None;
+    tree.list(&["chunks".to_string()], 0, &mut |e| {
+        first = Some(e.name);
+        false
+    })
+    .unwrap();
+    let chunk = first.unwrap();
+    let (cx, cz) = chunk.split_once(',').unwrap();
+    let (cx, cz): (i32, i32) = (cx.parse().unwrap(), cz.parse().unwrap());
+    let region = source.join(format!(
+        "Regions/Region {},{}.dat",
+        cx.div_euclid(16),
+        cz.div_euclid(16)
+    ));
+    assert!(region.is_file(), "{}", region.display());
+    Fixture {
+        name: "survivalcraft",
+        store: region,
+        source,
+        _dir: dir,
+        game: Game::Survivalcraft,
+        dir: vec!["chunks".into(), chunk],
+        file: "surface.txt".into(),
+        // "X Z TOP TEMPERATURE HUMIDITY": change the first column's humidity.
+        good: |t| {
+            let mut out = String::new();
+            let mut done = false;
+            for line in t.split_inclusive('\n') {
+                if !done && !line.starts_with('#') {
+                    let mut f: Vec<String> = line.split_whitespace().map(String::from).collect();
+                    f[4] = if f[4] == "3" { "4".into() } else { "3".into() };
+                    out.push_str(&(f.join(" ") + "\n"));
+                    done = true;
+                } else {
+                    out.push_str(line);
+                }
+            }
+            out
+        },
+        bad: |t| first_token(t, &|_| "x".into()),
+    }
+}
+
+fn tvda() -> Fixture {
+    state_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("disk.tvda");
+    std::fs::copy(
+        samples().join("tvda/synthetic_tvda-v254_world-min_zstd-chunks.tvda"),
+        &source,
+    )
+    .unwrap();
+    Fixture {
+        name: "tvda",
+        store: source.clone(),
+        source,
+        _dir: dir,
+        game: Game::Tvda,
+        dir: vec![],
+        file: "savegameinfo.json".into(),
+        good: |t| t.replacen("\"genver\": ", "\"genver\": 9", 1),
+        bad: |t| t[..t.len() / 2].to_string(),
+    }
+}
+
+fn fixtures() -> Vec<Fixture> {
+    vec![luanti(), survivalcraft(), tvda()]
+}
+
+impl Fixture {
+    fn vfs(&self, read_only: bool) -> Vfs {
+        let tree = worlds::open(&self.source, self.game, read_only, 4 << 20).unwrap();
+        Vfs::new(tree)
+    }
+    fn stored(&self) -> Vec<u8> {
+        std::fs::read(&self.store).unwrap()
+    }
+    fn path(&self) -> Vec<String> {
+        let mut p = self.dir.clone();
+        p.push(self.file.clone());
+        p
+    }
+}
+
+fn ino(vfs: &Vfs, path: &[String]) -> Result<u64, i32> {
+    let mut ino = ROOT;
+    for name in path {
+        ino = vfs.lookup(ino, name, PID).map_err(|e| e.errno())?.0;
+    }
+    Ok(ino)
+}
+
+fn cat(vfs: &Vfs, path: &[String]) -> String {
+    let fh = vfs
+        .open(ino(vfs, path).unwrap(), OpenMode::default())
+        .unwrap();
+    let data = vfs.read(fh, 0, u32::MAX).unwrap();
+    vfs.release(fh).unwrap();
+    String::from_utf8(data).unwrap()
+}
+
+/// `open(O_TRUNC)`, one write, `close()`: the close's result.
+fn save(vfs: &Vfs, path: &[String], text: &str) -> Result<(), i32> {
+    let fh = vfs.open(ino(vfs, path)?, TRUNC).map_err(|e| e.errno())?;
+    vfs.write(fh, 0, text.as_bytes(), false)
+        .map_err(|e| e.errno())?;
+    let closed = vfs.flush(fh).map_err(|e| e.errno());
+    vfs.release(fh).map_err(|e| e.errno())?;
+    closed
+}
+
+fn names(vfs: &Vfs, dir: &[String], offset: u64) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    vfs.readdir(ino(vfs, dir).unwrap(), offset, false, PID, &mut |e| {
+        out.push((e.name.to_string(), e.offset));
+        true
+    })
+    .unwrap();
+    out
+}
+
+/// "A block is decoded the first time a file inside its folder is used": nothing is decoded
+/// at mount, so a world whose objects are all unreadable still mounts and lists.
+#[test]
+fn nothing_is_decoded_at_mount() {
+    for f in fixtures() {
+        let vfs = f.vfs(true);
+        assert!(
+            !names(&vfs, &f.dir, 0).is_empty(),
+            "{}: the folder lists",
+            f.name
+        );
+        assert_eq!(
+            vfs.lookup(ROOT, "no such file", PID).unwrap_err().errno(),
+            libc::ENOENT
+        );
+    }
+}
+
+/// "`st_size` is always exact": every file of the edited folder stats at the length read.
+#[test]
+fn st_size_is_exact() {
+    for f in fixtures() {
+        let vfs = f.vfs(true);
+        for (name, _) in names(&vfs, &f.dir, 0) {
+            if name == "." || name == ".." {
+                continue;
+            }
+            let mut p = f.dir.clone();
+            p.push(name);
+            let stat = vfs.getattr(ino(&vfs, &p).unwrap()).unwrap();
+            if stat.kind == Kind::File {
+                assert_eq!(stat.size as usize, cat(&vfs, &p).len(), "{}: {p:?}", f.name);
+            }
+        }
+    }
+}
+
+/// "Listings stream page by page with stable cookies": resuming at any entry's offset gives
+/// exactly the entries after it.
+#[test]
+fn listings_resume_at_every_cookie() {
+    for f in fixtures() {
+        let vfs = f.vfs(true);
+        for dir in [vec![], f.dir.clone()] {
+            let all = names(&vfs, &dir, 0);
+            for (i, (_, off)) in all.iter().enumerate() {
+                assert_eq!(names(&vfs, &dir, *off), all[i + 1..], "{}: {dir:?}", f.name);
+            }
+        }
+    }
+}
+
+/// "On `close()` ... worldfs parses the whole file, re-encodes ... and commits it. The call
+/// returns only after that": a fresh tree over the store sees the edit once close returned.
+#[test]
+fn close_commits_before_it_returns() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let old = cat(&vfs, &f.path());
+        let new = (f.good)(&old);
+        assert_ne!(new, old, "{}", f.name);
+        save(&vfs, &f.path(), &new).unwrap();
+        let other = f.vfs(true);
+        assert_eq!(cat(&other, &f.path()), new, "{}", f.name);
+    }
+}
+
+/// "A block whose decoded content did not change is not written": saving the same text
+/// leaves the store byte-identical.
+#[test]
+fn saving_unchanged_text_writes_nothing() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let before = f.stored();
+        let old = cat(&vfs, &f.path());
+        save(&vfs, &f.path(), &old).unwrap();
+        assert!(f.stored() == before, "{}: store changed", f.name);
+    }
+}
+
+/// "Bad input never reaches the database ... The `close()` fails with `EINVAL` ... The text
+/// you wrote stays readable at its path in the mount, so you can fix it."
+#[test]
+fn bad_input_fails_the_close_and_stays_readable() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let before = f.stored();
+        let old = cat(&vfs, &f.path());
+        let bad = (f.bad)(&old);
+        assert_eq!(save(&vfs, &f.path(), &bad), Err(libc::EINVAL), "{}", f.name);
+        assert!(f.stored() == before, "{}: store changed", f.name);
+        assert_eq!(cat(&vfs, &f.path()), bad, "{}", f.name);
+        assert_eq!(
+            vfs.getattr(ino(&vfs, &f.path()).unwrap()).unwrap().size as usize,
+            bad.len()
+        );
+        assert_eq!(
+            cat(&f.vfs(true), &f.path()),
+            old,
+            "{}: stored object unchanged",
+            f.name
+        );
+        // Fixing the text commits it.
+        let good = (f.good)(&old);
+        save(&vfs, &f.path(), &good).unwrap();
+        assert_eq!(cat(&f.vfs(true), &f.path()), good, "{}", f.name);
+    }
+}
+
+/// "Removing the file discards it" (the pending text): the stored object shows again, and
+/// only a second `rm` deletes (or resets) it.
+#[test]
+fn removing_a_failed_file_discards_only_the_pending_text() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let before = f.stored();
+        let old = cat(&vfs, &f.path());
+        assert!(save(&vfs, &f.path(), &(f.bad)(&old)).is_err());
+        let dir = ino(&vfs, &f.dir).unwrap();
+        vfs.unlink(dir, &f.file).unwrap();
+        assert!(f.stored() == before, "{}: store changed by rm", f.name);
+        assert_eq!(
+            cat(&vfs, &f.path()),
+            old,
+            "{}: stored object shows again",
+            f.name
+        );
+    }
+}
+
+/// "`sed -i`": a temporary `sedXXXXXX` in the same folder, written, closed, renamed over the
+/// file: the rename commits it and leaves no scratch file behind.
+#[test]
+fn sed_i_replaces_the_file() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let old = cat(&vfs, &f.path());
+        let new = (f.good)(&old);
+        let dir = ino(&vfs, &f.dir).unwrap();
+        let (_, _, fh) = vfs.create(dir, "sedAb3xYz").unwrap();
+        vfs.write(fh, 0, new.as_bytes(), false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.rename(dir, "sedAb3xYz", dir, &f.file).unwrap();
+        assert_eq!(cat(&f.vfs(true), &f.path()), new, "{}", f.name);
+        assert!(
+            !names(&vfs, &f.dir, 0).iter().any(|(n, _)| n == "sedAb3xYz"),
+            "{}",
+            f.name
+        );
+    }
+}
+
+/// vim with `backupcopy=no`: rename the file to `file~`, create the file, write, fsync,
+/// close, delete the backup. The object stays stored while it is aside.
+#[test]
+fn vim_backup_by_rename_then_write() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let before = f.stored();
+        let old = cat(&vfs, &f.path());
+        let new = (f.good)(&old);
+        let dir = ino(&vfs, &f.dir).unwrap();
+        let backup = format!("{}~", f.file);
+        vfs.rename(dir, &f.file, dir, &backup).unwrap();
+        assert!(f.stored() == before, "{}: aside is not deleted", f.name);
+        let (_, _, fh) = vfs.create(dir, &f.file).unwrap();
+        vfs.write(fh, 0, new.as_bytes(), false).unwrap();
+        vfs.fsync(fh).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.unlink(dir, &backup).unwrap();
+        assert_eq!(cat(&f.vfs(true), &f.path()), new, "{}", f.name);
+    }
+}
+
+/// vim's failed save: the new text is refused, the object is still stored, and the backup
+/// still holds the old text.
+#[test]
+fn vim_failed_save_loses_nothing() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let before = f.stored();
+        let old = cat(&vfs, &f.path());
+        let dir = ino(&vfs, &f.dir).unwrap();
+        let backup = format!("{}~", f.file);
+        vfs.rename(dir, &f.file, dir, &backup).unwrap();
+        let (_, _, fh) = vfs.create(dir, &f.file).unwrap();
+        vfs.write(fh, 0, (f.bad)(&old).as_bytes(), false).unwrap();
+        assert_eq!(vfs.fsync(fh).unwrap_err().errno(), libc::EINVAL);
+        vfs.release(fh).ok();
+        assert!(f.stored() == before, "{}: store changed", f.name);
+        let mut b = f.dir.clone();
+        b.push(backup);
+        assert_eq!(cat(&vfs, &b), old, "{}", f.name);
+    }
+}
+
+/// rsync: `.NAME.XXXXXX` written and closed, its time set (utimens), renamed over the file:
+/// the content is committed and the file shows the time rsync set.
+#[test]
+fn rsync_temporary_rename_and_time() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let old = cat(&vfs, &f.path());
+        let new = (f.good)(&old);
+        let dir = ino(&vfs, &f.dir).unwrap();
+        let tmp = format!(".{}.Xy12Ab", f.file);
+        let (tino, _, fh) = vfs.create(dir, &tmp).unwrap();
+        vfs.write(fh, 0, new.as_bytes(), false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        vfs.setattr(tino, None, None, Some(when)).unwrap();
+        vfs.rename(dir, &tmp, dir, &f.file).unwrap();
+        let other = f.vfs(true);
+        assert_eq!(cat(&other, &f.path()), new, "{}", f.name);
+        let stat = other.getattr(ino(&other, &f.path()).unwrap()).unwrap();
+        assert_eq!(stat.mtime, when, "{}", f.name);
+    }
+}
+
+/// "`worldfs unmount` ... SIGTERM ... commit what is still open": `commit_all` commits a
+/// handle that was written and never closed.
+#[test]
+fn unmount_commits_what_is_still_open() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let new = (f.good)(&cat(&vfs, &f.path()));
+        let fh = vfs.open(ino(&vfs, &f.path()).unwrap(), TRUNC).unwrap();
+        vfs.write(fh, 0, new.as_bytes(), false).unwrap();
+        assert_eq!(vfs.commit_all(), 0, "{}", f.name);
+        assert_eq!(cat(&f.vfs(true), &f.path()), new, "{}", f.name);
+    }
+}
+
+/// "Permission bits follow the files (0644, 0755; 0444/0555 with `--read-only`)" and a
+/// read-only mount refuses every write with `EROFS`.
+#[test]
+fn read_only_mounts_refuse_writes() {
+    for f in fixtures() {
+        let before = f.stored();
+        let vfs = f.vfs(true);
+        let file = ino(&vfs, &f.path()).unwrap();
+        assert_eq!(vfs.getattr(file).unwrap().perm & 0o222, 0, "{}", f.name);
+        assert_eq!(vfs.getattr(ROOT).unwrap().perm, 0o555, "{}", f.name);
+        assert_eq!(vfs.open(file, TRUNC).unwrap_err().errno(), libc::EROFS);
+        let dir = ino(&vfs, &f.dir).unwrap();
+        assert_eq!(vfs.create(dir, "x").unwrap_err().errno(), libc::EROFS);
+        assert!(f.stored() == before, "{}", f.name);
+    }
+}
+
+/// `cp -r` of a Luanti block into a new block folder: `mkdir`, then every file created with
+/// `O_EXCL` in the folder the process made, written and closed.
+#[test]
+fn cp_r_fills_a_new_block() {
+    let f = luanti();
+    let vfs = f.vfs(false);
+    let blocks = ino(&vfs, &["blocks".to_string()]).unwrap();
+    let files: Vec<(String, String)> = names(&vfs, &f.dir, 0)
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| n.ends_with(".txt") || n.ends_with(".cubeset"))
+        .map(|n| {
+            let mut p = f.dir.clone();
+            p.push(n.clone());
+            (n, cat(&vfs, &p))
+        })
+        .collect();
+    assert!(files.len() >= 4, "{files:?}");
+    let (dir, _) = vfs.mkdir(blocks, "100,100,100", PID).unwrap();
+    for (name, text) in &files {
+        let (_, _, fh) = vfs.create(dir, name).unwrap();
+        vfs.write(fh, 0, text.as_bytes(), false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+    }
+    let other = f.vfs(true);
+    for (name, text) in &files {
+        let p = vec!["blocks".to_string(), "100,100,100".into(), name.clone()];
+        assert_eq!(&cat(&other, &p), text, "{name}");
+    }
+}
+
+/// "New blocks (`mkdir`) are version 29."
+#[test]
+fn new_blocks_are_version_29() {
+    let f = luanti();
+    let vfs = f.vfs(false);
+    let blocks = ino(&vfs, &["blocks".to_string()]).unwrap();
+    vfs.mkdir(blocks, "-200,3,7", PID).unwrap();
+    let text = cat(
+        &f.vfs(true),
+        &["blocks".into(), "-200,3,7".into(), "block.txt".into()],
+    );
+    assert!(text.starts_with("version = 29\n"), "{text}");
+}
+
+/// Two handles: what one process wrote and closed is what the next open reads.
+#[test]
+fn a_closed_write_is_read_back_by_the_next_open() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let new = (f.good)(&cat(&vfs, &f.path()));
+        save(&vfs, &f.path(), &new).unwrap();
+        assert_eq!(cat(&vfs, &f.path()), new, "{}", f.name);
+        let t = vfs.getattr(ino(&vfs, &f.path()).unwrap()).unwrap().mtime;
+        assert!(
+            t > SystemTime::now() - Duration::from_secs(600),
+            "{}: the commit time",
+            f.name
+        );
+    }
+}
