@@ -4,6 +4,10 @@
 //! codecs (bytes ⇄ structs) → text views (structs ⇄ files) → stores (containers,
 //! transactions) → trees (paths → objects, cache, write-back) → the FUSE adapter.
 
+// Data from disk and from users never panics the daemon: no unwrap, expect or panic outside
+// tests (tests may unwrap).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
 pub mod cli;
 pub mod cubeset;
 pub mod error;

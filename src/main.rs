@@ -1,5 +1,9 @@
 //! The `worldfs` command.
 
+// Data from disk and from users never panics the daemon: no unwrap, expect or panic outside
+// tests (tests may unwrap).
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
 use std::process::ExitCode;
 
 use clap::Parser;
