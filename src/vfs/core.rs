@@ -20,6 +20,9 @@ use crate::vfs::fresh::FreshDirs;
 use crate::vfs::inodes::{Inodes, ROOT};
 use crate::vfs::tree::{Kind, NewFile, Stat, Tree, MAX_TREE_COOKIE};
 
+/// The largest file the core holds (writes and truncations past it fail with `EFBIG`).
+pub const MAX_FILE_SIZE: u64 = 256 << 20;
+
 /// A file whose content lives in the core rather than in the tree.
 #[derive(Clone)]
 struct Overlay {
@@ -342,7 +345,7 @@ impl Vfs {
         let end = start
             .checked_add(data.len())
             .ok_or_else(|| Error::new(libc::EFBIG, "file too large"))?;
-        if end > 256 << 20 {
+        if end > MAX_FILE_SIZE as usize {
             return Err(Error::new(libc::EFBIG, "file too large (limit 256 MiB)"));
         }
         if h.data.len() < end {
@@ -928,6 +931,166 @@ mod tests {
         vfs.rename(d, "f", d, "f~").unwrap();
         vfs.unlink(d, "f~").unwrap();
         assert_eq!(stored("f"), None);
+    }
+
+    const TRUNC: OpenMode = OpenMode {
+        write: true,
+        truncate: true,
+        append: false,
+    };
+    const RW: OpenMode = OpenMode {
+        write: true,
+        truncate: false,
+        append: false,
+    };
+
+    fn dir_ino(vfs: &Vfs) -> u64 {
+        vfs.lookup(ROOT, "d", 1).unwrap().0
+    }
+
+    fn stored(tree: &Files, name: &str) -> Option<Vec<u8>> {
+        lock(&tree.files).unwrap().get(name).cloned()
+    }
+
+    fn read_all(vfs: &Vfs, ino: u64) -> Vec<u8> {
+        let fh = vfs.open(ino, OpenMode::default()).unwrap();
+        let data = vfs.read(fh, 0, 1 << 20).unwrap();
+        vfs.release(fh).unwrap();
+        data
+    }
+
+    /// Leaves `bad` as the pending text of `d/f` (its commit failed).
+    fn fail_a_save(vfs: &Vfs, f: u64) {
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        vfs.release(fh).unwrap();
+    }
+
+    #[test]
+    fn removing_pending_text_discards_only_the_text_and_a_second_rm_deletes() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        fail_a_save(&vfs, f);
+        assert_eq!(read_all(&vfs, f), b"bad");
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(stored(&tree, "f").unwrap(), b"ok old", "the object is kept");
+        assert!(vfs.failed_paths().is_empty());
+        let (f, stat) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(stat.size, 6, "the stored object shows again");
+        assert_eq!(read_all(&vfs, f), b"ok old");
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(stored(&tree, "f"), None, "a second rm deletes it");
+    }
+
+    #[test]
+    fn renaming_pending_text_to_a_scratch_name_moves_only_the_text() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        fail_a_save(&vfs, f);
+        vfs.rename(d, "f", d, "f.tmp").unwrap();
+        assert_eq!(stored(&tree, "f").unwrap(), b"ok old");
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"ok old", "the stored object shows again");
+        let (tmp, _) = vfs.lookup(d, "f.tmp", 1).unwrap();
+        assert_eq!(read_all(&vfs, tmp), b"bad");
+        assert_eq!(
+            vfs.failed_paths(),
+            vec!["d/f.tmp".to_string()],
+            "still text no commit took: kept for recovery"
+        );
+        vfs.unlink(d, "f.tmp").unwrap();
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(stored(&tree, "f").unwrap(), b"ok old");
+    }
+
+    #[test]
+    fn a_folder_holding_pending_text_is_not_removed() {
+        let (_tree, vfs, f) = setup();
+        fail_a_save(&vfs, f);
+        assert_eq!(vfs.rmdir(ROOT, "d").unwrap_err().errno(), libc::ENOTEMPTY);
+    }
+
+    #[test]
+    fn the_size_of_a_file_open_for_writing_is_its_buffer() {
+        let (_tree, vfs, f) = setup();
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, &[b'o'; 100], false).unwrap();
+        assert_eq!(vfs.getattr(f).unwrap().size, 100, "stat sees the buffer");
+        vfs.setattr(f, Some(fh), Some(150), None).unwrap();
+        assert_eq!(vfs.getattr(f).unwrap().size, 150, "ftruncate up");
+        // A second descriptor on the same file sees the first one's writes, and writes into
+        // the same buffer.
+        let other = vfs.open(f, RW).unwrap();
+        assert_eq!(vfs.read(other, 0, 1000).unwrap().len(), 150);
+        vfs.write(other, 150, b"!", false).unwrap();
+        assert_eq!(vfs.read(fh, 150, 10).unwrap(), b"!");
+        assert_eq!(vfs.getattr(f).unwrap().size, 151);
+        vfs.release(other).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(vfs.getattr(f).unwrap().size, 151);
+    }
+
+    #[test]
+    fn growing_a_file_past_the_limit_is_efbig_and_keeps_the_mount() {
+        let (tree, vfs, f) = setup();
+        let fh = vfs.open(f, RW).unwrap();
+        let e = vfs.setattr(f, Some(fh), Some(1 << 40), None).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        let e = vfs.setattr(f, None, Some(1 << 40), None).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        let e = vfs.write(fh, MAX_FILE_SIZE, b"x", false).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "f").unwrap(), b"ok old");
+    }
+
+    /// Lists `d` two entries per call, running `between` after each call.
+    fn paged_listing(vfs: &Vfs, mut between: impl FnMut(usize)) -> Vec<String> {
+        let d = dir_ino(vfs);
+        let mut seen = Vec::new();
+        let mut offset = 0;
+        for page in 0..100 {
+            let mut got = 0;
+            vfs.readdir(d, offset, false, 1, &mut |e| {
+                if got == 2 {
+                    return false;
+                }
+                got += 1;
+                offset = e.offset;
+                seen.push(e.name.to_string());
+                true
+            })
+            .unwrap();
+            if got == 0 {
+                break;
+            }
+            between(page);
+        }
+        seen
+    }
+
+    #[test]
+    fn listing_cookies_of_held_files_stay_stable_while_files_come_and_go() {
+        let (_tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        for n in ["b.tmp", "d.tmp", "f.tmp", "h.tmp"] {
+            let (_, _, fh) = vfs.create(d, n).unwrap();
+            vfs.release(fh).unwrap();
+        }
+        let seen = paged_listing(&vfs, |page| {
+            // Between pages: a new name sorting first, and a removed one already listed.
+            if page < 3 {
+                let (_, _, fh) = vfs.create(d, &format!("a{page}.tmp")).unwrap();
+                vfs.release(fh).unwrap();
+            }
+            if page == 1 {
+                vfs.unlink(d, "b.tmp").unwrap();
+            }
+        });
+        for n in ["d.tmp", "f.tmp", "h.tmp"] {
+            assert_eq!(seen.iter().filter(|s| *s == n).count(), 1, "{n} in {seen:?}");
+        }
     }
 
     #[test]
