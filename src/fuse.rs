@@ -160,7 +160,7 @@ impl Filesystem for WorldFs {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _mode: Option<u32>,
+        mode: Option<u32>,
         _uid: Option<u32>,
         _gid: Option<u32>,
         size: Option<u64>,
@@ -174,11 +174,12 @@ impl Filesystem for WorldFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        // Modes and owners are fixed by the tree (chmod/chown succeed without effect, so
-        // `cp -p` and `rsync -a` work); sizes and mtimes are real.
+        // The modes of tree files and all owners are fixed (chmod/chown succeed without effect
+        // there, so `cp -p` and `rsync -a` work); sizes, mtimes and the modes of files the
+        // core holds are real.
         match self
             .vfs
-            .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time))
+            .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time), mode)
         {
             Ok(s) => reply.attr(&Self::ttl(&s), &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("setattr", &e)),
@@ -278,7 +279,7 @@ impl Filesystem for WorldFs {
         _req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
+        mode: u32,
         _umask: u32,
         _flags: i32,
         reply: ReplyCreate,
@@ -287,7 +288,7 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        match self.vfs.create(parent.0, name) {
+        match self.vfs.create(parent.0, name, mode) {
             Ok((ino, s, fh)) => reply.created(
                 &Self::ttl(&s),
                 &self.attr(ino, &s),

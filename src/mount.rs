@@ -228,7 +228,8 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         args.read_only,
         crate::vfs::cache::mib(args.cache_size),
     )?;
-    let vfs = Arc::new(Vfs::new(tree));
+    let held_dir = state_dir().map(|d| d.join("held").join(std::process::id().to_string()));
+    let vfs = Arc::new(Vfs::new(tree, held_dir));
     let fs_name = format!("worldfs:{}", args.source.display());
     let config = mount_config(args, fs_name);
     let uid = nix::unistd::geteuid().as_raw();

@@ -1,46 +1,94 @@
-//! The filesystem core: inodes, open handles, write buffers, scratch files and the
-//! close-time commit, over any [`Tree`]. FUSE-agnostic: every operation returns a
-//! [`Result`], so the semantics are tested without a kernel in the loop.
+//! The filesystem core: inodes, open files, write buffers, held text and the close-time
+//! commit, over any [`Tree`]. FUSE-agnostic: every operation returns a [`Result`], so the
+//! semantics are tested without a kernel in the loop.
 //!
-//! Write semantics (README "Writing"): what an application writes goes into its handle's
-//! buffer; `flush` (each close) and `fsync` hand the whole buffer to the tree, which parses,
-//! re-encodes and commits it, and the call fails with the tree's error if that fails. A
-//! failed commit leaves the written text readable at its path (an overlay) so it can be fixed;
-//! the store is unchanged. Files created under names the tree calls scratch (editor swap
-//! files, temporaries of `sed -i` and rsync) live only here; renaming one over a tree file
-//! commits its content to that file. Scratch files vanish at unmount.
+//! Write semantics (README "Writing"): what an application writes goes into the buffer of the
+//! file it opened; `flush` (each close) and `fsync` hand the whole buffer to the tree, which
+//! parses, re-encodes and commits it, and the call fails with the tree's error if that fails.
+//! Like the pages of one inode in a kernel filesystem, a file being written has one buffer,
+//! shared by every handle opened on it while it is being written: each descriptor reads what
+//! the others wrote, and the file's size and mtime are the buffer's.
+//!
+//! The core also holds text the tree does not store (see [`held`](crate::vfs::held)): a
+//! failed commit leaves the written text readable at its path (pending text) so it can be
+//! fixed, the store unchanged, and removing that file discards only the text; files created
+//! under names the tree calls scratch (editor swap files, temporaries of `sed -i` and rsync)
+//! live only here, and renaming one over a tree file commits its content to that file.
+//! Scratch files vanish at unmount; text no commit took is saved for recovery.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::vfs::fresh::FreshDirs;
+use crate::vfs::held::{private_dir, Spill, Text};
 use crate::vfs::inodes::{Inodes, ROOT};
 use crate::vfs::tree::{Kind, NewFile, Stat, Tree, MAX_TREE_COOKIE};
 
+/// The largest file the core holds (writes and truncations past it fail with `EFBIG`).
+pub const MAX_FILE_SIZE: u64 = 256 << 20;
+
+/// The listing cookie of the first file held by the core (after the tree's and `.`, `..`).
+const FIRST_HELD_COOKIE: u64 = MAX_TREE_COOKIE + 3;
+
 /// A file whose content lives in the core rather than in the tree.
-#[derive(Clone)]
 struct Overlay {
-    data: Vec<u8>,
+    text: Text,
     mtime: SystemTime,
     /// An explicitly set mtime (utimens), carried to the tree when the file is committed.
     set_mtime: Option<SystemTime>,
-    /// Scratch (never committed under this name) or pending text for a tree path.
+    perm: u16,
+    /// Lives only in the core: never committed under this name (a scratch file).
     scratch: bool,
+    /// Text a commit did not take: reported and saved for recovery at unmount.
+    unsaved: bool,
+    /// Its listing cookie: assigned once, so a paged listing neither skips nor repeats it
+    /// when other held files come and go.
+    cookie: u64,
+}
+
+/// The content of a file while handles are open on it.
+struct OpenFile {
+    path: Vec<String>,
+    /// Removed or replaced while open: what its handles write goes nowhere.
+    detached: bool,
+    data: Vec<u8>,
+    dirty: bool,
+    mtime: SystemTime,
+    perm: u16,
+    /// Held by the core (a scratch file): a commit updates the held text, not the tree.
+    scratch: bool,
+    handles: usize,
+    writers: usize,
+}
+
+impl OpenFile {
+    /// Whether a new handle on its path shares this buffer (it is being written).
+    fn shared(&self) -> bool {
+        !self.detached && (self.writers > 0 || self.dirty)
+    }
+
+    fn stat(&self) -> Stat {
+        Stat {
+            kind: Kind::File,
+            size: self.data.len() as u64,
+            mtime: self.mtime,
+            perm: self.perm,
+        }
+    }
 }
 
 struct Handle {
-    path: Vec<String>,
-    data: Vec<u8>,
-    dirty: bool,
+    file: Arc<Mutex<OpenFile>>,
+    write: bool,
     /// Whether anything was written or truncated through this handle since it was opened
-    /// (an open with `O_TRUNC` or a create alone makes it dirty but not written).
+    /// (an open with `O_TRUNC` or a create alone makes the file dirty but not written).
     written: bool,
     /// Whether one close of this handle, with nothing written, was let pass uncommitted.
     deferred: bool,
-    scratch: bool,
 }
 
 /// How a file is opened.
@@ -59,13 +107,28 @@ pub struct DirEntry<'a> {
     pub stat: &'a Stat,
 }
 
+/// Text no commit took, saved at unmount by [`Vfs::save_unsaved`].
+pub struct Unsaved {
+    /// Its path in the mount.
+    pub path: String,
+    /// Where its text was saved, or why it could not be.
+    pub saved: Result<PathBuf>,
+}
+
 /// The filesystem core over one tree.
+///
+/// Locks are taken in this order: a handle, the open-file table, an open file, the overlay,
+/// the moved-aside table (the handle table and the inode table are only held alone).
 pub struct Vfs {
     tree: Arc<dyn Tree>,
     inodes: RwLock<Inodes>,
     handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
     next_fh: AtomicU64,
+    /// Files being written, by path: the buffer new handles on that path share.
+    open: Mutex<HashMap<Vec<String>, Arc<Mutex<OpenFile>>>>,
     overlay: Mutex<HashMap<Vec<String>, Overlay>>,
+    next_cookie: AtomicU64,
+    spill: Spill,
     fresh: FreshDirs,
     /// Tree files moved aside to a scratch name (an editor's backup), by source path, with
     /// the scratch path holding their text. The source is hidden but stays in the store
@@ -93,12 +156,21 @@ fn child(dir: &[String], name: &str) -> Vec<String> {
     p
 }
 
+/// `path` moved from below `from` to below `to`, if it is below `from`.
+fn rebased(path: &[String], from: &[String], to: &[String]) -> Option<Vec<String>> {
+    (path.len() > from.len() && path.starts_with(from)).then(|| {
+        let mut p = to.to_vec();
+        p.extend_from_slice(&path[from.len()..]);
+        p
+    })
+}
+
 fn overlay_stat(o: &Overlay) -> Stat {
     Stat {
         kind: Kind::File,
-        size: o.data.len() as u64,
+        size: o.text.len(),
         mtime: o.mtime,
-        perm: 0o644,
+        perm: o.perm,
     }
 }
 
@@ -109,15 +181,29 @@ fn check_name(name: &str) -> Result<()> {
     Ok(())
 }
 
+fn check_size(size: u64) -> Result<usize> {
+    if size > MAX_FILE_SIZE {
+        return Err(Error::new(
+            libc::EFBIG,
+            format!("file too large (limit {} MiB)", MAX_FILE_SIZE >> 20),
+        ));
+    }
+    usize::try_from(size).map_err(|_| Error::new(libc::EFBIG, "file too large"))
+}
+
 impl Vfs {
-    /// A core over `tree`.
-    pub fn new(tree: Arc<dyn Tree>) -> Vfs {
+    /// A core over `tree`; held text larger than a few pages goes to files in `held_dir`
+    /// (the state folder) when given.
+    pub fn new(tree: Arc<dyn Tree>, held_dir: Option<PathBuf>) -> Vfs {
         Vfs {
             tree,
             inodes: RwLock::new(Inodes::default()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
+            open: Mutex::new(HashMap::new()),
             overlay: Mutex::new(HashMap::new()),
+            next_cookie: AtomicU64::new(FIRST_HELD_COOKIE),
+            spill: Spill::new(held_dir),
             fresh: FreshDirs::default(),
             aside: Mutex::new(HashMap::new()),
         }
@@ -136,7 +222,31 @@ impl Vfs {
             .ok_or_else(|| Error::new(libc::ESTALE, format!("unknown inode {ino}")))
     }
 
+    fn cookie(&self) -> u64 {
+        self.next_cookie.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The open file being written at `path`, if any.
+    fn open_file(&self, path: &[String]) -> Result<Option<Arc<Mutex<OpenFile>>>> {
+        Ok(lock(&self.open)?.get(path).cloned())
+    }
+
+    /// Detaches the open file at `path` (removed or replaced): its handles write nowhere.
+    fn detach(&self, path: &[String]) -> Result<()> {
+        let removed = lock(&self.open)?.remove(path);
+        if let Some(f) = removed {
+            lock(&f)?.detached = true;
+        }
+        Ok(())
+    }
+
     fn stat_path(&self, path: &[String]) -> Result<Stat> {
+        if let Some(f) = self.open_file(path)? {
+            let f = lock(&f)?;
+            if f.shared() {
+                return Ok(f.stat());
+            }
+        }
         if let Some(o) = lock(&self.overlay)?.get(path) {
             return Ok(overlay_stat(o));
         }
@@ -177,63 +287,106 @@ impl Vfs {
         }
     }
 
-    /// Attributes of `ino`.
+    /// Attributes of `ino` (of the buffer while it is being written).
     pub fn getattr(&self, ino: u64) -> Result<Stat> {
         let path = self.path_of(ino)?;
         self.stat_path(&path)
     }
 
-    /// Truncates and/or sets the mtime of `ino` (through handle `fh` when given).
+    /// Truncates `ino` (through handle `fh` when given), sets its mtime, or sets the mode of
+    /// a file the core holds (the tree fixes the modes of its own files).
     pub fn setattr(
         &self,
         ino: u64,
         fh: Option<u64>,
         size: Option<u64>,
         mtime: Option<SystemTime>,
+        mode: Option<u32>,
     ) -> Result<Stat> {
         let path = self.path_of(ino)?;
+        let file = match fh {
+            Some(fh) => Some(lock(&*self.handle(fh)?)?.file.clone()),
+            None => self.open_file(&path)?,
+        };
         if let Some(size) = size {
-            let len =
-                usize::try_from(size).map_err(|_| Error::new(libc::EFBIG, "size too large"))?;
-            let handle = match fh {
-                Some(fh) => lock(&self.handles)?.get(&fh).cloned(),
-                None => None,
-            };
-            if let Some(h) = handle {
-                let mut h = lock(&h)?;
-                h.data.resize(len, 0);
-                h.dirty = true;
-                h.written = true;
-            } else {
-                let mut overlay = lock(&self.overlay)?;
-                if let Some(o) = overlay.get_mut(&path) {
-                    o.data.resize(len, 0);
-                    o.mtime = SystemTime::now();
-                } else {
-                    drop(overlay);
-                    let mut data = self.tree.read(&path)?.to_vec();
-                    data.resize(len, 0);
-                    self.commit(&path, data)?;
+            let len = check_size(size)?;
+            if let Some(fh) = fh {
+                lock(&*self.handle(fh)?)?.written = true;
+            }
+            let truncated = match &file {
+                Some(f) => {
+                    let mut f = lock(f)?;
+                    if f.shared() || fh.is_some() {
+                        f.data.resize(len, 0);
+                        f.dirty = true;
+                        f.mtime = SystemTime::now();
+                        true
+                    } else {
+                        false
+                    }
                 }
+                None => false,
+            };
+            if !truncated {
+                self.truncate_closed(&path, len)?;
             }
         }
-        if let Some(mtime) = mtime {
-            let mut overlay = lock(&self.overlay)?;
-            if let Some(o) = overlay.get_mut(&path) {
-                o.mtime = mtime;
-                o.set_mtime = Some(mtime);
-            } else {
-                drop(overlay);
-                self.tree
-                    .set_mtime(&path, mtime)
-                    .map_err(|e| e.context(display_path(&path)))?;
+        if let Some(f) = &file {
+            let mut f = lock(f)?;
+            if let Some(m) = mtime {
+                f.mtime = m;
             }
+            if let (Some(mode), true) = (mode, f.scratch) {
+                f.perm = (mode & 0o777) as u16;
+            }
+        }
+        let mut overlay = lock(&self.overlay)?;
+        if let Some(o) = overlay.get_mut(&path) {
+            if let Some(m) = mtime {
+                o.mtime = m;
+                o.set_mtime = Some(m);
+            }
+            if let Some(mode) = mode {
+                o.perm = (mode & 0o777) as u16;
+            }
+        } else if let Some(m) = mtime {
+            drop(overlay);
+            self.tree
+                .set_mtime(&path, m)
+                .map_err(|e| e.context(display_path(&path)))?;
         }
         self.stat_path(&path)
     }
 
-    fn add_handle(&self, h: Handle) -> Result<u64> {
+    /// Truncates a file no handle is writing: held text, or a tree file (committed now).
+    fn truncate_closed(&self, path: &[String], len: usize) -> Result<()> {
+        let mut overlay = lock(&self.overlay)?;
+        if let Some(o) = overlay.get_mut(path) {
+            let mut data = o.text.bytes()?;
+            data.resize(len, 0);
+            o.text = self.spill.hold(data);
+            o.mtime = SystemTime::now();
+            return Ok(());
+        }
+        drop(overlay);
+        let stat = self.stat_path(path)?;
+        let mut data = self
+            .tree
+            .read(path)
+            .map_err(|e| e.context(display_path(path)))?
+            .to_vec();
+        data.resize(len, 0);
+        self.commit(path, data, stat.perm)
+    }
+
+    fn add_handle(&self, file: Arc<Mutex<OpenFile>>, write: bool) -> Result<u64> {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let h = Handle {
+            file,
+            write,
+            written: false,
+            deferred: false,
+        };
         lock(&self.handles)?.insert(fh, Arc::new(Mutex::new(h)));
         Ok(fh)
     }
@@ -245,15 +398,51 @@ impl Vfs {
             .ok_or_else(|| Error::new(libc::EBADF, format!("unknown file handle {fh}")))
     }
 
+    /// Joins the file being written at `path`, if any: one more handle on its buffer.
+    fn join(
+        open: &HashMap<Vec<String>, Arc<Mutex<OpenFile>>>,
+        path: &[String],
+        mode: OpenMode,
+    ) -> Result<Option<Arc<Mutex<OpenFile>>>> {
+        let Some(f) = open.get(path) else {
+            return Ok(None);
+        };
+        let mut g = lock(f)?;
+        if !g.shared() {
+            return Ok(None);
+        }
+        g.handles += 1;
+        if mode.write {
+            g.writers += 1;
+        }
+        if mode.truncate {
+            g.data.clear();
+            g.dirty = true;
+            g.mtime = SystemTime::now();
+        }
+        Ok(Some(f.clone()))
+    }
+
     /// Opens the file `ino`.
     pub fn open(&self, ino: u64, mode: OpenMode) -> Result<u64> {
         let path = self.path_of(ino)?;
         if mode.write && self.tree.read_only() {
             return Err(Error::read_only("the mount is read-only"));
         }
-        let existing = lock(&self.overlay)?.get(&path).cloned();
-        let (data, scratch) = match existing {
-            Some(o) => (if mode.truncate { Vec::new() } else { o.data }, o.scratch),
+        let joined = Self::join(&*lock(&self.open)?, &path, mode)?;
+        if let Some(f) = joined {
+            return self.add_handle(f, mode.write);
+        }
+        let held = lock(&self.overlay)?.get(&path).map(|o| {
+            let data = if mode.truncate {
+                Ok(Vec::new())
+            } else {
+                o.text.bytes()
+            };
+            (data, o.scratch, o.perm, o.mtime)
+        });
+        let (data, scratch, perm, mtime) = match held {
+            Some((data, scratch, perm, mtime)) => (data?, scratch, perm, mtime),
             None => {
                 let stat = self.stat_path(&path)?;
                 if stat.kind == Kind::Dir {
@@ -267,21 +456,38 @@ impl Vfs {
                         .map_err(|e| e.context(display_path(&path)))?
                         .to_vec()
                 };
-                (data, false)
+                (data, false, stat.perm, stat.mtime)
             }
         };
-        self.add_handle(Handle {
-            path,
+        let file = Arc::new(Mutex::new(OpenFile {
+            path: path.clone(),
+            detached: false,
             data,
             dirty: mode.truncate,
-            written: false,
-            deferred: false,
+            mtime: if mode.truncate {
+                SystemTime::now()
+            } else {
+                mtime
+            },
+            perm,
             scratch,
-        })
+            handles: 1,
+            writers: usize::from(mode.write),
+        }));
+        if mode.write {
+            let mut open = lock(&self.open)?;
+            // Another handle may have started writing meanwhile: then share its buffer.
+            if let Some(other) = Self::join(&open, &path, mode)? {
+                drop(open);
+                return self.add_handle(other, true);
+            }
+            open.insert(path, file.clone());
+        }
+        self.add_handle(file, mode.write)
     }
 
-    /// Creates and opens `name` in `parent`.
-    pub fn create(&self, parent: u64, name: &str) -> Result<(u64, Stat, u64)> {
+    /// Creates and opens `name` in `parent` with permission bits `mode`.
+    pub fn create(&self, parent: u64, name: &str, mode: u32) -> Result<(u64, Stat, u64)> {
         check_name(name)?;
         if self.tree.read_only() {
             return Err(Error::read_only("the mount is read-only"));
@@ -295,22 +501,31 @@ impl Vfs {
         let scratch = class == NewFile::Scratch;
         let now = SystemTime::now();
         let o = Overlay {
-            data: Vec::new(),
+            text: Text::Memory(Vec::new()),
             mtime: now,
             set_mtime: None,
+            perm: (mode & 0o777) as u16,
             scratch,
+            unsaved: false,
+            cookie: self.cookie(),
         };
         let stat = overlay_stat(&o);
-        lock(&self.overlay)?.insert(path.clone(), o);
-        self.fresh.show(&dir, name);
-        let fh = self.add_handle(Handle {
-            path,
+        let file = Arc::new(Mutex::new(OpenFile {
+            path: path.clone(),
+            detached: false,
             data: Vec::new(),
             dirty: true,
-            written: false,
-            deferred: false,
+            mtime: now,
+            perm: o.perm,
             scratch,
-        })?;
+            handles: 1,
+            writers: 1,
+        }));
+        self.detach(&path)?;
+        lock(&self.open)?.insert(path.clone(), file.clone());
+        lock(&self.overlay)?.insert(path, o);
+        self.fresh.show(&dir, name);
+        let fh = self.add_handle(file, true)?;
         let ino = self
             .inodes
             .write()
@@ -319,43 +534,40 @@ impl Vfs {
         Ok((ino, stat, fh))
     }
 
-    /// Reads from an open handle.
+    /// Reads from an open handle (the file's buffer, with what other handles wrote).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        let h = self.handle(fh)?;
-        let h = lock(&h)?;
+        let file = lock(&*self.handle(fh)?)?.file.clone();
+        let f = lock(&file)?;
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
-            .min(h.data.len());
-        let end = start.saturating_add(size as usize).min(h.data.len());
-        Ok(h.data[start..end].to_vec())
+            .min(f.data.len());
+        let end = start.saturating_add(size as usize).min(f.data.len());
+        Ok(f.data[start..end].to_vec())
     }
 
-    /// Writes into an open handle's buffer (nothing is committed before flush/fsync).
+    /// Writes into the buffer of an open handle's file (nothing is committed before
+    /// flush/fsync).
     pub fn write(&self, fh: u64, offset: u64, data: &[u8], append: bool) -> Result<usize> {
         let h = self.handle(fh)?;
         let mut h = lock(&h)?;
-        let start = if append {
-            h.data.len()
-        } else {
-            usize::try_from(offset).map_err(|_| Error::new(libc::EFBIG, "offset too large"))?
-        };
-        let end = start
-            .checked_add(data.len())
-            .ok_or_else(|| Error::new(libc::EFBIG, "file too large"))?;
-        if end > 256 << 20 {
-            return Err(Error::new(libc::EFBIG, "file too large (limit 256 MiB)"));
+        let mut f = lock(&h.file)?;
+        let start = if append { f.data.len() as u64 } else { offset };
+        let end = check_size(start.saturating_add(data.len() as u64))?;
+        let start = end - data.len();
+        if f.data.len() < end {
+            f.data.resize(end, 0);
         }
-        if h.data.len() < end {
-            h.data.resize(end, 0);
-        }
-        h.data[start..end].copy_from_slice(data);
-        h.dirty = true;
+        f.data[start..end].copy_from_slice(data);
+        f.dirty = true;
+        f.mtime = SystemTime::now();
+        drop(f);
         h.written = true;
         Ok(data.len())
     }
 
-    /// Commits `data` as the content of tree path `path`; on failure keeps it readable.
-    fn commit(&self, path: &[String], data: Vec<u8>) -> Result<()> {
+    /// Commits `data` as the content of tree path `path`; on failure keeps it readable as
+    /// pending text (with the mode of what it replaces, else `perm`).
+    fn commit(&self, path: &[String], data: Vec<u8>, perm: u16) -> Result<()> {
         match self.tree.write(path, &data) {
             Ok(()) => {
                 lock(&self.aside)?.remove(path);
@@ -368,34 +580,36 @@ impl Vfs {
             Err(e) => {
                 let e = e.context(display_path(path));
                 log::error!("commit failed, nothing stored: {e}");
+                let stored_perm = self.tree.stat(path).map(|s| s.perm).ok();
                 let mut overlay = lock(&self.overlay)?;
-                let set_mtime = overlay.get(path).and_then(|o| o.set_mtime);
-                overlay.insert(
-                    path.to_vec(),
-                    Overlay {
-                        data,
-                        mtime: SystemTime::now(),
-                        set_mtime,
-                        scratch: false,
-                    },
-                );
+                let old = overlay.get(path);
+                let o = Overlay {
+                    set_mtime: old.and_then(|o| o.set_mtime),
+                    perm: old.map(|o| o.perm).or(stored_perm).unwrap_or(perm),
+                    cookie: old.map_or_else(|| self.cookie(), |o| o.cookie),
+                    text: self.spill.hold(data),
+                    mtime: SystemTime::now(),
+                    scratch: false,
+                    unsaved: true,
+                };
+                overlay.insert(path.to_vec(), o);
                 Err(e)
             }
         }
     }
 
-    /// Commits a handle's buffer if it was written (each close).
+    /// Commits a handle's file if it was written (each close).
     ///
     /// The first close of a handle only truncated or created, with nothing written yet, is let
     /// pass: a shell redirection (`cmd > file`, and `touch`) opens the file, duplicates the
     /// descriptor and closes the original before anything is written, and that close must not
     /// commit an empty file (invalid for most views: a bogus error, a needless commit). The
-    /// next close commits whatever the handle holds.
+    /// next close commits whatever the file holds.
     pub fn flush(&self, fh: u64) -> Result<()> {
         self.commit_handle(fh, false)
     }
 
-    /// Commits a handle's buffer if it is dirty (fsync).
+    /// Commits a handle's file if it is dirty (fsync).
     pub fn fsync(&self, fh: u64) -> Result<()> {
         self.commit_handle(fh, true)
     }
@@ -403,36 +617,64 @@ impl Vfs {
     fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {
         let h = self.handle(fh)?;
         let mut h = lock(&h)?;
-        if !h.dirty {
+        if !h.write {
+            return Ok(());
+        }
+        let file = h.file.clone();
+        // Held through the commit: commits of one file happen one at a time, in order.
+        let mut f = lock(&file)?;
+        if f.detached || !f.dirty {
             return Ok(());
         }
         if !h.written && !h.deferred && !last {
             h.deferred = true;
             return Ok(());
         }
-        h.dirty = false;
-        if h.scratch {
+        f.dirty = false;
+        if f.scratch {
+            let text = self.spill.hold(f.data.clone());
             let mut overlay = lock(&self.overlay)?;
-            let now = SystemTime::now();
-            let o = overlay.entry(h.path.clone()).or_insert(Overlay {
-                data: Vec::new(),
-                mtime: now,
-                set_mtime: None,
-                scratch: true,
-            });
-            o.data = h.data.clone();
-            o.mtime = now;
+            match overlay.get_mut(&f.path) {
+                Some(o) => {
+                    o.text = text;
+                    o.mtime = f.mtime;
+                }
+                None => {
+                    overlay.insert(
+                        f.path.clone(),
+                        Overlay {
+                            text,
+                            mtime: f.mtime,
+                            set_mtime: None,
+                            perm: f.perm,
+                            scratch: true,
+                            unsaved: false,
+                            cookie: self.cookie(),
+                        },
+                    );
+                }
+            }
             return Ok(());
         }
-        let data = h.data.clone();
-        let path = h.path.clone();
-        self.commit(&path, data)
+        self.commit(&f.path, f.data.clone(), f.perm)
     }
 
     /// Closes a handle, committing what is still unflushed.
     pub fn release(&self, fh: u64) -> Result<()> {
         let result = self.commit_handle(fh, true);
-        lock(&self.handles)?.remove(&fh);
+        let Some(h) = lock(&self.handles)?.remove(&fh) else {
+            return result;
+        };
+        let h = lock(&h)?;
+        let mut open = lock(&self.open)?;
+        let mut f = lock(&h.file)?;
+        f.handles = f.handles.saturating_sub(1);
+        if h.write {
+            f.writers = f.writers.saturating_sub(1);
+        }
+        if f.handles == 0 && open.get(&f.path).is_some_and(|o| Arc::ptr_eq(o, &h.file)) {
+            open.remove(&f.path);
+        }
         result
     }
 
@@ -461,16 +703,46 @@ impl Vfs {
         }
     }
 
-    /// Paths whose written text could not be committed (kept readable in the mount).
+    /// Paths holding text no commit took (kept readable in the mount), sorted.
     pub fn failed_paths(&self) -> Vec<String> {
-        match self.overlay.lock() {
+        let mut paths: Vec<String> = match self.overlay.lock() {
             Ok(o) => o
                 .iter()
-                .filter(|(_, v)| !v.scratch)
+                .filter(|(_, v)| v.unsaved)
                 .map(|(k, _)| display_path(k))
                 .collect(),
             Err(_) => Vec::new(),
-        }
+        };
+        paths.sort();
+        paths
+    }
+
+    /// Saves the text no commit took into `dir` (made, mode 0700), one file per path at the
+    /// same relative path, and drops every held text. Called once, at unmount.
+    pub fn save_unsaved(&self, dir: &Path) -> Vec<Unsaved> {
+        let held: Vec<(Vec<String>, Overlay)> = match self.overlay.lock() {
+            Ok(mut o) => o.drain().collect(),
+            Err(_) => Vec::new(),
+        };
+        let mut unsaved: Vec<Unsaved> = held
+            .into_iter()
+            .filter(|(_, o)| o.unsaved)
+            .map(|(path, o)| {
+                let dest = path.iter().fold(dir.to_path_buf(), |d, n| d.join(n));
+                let saved = dest
+                    .parent()
+                    .map_or(Ok(()), private_dir)
+                    .and_then(|()| o.text.save(&dest))
+                    .map(|()| dest);
+                Unsaved {
+                    path: display_path(&path),
+                    saved,
+                }
+            })
+            .collect();
+        self.spill.remove();
+        unsaved.sort_by(|a, b| a.path.cmp(&b.path));
+        unsaved
     }
 
     /// Streams the entries of directory `ino` after `offset`, as process `pid` sees them, to
@@ -542,27 +814,27 @@ impl Vfs {
         if full {
             return Ok(());
         }
-        // Core-held files of this directory that the tree does not list, after the tree's.
-        let mut extra: Vec<(String, Overlay)> = lock(&self.overlay)?
+        // Core-held files of this directory that the tree does not list, after the tree's,
+        // in the order of their stable cookies.
+        let mut extra: Vec<(u64, String, Stat, bool)> = lock(&self.overlay)?
             .iter()
-            .filter(|(p, _)| p.len() == dir.len() + 1 && p.starts_with(&dir))
-            .filter_map(|(p, o)| p.last().map(|n| (n.clone(), o.clone())))
+            .filter(|(p, o)| p.len() == dir.len() + 1 && p.starts_with(&dir) && o.cookie > offset)
+            .filter_map(|(p, o)| {
+                p.last()
+                    .map(|n| (o.cookie, n.clone(), overlay_stat(o), o.scratch))
+            })
             .collect();
-        extra.sort_by(|a, b| a.0.cmp(&b.0));
-        for (i, (name, o)) in extra.iter().enumerate() {
-            let off = MAX_TREE_COOKIE + 3 + i as u64;
-            if off <= offset {
+        extra.sort_by_key(|e| e.0);
+        for (cookie, name, stat, scratch) in extra {
+            if !scratch && self.tree.stat(&child(&dir, &name)).is_ok() {
                 continue;
             }
-            if !o.scratch && self.tree.stat(&child(&dir, name)).is_ok() {
-                continue;
-            }
-            let child_ino = self.entry_ino(ino, name, plus);
+            let child_ino = self.entry_ino(ino, &name, plus);
             if !sink(DirEntry {
                 ino: child_ino,
-                offset: off,
-                name,
-                stat: &overlay_stat(o),
+                offset: cookie,
+                name: &name,
+                stat: &stat,
             }) {
                 if plus {
                     self.forget(child_ino, 1);
@@ -608,7 +880,8 @@ impl Vfs {
         self.lookup(parent, name, pid)
     }
 
-    /// Removes file `name` from `parent`.
+    /// Removes file `name` from `parent`. Pending text (a failed commit's) is discarded and
+    /// the stored object shows again; the next removal deletes the object.
     pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
         let path = child(&self.path_of(parent)?, name);
         let removed = lock(&self.overlay)?.remove(&path);
@@ -633,19 +906,13 @@ impl Vfs {
                         .map_err(|e| e.context(display_path(&src)))?;
                 }
             }
-            Some(_) => {
-                // Pending text of a tree path: drop it; remove the object too if it exists.
-                if self.tree.stat(&path).is_ok() {
-                    self.tree
-                        .remove(&path)
-                        .map_err(|e| e.context(display_path(&path)))?;
-                }
-            }
+            Some(_) => {}
             None => self
                 .tree
                 .remove(&path)
                 .map_err(|e| e.context(display_path(&path)))?,
         }
+        self.detach(&path)?;
         if let Ok(mut t) = self.inodes.write() {
             t.unlink(parent, name);
         }
@@ -655,10 +922,10 @@ impl Vfs {
     /// Removes directory `name` from `parent` (and the object it shows).
     pub fn rmdir(&self, parent: u64, name: &str) -> Result<()> {
         let path = child(&self.path_of(parent)?, name);
-        let has_scratch = lock(&self.overlay)?
+        let has_held = lock(&self.overlay)?
             .keys()
             .any(|p| p.len() > path.len() && p.starts_with(&path));
-        if has_scratch {
+        if has_held {
             return Err(Error::new(
                 libc::ENOTEMPTY,
                 format!("{} holds unsaved or scratch files", display_path(&path)),
@@ -667,11 +934,59 @@ impl Vfs {
         self.tree
             .rmdir(&path)
             .map_err(|e| e.context(display_path(&path)))?;
+        let below: Vec<Vec<String>> = lock(&self.open)?
+            .keys()
+            .filter(|p| p.starts_with(&path))
+            .cloned()
+            .collect();
+        for p in below {
+            self.detach(&p)?;
+        }
         self.fresh.removed(&path);
         if let Ok(mut t) = self.inodes.write() {
             t.unlink(parent, name);
         }
         Ok(())
+    }
+
+    /// Moves the open file at `from` (and, for a folder, those below it) to `to`; `scratch`
+    /// says whether a moved file is now held by the core.
+    fn move_open(&self, from: &[String], to: &[String], scratch: Option<bool>) -> Result<()> {
+        let mut open = lock(&self.open)?;
+        let moving: Vec<Vec<String>> = open
+            .keys()
+            .filter(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        for p in moving {
+            let Some(f) = open.remove(&p) else { continue };
+            let dest = rebased(&p, from, to).unwrap_or_else(|| to.to_vec());
+            {
+                let mut g = lock(&f)?;
+                g.path = dest.clone();
+                if let (Some(s), true) = (scratch, p == from) {
+                    g.scratch = s;
+                }
+            }
+            open.insert(dest, f);
+        }
+        Ok(())
+    }
+
+    /// Takes the text held at `from` for a rename: the buffer of a file being written, else
+    /// the held text.
+    fn take_text(&self, from: &[String]) -> Result<Vec<u8>> {
+        if let Some(f) = self.open_file(from)? {
+            let mut f = lock(&f)?;
+            if f.dirty {
+                f.dirty = false;
+                return Ok(f.data.clone());
+            }
+        }
+        match lock(&self.overlay)?.get(from) {
+            Some(o) => o.text.bytes(),
+            None => Err(Error::not_found(display_path(from))),
+        }
     }
 
     /// Renames `name` in `parent` to `new_name` in `new_parent`.
@@ -680,13 +995,13 @@ impl Vfs {
         let from = child(&self.path_of(parent)?, name);
         let to = child(&self.path_of(new_parent)?, new_name);
         let to_dir = &to[..to.len() - 1];
-        let moving = lock(&self.overlay)?.get(&from).cloned();
+        let held = lock(&self.overlay)?.contains_key(&from);
         let to_class = self
             .tree
             .classify(to_dir, new_name)
             .map_err(|e| e.context(display_path(&to)))?;
         let to_in_tree = self.tree.stat(&to).ok();
-        if let Some(o) = moving {
+        if held {
             if let Some(s) = &to_in_tree {
                 if s.kind == Kind::Dir {
                     return Err(Error::new(
@@ -695,51 +1010,72 @@ impl Vfs {
                     ));
                 }
             }
+            let data = self.take_text(&from)?;
             if to_in_tree.is_some() || to_class == NewFile::Object {
                 // Replacing a tree file's content (rsync, sed -i, editors): commit it.
-                self.commit(&to, o.data.clone())?;
-                if let Some(m) = o.set_mtime {
+                let (set_mtime, perm) = lock(&self.overlay)?
+                    .get(&from)
+                    .map_or((None, 0o644), |o| (o.set_mtime, o.perm));
+                self.commit(&to, data, perm)?;
+                if let Some(m) = set_mtime {
                     self.tree
                         .set_mtime(&to, m)
                         .map_err(|e| e.context(display_path(&to)))?;
                 }
                 lock(&self.overlay)?.remove(&from);
+                self.detach(&to)?;
+                self.move_open(&from, &to, Some(false))?;
             } else {
+                // A held file under another name the tree does not store: held there, as a
+                // scratch file (text no commit took stays marked for recovery).
                 let mut overlay = lock(&self.overlay)?;
-                overlay.remove(&from);
-                overlay.insert(to.clone(), o);
+                if let Some(mut o) = overlay.remove(&from) {
+                    o.text = self.spill.hold(data);
+                    o.scratch = true;
+                    o.cookie = self.cookie();
+                    overlay.insert(to.clone(), o);
+                }
                 drop(overlay);
                 for v in lock(&self.aside)?.values_mut() {
                     if *v == from {
                         *v = to.clone();
                     }
                 }
+                self.detach(&to)?;
+                self.move_open(&from, &to, Some(true))?;
             }
         } else {
             let stat = self.stat_path(&from)?;
             if to_in_tree.is_none() && to_class == NewFile::Scratch && stat.kind == Kind::File {
                 // A tree file moved aside (an editor's backup copy): its text becomes a
                 // scratch file and the file is hidden, but the object stays stored until new
-                // content replaces it, so a failed save never loses it.
+                // content replaces it, so a failed save never loses it. The copy keeps the
+                // file's mode.
                 let data = self
                     .tree
                     .read(&from)
                     .map_err(|e| e.context(display_path(&from)))?
                     .to_vec();
                 lock(&self.aside)?.insert(from.clone(), to.clone());
-                lock(&self.overlay)?.insert(
-                    to.clone(),
-                    Overlay {
-                        data,
-                        mtime: stat.mtime,
-                        set_mtime: None,
-                        scratch: true,
-                    },
-                );
+                let o = Overlay {
+                    text: self.spill.hold(data),
+                    mtime: stat.mtime,
+                    set_mtime: None,
+                    perm: stat.perm,
+                    scratch: true,
+                    unsaved: false,
+                    cookie: self.cookie(),
+                };
+                self.detach(&to)?;
+                lock(&self.overlay)?.insert(to.clone(), o);
+                self.move_open(&from, &to, Some(true))?;
             } else {
                 self.tree.rename(&from, &to).map_err(|e| {
                     e.context(format!("{} -> {}", display_path(&from), display_path(&to)))
                 })?;
+                self.detach(&to)?;
+                self.move_open(&from, &to, None)?;
+                self.move_held_below(&from, &to)?;
             }
         }
         self.fresh.removed(&from);
@@ -747,6 +1083,32 @@ impl Vfs {
         if let Ok(mut t) = self.inodes.write() {
             t.rename(parent, name, new_parent, new_name);
         }
+        Ok(())
+    }
+
+    /// After a folder moved from `from` to `to`, moves the held files below it along.
+    fn move_held_below(&self, from: &[String], to: &[String]) -> Result<()> {
+        let mut overlay = lock(&self.overlay)?;
+        let below: Vec<Vec<String>> = overlay
+            .keys()
+            .filter(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        for p in below {
+            if let (Some(o), Some(dest)) = (overlay.remove(&p), rebased(&p, from, to)) {
+                overlay.insert(dest, o);
+            }
+        }
+        drop(overlay);
+        let mut aside = lock(&self.aside)?;
+        *aside = aside
+            .drain()
+            .map(|(k, v)| {
+                let k = rebased(&k, from, to).unwrap_or(k);
+                let v = rebased(&v, from, to).unwrap_or(v);
+                (k, v)
+            })
+            .collect();
         Ok(())
     }
 }
@@ -757,40 +1119,46 @@ mod tests {
     use crate::vfs::tree::Entry;
     use std::time::UNIX_EPOCH;
 
-    /// One folder `d` holding files; a file's content must start with `ok` to be committed.
+    /// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
+    /// holding a fixed file `fixed` (like a block's views). A file's content must start with
+    /// `ok` to be committed; a file named `auth` has mode 0600.
     #[derive(Default)]
     struct Files {
         files: Mutex<HashMap<String, Vec<u8>>>,
+        dirs: Mutex<Vec<String>>,
         writes: Mutex<Vec<Vec<u8>>>,
+        mtimes: Mutex<HashMap<String, SystemTime>>,
     }
 
-    fn file_name(path: &[String]) -> Result<&str> {
-        match path {
-            [d, f] if d == "d" => Ok(f),
-            _ => Err(Error::not_found("no such file")),
+    impl Files {
+        fn is_dir(&self, path: &[String]) -> Result<bool> {
+            let key = path.join("/");
+            Ok(path.is_empty() || key == "d" || lock(&self.dirs)?.contains(&key))
+        }
+
+        fn file_key(&self, path: &[String]) -> Result<String> {
+            match path.split_last() {
+                Some((_, dir)) if self.is_dir(dir)? => Ok(path.join("/")),
+                _ => Err(Error::not_found("no such folder")),
+            }
         }
     }
 
     impl Tree for Files {
         fn stat(&self, path: &[String]) -> Result<Stat> {
-            let dir = Stat {
-                kind: Kind::Dir,
-                size: 0,
-                mtime: UNIX_EPOCH,
-                perm: 0o755,
-            };
-            if path.is_empty() || path == ["d"] {
-                return Ok(dir);
+            if self.is_dir(path)? {
+                return Ok(Stat::dir(UNIX_EPOCH, false));
             }
+            let key = self.file_key(path)?;
             let files = lock(&self.files)?;
             let data = files
-                .get(file_name(path)?)
+                .get(&key)
                 .ok_or_else(|| Error::not_found("no such file"))?;
             Ok(Stat {
                 kind: Kind::File,
                 size: data.len() as u64,
                 mtime: UNIX_EPOCH,
-                perm: 0o644,
+                perm: if key.ends_with("/auth") { 0o600 } else { 0o644 },
             })
         }
         fn list(&self, _: &[String], _: u64, _: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
@@ -799,16 +1167,17 @@ mod tests {
         fn read(&self, path: &[String]) -> Result<Arc<Vec<u8>>> {
             let files = lock(&self.files)?;
             let data = files
-                .get(file_name(path)?)
+                .get(&self.file_key(path)?)
                 .ok_or_else(|| Error::not_found("no such file"))?;
             Ok(Arc::new(data.clone()))
         }
         fn write(&self, path: &[String], data: &[u8]) -> Result<()> {
+            let key = self.file_key(path)?;
             if !data.starts_with(b"ok") {
                 return Err(Error::at(1, 1, "expected `ok`"));
             }
             lock(&self.writes)?.push(data.to_vec());
-            lock(&self.files)?.insert(file_name(path)?.to_string(), data.to_vec());
+            lock(&self.files)?.insert(key, data.to_vec());
             Ok(())
         }
         fn classify(&self, _: &[String], name: &str) -> Result<NewFile> {
@@ -819,11 +1188,14 @@ mod tests {
             })
         }
         fn remove(&self, path: &[String]) -> Result<()> {
-            lock(&self.files)?.remove(file_name(path)?);
+            lock(&self.files)?.remove(&self.file_key(path)?);
             Ok(())
         }
-        fn mkdir(&self, _: &[String]) -> Result<()> {
-            Err(Error::not_permitted("fixed"))
+        fn mkdir(&self, path: &[String]) -> Result<()> {
+            let key = path.join("/");
+            lock(&self.dirs)?.push(key.clone());
+            lock(&self.files)?.insert(format!("{key}/fixed"), b"ok fixed".to_vec());
+            Ok(())
         }
         fn rmdir(&self, _: &[String]) -> Result<()> {
             Ok(())
@@ -831,7 +1203,8 @@ mod tests {
         fn rename(&self, _: &[String], _: &[String]) -> Result<()> {
             Ok(())
         }
-        fn set_mtime(&self, _: &[String], _: SystemTime) -> Result<()> {
+        fn set_mtime(&self, path: &[String], mtime: SystemTime) -> Result<()> {
+            lock(&self.mtimes)?.insert(self.file_key(path)?, mtime);
             Ok(())
         }
         fn read_only(&self) -> bool {
@@ -843,8 +1216,8 @@ mod tests {
         let tree = Arc::new(Files::default());
         lock(&tree.files)
             .unwrap()
-            .insert("f".into(), b"ok old".to_vec());
-        let vfs = Vfs::new(tree.clone());
+            .insert("d/f".into(), b"ok old".to_vec());
+        let vfs = Vfs::new(tree.clone(), None);
         let (ino, _) = vfs.lookup(ROOT, "d", 1).unwrap();
         let (f, _) = vfs.lookup(ino, "f", 1).unwrap();
         (tree, vfs, f)
@@ -888,7 +1261,7 @@ mod tests {
         vfs.fsync(fh).unwrap();
         vfs.release(fh).unwrap();
         assert!(vfs.failed_paths().is_empty());
-        assert_eq!(lock(&tree.files).unwrap()["f"], b"okd");
+        assert_eq!(lock(&tree.files).unwrap()["d/f"], b"okd");
     }
 
     #[test]
@@ -899,12 +1272,16 @@ mod tests {
         // An editor's backup: `f` moves aside, then a new `f` fails to save.
         vfs.rename(d, "f", d, "f~").unwrap();
         assert_eq!(vfs.lookup(d, "f", 1).unwrap_err().errno(), libc::ENOENT);
-        assert_eq!(stored("f").unwrap(), b"ok old", "still stored while aside");
-        let (_, _, fh) = vfs.create(d, "f").unwrap();
+        assert_eq!(
+            stored("d/f").unwrap(),
+            b"ok old",
+            "still stored while aside"
+        );
+        let (_, _, fh) = vfs.create(d, "f", 0o644).unwrap();
         vfs.write(fh, 0, b"bad", false).unwrap();
         assert!(vfs.release(fh).is_err());
         assert_eq!(
-            stored("f").unwrap(),
+            stored("d/f").unwrap(),
             b"ok old",
             "a failed save loses nothing"
         );
@@ -923,11 +1300,186 @@ mod tests {
         vfs.write(fh, 0, b"ok new", false).unwrap();
         vfs.release(fh).unwrap();
         vfs.unlink(d, "f~").unwrap();
-        assert_eq!(stored("f").unwrap(), b"ok new");
+        assert_eq!(stored("d/f").unwrap(), b"ok new");
         // `mv f f~ && rm f~` deletes f.
         vfs.rename(d, "f", d, "f~").unwrap();
         vfs.unlink(d, "f~").unwrap();
-        assert_eq!(stored("f"), None);
+        assert_eq!(stored("d/f"), None);
+    }
+
+    const TRUNC: OpenMode = OpenMode {
+        write: true,
+        truncate: true,
+        append: false,
+    };
+    const RW: OpenMode = OpenMode {
+        write: true,
+        truncate: false,
+        append: false,
+    };
+
+    fn dir_ino(vfs: &Vfs) -> u64 {
+        vfs.lookup(ROOT, "d", 1).unwrap().0
+    }
+
+    fn stored(tree: &Files, name: &str) -> Option<Vec<u8>> {
+        lock(&tree.files).unwrap().get(name).cloned()
+    }
+
+    fn read_all(vfs: &Vfs, ino: u64) -> Vec<u8> {
+        let fh = vfs.open(ino, OpenMode::default()).unwrap();
+        let data = vfs.read(fh, 0, 1 << 20).unwrap();
+        vfs.release(fh).unwrap();
+        data
+    }
+
+    /// Leaves `bad` as the pending text of `d/f` (its commit failed).
+    fn fail_a_save(vfs: &Vfs, f: u64) {
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        vfs.release(fh).unwrap();
+    }
+
+    #[test]
+    fn removing_pending_text_discards_only_the_text_and_a_second_rm_deletes() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        fail_a_save(&vfs, f);
+        assert_eq!(read_all(&vfs, f), b"bad");
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(
+            stored(&tree, "d/f").unwrap(),
+            b"ok old",
+            "the object is kept"
+        );
+        assert!(vfs.failed_paths().is_empty());
+        let (f, stat) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(stat.size, 6, "the stored object shows again");
+        assert_eq!(read_all(&vfs, f), b"ok old");
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f"), None, "a second rm deletes it");
+    }
+
+    #[test]
+    fn renaming_pending_text_to_a_scratch_name_moves_only_the_text() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        fail_a_save(&vfs, f);
+        vfs.rename(d, "f", d, "f.tmp").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(
+            read_all(&vfs, f),
+            b"ok old",
+            "the stored object shows again"
+        );
+        let (tmp, _) = vfs.lookup(d, "f.tmp", 1).unwrap();
+        assert_eq!(read_all(&vfs, tmp), b"bad");
+        assert_eq!(
+            vfs.failed_paths(),
+            vec!["d/f.tmp".to_string()],
+            "still text no commit took: kept for recovery"
+        );
+        vfs.unlink(d, "f.tmp").unwrap();
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+    }
+
+    #[test]
+    fn a_folder_holding_pending_text_is_not_removed() {
+        let (_tree, vfs, f) = setup();
+        fail_a_save(&vfs, f);
+        assert_eq!(vfs.rmdir(ROOT, "d").unwrap_err().errno(), libc::ENOTEMPTY);
+    }
+
+    #[test]
+    fn the_size_of_a_file_open_for_writing_is_its_buffer() {
+        let (_tree, vfs, f) = setup();
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, &[b'o'; 100], false).unwrap();
+        vfs.write(fh, 1, b"k", false).unwrap();
+        assert_eq!(vfs.getattr(f).unwrap().size, 100, "stat sees the buffer");
+        vfs.setattr(f, Some(fh), Some(150), None, None).unwrap();
+        assert_eq!(vfs.getattr(f).unwrap().size, 150, "ftruncate up");
+        // A second descriptor on the same file sees the first one's writes, and writes into
+        // the same buffer.
+        let other = vfs.open(f, RW).unwrap();
+        assert_eq!(vfs.read(other, 0, 1000).unwrap().len(), 150);
+        vfs.write(other, 150, b"!", false).unwrap();
+        assert_eq!(vfs.read(fh, 150, 10).unwrap(), b"!");
+        assert_eq!(vfs.getattr(f).unwrap().size, 151);
+        vfs.release(other).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(vfs.getattr(f).unwrap().size, 151);
+    }
+
+    #[test]
+    fn growing_a_file_past_the_limit_is_efbig_and_keeps_the_mount() {
+        let (tree, vfs, f) = setup();
+        let fh = vfs.open(f, RW).unwrap();
+        let e = vfs
+            .setattr(f, Some(fh), Some(1 << 40), None, None)
+            .unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        let e = vfs.setattr(f, None, Some(1 << 40), None, None).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        let e = vfs.write(fh, MAX_FILE_SIZE, b"x", false).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+    }
+
+    /// Lists `d` two entries per call, running `between` after each call.
+    fn paged_listing(vfs: &Vfs, mut between: impl FnMut(usize)) -> Vec<String> {
+        let d = dir_ino(vfs);
+        let mut seen = Vec::new();
+        let mut offset = 0;
+        for page in 0..100 {
+            let mut got = 0;
+            vfs.readdir(d, offset, false, 1, &mut |e| {
+                if got == 2 {
+                    return false;
+                }
+                got += 1;
+                offset = e.offset;
+                seen.push(e.name.to_string());
+                true
+            })
+            .unwrap();
+            if got == 0 {
+                break;
+            }
+            between(page);
+        }
+        seen
+    }
+
+    #[test]
+    fn listing_cookies_of_held_files_stay_stable_while_files_come_and_go() {
+        let (_tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        for n in ["b.tmp", "d.tmp", "f.tmp", "h.tmp"] {
+            let (_, _, fh) = vfs.create(d, n, 0o644).unwrap();
+            vfs.release(fh).unwrap();
+        }
+        let seen = paged_listing(&vfs, |page| {
+            // Between pages: a new name sorting first, and a removed one already listed.
+            if page < 3 {
+                let (_, _, fh) = vfs.create(d, &format!("a{page}.tmp"), 0o644).unwrap();
+                vfs.release(fh).unwrap();
+            }
+            if page == 1 {
+                vfs.unlink(d, "b.tmp").unwrap();
+            }
+        });
+        for n in ["d.tmp", "f.tmp", "h.tmp"] {
+            assert_eq!(
+                seen.iter().filter(|s| *s == n).count(),
+                1,
+                "{n} in {seen:?}"
+            );
+        }
     }
 
     #[test]
@@ -940,7 +1492,7 @@ mod tests {
             libc::ENOENT
         );
         assert!(vfs.lookup(vfs_dir, "f", 8).is_ok());
-        let (_, _, fh) = vfs.create(vfs_dir, "f").unwrap();
+        let (_, _, fh) = vfs.create(vfs_dir, "f", 0o644).unwrap();
         vfs.write(fh, 0, b"ok copy", false).unwrap();
         vfs.release(fh).unwrap();
         assert!(vfs.lookup(vfs_dir, "f", 7).is_ok());

@@ -5,6 +5,7 @@ pub mod cache;
 pub mod core;
 pub mod folder;
 pub mod fresh;
+pub mod held;
 pub mod inodes;
 pub mod mtimes;
 pub mod scratch;

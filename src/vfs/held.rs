@@ -1,0 +1,181 @@
+//! Text the core holds for files the tree does not store: scratch files and text a commit did
+//! not take.
+//!
+//! Such text can be large (a failed save of a big block, an editor's copy of a big file) and
+//! lives until it is removed or the mount ends, so above [`MEMORY_LIMIT`] it goes to a private
+//! file in the state folder: memory stays bounded however much text is held. At unmount the
+//! text no commit took is saved to a recovery folder ([`save_private`]), so nothing written is
+//! lost. Every file made here is created new (`O_EXCL`, never through a symlink) and readable
+//! by its owner only, since held text may be a copy of a secret (`auth.txt`).
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+
+/// Held text up to this size stays in memory; larger text goes to a file.
+pub const MEMORY_LIMIT: usize = 64 << 10;
+
+/// Where held text larger than [`MEMORY_LIMIT`] goes.
+pub struct Spill {
+    /// A folder of this daemon's own (`None`: everything stays in memory).
+    dir: Option<PathBuf>,
+    next: AtomicU64,
+}
+
+/// Held text: in memory or in a file of the spill folder (removed when dropped).
+pub enum Text {
+    Memory(Vec<u8>),
+    File { path: PathBuf, len: u64 },
+}
+
+/// Makes `dir` and its missing parents, readable by the owner only.
+pub fn private_dir(dir: &Path) -> Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::from(e).context(dir.display()))
+}
+
+/// Writes `data` to the new file `path` (fails if it exists or is a symlink), mode 0600.
+pub fn save_private(path: &Path, data: &[u8]) -> Result<()> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| Error::from(e).context(path.display()))?;
+    f.write_all(data)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| Error::from(e).context(path.display()))
+}
+
+impl Spill {
+    /// Spills into `dir` (made on first use, mode 0700), or nowhere.
+    pub fn new(dir: Option<PathBuf>) -> Spill {
+        Spill {
+            dir,
+            next: AtomicU64::new(1),
+        }
+    }
+
+    /// Holds `data`: in memory when small or when it cannot be written out (logged).
+    pub fn hold(&self, data: Vec<u8>) -> Text {
+        let Some(dir) = self.dir.as_ref().filter(|_| data.len() > MEMORY_LIMIT) else {
+            return Text::Memory(data);
+        };
+        let path = dir.join(self.next.fetch_add(1, Ordering::Relaxed).to_string());
+        match private_dir(dir).and_then(|()| save_private(&path, &data)) {
+            Ok(()) => Text::File {
+                path,
+                len: data.len() as u64,
+            },
+            Err(e) => {
+                log::warn!("cannot move held text out of memory: {e}");
+                Text::Memory(data)
+            }
+        }
+    }
+
+    /// Removes the spill folder (after every held text is dropped).
+    pub fn remove(&self) {
+        if let Some(dir) = &self.dir {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}
+
+impl Text {
+    /// Its size in bytes.
+    pub fn len(&self) -> u64 {
+        match self {
+            Text::Memory(d) => d.len() as u64,
+            Text::File { len, .. } => *len,
+        }
+    }
+
+    /// Whether it is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// All of its bytes.
+    pub fn bytes(&self) -> Result<Vec<u8>> {
+        match self {
+            Text::Memory(d) => Ok(d.clone()),
+            Text::File { path, .. } => {
+                fs::read(path).map_err(|e| Error::from(e).context(path.display()))
+            }
+        }
+    }
+
+    /// Saves a copy to the new file `dest` (mode 0600).
+    pub fn save(&self, dest: &Path) -> Result<()> {
+        save_private(dest, &self.bytes()?)
+    }
+}
+
+impl Drop for Text {
+    fn drop(&mut self) {
+        if let Text::File { path, .. } = self {
+            let _ = fs::remove_file(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn large_text_goes_to_a_private_file_removed_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = Spill::new(Some(dir.path().join("held")));
+        let small = spill.hold(b"tiny".to_vec());
+        assert!(matches!(small, Text::Memory(_)));
+        let big = vec![7u8; MEMORY_LIMIT + 1];
+        let held = spill.hold(big.clone());
+        let Text::File { path, .. } = &held else {
+            panic!("large text stayed in memory");
+        };
+        let path = path.clone();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let folder = fs::metadata(dir.path().join("held")).unwrap();
+        assert_eq!(folder.permissions().mode() & 0o777, 0o700);
+        assert_eq!(held.len(), big.len() as u64);
+        assert_eq!(held.bytes().unwrap(), big);
+        drop(held);
+        assert!(!path.exists());
+        spill.remove();
+        assert!(!dir.path().join("held").exists());
+    }
+
+    #[test]
+    fn saving_never_replaces_a_file_or_follows_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        fs::write(&target, b"keep").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let text = Text::Memory(b"secret".to_vec());
+        assert!(text.save(&link).is_err());
+        assert!(text.save(&target).is_err());
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+        let new = dir.path().join("new");
+        text.save(&new).unwrap();
+        assert_eq!(fs::read(&new).unwrap(), b"secret");
+        assert_eq!(
+            fs::metadata(&new).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}
