@@ -379,7 +379,7 @@ impl Vfs {
                         scratch: false,
                     },
                 );
-                Err(e)
+                Err(e.logged())
             }
         }
     }

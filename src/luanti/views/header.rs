@@ -21,7 +21,7 @@
 //! `lighting_complete` before version 27) exactly once, in any order; booleans are `true`/`false` (also `yes`/`no`, `1`/`0`); numbers are
 //! decimal or `0x` hexadecimal; `#` starts a comment.
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::luanti::block::MapBlock;
 use crate::luanti::views::text::{key_value, lines, parse_int, Cursor};
 
@@ -161,7 +161,8 @@ pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
             _ => {
                 let Some(i) = FLAGS.iter().position(|f| f.0 == key) else {
                     return Err(line.error(format!(
-                        "unknown key `{key}` (expected version, {}, lighting_complete, timestamp)",
+                        "unknown key `{}` (expected version, {}, lighting_complete, timestamp)",
+                        excerpt(key),
                         FLAGS.map(|f| f.0).join(", ")
                     )));
                 };
