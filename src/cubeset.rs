@@ -53,7 +53,7 @@ mod lua;
 
 use std::collections::HashMap;
 
-use crate::error::Result;
+use crate::error::{excerpt, Result};
 use lua::{Field, Kind, Source, Value};
 
 /// One block definition line `"C: TYPE: META"`, with an optional comment shown after it.
@@ -342,7 +342,10 @@ pub fn parse_checked(
     let src = Source { text };
     let (name, name_at, value) = src.parse_assignment()?;
     if name != "Cubeset" {
-        return Err(src.error(name_at, format!("expected `Cubeset = {{`, found `{name}`")));
+        return Err(src.error(
+            name_at,
+            format!("expected `Cubeset = {{`, found `{}`", excerpt(name)),
+        ));
     }
     let top = Fields::of(&src, &value, "Cubeset")?;
     top.only(&["Metadata", "Pieces"])?;
@@ -651,7 +654,12 @@ fn split_definition(text: &str) -> std::result::Result<(char, &str, u32), String
     } else {
         None
     }
-    .ok_or_else(|| format!("META `{meta}` must be a whole number from 0 to 4294967295"))?;
+    .ok_or_else(|| {
+        format!(
+            "META `{}` must be a whole number from 0 to 4294967295",
+            excerpt(meta)
+        )
+    })?;
     Ok((glyph, kind.trim(), meta))
 }
 

@@ -4,7 +4,13 @@
 //! the errno the FUSE adapter replies with and the human message the log and the CLI print,
 //! so a parse error deep in a codec reaches the user as "file, line, reason" and the
 //! application as `EINVAL`, without any layer knowing about the ones above it.
+//!
+//! Messages quote what they reject, and what is rejected may be anything a file holds (a
+//! 50 MB "word" in a view): quoted input is cut with [`excerpt`], and a message is never
+//! longer than [`MAX_MESSAGE`] characters however it was made. An error that a layer has
+//! logged already is marked ([`Error::logged`]) so the layers above do not log it again.
 
+use std::borrow::Cow;
 use std::fmt;
 
 /// An error with its errno and a human-readable message.
@@ -12,6 +18,27 @@ use std::fmt;
 pub struct Error {
     errno: i32,
     message: String,
+    /// Whether this error was written to the log where it happened.
+    logged: bool,
+}
+
+/// The most characters a message keeps; the rest is replaced by "…".
+pub const MAX_MESSAGE: usize = 1000;
+/// The most characters of input [`excerpt`] quotes.
+pub const MAX_QUOTED: usize = 80;
+
+/// `text` cut to [`MAX_QUOTED`] characters, ending in "…" when cut: for quoting input in a
+/// message.
+pub fn excerpt(text: &str) -> Cow<'_, str> {
+    cut(text, MAX_QUOTED)
+}
+
+/// `text` cut to `max` characters, ending in "…" when cut.
+fn cut(text: &str, max: usize) -> Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => Cow::Borrowed(text),
+        Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
+    }
 }
 
 /// The result type used throughout worldfs.
@@ -20,9 +47,15 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// An error with an explicit errno.
     pub fn new(errno: i32, message: impl Into<String>) -> Self {
+        let message = message.into();
+        let message = match cut(&message, MAX_MESSAGE) {
+            Cow::Borrowed(_) => message,
+            Cow::Owned(cut) => cut,
+        };
         Error {
             errno,
-            message: message.into(),
+            message,
+            logged: false,
         }
     }
 
@@ -78,8 +111,20 @@ impl Error {
 
     /// Prefixes the message with where the error happened (a path, a block position).
     pub fn context(mut self, what: impl fmt::Display) -> Self {
-        self.message = format!("{what}: {}", self.message);
+        let what = what.to_string();
+        self.message = format!("{}: {}", cut(&what, MAX_MESSAGE), self.message);
         self
+    }
+
+    /// Marks the error as written to the log already (by the layer that handled it).
+    pub fn logged(mut self) -> Self {
+        self.logged = true;
+        self
+    }
+
+    /// Whether the error was written to the log already.
+    pub fn is_logged(&self) -> bool {
+        self.logged
     }
 }
 
@@ -127,6 +172,27 @@ mod tests {
             e.to_string(),
             "blocks/0,0,0/nodes.cubeset: line 3, column 7: unknown character 'q'"
         );
+    }
+
+    /// A 50 MB token reaches the message (and the log) as a short excerpt.
+    #[test]
+    fn messages_are_capped() {
+        let token = "x".repeat(50 << 20);
+        let quoted = Error::at(2, 5, format!("`{}` is not a light value", excerpt(&token)));
+        assert!(quoted.message().len() < 200, "{}", quoted.message().len());
+        assert!(quoted.message().contains(&format!("`{}…`", "x".repeat(80))));
+        let raw = Error::invalid(format!("`{token}` is not a light value"))
+            .context("blocks/0,0,0/light.txt");
+        assert!(
+            raw.message().len() < 2 * MAX_MESSAGE * 3,
+            "{}",
+            raw.message().len()
+        );
+        assert!(raw.message().starts_with("blocks/0,0,0/light.txt: `xxx"));
+        assert!(raw.message().ends_with('…'));
+        let short = "ünïcödé".repeat(20);
+        assert_eq!(excerpt(&short).chars().count(), MAX_QUOTED + 1);
+        assert_eq!(excerpt("short"), "short");
     }
 
     #[test]

@@ -76,9 +76,11 @@ fn errno(e: &Error) -> Errno {
     Errno::from_i32(e.errno())
 }
 
-/// Logs at a level fitting the error and converts it for the kernel.
+/// Logs at a level fitting the error (unless the core logged it already, as it does a failed
+/// commit) and converts it for the kernel.
 fn fail(op: &str, e: &Error) -> Errno {
     match e.errno() {
+        _ if e.is_logged() => log::debug!("{op}: {e}"),
         libc::ENOENT | libc::EEXIST | libc::ENOTEMPTY => log::debug!("{op}: {e}"),
         _ => log::warn!("{op}: {e}"),
     }

@@ -16,7 +16,7 @@ MOUNT/mod_storage/MOD/KEY           one file per mod-storage entry
 MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coordinates)
     nodes.cubeset                   node names and param2 as a Cubeset file
     light.txt                       param1 of every node, layer by layer
-    block.txt                       version, flags, lighting_complete, timestamp
+    block.txt                       version, flags, lighting_complete (27+), timestamp
     timers.txt                      node timers (positions relative to the block)
     objects.txt                     static objects (positions relative to the block)
     meta/x,y,z/fields/KEY           public metadata fields, one file each
@@ -59,7 +59,8 @@ one SQLite transaction; close returns the error if anything failed. Bad input (a
 error, an unknown character or name, a value out of range, a truncated file) changes nothing
 in the database: close fails, the log names the file, line and reason, and the text stays
 readable in the mount until fixed or removed. Blocks whose nodes change get their
-lighting_complete cleared so the engine relights them.
+lighting_complete cleared (before version 27, the lighting_expired flag set) so the engine
+relights them.
 .PP
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and

@@ -539,6 +539,46 @@ fn header_errors() {
     assert_eq!(e, "line 1, column 1: expected `key = value`");
 }
 
+/// Blocks before version 27 have no lighting_complete (the engine reads it only from 27 on):
+/// block.txt shows `lighting_expired` alone, takes the old `0xffff` line and refuses others.
+#[test]
+fn header_before_version_27_has_no_lighting_complete() {
+    let (mut block, _) = sample();
+    block.version = 25;
+    block.lighting_complete = 0xffff;
+    block.flags = 0x04;
+    let text = String::from_utf8(views::render_header(&block)).unwrap();
+    assert!(!text.contains("lighting_complete"), "{text}");
+    assert!(text.contains("lighting_expired = true"), "{text}");
+    let mut parsed = sample().0;
+    views::parse_header(text.as_bytes(), &mut parsed).unwrap();
+    assert_eq!(
+        (parsed.version, parsed.flags, parsed.lighting_complete),
+        (25, 0x04, 0xffff)
+    );
+    let from_29 = sample().0;
+    assert_eq!(from_29.lighting_complete, 0xfffe);
+    let mut parsed = from_29.clone();
+    let old = format!("{text}lighting_complete = 0xffff\n");
+    views::parse_header(old.as_bytes(), &mut parsed).unwrap();
+    assert_eq!(
+        parsed.lighting_complete, 0xffff,
+        "a version-25 block is complete"
+    );
+    let mut parsed = from_29.clone();
+    let e = views::parse_header(
+        format!("{text}lighting_complete = 0\n").as_bytes(),
+        &mut parsed,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("line 7, column 1: lighting_complete = 0x0000: blocks before version 27"),
+        "{e}"
+    );
+    assert_eq!(parsed, from_29, "a failed parse changes nothing");
+}
+
 #[test]
 fn timer_errors() {
     let e = error_of("timers.txt", "16,0,0 1 1\n");

@@ -7,6 +7,7 @@
 //! block either old or new. The store never changes the database's journal mode or schema.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -54,6 +55,8 @@ pub struct MapStore {
     writer: Mutex<Option<Connection>>,
     /// `PRAGMA data_version` is per connection: one connection is kept for asking it.
     version: Mutex<Option<Connection>>,
+    /// Whether the rows left out of the listing were counted and reported.
+    reported: AtomicBool,
 }
 
 /// How long our own statements wait for a lock held by another process.
@@ -102,6 +105,33 @@ fn xyz_from_key(k: u64) -> BlockPos {
 /// Offset that makes every `pos` integer (|pos| < 2³⁶) a positive key.
 const POS_KEY_OFFSET: i64 = 1 << 40;
 
+/// The smallest and largest `pos` of a block the engine can load: `pos` is a balanced
+/// base-4096 number of three digits, so exactly the integers between these two are the
+/// `getBlockAsInteger` of some position, each of exactly one. Any other row (out of range,
+/// or not an integer) is never loaded by the engine, and `getIntegerAsBlock` would wrap it
+/// onto the position of another block.
+const POS_MIN: i64 = -2048 * 0x100_0000 - 2048 * 0x1000 - 2048;
+const POS_MAX: i64 = 2047 * 0x100_0000 + 2047 * 0x1000 + 2047;
+
+/// The condition on the rows of `schema` whose key is a block the engine can load (for the
+/// `x, y, z` schema: each an `s16`). The unary `+` keeps SQLite seeking the listing's resume
+/// point `(x, z, y) > (…)` in the primary key rather than the range of `x`.
+fn loadable_rows(schema: Schema) -> String {
+    match schema {
+        Schema::Pos => format!("(typeof(pos) = 'integer' AND pos BETWEEN {POS_MIN} AND {POS_MAX})"),
+        Schema::Xyz => {
+            let s16 =
+                |c: &str| format!("typeof({c}) = 'integer' AND +{c} BETWEEN -32768 AND 32767");
+            format!("({} AND {} AND {})", s16("x"), s16("y"), s16("z"))
+        }
+    }
+}
+
+/// The stored data as bytes, whatever its SQL type: what the engine's `sqlite3_column_blob`
+/// reads (text as its bytes, a number as its decimal text, NULL as nothing), so a row of the
+/// wrong type lists like any other and fails only when its block is decoded.
+const DATA: &str = "IFNULL(CAST(data AS BLOB), X'')";
+
 impl MapStore {
     /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database.
     pub fn open(path: &Path, read_only: bool) -> Result<MapStore> {
@@ -112,6 +142,7 @@ impl MapStore {
             readers: Mutex::new(Vec::new()),
             writer: Mutex::new(None),
             version: Mutex::new(None),
+            reported: AtomicBool::new(false),
         };
         let conn = store.connect(true)?;
         let mut has = (false, false, false);
@@ -192,13 +223,13 @@ impl MapStore {
         self.with_reader(|c| {
             let row = match self.schema {
                 Schema::Pos => c
-                    .prepare_cached("SELECT data FROM blocks WHERE pos = ?1 LIMIT 1")?
+                    .prepare_cached(&format!("SELECT {DATA} FROM blocks WHERE pos = ?1 LIMIT 1"))?
                     .query_row(params![pos_to_int(pos)], |r| r.get::<_, Vec<u8>>(0))
                     .optional()?,
                 Schema::Xyz => c
-                    .prepare_cached(
-                        "SELECT data FROM blocks WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1",
-                    )?
+                    .prepare_cached(&format!(
+                        "SELECT {DATA} FROM blocks WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1"
+                    ))?
                     .query_row(params![pos.x, pos.y, pos.z], |r| r.get::<_, Vec<u8>>(0))
                     .optional()?,
             };
@@ -218,21 +249,22 @@ impl MapStore {
     /// with their blobs when `with_data`. One short statement per call.
     pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.with_reader(|c| {
+        let listed = self.with_reader(|c| {
             let mut out = Vec::new();
             match self.schema {
                 Schema::Pos => {
-                    let sql = if with_data {
-                        "SELECT pos, data FROM blocks WHERE pos > ?1 ORDER BY pos LIMIT ?2"
-                    } else {
-                        "SELECT pos, NULL FROM blocks WHERE pos > ?1 ORDER BY pos LIMIT ?2"
-                    };
+                    let data = if with_data { DATA } else { "NULL" };
+                    let sql = format!(
+                        "SELECT pos, {data} FROM blocks WHERE pos > ?1 AND {} \
+                         ORDER BY pos LIMIT ?2",
+                        loadable_rows(self.schema)
+                    );
                     let after = if after == 0 {
                         i64::MIN
                     } else {
                         after as i64 - POS_KEY_OFFSET
                     };
-                    let mut stmt = c.prepare_cached(sql)?;
+                    let mut stmt = c.prepare_cached(&sql)?;
                     let mut rows = stmt.query(params![after, limit])?;
                     while let Some(r) = rows.next()? {
                         let p: i64 = r.get(0)?;
@@ -244,18 +276,19 @@ impl MapStore {
                     }
                 }
                 Schema::Xyz => {
-                    let sql = if with_data {
-                        "SELECT x, y, z, data FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) ORDER BY x, z, y LIMIT ?4"
-                    } else {
-                        "SELECT x, y, z, NULL FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) ORDER BY x, z, y LIMIT ?4"
-                    };
+                    let data = if with_data { DATA } else { "NULL" };
+                    let sql = format!(
+                        "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) \
+                         AND {} ORDER BY x, z, y LIMIT ?4",
+                        loadable_rows(self.schema)
+                    );
                     let a = if after == 0 {
                         (i64::MIN, i64::MIN, i64::MIN)
                     } else {
                         let p = xyz_from_key(after);
                         (i64::from(p.x), i64::from(p.z), i64::from(p.y))
                     };
-                    let mut stmt = c.prepare_cached(sql)?;
+                    let mut stmt = c.prepare_cached(&sql)?;
                     let mut rows = stmt.query(params![a.0, a.1, a.2, limit])?;
                     while let Some(r) = rows.next()? {
                         let (x, y, z): (i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
@@ -278,7 +311,40 @@ impl MapStore {
                 }
             }
             Ok(out)
+        })?;
+        if listed.len() < usize::try_from(limit).unwrap_or(usize::MAX) {
+            self.report_out_of_range();
+        }
+        Ok(listed)
+    }
+
+    /// The number of rows whose key is no block the engine can load (left out of listings).
+    pub fn out_of_range(&self) -> Result<u64> {
+        let rows = loadable_rows(self.schema);
+        self.with_reader(|c| {
+            let n: i64 = c.query_row(
+                &format!("SELECT COUNT(*) FROM blocks WHERE NOT {rows}"),
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(u64::try_from(n).unwrap_or(0))
         })
+    }
+
+    /// Logs once, when a listing first reaches its end, how many rows it left out.
+    fn report_out_of_range(&self) {
+        if self.reported.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        match self.out_of_range() {
+            Ok(0) => {}
+            Ok(n) => log::warn!(
+                "{}: {n} rows of table blocks have a position no block can have (not an \
+                 integer, or out of range); they are not shown, and the engine never loads them",
+                self.path.display()
+            ),
+            Err(e) => log::warn!("{}: counting unusable rows: {e}", self.path.display()),
+        }
     }
 
     /// Number of stored blocks.
@@ -429,6 +495,97 @@ mod tests {
                 ro.commit(&[(pos(0, 0, 0), None)]).unwrap_err().errno(),
                 libc::EROFS
             );
+        }
+    }
+
+    /// Every listed position of the whole listing, page by page.
+    fn listed(store: &MapStore, page: usize) -> Vec<(BlockPos, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        let mut after = 0;
+        loop {
+            let rows = store.list(after, page, true).unwrap();
+            let Some(last) = rows.last() else { break };
+            after = last.key;
+            out.extend(rows.into_iter().map(|l| (l.pos, l.data)));
+        }
+        out
+    }
+
+    /// A row whose data is not a blob costs only its own block; rows whose position the
+    /// engine can never load are left out of the listing (they used to fail it or show up
+    /// as a second block of another position).
+    #[test]
+    fn bad_rows_cost_only_themselves() {
+        let far = 1i64 << 60;
+        for schema in [Schema::Pos, Schema::Xyz] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = make_db(dir.path(), schema);
+            let c = Connection::open(&path).unwrap();
+            let rows: Vec<(i64, i64, i64, rusqlite::types::Value)> = vec![
+                (0, 0, 0, rusqlite::types::Value::Blob(vec![29, 1, 2])),
+                (1, 0, 0, rusqlite::types::Value::Text("not a block".into())),
+                (2, 0, 0, rusqlite::types::Value::Integer(12345)),
+                (3, 0, 0, rusqlite::types::Value::Blob(vec![25])),
+            ];
+            for (x, y, z, data) in &rows {
+                match schema {
+                    Schema::Pos => c.execute(
+                        "INSERT INTO blocks (pos, data) VALUES (?1, ?2)",
+                        params![pos_to_int(pos(*x as i16, *y as i16, *z as i16)), data],
+                    ),
+                    Schema::Xyz => c.execute(
+                        "INSERT INTO blocks (x, y, z, data) VALUES (?1, ?2, ?3, ?4)",
+                        params![x, y, z, data],
+                    ),
+                }
+                .unwrap();
+            }
+            match schema {
+                Schema::Pos => {
+                    c.execute("INSERT INTO blocks VALUES (4, NULL)", [])
+                        .unwrap();
+                    for bad in [far, -far, POS_MAX + 1, POS_MIN - 1] {
+                        c.execute("INSERT INTO blocks VALUES (?1, X'1d')", [bad])
+                            .unwrap();
+                    }
+                    c.execute("INSERT INTO blocks VALUES ('a', X'1d')", [])
+                        .unwrap();
+                    c.execute("INSERT INTO blocks VALUES (5.5, X'1d')", [])
+                        .unwrap();
+                    c.execute("INSERT INTO blocks VALUES (NULL, X'1d')", [])
+                        .unwrap();
+                }
+                Schema::Xyz => {
+                    for (x, y, z) in [(far, 0, 0), (0, -far, 0), (0, 0, 40000), (-40000, 1, 1)] {
+                        c.execute("INSERT INTO blocks VALUES (?1, ?2, ?3, X'1d')", [x, y, z])
+                            .unwrap();
+                    }
+                    c.execute("INSERT INTO blocks VALUES ('a', 0, 0, X'1d')", [])
+                        .unwrap();
+                    c.execute("INSERT INTO blocks VALUES (0, 0.5, 0, X'1d')", [])
+                        .unwrap();
+                }
+            }
+            let store = MapStore::open(&path, true).unwrap();
+            for page in [1, 2, 512] {
+                let got = listed(&store, page);
+                let positions: Vec<BlockPos> = got.iter().map(|(p, _)| *p).collect();
+                let mut want = vec![pos(0, 0, 0), pos(1, 0, 0), pos(2, 0, 0), pos(3, 0, 0)];
+                if schema == Schema::Pos {
+                    want.push(pos(4, 0, 0));
+                }
+                assert_eq!(positions, want, "{schema:?}, pages of {page}");
+            }
+            assert_eq!(
+                store.get(pos(1, 0, 0)).unwrap(),
+                Some(b"not a block".to_vec())
+            );
+            assert_eq!(store.get(pos(2, 0, 0)).unwrap(), Some(b"12345".to_vec()));
+            if schema == Schema::Pos {
+                assert_eq!(store.get(pos(4, 0, 0)).unwrap(), Some(Vec::new()));
+            }
+            let bad = if schema == Schema::Pos { 7 } else { 6 };
+            assert_eq!(store.out_of_range().unwrap(), bad, "{schema:?}");
         }
     }
 

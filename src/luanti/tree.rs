@@ -65,14 +65,30 @@ const VIEWS: [View; 5] = [
 ];
 
 /// Nodes changed by hand get their lighting recomputed by the engine, as after a game edit.
+///
+/// From version 27 on that is `lighting_complete = 0`: the engine relights every face of the
+/// block (`voxalgo::update_block_border_lighting`). Blocks before 27 have no
+/// `lighting_complete` (the engine's `MapBlock::deSerialize` reads it only `if (version >= 27)`
+/// and takes 0xFFFF otherwise); the engines that wrote them kept "light needs updating" in the
+/// flags instead — `if (m_lighting_expired) flags |= 0x04;` in `MapBlock::serialize`
+/// (luanti-org/luanti `src/mapblock.cpp` before f17c9c45, which introduced version 27; the
+/// bit is `lighting_expired` in `doc/world_format.md`). So those get that flag, and their
+/// version and format stay as they were.
 fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock) -> Result<()> {
     let before = (block.names.clone(), block.content.clone());
     views::parse_nodes(text, block)?;
     if before.0 != block.names || before.1 != block.content {
-        block.lighting_complete = 0;
+        if block.version >= 27 {
+            block.lighting_complete = 0;
+        } else {
+            block.flags |= LIGHTING_EXPIRED;
+        }
     }
     Ok(())
 }
+
+/// The flags bit "lighting expired" of blocks before version 27.
+const LIGHTING_EXPIRED: u8 = 0x04;
 
 /// The files hidden from the top level because the tree shows them decoded.
 fn hidden_world_file(name: &str) -> bool {

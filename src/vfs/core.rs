@@ -593,7 +593,7 @@ impl Vfs {
                     unsaved: true,
                 };
                 overlay.insert(path.to_vec(), o);
-                Err(e)
+                Err(e.logged())
             }
         }
     }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::luanti::players::player::check_name;
 
 /// One player's authentication data.
@@ -54,7 +54,10 @@ fn check_privilege(privilege: &str) -> std::result::Result<(), String> {
         .chars()
         .find(|&c| c == ',' || c == ':' || c.is_whitespace() || c.is_control())
     {
-        return Err(format!("character {c:?} in privilege {privilege:?}"));
+        return Err(format!(
+            "character {c:?} in privilege {:?}",
+            excerpt(privilege)
+        ));
     }
     Ok(())
 }
@@ -131,7 +134,7 @@ pub fn parse_auth_line(line: &str, number: usize) -> Result<AuthEntry> {
                 return Err(Error::at(
                     number,
                     col,
-                    format!("privilege {privilege:?} appears twice"),
+                    format!("privilege {:?} appears twice", excerpt(privilege)),
                 ));
             }
             privs.push(privilege.to_string());
@@ -144,7 +147,7 @@ pub fn parse_auth_line(line: &str, number: usize) -> Result<AuthEntry> {
             Error::at(
                 number,
                 privileges_col + privileges.len() + 1,
-                format!("last_login {text:?} is not a whole number"),
+                format!("last_login {:?} is not a whole number", excerpt(text)),
             )
         })?,
     };

@@ -17,7 +17,7 @@
 //! (`NodeItem`, `CraftItem`, `ToolItem`, `MaterialItem`…) are not converted: they fail to
 //! parse instead of being misread.
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::luanti::block::{Inventory, InventoryList, ItemStack};
 
 /// The most slots (sum of list sizes) one inventory may declare. A chest has 32, a player
@@ -175,7 +175,7 @@ fn read_list(
             return Err(Error::at(
                 header_line,
                 1,
-                format!("list {name:?} has no EndInventoryList"),
+                format!("list {:?} has no EndInventoryList", excerpt(&name)),
             ));
         };
         let (keyword, rest) = split_keyword(line);
@@ -202,7 +202,7 @@ fn read_list(
                     return Err(Error::at(
                         n,
                         1,
-                        format!("too many items: list {name:?} has {size} slots"),
+                        format!("too many items: list {:?} has {size} slots", excerpt(&name)),
                     ));
                 }
                 let item = if keyword == b"Empty" {
@@ -223,7 +223,10 @@ fn read_list(
                 return Err(Error::at(
                     n,
                     1,
-                    format!("list {name:?} has no EndInventoryList before this line"),
+                    format!(
+                        "list {:?} has no EndInventoryList before this line",
+                        excerpt(&name)
+                    ),
                 ))
             }
             _ => {
@@ -231,8 +234,9 @@ fn read_list(
                     n,
                     1,
                     format!(
-                        "unknown keyword {:?} in list {name:?} (expected Item, Empty, Width or EndInventoryList)",
-                        String::from_utf8_lossy(keyword)
+                        "unknown keyword {:?} in list {:?} (expected Item, Empty, Width or EndInventoryList)",
+                        excerpt(&String::from_utf8_lossy(keyword)),
+                        excerpt(&name)
                     ),
                 ))
             }

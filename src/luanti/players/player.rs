@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::luanti::block::Inventory;
 use crate::luanti::codec::inventory::{check_inventory, parse_inventory, serialize_inventory};
 use crate::luanti::players::settings::{self, Entry, Mode, Value};
@@ -181,7 +181,7 @@ fn apply_key(
         "version" => {
             value
                 .parse::<i32>()
-                .map_err(|_| at(format!("version: {value:?} is not an integer")))?;
+                .map_err(|_| at(format!("version: {:?} is not an integer", excerpt(value))))?;
         }
         "extended_attributes" => {
             player.metadata = parse_metadata(value, entry.line, strictness)?;
@@ -193,7 +193,8 @@ fn apply_key(
             };
             if !kept {
                 return Err(at(format!(
-                    "unknown key {key:?} (known: {})",
+                    "unknown key {:?} (known: {})",
+                    excerpt(key),
                     KNOWN_KEYS.join(", ")
                 )));
             }
@@ -220,14 +221,14 @@ pub fn check_name(name: &str) -> std::result::Result<(), String> {
 fn parse_u16(value: &str) -> std::result::Result<u16, String> {
     value
         .parse::<u16>()
-        .map_err(|_| format!("{value:?} is not a whole number from 0 to 65535"))
+        .map_err(|_| format!("{:?} is not a whole number from 0 to 65535", excerpt(value)))
 }
 
 fn parse_f32(value: &str) -> std::result::Result<f32, String> {
     let trimmed = settings::trim(value);
     match trimmed.parse::<f32>() {
         Ok(v) if v.is_finite() => Ok(v),
-        _ => Err(format!("{value:?} is not a finite number")),
+        _ => Err(format!("{:?} is not a finite number", excerpt(value))),
     }
 }
 
@@ -235,10 +236,13 @@ fn parse_v3f(value: &str) -> std::result::Result<[f32; 3], String> {
     let inner = value
         .strip_prefix('(')
         .and_then(|v| v.strip_suffix(')'))
-        .ok_or_else(|| format!("{value:?} is not of the form (x,y,z)"))?;
+        .ok_or_else(|| format!("{:?} is not of the form (x,y,z)", excerpt(value)))?;
     let parts: Vec<&str> = inner.split(',').collect();
     let [x, y, z] = parts.as_slice() else {
-        return Err(format!("{value:?} does not have three coordinates"));
+        return Err(format!(
+            "{:?} does not have three coordinates",
+            excerpt(value)
+        ));
     };
     Ok([parse_f32(x)?, parse_f32(y)?, parse_f32(z)?])
 }

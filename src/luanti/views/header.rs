@@ -10,12 +10,18 @@
 //! timestamp = undefined      # game time in seconds of the last save; undefined = 0xffffffff
 //! ```
 //!
+//! `lighting_complete` exists from version 27 on (world_format: "Added in version 27"; the
+//! engine reads it only then and takes 0xffff for older blocks). Blocks before 27 show no
+//! such line; their "light needs updating" is `lighting_expired`. Reading one accepts
+//! `lighting_complete = 0xffff` (what older worldfs versions showed) and rejects any other
+//! value with its line.
+//!
 //! Flag bits 0x10–0x80 have no meaning in the engine; when a block has any, they are shown as
-//! `other_flags = 0x..` (absent means 0). Reading takes every key but `other_flags` exactly
-//! once, in any order; booleans are `true`/`false` (also `yes`/`no`, `1`/`0`); numbers are
+//! `other_flags = 0x..` (absent means 0). Reading takes every key but `other_flags` (and
+//! `lighting_complete` before version 27) exactly once, in any order; booleans are `true`/`false` (also `yes`/`no`, `1`/`0`); numbers are
 //! decimal or `0x` hexadecimal; `#` starts a comment.
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::luanti::block::MapBlock;
 use crate::luanti::views::text::{key_value, lines, parse_int, Cursor};
 
@@ -47,6 +53,9 @@ const FLAGS: [(&str, u8, bool, &str); 4] = [
     ),
 ];
 
+/// The first version with a `lighting_complete` field.
+const LIGHTING_COMPLETE_SINCE: u8 = 27;
+
 /// The bits of `flags` not named in [`FLAGS`].
 const OTHER_FLAGS: u8 = 0xf0;
 
@@ -64,10 +73,12 @@ pub fn render_header(block: &MapBlock) -> Vec<u8> {
             "flags 0x10-0x80: not used by the engine",
         ));
     }
-    lines.push((
-        format!("lighting_complete = {:#06x}", block.lighting_complete),
-        "one bit per face and light bank; 0xffff = complete",
-    ));
+    if block.version >= LIGHTING_COMPLETE_SINCE {
+        lines.push((
+            format!("lighting_complete = {:#06x}", block.lighting_complete),
+            "one bit per face and light bank; 0xffff = complete",
+        ));
+    }
     let timestamp = if block.timestamp == u32::MAX {
         "undefined".to_string()
     } else {
@@ -125,7 +136,7 @@ pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
             }
             "lighting_complete" => {
                 let v = value.int("lighting_complete", 0, 0xffff)? as u16;
-                if lighting_complete.replace(v).is_some() {
+                if lighting_complete.replace((v, line.number)).is_some() {
                     return Err(duplicate());
                 }
             }
@@ -150,7 +161,8 @@ pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
             _ => {
                 let Some(i) = FLAGS.iter().position(|f| f.0 == key) else {
                     return Err(line.error(format!(
-                        "unknown key `{key}` (expected version, {}, lighting_complete, timestamp)",
+                        "unknown key `{}` (expected version, {}, lighting_complete, timestamp)",
+                        excerpt(key),
                         FLAGS.map(|f| f.0).join(", ")
                     )));
                 };
@@ -170,9 +182,27 @@ pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
             bits |= bit;
         }
     }
+    block.lighting_complete = if version >= LIGHTING_COMPLETE_SINCE {
+        lighting_complete
+            .map(|(v, _)| v)
+            .ok_or_else(|| missing("lighting_complete"))?
+    } else {
+        match lighting_complete {
+            None | Some((0xffff, _)) => 0xffff,
+            Some((v, line)) => {
+                return Err(Error::at(
+                    line,
+                    1,
+                    format!(
+                        "lighting_complete = {v:#06x}: blocks before version 27 have no \
+                         lighting_complete (it is always 0xffff); use lighting_expired"
+                    ),
+                ))
+            }
+        }
+    };
     block.version = version;
     block.flags = bits;
-    block.lighting_complete = lighting_complete.ok_or_else(|| missing("lighting_complete"))?;
     block.timestamp = timestamp.ok_or_else(|| missing("timestamp"))?;
     Ok(())
 }

@@ -16,7 +16,7 @@
 //! and takes exactly 256 rows of 16 values of one or two hexadecimal digits each, separated
 //! by whitespace, either case.
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::luanti::block::{MapBlock, NODE_COUNT};
 use crate::luanti::views::text::lines;
 
@@ -83,7 +83,10 @@ pub fn parse_light(text: &[u8], block: &mut MapBlock) -> Result<()> {
             let value = hex_value(word).ok_or_else(|| {
                 line.error_at(
                     word,
-                    format!("`{word}` is not a light value (two hexadecimal digits, 00 to ff)"),
+                    format!(
+                        "`{}` is not a light value (two hexadecimal digits, 00 to ff)",
+                        excerpt(word)
+                    ),
                 )
             })?;
             if let Some(slot) = param1.get_mut(z * 256 + y * 16 + x) {

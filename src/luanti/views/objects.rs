@@ -36,7 +36,7 @@
 //! block of its rounded position, so real objects lie in -0.5 ≤ p < 15.5 — and the absolute
 //! one must fit the stored 32-bit integers.
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 use crate::luanti::block::{
     BlockPos, LuaEntity, LuaEntityExtra, MapBlock, ObjectData, StaticObject,
 };
@@ -195,7 +195,8 @@ impl<'a> Section<'a> {
         let allowed = if self.lua { LUA_KEYS } else { RAW_KEYS };
         if !allowed.contains(&key) {
             return Err(line.error(format!(
-                "unknown key `{key}` in {} (expected {})",
+                "unknown key `{}` in {} (expected {})",
+                excerpt(key),
                 self.line.content(),
                 allowed.join(", ")
             )));

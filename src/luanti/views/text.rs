@@ -2,7 +2,7 @@
 //! comments, a cursor over one line for numbers and punctuation with column-exact errors,
 //! fixed-point decimals (milliseconds, 1/10,000 node) and quoted byte strings.
 
-use crate::error::{Error, Result};
+use crate::error::{excerpt, Error, Result};
 
 /// One line of a view file (without its line break) and its number from 1.
 #[derive(Clone, Copy)]
@@ -148,7 +148,7 @@ impl<'a> Cursor<'a> {
         if value < min || value > max {
             return Err(self.line.error_at(
                 word,
-                format!("{what} {word} is out of range ({min} to {max})"),
+                format!("{what} {} is out of range ({min} to {max})", excerpt(word)),
             ));
         }
         Ok(value)
@@ -159,14 +159,17 @@ impl<'a> Cursor<'a> {
     pub fn fixed(&mut self, what: &str, decimals: u32, min: i64, max: i64) -> Result<i64> {
         let word = self.word(&[',']);
         let value = parse_fixed(word, decimals).map_err(|why| {
-            self.line
-                .error_at(word, format!("{what}: `{word}` is not a number ({why})"))
+            self.line.error_at(
+                word,
+                format!("{what}: `{}` is not a number ({why})", excerpt(word)),
+            )
         })?;
         if value < min || value > max {
             return Err(self.line.error_at(
                 word,
                 format!(
-                    "{what} {word} is out of range ({} to {})",
+                    "{what} {} is out of range ({} to {})",
+                    excerpt(word),
                     format_fixed(min, decimals),
                     format_fixed(max, decimals)
                 ),
