@@ -12,8 +12,7 @@
 //! byte-identical.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +23,10 @@ use crate::tvda::container::{
     Header, Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID,
     ROOT_MTIME_OFFSET,
 };
-use crate::tvda::replace::replace_file;
+use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic_with};
+
+/// Mode of a disk file worldfs creates (less the umask).
+const NEW_DISK_MODE: u32 = 0o644;
 
 /// A live entry as the index knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,13 +117,16 @@ pub struct Disk {
 }
 
 impl Disk {
-    /// Opens a disk: the header and an index scan of every entry header.
+    /// Opens a disk: the header and an index scan of every entry header. A writable disk is
+    /// never opened through a link, and temporary files of an interrupted rewrite are removed.
     pub fn open(path: &Path, writable: bool) -> Result<Disk> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(path)
-            .map_err(|e| Error::from(e).context(path.display()))?;
+        let file = if writable {
+            let file = open_no_follow(path, true)?;
+            remove_leftovers(path)?;
+            file
+        } else {
+            File::open(path).map_err(|e| Error::from(e).context(path.display()))?
+        };
         let stamp = Stamp::of(&file)?;
         let found = scan(&file, stamp.len).map_err(|e| e.context(path.display()))?;
         if !found.header.marker_ok() {
@@ -531,7 +536,7 @@ fn write_clean(
     header.set_disk_crc(disk_crc(
         std::iter::once(root_crc).chain(parts.iter().map(Part::crc)),
     ));
-    replace_file(path, |out| {
+    write_atomic_with(path, NEW_DISK_MODE, |out| {
         out.write_all(header.bytes())?;
         out.write_all(&root)?;
         let mut buf = vec![0; 1 << 20];

@@ -10,7 +10,7 @@
 //! nothing is written.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -20,7 +20,10 @@ use crate::error::{Error, Result};
 use crate::names::{escape, unescape};
 use crate::tvda::bytes::{read_vec, ReadAt};
 use crate::tvda::container::disk_crc;
-use crate::tvda::replace::replace_file;
+use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic_with};
+
+/// Mode of a disk file worldfs creates (less the umask).
+const NEW_DISK_MODE: u32 = 0o644;
 use crate::tvda::tevd::{
     decode_dir, dir_content, file_content, scan, tevd_entry_crc, Layout, TevdEntryHeader,
     TevdHeader, TevdKind, NAME_LEN,
@@ -119,10 +122,13 @@ fn stamp(file: &File) -> Result<(u64, u64, i64, i64)> {
 impl TevdDisk {
     /// Opens a disk: scans every entry header and reads the directory listings.
     pub fn open(path: &Path, writable: bool) -> Result<TevdDisk> {
-        let file = OpenOptions::new()
-            .read(true)
-            .open(path)
-            .map_err(|e| Error::from(e).context(path.display()))?;
+        let file = if writable {
+            let file = open_no_follow(path, false)?;
+            remove_leftovers(path)?;
+            file
+        } else {
+            File::open(path).map_err(|e| Error::from(e).context(path.display()))?
+        };
         let stamp = stamp(&file)?;
         let found = scan(&file, stamp.0).map_err(|e| e.context(path.display()))?;
         let mut nodes: Vec<Node> = Vec::with_capacity(found.records.len());
@@ -187,7 +193,7 @@ impl TevdDisk {
         let mut bytes = header.bytes().to_vec();
         root.encode(&mut bytes)?;
         bytes.extend_from_slice(&content);
-        replace_file(path, |out| Ok(out.write_all(&bytes)?))?;
+        write_atomic_with(path, NEW_DISK_MODE, |out| Ok(out.write_all(&bytes)?))?;
         TevdDisk::open(path, true)
     }
 
@@ -546,7 +552,7 @@ impl TevdDisk {
             ));
         }
         let (file, nodes, footer) = (&self.file, &self.nodes, &self.footer);
-        replace_file(&self.path, |out| {
+        write_atomic_with(&self.path, NEW_DISK_MODE, |out| {
             out.write_all(header.bytes())?;
             for n in nodes {
                 let copy = |out: &mut dyn Write, off: u64, len: u64| -> Result<()> {
