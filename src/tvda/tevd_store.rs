@@ -8,6 +8,11 @@
 //! ones last; unchanged ones copied byte for byte) and the footer into a temporary file
 //! renamed over the disk, so a crash leaves the old or the new disk; with no staged change
 //! nothing is written.
+//!
+//! A TEVD disk is only ever rewritten whole, so any damage is found before anything is
+//! staged: opening a disk for writing verifies every entry CRC, the disk CRC and that every
+//! ID a directory lists has an entry. A damaged disk (the scan itself refuses bytes that are
+//! not entries) is never written: every change fails with `EROFS` and says why.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -67,6 +72,24 @@ pub struct TevdCheck {
     pub bad_entry_crcs: Vec<i32>,
     /// Whether the header's disk CRC matches the entries.
     pub disk_crc_ok: bool,
+    /// Directory listings naming IDs that have no entry.
+    pub dangling: Vec<String>,
+}
+
+impl TevdCheck {
+    /// Why the disk must not be written, if it must not.
+    pub fn damage(&self) -> Option<String> {
+        if let [id, ..] = self.bad_entry_crcs.as_slice() {
+            return Some(format!(
+                "{} entries fail their CRC (first: {id})",
+                self.bad_entry_crcs.len()
+            ));
+        }
+        if let Some(d) = self.dangling.first() {
+            return Some(d.clone());
+        }
+        (!self.disk_crc_ok).then(|| "the disk CRC does not match the entries".to_string())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -112,6 +135,8 @@ pub struct TevdDisk {
     index: HashMap<i32, usize>,
     pending: bool,
     stamp: (u64, u64, i64, i64),
+    /// Why the disk must not be written (found when it was opened for writing).
+    damage: Option<String>,
 }
 
 fn stamp(file: &File) -> Result<(u64, u64, i64, i64)> {
@@ -158,7 +183,7 @@ impl TevdDisk {
                 }
             }
         }
-        let disk = TevdDisk {
+        let mut disk = TevdDisk {
             path: path.to_path_buf(),
             file,
             writable,
@@ -168,11 +193,21 @@ impl TevdDisk {
             index,
             pending: false,
             stamp,
+            damage: None,
         };
         disk.node(TEVD_ROOT)
             .ok()
             .filter(|n| n.header.kind == TevdKind::Directory)
             .ok_or_else(|| Error::corrupt(format!("{}: no root directory", path.display())))?;
+        if writable {
+            disk.damage = disk.check()?.damage();
+            if let Some(why) = &disk.damage {
+                log::error!(
+                    "{}: damaged ({why}); nothing will be written to it",
+                    path.display()
+                );
+            }
+        }
         Ok(disk)
     }
 
@@ -316,10 +351,21 @@ impl TevdDisk {
         crate::tvda::bytes::Cursor::new(&content).i32()
     }
 
+    /// Why the disk must not be written, when it was opened for writing and is damaged.
+    pub fn damage(&self) -> Option<&str> {
+        self.damage.as_deref()
+    }
+
     fn check_writable(&self) -> Result<()> {
         if !self.writable {
             return Err(Error::read_only(format!(
                 "{} is open read-only",
+                self.path.display()
+            )));
+        }
+        if let Some(why) = &self.damage {
+            return Err(Error::read_only(format!(
+                "{} is damaged ({why}); it is left as it is: run `worldfs check`",
                 self.path.display()
             )));
         }
@@ -591,10 +637,20 @@ impl TevdDisk {
                 bad.push(n.header.id);
             }
         }
+        let mut dangling = Vec::new();
+        for n in &self.nodes {
+            for c in n.children.iter().filter(|c| !self.index.contains_key(c)) {
+                dangling.push(format!(
+                    "directory {} lists entry {c}, which the disk does not hold",
+                    n.header.id
+                ));
+            }
+        }
         Ok(TevdCheck {
             bad_entry_crcs: bad,
             disk_crc_ok: self.header.disk_crc()
                 == disk_crc(self.nodes.iter().map(|n| n.header.crc)),
+            dangling,
         })
     }
 }
