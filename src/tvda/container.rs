@@ -427,6 +427,17 @@ impl Record {
     }
 }
 
+/// A stretch of a disk that is not a sequence of entries and is not a torn last append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// Where the unreadable bytes start.
+    pub offset: u64,
+    /// How many bytes up to the next entry that proves itself by its CRC.
+    pub len: u64,
+    /// Why the bytes at `offset` are not an entry.
+    pub reason: String,
+}
+
 /// The result of scanning a disk.
 #[derive(Debug, Clone)]
 pub struct Scan {
@@ -434,15 +445,100 @@ pub struct Scan {
     pub header: Header,
     /// Every complete entry in file order, discarded ones included.
     pub records: Vec<Record>,
-    /// End of the last complete entry; bytes after it (a torn append) are ignored.
+    /// Where an append goes: the end of the last entry, before a torn tail.
     pub end: u64,
+    /// Damaged stretches (entries after one are still found); empty on a sound disk.
+    pub damage: Vec<Damage>,
+}
+
+/// Why the bytes at `pos` of a `len`-byte disk are not a complete entry, or the entry.
+fn record_at(
+    src: &(impl ReadAt + ?Sized),
+    pos: u64,
+    len: u64,
+) -> Result<std::result::Result<Record, String>> {
+    let avail = (len - pos).min(42) as usize;
+    if avail < ENTRY_HEADER_LEN as usize {
+        return Ok(Err(format!(
+            "{avail} bytes are too short for an entry header"
+        )));
+    }
+    let mut buf = [0u8; 42];
+    let chunk = buf.get_mut(..avail).unwrap_or_default();
+    src.read_exact_at(chunk, pos)?;
+    let entry = EntryHeader::decode(chunk)?;
+    let Some(kind) = entry.kind() else {
+        return Ok(Err(format!("unknown entry type {:#04x}", entry.type_byte)));
+    };
+    let mut size = Cursor::new(chunk.get(ENTRY_HEADER_LEN as usize..).unwrap_or(&[]));
+    let content_len = match kind {
+        EntryKind::File => size.u48().map(|n| 6 + n),
+        EntryKind::Directory => size.u32().map(|n| 4 + 8 * u64::from(n)),
+        EntryKind::Symlink => Ok(8),
+    };
+    let Ok(content_len) = content_len else {
+        return Ok(Err("the size field is cut off".into()));
+    };
+    let record = Record {
+        offset: pos,
+        header: entry,
+        kind,
+        content_len,
+    };
+    if record.end() > len {
+        return Ok(Err(format!(
+            "entry {} claims {content_len} bytes, past the end of the disk",
+            entry.id
+        )));
+    }
+    Ok(Ok(record))
+}
+
+/// Whether `record`'s stored CRC matches its content.
+fn crc_ok(src: &(impl ReadAt + ?Sized), record: &Record) -> Result<bool> {
+    let body =
+        crate::tvda::bytes::read_vec(src, record.offset + ENTRY_HEADER_LEN, record.content_len)?;
+    Ok(entry_crc(&body) == record.header.crc)
+}
+
+/// The first offset in `from..len` where an entry starts whose CRC matches its content:
+/// where reading resumes after damage. Nothing there means the bytes before are a torn tail.
+fn next_sound_entry(src: &(impl ReadAt + ?Sized), from: u64, len: u64) -> Result<Option<u64>> {
+    const BLOCK: u64 = 1 << 20;
+    let mut start = from;
+    while start + ENTRY_HEADER_LEN <= len {
+        let block_len = (len - start).min(BLOCK + 17);
+        let block = crate::tvda::bytes::read_vec(src, start, block_len)?;
+        let last = (block_len.saturating_sub(16)).min(BLOCK);
+        for i in 0..last {
+            let plausible = block
+                .get(i as usize + 16)
+                .is_some_and(|&t| EntryKind::from_type(t).is_some());
+            if !plausible {
+                continue;
+            }
+            let pos = start + i;
+            if let Ok(record) = record_at(src, pos, len)? {
+                if crc_ok(src, &record)? {
+                    return Ok(Some(pos));
+                }
+            }
+        }
+        start += last.max(1);
+    }
+    Ok(None)
 }
 
 /// Scans a disk image of `len` bytes: the header, then every entry header from offset 300.
 ///
-/// A truncated entry, an unknown type byte, or a final entry whose CRC does not match its
-/// content ends the scan: that tail is what an interrupted append leaves behind, and the
-/// entries before it are the disk's state (tvda.md §3.1 "stop gracefully").
+/// Bytes that are not an entry (an unknown type, a size past the end, a header cut off)
+/// are either a torn last append, which the next append may cut off, or damage. They are a
+/// torn append only when no entry follows them: the scan looks for the next offset where
+/// an entry's CRC matches its content, and when there is one the stretch before it is
+/// damage, reported, and reading resumes there, so no entry after the damage is lost. A
+/// final entry whose CRC does not match is a torn append too (its header landed, not all
+/// of its content). Only entry headers are read on a sound disk; payloads are read only to
+/// tell damage from a torn tail.
 pub fn scan(src: &(impl ReadAt + ?Sized), len: u64) -> Result<Scan> {
     let mut head = [0; HEADER_LEN];
     if len < HEADER_LEN as u64 {
@@ -450,68 +546,58 @@ pub fn scan(src: &(impl ReadAt + ?Sized), len: u64) -> Result<Scan> {
     }
     src.read_exact_at(&mut head, 0)?;
     let header = Header::parse(&head)?;
-    let mut records = Vec::new();
+    let mut records: Vec<Record> = Vec::new();
+    let mut damage = Vec::new();
     let mut pos = HEADER_LEN as u64;
-    let mut buf = [0u8; 42];
+    let mut tail = None;
     while pos < len {
-        let avail = (len - pos).min(42) as usize;
-        if avail < ENTRY_HEADER_LEN as usize {
-            break;
-        }
-        let Some(chunk) = buf.get_mut(..avail) else {
-            break;
-        };
-        src.read_exact_at(chunk, pos)?;
-        let entry = EntryHeader::decode(chunk)?;
-        let Some(kind) = entry.kind() else {
-            break;
-        };
-        let mut size = Cursor::new(chunk.get(ENTRY_HEADER_LEN as usize..).unwrap_or(&[]));
-        let content_len = match kind {
-            EntryKind::File => match size.u48() {
-                Ok(n) => 6 + n,
-                Err(_) => break,
+        match record_at(src, pos, len)? {
+            Ok(record) => {
+                pos = record.end();
+                records.push(record);
+            }
+            Err(reason) => match next_sound_entry(src, pos + 1, len)? {
+                Some(next) => {
+                    damage.push(Damage {
+                        offset: pos,
+                        len: next - pos,
+                        reason,
+                    });
+                    pos = next;
+                }
+                None => {
+                    tail = Some(pos);
+                    break;
+                }
             },
-            EntryKind::Directory => match size.u32() {
-                Ok(n) => 4 + 8 * u64::from(n),
-                Err(_) => break,
-            },
-            EntryKind::Symlink => 8,
-        };
-        let record = Record {
-            offset: pos,
-            header: entry,
-            kind,
-            content_len,
-        };
-        if record.end() > len {
-            break;
         }
-        pos = record.end();
-        records.push(record);
     }
+    let mut end = tail.unwrap_or(pos);
     if let Some(last) = records.last().copied() {
-        if !last.header.discarded() {
-            let body = crate::tvda::bytes::read_vec(
-                src,
-                last.offset + ENTRY_HEADER_LEN,
-                last.content_len,
-            )?;
-            if entry_crc(&body) != last.header.crc {
-                log::warn!(
-                    "TVDA: final entry {} at offset {} fails its CRC; treating it as a torn append",
-                    last.header.id,
-                    last.offset
-                );
-                records.pop();
-                pos = last.offset;
+        if last.end() == end && !last.header.discarded() && !crc_ok(src, &last)? {
+            match next_sound_entry(src, last.offset + 1, len)? {
+                None => {
+                    log::warn!(
+                        "TVDA: final entry {} at offset {} fails its CRC; treating it as a torn append",
+                        last.header.id,
+                        last.offset
+                    );
+                    records.pop();
+                    end = last.offset;
+                }
+                Some(next) => damage.push(Damage {
+                    offset: last.offset,
+                    len: next - last.offset,
+                    reason: format!("entry {} fails its CRC", last.header.id),
+                }),
             }
         }
     }
     Ok(Scan {
         header,
         records,
-        end: pos,
+        end,
+        damage,
     })
 }
 

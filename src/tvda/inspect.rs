@@ -4,7 +4,8 @@
 //! `check` reads every live entry: its CRC, and for the entries the mount decodes, that
 //! they decode (JSON parses, images gunzip, chunks decode and re-encode to the same tiles).
 //! A stale disk CRC or root listing is normal after a game quicksave and is reported
-//! without failing; a broken entry fails the check.
+//! without failing; a broken entry, damage (bytes that are not entries, a root listing
+//! naming entries the disk does not hold) and a torn last append fail the check.
 
 use std::io::Write;
 use std::path::Path;
@@ -90,6 +91,15 @@ pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
                 w(format!("chunks: {chunks}"))?;
             }
             w(format!("dead bytes: {}", disk.dead_bytes()))?;
+            if !disk.damage().is_empty() {
+                w(format!(
+                    "damage: {} (mounted read-only; see `worldfs check`)",
+                    disk.damage().join("; ")
+                ))?;
+            }
+            if let Some((offset, len)) = disk.torn_tail() {
+                w(format!("torn append: {len} bytes at offset {offset}"))?;
+            }
             w(entry_crcs_line(report.bad_entry_crcs.len()))?;
             w(format!(
                 "disk CRC: {}",
@@ -219,6 +229,26 @@ fn check_tvda(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
     }
     bar.finish_and_clear();
     let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(out_err);
+    for d in &report.damage {
+        broken += 1;
+        w(out, format!("damage: {d}"))?;
+    }
+    if !report.damage.is_empty() {
+        w(
+            out,
+            "note: a mount of this disk is read-only and commits are refused until it is repaired"
+                .into(),
+        )?;
+    }
+    if let Some((offset, len)) = report.torn_tail {
+        broken += 1;
+        w(
+            out,
+            format!(
+                "broken: a torn append of {len} bytes at offset {offset} (an interrupted save; the disk reads as before it, and the next save cuts it off)"
+            ),
+        )?;
+    }
     if !report.disk_crc_ok {
         w(
             out,
@@ -284,6 +314,10 @@ fn check_tevd(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    for d in &report.dangling {
+        broken += 1;
+        writeln!(out, "damage: {d}").map_err(out_err)?;
+    }
     if !report.disk_crc_ok {
         broken += 1;
         writeln!(out, "broken: the disk CRC does not match the entries").map_err(out_err)?;

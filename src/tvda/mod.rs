@@ -23,7 +23,6 @@ pub mod inventory;
 pub mod json_view;
 pub mod lock;
 pub mod names;
-mod replace;
 pub mod store;
 pub mod tevd;
 pub mod tevd_store;

@@ -10,10 +10,16 @@
 //! way a full save does (root first, no dead entries) into a temporary file renamed over the
 //! original. Nothing is written unless something changed, so an unmodified disk stays
 //! byte-identical.
+//!
+//! A damaged disk is never written. The scan tells a torn last append (cut off by the next
+//! append) from damage inside the disk (bytes that are not entries with sound entries after
+//! them); a root listing naming an entry the disk does not hold at all is damage too (the
+//! game only ever sets discard bits, so every ID it listed keeps a record). Both are known at
+//! open. Entry CRCs are verified once, before the first commit, by reading every entry. On
+//! any damage a commit or compaction fails with `EROFS` and says why, leaving every byte.
 
 use std::collections::BTreeMap;
-use std::fs::{File, OpenOptions};
-use std::io::Write;
+use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
@@ -24,7 +30,10 @@ use crate::tvda::container::{
     Header, Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID,
     ROOT_MTIME_OFFSET,
 };
-use crate::tvda::replace::replace_file;
+use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic_with};
+
+/// Mode of a disk file worldfs creates (less the umask).
+const NEW_DISK_MODE: u32 = 0o644;
 
 /// A live entry as the index knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +78,11 @@ pub enum Change {
 pub struct CheckReport {
     /// Live entries whose stored CRC does not match their content.
     pub bad_entry_crcs: Vec<i64>,
+    /// Damage other than live entries' CRCs: unreadable stretches, a root listing naming
+    /// entries the disk does not hold, discarded or shadowed entries failing their CRC.
+    pub damage: Vec<String>,
+    /// A torn last append: its offset and length.
+    pub torn_tail: Option<(u64, u64)>,
     /// Whether the header's disk CRC matches the live entries.
     pub disk_crc_ok: bool,
     /// Whether the root listing differs from the live entries (normal after quicksaves).
@@ -112,22 +126,39 @@ pub struct Disk {
     live: BTreeMap<i64, usize>,
     end: u64,
     stamp: Stamp,
+    /// Damage found by the scan and in the root listing.
+    damage: Vec<String>,
+    /// Whether every entry's CRC is known to match (checked before the first commit).
+    crcs_verified: bool,
 }
 
 impl Disk {
-    /// Opens a disk: the header and an index scan of every entry header.
+    /// Opens a disk: the header and an index scan of every entry header. A writable disk is
+    /// never opened through a link, and temporary files of an interrupted rewrite are removed.
     pub fn open(path: &Path, writable: bool) -> Result<Disk> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(path)
-            .map_err(|e| Error::from(e).context(path.display()))?;
+        let file = if writable {
+            let file = open_no_follow(path, true)?;
+            remove_leftovers(path)?;
+            file
+        } else {
+            File::open(path).map_err(|e| Error::from(e).context(path.display()))?
+        };
         let stamp = Stamp::of(&file)?;
         let found = scan(&file, stamp.len).map_err(|e| e.context(path.display()))?;
         if !found.header.marker_ok() {
             log::warn!("{}: byte 47 is not the 0xFE marker", path.display());
         }
-        Ok(Disk {
+        let damage = found
+            .damage
+            .iter()
+            .map(|d| {
+                format!(
+                    "{} bytes at offset {} are not an entry ({})",
+                    d.len, d.offset, d.reason
+                )
+            })
+            .collect();
+        let mut disk = Disk {
             path: path.to_path_buf(),
             live: live_index(&found.records),
             file,
@@ -136,7 +167,71 @@ impl Disk {
             records: found.records,
             end: found.end,
             stamp,
+            damage,
+            crcs_verified: false,
+        };
+        let listing = disk.listing_damage()?;
+        disk.damage.extend(listing);
+        Ok(disk)
+    }
+
+    /// Damage the root listing shows: no live root, or listed IDs that have no record.
+    fn listing_damage(&self) -> Result<Vec<String>> {
+        let listed = match self.entry(ROOT_ID).map(|e| e.kind) {
+            Some(EntryKind::Directory) => match self.read_content(ROOT_ID)? {
+                Content::Directory(ids) => ids,
+                _ => Vec::new(),
+            },
+            _ => return Ok(vec!["the disk has no live root directory (entry 0)".into()]),
+        };
+        let held: std::collections::HashSet<i64> =
+            self.records.iter().map(|r| r.header.id).collect();
+        let missing: Vec<i64> = listed.into_iter().filter(|id| !held.contains(id)).collect();
+        Ok(match missing.as_slice() {
+            [] => Vec::new(),
+            [id] => vec![format!(
+                "the root lists entry {id}, which the disk does not hold"
+            )],
+            [id, ..] => vec![format!(
+                "the root lists {} entries the disk does not hold (first: {id})",
+                missing.len()
+            )],
         })
+    }
+
+    /// What makes the disk unsafe to write, as found so far (empty on a sound disk): the
+    /// scan's and the root listing's findings, and after a commit was tried, bad CRCs.
+    pub fn damage(&self) -> &[String] {
+        &self.damage
+    }
+
+    /// A torn last append (offset, length): bytes the next commit cuts off.
+    pub fn torn_tail(&self) -> Option<(u64, u64)> {
+        (self.stamp.len > self.end && self.damage.is_empty())
+            .then(|| (self.end, self.stamp.len - self.end))
+    }
+
+    /// Fails with `EROFS` and the reason when the disk is damaged; the first call reads
+    /// every entry to verify its CRC.
+    fn refuse_if_damaged(&mut self) -> Result<()> {
+        if !self.crcs_verified && self.damage.is_empty() {
+            let report = self.check()?;
+            self.damage.extend(report.damage);
+            if let [id, ..] = report.bad_entry_crcs.as_slice() {
+                self.damage.push(format!(
+                    "{} entries fail their CRC (first: {id})",
+                    report.bad_entry_crcs.len()
+                ));
+            }
+            self.crcs_verified = true;
+        }
+        match self.damage.first() {
+            None => Ok(()),
+            Some(why) => Err(Error::read_only(format!(
+                "{} is damaged ({why}); it is left as it is: run `worldfs check` and repair it from a backup",
+                self.path.display()
+            ))),
+        }
     }
 
     /// Writes a new, clean disk at `path` (root first, then `entries` in order) and opens it.
@@ -240,15 +335,26 @@ impl Disk {
         self.stamp.len.saturating_sub(HEADER_LEN as u64 + live)
     }
 
-    /// Verifies every live entry's CRC, the disk CRC and the root listing.
+    /// Verifies every entry's CRC (live and dead), the disk CRC and the root listing.
     pub fn check(&self) -> Result<CheckReport> {
         let mut bad = Vec::new();
-        for r in self.live.values().filter_map(|&i| self.records.get(i)) {
+        let mut damage = self.damage.clone();
+        let live: std::collections::HashSet<usize> = self.live.values().copied().collect();
+        for (i, r) in self.records.iter().enumerate() {
             let body = read_vec(&self.file, r.offset + ENTRY_HEADER_LEN, r.content_len)?;
-            if entry_crc(&body) != r.header.crc {
+            if entry_crc(&body) == r.header.crc {
+                continue;
+            }
+            if live.contains(&i) {
                 bad.push(r.header.id);
+            } else {
+                damage.push(format!(
+                    "the discarded or replaced entry {} at offset {} fails its CRC",
+                    r.header.id, r.offset
+                ));
             }
         }
+        bad.sort_unstable();
         let listed = match self.read_content(ROOT_ID) {
             Ok(Content::Directory(mut ids)) => {
                 ids.sort_unstable();
@@ -264,6 +370,8 @@ impl Disk {
             .collect();
         Ok(CheckReport {
             bad_entry_crcs: bad,
+            damage,
+            torn_tail: self.torn_tail(),
             disk_crc_ok: self.header.disk_crc() == self.live_disk_crc(),
             root_listing_stale: listed.as_ref() != Some(&actual),
             dead_bytes: self.dead_bytes(),
@@ -337,6 +445,7 @@ impl Disk {
                 format!("{} changed on disk since it was read", self.path.display()),
             ));
         }
+        self.refuse_if_damaged()?;
         match effective.into_iter().collect::<Vec<_>>().as_slice() {
             [(id, data)] => self.append(*id, *data, now),
             many => self.rewrite(many, now, now),
@@ -360,6 +469,7 @@ impl Disk {
                 self.path.display()
             )));
         }
+        self.refuse_if_damaged()?;
         let root_mtime = self.entry(ROOT_ID).map(|r| r.mtime).unwrap_or(0);
         self.rewrite(&[], root_mtime, root_mtime)
             .map_err(|e| e.context(self.path.display()))
@@ -481,7 +591,10 @@ impl Disk {
             &parts,
             Some(file),
         )?;
-        self.reload()
+        self.reload()?;
+        // Written here from verified entries: no need to read them all again.
+        self.crcs_verified = true;
+        Ok(())
     }
 }
 
@@ -531,7 +644,7 @@ fn write_clean(
     header.set_disk_crc(disk_crc(
         std::iter::once(root_crc).chain(parts.iter().map(Part::crc)),
     ));
-    replace_file(path, |out| {
+    write_atomic_with(path, NEW_DISK_MODE, |out| {
         out.write_all(header.bytes())?;
         out.write_all(&root)?;
         let mut buf = vec![0; 1 << 20];

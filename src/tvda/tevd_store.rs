@@ -8,9 +8,14 @@
 //! ones last; unchanged ones copied byte for byte) and the footer into a temporary file
 //! renamed over the disk, so a crash leaves the old or the new disk; with no staged change
 //! nothing is written.
+//!
+//! A TEVD disk is only ever rewritten whole, so any damage is found before anything is
+//! staged: opening a disk for writing verifies every entry CRC, the disk CRC and that every
+//! ID a directory lists has an entry. A damaged disk (the scan itself refuses bytes that are
+//! not entries) is never written: every change fails with `EROFS` and says why.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
@@ -20,7 +25,10 @@ use crate::error::{Error, Result};
 use crate::names::{escape, unescape};
 use crate::tvda::bytes::{read_vec, ReadAt};
 use crate::tvda::container::disk_crc;
-use crate::tvda::replace::replace_file;
+use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic_with};
+
+/// Mode of a disk file worldfs creates (less the umask).
+const NEW_DISK_MODE: u32 = 0o644;
 use crate::tvda::tevd::{
     decode_dir, dir_content, file_content, scan, tevd_entry_crc, Layout, TevdEntryHeader,
     TevdHeader, TevdKind, NAME_LEN,
@@ -64,6 +72,24 @@ pub struct TevdCheck {
     pub bad_entry_crcs: Vec<i32>,
     /// Whether the header's disk CRC matches the entries.
     pub disk_crc_ok: bool,
+    /// Directory listings naming IDs that have no entry.
+    pub dangling: Vec<String>,
+}
+
+impl TevdCheck {
+    /// Why the disk must not be written, if it must not.
+    pub fn damage(&self) -> Option<String> {
+        if let [id, ..] = self.bad_entry_crcs.as_slice() {
+            return Some(format!(
+                "{} entries fail their CRC (first: {id})",
+                self.bad_entry_crcs.len()
+            ));
+        }
+        if let Some(d) = self.dangling.first() {
+            return Some(d.clone());
+        }
+        (!self.disk_crc_ok).then(|| "the disk CRC does not match the entries".to_string())
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +135,8 @@ pub struct TevdDisk {
     index: HashMap<i32, usize>,
     pending: bool,
     stamp: (u64, u64, i64, i64),
+    /// Why the disk must not be written (found when it was opened for writing).
+    damage: Option<String>,
 }
 
 fn stamp(file: &File) -> Result<(u64, u64, i64, i64)> {
@@ -119,10 +147,13 @@ fn stamp(file: &File) -> Result<(u64, u64, i64, i64)> {
 impl TevdDisk {
     /// Opens a disk: scans every entry header and reads the directory listings.
     pub fn open(path: &Path, writable: bool) -> Result<TevdDisk> {
-        let file = OpenOptions::new()
-            .read(true)
-            .open(path)
-            .map_err(|e| Error::from(e).context(path.display()))?;
+        let file = if writable {
+            let file = open_no_follow(path, false)?;
+            remove_leftovers(path)?;
+            file
+        } else {
+            File::open(path).map_err(|e| Error::from(e).context(path.display()))?
+        };
         let stamp = stamp(&file)?;
         let found = scan(&file, stamp.0).map_err(|e| e.context(path.display()))?;
         let mut nodes: Vec<Node> = Vec::with_capacity(found.records.len());
@@ -152,7 +183,7 @@ impl TevdDisk {
                 }
             }
         }
-        let disk = TevdDisk {
+        let mut disk = TevdDisk {
             path: path.to_path_buf(),
             file,
             writable,
@@ -162,11 +193,21 @@ impl TevdDisk {
             index,
             pending: false,
             stamp,
+            damage: None,
         };
         disk.node(TEVD_ROOT)
             .ok()
             .filter(|n| n.header.kind == TevdKind::Directory)
             .ok_or_else(|| Error::corrupt(format!("{}: no root directory", path.display())))?;
+        if writable {
+            disk.damage = disk.check()?.damage();
+            if let Some(why) = &disk.damage {
+                log::error!(
+                    "{}: damaged ({why}); nothing will be written to it",
+                    path.display()
+                );
+            }
+        }
         Ok(disk)
     }
 
@@ -187,7 +228,7 @@ impl TevdDisk {
         let mut bytes = header.bytes().to_vec();
         root.encode(&mut bytes)?;
         bytes.extend_from_slice(&content);
-        replace_file(path, |out| Ok(out.write_all(&bytes)?))?;
+        write_atomic_with(path, NEW_DISK_MODE, |out| Ok(out.write_all(&bytes)?))?;
         TevdDisk::open(path, true)
     }
 
@@ -310,10 +351,21 @@ impl TevdDisk {
         crate::tvda::bytes::Cursor::new(&content).i32()
     }
 
+    /// Why the disk must not be written, when it was opened for writing and is damaged.
+    pub fn damage(&self) -> Option<&str> {
+        self.damage.as_deref()
+    }
+
     fn check_writable(&self) -> Result<()> {
         if !self.writable {
             return Err(Error::read_only(format!(
                 "{} is open read-only",
+                self.path.display()
+            )));
+        }
+        if let Some(why) = &self.damage {
+            return Err(Error::read_only(format!(
+                "{} is damaged ({why}); it is left as it is: run `worldfs check`",
                 self.path.display()
             )));
         }
@@ -546,7 +598,7 @@ impl TevdDisk {
             ));
         }
         let (file, nodes, footer) = (&self.file, &self.nodes, &self.footer);
-        replace_file(&self.path, |out| {
+        write_atomic_with(&self.path, NEW_DISK_MODE, |out| {
             out.write_all(header.bytes())?;
             for n in nodes {
                 let copy = |out: &mut dyn Write, off: u64, len: u64| -> Result<()> {
@@ -585,10 +637,20 @@ impl TevdDisk {
                 bad.push(n.header.id);
             }
         }
+        let mut dangling = Vec::new();
+        for n in &self.nodes {
+            for c in n.children.iter().filter(|c| !self.index.contains_key(c)) {
+                dangling.push(format!(
+                    "directory {} lists entry {c}, which the disk does not hold",
+                    n.header.id
+                ));
+            }
+        }
         Ok(TevdCheck {
             bad_entry_crcs: bad,
             disk_crc_ok: self.header.disk_crc()
                 == disk_crc(self.nodes.iter().map(|n| n.header.crc)),
+            dangling,
         })
     }
 }

@@ -58,12 +58,15 @@ fn split(path: &TreePath) -> Result<(&TreePath, &str)> {
 }
 
 impl TevdTree {
-    /// Opens the disk at `path` (reads the entry headers and directory listings).
+    /// Opens the disk at `path` (reads the entry headers and directory listings); a damaged
+    /// disk is shown read-only.
     pub fn open(path: &Path, read_only: bool) -> Result<TevdTree> {
+        let disk = TevdDisk::open(path, !read_only)?;
+        let damaged = disk.damage().is_some();
         Ok(TevdTree {
-            disk: Mutex::new(TevdDisk::open(path, !read_only)?),
-            mtimes: Mtimes::open(path, read_only),
-            read_only,
+            disk: Mutex::new(disk),
+            mtimes: Mtimes::open(path, read_only || damaged),
+            read_only: read_only || damaged,
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
         })
     }

@@ -18,6 +18,7 @@
 //! shared lock on the disk so `worldfs compact` refuses to run beside it.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -107,7 +108,8 @@ pub struct TvdaTree {
     /// renders each file once.
     sizes: Cache<(i64, View), u64>,
     mtimes: Mtimes,
-    read_only: bool,
+    /// Set at open on a read-only mount or a damaged disk, and when a commit finds damage.
+    read_only: AtomicBool,
     changes: Throttle,
 }
 
@@ -147,6 +149,14 @@ impl TvdaTree {
     pub fn open(path: &Path, options: &Options) -> Result<TvdaTree> {
         let lock = DiskLock::shared(path)?;
         let disk = Disk::open(path, !options.read_only)?;
+        let damaged = !disk.damage().is_empty();
+        if damaged && !options.read_only {
+            log::error!(
+                "{}: damaged ({}); mounted read-only so nothing more is lost (see `worldfs check`)",
+                path.display(),
+                disk.damage().join("; ")
+            );
+        }
         let kind = disk.header().kind();
         Ok(TvdaTree {
             state: Mutex::new(State {
@@ -157,8 +167,8 @@ impl TvdaTree {
             kind,
             cache: Cache::new(options.cache_bytes),
             sizes: Cache::new(options.cache_bytes / 8),
-            mtimes: Mtimes::open(path, options.read_only),
-            read_only: options.read_only,
+            mtimes: Mtimes::open(path, options.read_only || damaged),
+            read_only: AtomicBool::new(options.read_only || damaged),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
         })
     }
@@ -315,11 +325,11 @@ impl TvdaTree {
     }
 
     fn dir_stat(&self, mtime: SystemTime) -> Stat {
-        Stat::dir(mtime, self.read_only)
+        Stat::dir(mtime, self.is_read_only())
     }
 
     fn file_stat(&self, size: u64, mtime: SystemTime) -> Stat {
-        Stat::file(size, mtime, self.read_only)
+        Stat::file(size, mtime, self.is_read_only())
     }
 
     /// The folders' time: the root entry's modification time (the save's "last modified").
@@ -398,16 +408,27 @@ impl TvdaTree {
     }
 
     fn check_writable(&self) -> Result<()> {
-        if self.read_only {
+        if self.is_read_only() {
             return Err(Error::read_only("the mount is read-only"));
         }
         Ok(())
     }
 
-    /// Commits `changes`, then records the new entries' times and drops stale renders.
+    fn is_read_only(&self) -> bool {
+        self.read_only.load(Ordering::Relaxed)
+    }
+
+    /// Commits `changes`, then records the new entries' times and drops stale renders. A
+    /// commit refused because the disk is damaged turns the mount read-only.
     fn commit(&self, s: &mut State, changes: &[Change]) -> Result<()> {
         let now = SystemTime::now();
-        s.disk.commit(changes, now_secs())?;
+        if let Err(e) = s.disk.commit(changes, now_secs()) {
+            if !s.disk.damage().is_empty() {
+                log::error!("{}; the mount is read-only from now on", e.message());
+                self.read_only.store(true, Ordering::Relaxed);
+            }
+            return Err(e);
+        }
         let path = s.disk.path().to_path_buf();
         s.lock.follow(&path)?;
         for change in changes {
@@ -775,7 +796,7 @@ impl Tree for TvdaTree {
     }
 
     fn read_only(&self) -> bool {
-        self.read_only
+        self.is_read_only()
     }
 }
 

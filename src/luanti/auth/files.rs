@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::luanti::auth::line::{read_auth_file, render_auth, AuthEntry};
 use crate::luanti::auth::{diff, AuthChanges};
-use crate::luanti::players::safe_write::write_atomic;
+use crate::vfs::replace::write_atomic;
 
 /// The mode of a new auth.txt: it holds password hashes.
 const FILE_MODE: u32 = 0o600;

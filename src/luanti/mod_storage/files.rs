@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::luanti::mod_storage::sqlite::not_found;
-use crate::luanti::players::safe_write::{remove_durably, write_atomic};
+use crate::vfs::replace::{remove_durably, write_atomic};
 
 /// The mode of a new mod file.
 const FILE_MODE: u32 = 0o644;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::luanti::players::player::{read_player_file, render_player, Player};
-use crate::luanti::players::safe_write::{remove_durably, write_atomic};
+use crate::vfs::replace::{remove_durably, write_atomic};
 
 /// How many alternative file names the engine tries (`PLAYER_FILE_ALTERNATE_TRIES`).
 const ALTERNATE_TRIES: usize = 1000;

@@ -7,7 +7,6 @@
 
 pub mod files;
 pub mod player;
-pub mod safe_write;
 pub mod settings;
 pub mod sqlite;
 pub mod world_mt;

@@ -1,19 +1,19 @@
-//! Crash-safe file updates: replace-by-rename and a redo journal for in-place writes.
+//! Crash-safe in-place writes: a redo journal. (Whole-file replacements of region files and
+//! Project.xml use the one crash-safe replacement of [`crate::vfs::replace`].)
 //!
-//! A whole-file replacement (region files, Project.xml) writes a temporary file in the same
-//! folder, fsyncs it, renames it over the target and fsyncs the folder: a crash leaves the
-//! old file or the new one. In-place writes to a fixed-size chunk file go through a redo
+//! In-place writes to a fixed-size chunk file go through a redo
 //! journal `<file>.worldfs-journal`: every write (offset, bytes) is recorded with a CRC-32
 //! and fsynced before the file is touched, then applied, fsynced and the journal removed.
 //! Opening the file replays a complete journal and discards a torn one, so after a crash
 //! at any moment each chunk is either all old or all new.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::FileExt;
+use std::io::{Read, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::vfs::replace::{open_no_follow, sync_dir};
 
 const JOURNAL_MAGIC: &[u8; 8] = b"WFSJRNL1";
 
@@ -23,27 +23,16 @@ pub(crate) fn sync_parent(path: &Path) -> Result<()> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    File::open(dir)?.sync_all()?;
-    Ok(())
+    sync_dir(dir)
 }
 
-/// Replaces `target` with `bytes` through `temp` (same folder): write, fsync, rename, fsync.
-pub(crate) fn replace_file(target: &Path, temp: &Path, bytes: &[u8]) -> Result<()> {
-    let result = (|| -> Result<()> {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(temp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(temp, target)?;
-        sync_parent(target)
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(temp);
+/// Removes `path` if it exists (a link is removed, never followed).
+fn remove_if_there(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::from(e).context(path.display())),
     }
-    result.map_err(|e| e.context(target.display()))
 }
 
 /// The journal path of a chunk file.
@@ -110,11 +99,16 @@ pub(crate) fn journaled_write(
     let mut all = data_writes;
     let split = all.len();
     all.extend(directory_writes);
+    // Whatever is at the journal's name (nothing, or something planted) is removed, and the
+    // journal created anew, so it is never written through a link.
+    remove_if_there(&jpath)?;
     let mut j = OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&jpath)?;
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .mode(0o600)
+        .open(&jpath)
+        .map_err(|e| Error::from(e).context(jpath.display()))?;
     j.write_all(&encode_journal(&all))?;
     j.sync_all()?;
     sync_parent(&jpath)?;
@@ -128,11 +122,17 @@ pub(crate) fn journaled_write(
 /// Finishes or discards a journal left by a crash. Returns whether one was replayed.
 pub(crate) fn recover(path: &Path, file: &File) -> Result<bool> {
     let jpath = journal_path(path);
-    let bytes = match fs::read(&jpath) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(Error::from(e).context(jpath.display())),
-    };
+    if !fs::symlink_metadata(&jpath).is_ok_and(|m| m.is_file()) {
+        // Nothing, or not a journal worldfs wrote (a link is never followed).
+        if fs::symlink_metadata(&jpath).is_ok() {
+            log::warn!("{}: not a regular file; removed", jpath.display());
+            fs::remove_file(&jpath)?;
+            sync_parent(&jpath)?;
+        }
+        return Ok(false);
+    }
+    let mut bytes = Vec::new();
+    open_no_follow(&jpath, false)?.read_to_end(&mut bytes)?;
     let replayed = match decode_journal(&bytes) {
         Some(writes) => {
             apply(file, &writes)?;
@@ -182,5 +182,34 @@ mod tests {
         fs::write(journal_path(&path), &j[..j.len() - 1]).unwrap();
         assert!(!recover(&path, &f).unwrap());
         assert_eq!(fs::read(&path).unwrap(), b"01xy456789");
+    }
+
+    #[test]
+    fn a_journal_is_never_read_or_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        fs::write(&path, b"0123456789").unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, encode_journal(&[(0, b"zz".to_vec())])).unwrap();
+        std::os::unix::fs::symlink(&victim, journal_path(&path)).unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        assert!(
+            !recover(&path, &f).unwrap(),
+            "a linked journal is not replayed"
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"0123456789");
+        assert!(victim.exists());
+        std::os::unix::fs::symlink(&victim, journal_path(&path)).unwrap();
+        journaled_write(&path, &f, vec![(0, b"ab".to_vec())], vec![]).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"ab23456789");
+        assert_eq!(
+            fs::read(&victim).unwrap(),
+            encode_journal(&[(0, b"zz".to_vec())]),
+            "the journal was written through the link"
+        );
     }
 }

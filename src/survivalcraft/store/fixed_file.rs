@@ -16,6 +16,7 @@ use crate::survivalcraft::codec::fixed::{self, DirectoryEntry};
 use crate::survivalcraft::format::{TerrainFormat, DIRECTORY_BYTES, MAX_DIRECTORY_CHUNKS};
 use crate::survivalcraft::store::blob::Blob;
 use crate::survivalcraft::store::durable;
+use crate::vfs::replace::open_no_follow;
 
 /// An opened chunk file.
 pub(crate) struct FixedFile {
@@ -58,10 +59,10 @@ impl FixedFile {
     /// Opens a chunk file of a folder (`writable`: replays a leftover journal first). A
     /// missing file is an empty store that the first commit creates.
     pub(crate) fn open(format: TerrainFormat, path: &Path, writable: bool) -> Result<FixedFile> {
-        let file = match OpenOptions::new().read(true).write(writable).open(path) {
+        let file = match open_no_follow(path, writable) {
             Ok(f) => Some(f),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::from(e).context(path.display())),
+            Err(e) if e.errno() == libc::ENOENT => None,
+            Err(e) => return Err(e),
         };
         if let Some(f) = &file {
             if writable && durable::recover(path, f)? {

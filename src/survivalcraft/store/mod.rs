@@ -20,9 +20,13 @@ use crate::error::{Error, Result};
 use crate::survivalcraft::chunk::{Chunk, ChunkPos};
 use crate::survivalcraft::codec;
 use crate::survivalcraft::format::TerrainFormat;
+use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic};
 use blob::{Archive, Blob};
 use fixed_file::FixedFile;
 use regions::RegionStore;
+
+/// Mode of a Project.xml worldfs creates (less the umask).
+const NEW_FILE_MODE: u32 = 0o644;
 
 /// Largest Project.xml read (real ones are tens of kilobytes).
 const MAX_PROJECT_BYTES: u64 = 64 << 20;
@@ -122,12 +126,12 @@ impl World {
         let writable = !read_only;
         let project_path = root.join("Project.xml");
         if writable {
-            let _ = fs::remove_file(root.join(".Project.xml.worldfs-tmp"));
+            remove_leftovers(&project_path)?;
         }
-        let project = match File::open(&project_path) {
+        let project = match open_no_follow(&project_path, false) {
             Ok(f) => Some(Blob::File(f)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::from(e).context(project_path.display())),
+            Err(e) if e.errno() == libc::ENOENT => None,
+            Err(e) => return Err(e),
         };
         let head = match &project {
             Some(b) => Some(b.head(4096)?),
@@ -324,8 +328,8 @@ impl World {
             _ => return Err(Error::read_only("the world is opened read-only")),
         };
         let target = root.join("Project.xml");
-        durable::replace_file(&target, &root.join(".Project.xml.worldfs-tmp"), xml)?;
-        self.project = Some(Blob::File(File::open(&target)?));
+        write_atomic(&target, xml, NEW_FILE_MODE)?;
+        self.project = Some(Blob::File(open_no_follow(&target, false)?));
         Ok(())
     }
 }

@@ -8,7 +8,7 @@
 //! so a crash leaves every region, and so every chunk, old or new.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File};
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -16,6 +16,10 @@ use crate::survivalcraft::chunk::ChunkPos;
 use crate::survivalcraft::codec::region::{self, RegionEntry, HEADER_BYTES, MAX_REGION_BYTES};
 use crate::survivalcraft::store::blob::{Archive, Blob};
 use crate::survivalcraft::store::durable;
+use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic};
+
+/// Mode of a region file worldfs creates (less the umask).
+const NEW_FILE_MODE: u32 = 0o644;
 
 /// A new payload for a slot of a region.
 type SlotPayload = (usize, Vec<u8>);
@@ -72,7 +76,10 @@ impl RegionStore {
         for name in names {
             if let Some(rc) = region::region_coords(&name) {
                 let p = dir.join(&name);
-                let file = File::open(&p).map_err(|e| Error::from(e).context(p.display()))?;
+                if writable {
+                    remove_leftovers(&p)?;
+                }
+                let file = open_no_follow(&p, false)?;
                 regions.insert(
                     rc,
                     load(Blob::File(file)).map_err(|e| e.context(p.display()))?,
@@ -158,8 +165,8 @@ impl RegionStore {
             let bytes = region::patch_region(old.as_deref(), &changes)?;
             let name = region::region_file_name(rc);
             let target = dir.join(&name);
-            durable::replace_file(&target, &dir.join(format!("{name}.new")), &bytes)?;
-            let file = File::open(&target)?;
+            write_atomic(&target, &bytes, NEW_FILE_MODE)?;
+            let file = open_no_follow(&target, false)?;
             self.regions.insert(rc, load(Blob::File(file))?);
         }
         Ok(())

@@ -1,0 +1,332 @@
+//! The one crash-safe file replacement of worldfs, and opening files without following links.
+//!
+//! Every whole-file update of every game (a TVDA or TEVD disk rewrite, a Survivalcraft region
+//! or Project.xml, a world file such as `world.mt`, a Luanti player or auth file) goes through
+//! [`write_atomic_with`]: a temporary file in the same folder, created with
+//! `O_CREAT | O_EXCL | O_NOFOLLOW` under a name no other write uses, given the mode and owner
+//! of the file it replaces, written, fsynced, renamed over the target with `renameat` in the
+//! folder's descriptor, and the folder fsynced. A crash at any moment leaves the old file or
+//! the new one under the name; a failure removes the temporary file.
+//!
+//! A world folder may hold links planted by anyone who can write to it. Nothing here follows
+//! one: a temporary name that exists (a link included) is never reused, a target that is a
+//! link is refused rather than replaced, and [`open_no_follow`] refuses to open a link.
+//! Temporary files are named `.worldfs-NAME.PID.N.tmp`; a crash can leave one behind, which
+//! [`remove_leftovers`] deletes when a store reopens the file.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use nix::fcntl::{renameat, AtFlags};
+use nix::sys::stat::{fstatat, SFlag};
+use nix::unistd::{unlinkat, UnlinkatFlags};
+
+use crate::error::{Error, Result};
+
+/// The start of every temporary file name worldfs makes.
+pub const TEMP_PREFIX: &str = ".worldfs-";
+/// The end of every temporary file name worldfs makes.
+const TEMP_SUFFIX: &str = ".tmp";
+/// The longest part of the target's name kept in a temporary name (names have 255 bytes).
+const NAME_PART_MAX: usize = 200;
+
+/// How many taken temporary names are skipped before giving up.
+const CREATE_TRIES: u32 = 64;
+
+static SEQUENCE: AtomicU64 = AtomicU64::new(0);
+
+/// The error for a link found where worldfs reads or writes a file.
+pub fn link_refused(path: &Path) -> Error {
+    Error::new(
+        libc::ELOOP,
+        format!(
+            "{}: is a symbolic link; worldfs neither reads nor writes through links in a world",
+            path.display()
+        ),
+    )
+}
+
+fn with_path(e: std::io::Error, path: &Path) -> Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        return link_refused(path);
+    }
+    Error::from(e).context(path.display())
+}
+
+/// Opens `path` for reading (and writing when `writable`) without following a link in its
+/// last component: a link is refused with `ELOOP`.
+pub fn open_no_follow(path: &Path, writable: bool) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(writable)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| with_path(e, path))
+}
+
+fn parts(path: &Path) -> Result<(&Path, &OsStr)> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| Error::invalid(format!("{}: no file name", path.display())))?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((dir, name))
+}
+
+/// The start of the temporary names used for `name`.
+fn temp_stem(name: &OsStr) -> OsString {
+    let raw = name.as_bytes();
+    let mut stem = OsString::from(TEMP_PREFIX);
+    stem.push(OsStr::from_bytes(raw.get(..NAME_PART_MAX).unwrap_or(raw)));
+    stem.push(".");
+    stem
+}
+
+/// A temporary name for `name` that no other write of this process uses.
+fn temp_name(name: &OsStr) -> OsString {
+    let mut tmp = temp_stem(name);
+    let n = SEQUENCE.fetch_add(1, Ordering::Relaxed);
+    tmp.push(format!("{}.{n}{TEMP_SUFFIX}", std::process::id()));
+    tmp
+}
+
+/// Whether `name` is a temporary file name of worldfs.
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
+/// fsyncs folder `dir`, so a rename or unlink in it survives a crash.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::from(e).context(dir.display()))
+}
+
+/// What replacing `name` in `dir` must keep: mode and owner of the regular file there.
+fn existing(dir: &File, name: &OsStr, path: &Path) -> Result<Option<(u32, u32, u32)>> {
+    match fstatat(Some(dir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) => {
+            let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+            if kind == SFlag::S_IFLNK {
+                return Err(link_refused(path));
+            }
+            if kind != SFlag::S_IFREG {
+                return Err(Error::new(
+                    libc::EINVAL,
+                    format!("{}: not a regular file", path.display()),
+                ));
+            }
+            Ok(Some((st.st_mode & 0o7777, st.st_uid, st.st_gid)))
+        }
+        Err(nix::errno::Errno::ENOENT) => Ok(None),
+        Err(e) => Err(Error::new(e as i32, format!("{}: {e}", path.display()))),
+    }
+}
+
+/// Creates a new temporary file for `name` in `dir_path`; a name that exists (whatever it
+/// is, a planted link included) is skipped, never opened.
+fn create_temp(dir_path: &Path, name: &OsStr, new_mode: u32) -> Result<(OsString, File)> {
+    let mut tries = 0;
+    loop {
+        let tmp_name = temp_name(name);
+        let tmp_path = dir_path.join(&tmp_name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(new_mode & 0o7777)
+            .open(&tmp_path)
+        {
+            Ok(file) => return Ok((tmp_name, file)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < CREATE_TRIES => {
+                tries += 1;
+            }
+            Err(e) => return Err(with_path(e, &tmp_path)),
+        }
+    }
+}
+
+/// Replaces (or creates) `path` with what `write` writes, crash-safely (see the module doc).
+/// An existing file's mode and owner are kept; a new file gets `new_mode` less the umask.
+pub fn write_atomic_with(
+    path: &Path,
+    new_mode: u32,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    let (dir_path, name) = parts(path)?;
+    let dir = File::open(dir_path).map_err(|e| Error::from(e).context(dir_path.display()))?;
+    let keep = existing(&dir, name, path)?;
+    let (tmp_name, file) = create_temp(dir_path, name, new_mode)?;
+    let result = (|| -> Result<()> {
+        if let Some((mode, uid, gid)) = keep {
+            if nix::unistd::geteuid().is_root() {
+                nix::unistd::fchown(file.as_raw_fd(), Some(uid.into()), Some(gid.into()))
+                    .map_err(|e| Error::new(e as i32, format!("chown: {e}")))?;
+            }
+            file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        }
+        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        write(&mut out)?;
+        out.flush()?;
+        drop(out);
+        file.sync_all()?;
+        renameat(
+            Some(dir.as_raw_fd()),
+            tmp_name.as_os_str(),
+            Some(dir.as_raw_fd()),
+            name,
+        )
+        .map_err(|e| Error::new(e as i32, format!("rename: {e}")))?;
+        dir.sync_all()?;
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = unlinkat(
+            Some(dir.as_raw_fd()),
+            tmp_name.as_os_str(),
+            UnlinkatFlags::NoRemoveDir,
+        );
+    }
+    result.map_err(|e| e.context(path.display()))
+}
+
+/// Replaces (or creates) `path` with `bytes`; see [`write_atomic_with`].
+pub fn write_atomic(path: &Path, bytes: &[u8], new_mode: u32) -> Result<()> {
+    write_atomic_with(path, new_mode, |out| Ok(out.write_all(bytes)?))
+}
+
+/// Removes `path` (a link is removed, never followed) and makes the removal durable.
+pub fn remove_durably(path: &Path) -> Result<()> {
+    std::fs::remove_file(path).map_err(|e| Error::from(e).context(path.display()))?;
+    let (dir, _) = parts(path)?;
+    sync_dir(dir)
+}
+
+/// Deletes the temporary files a crash left while replacing `path`; returns how many.
+pub fn remove_leftovers(path: &Path) -> Result<usize> {
+    let (dir, name) = parts(path)?;
+    let stem = temp_stem(name);
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::from(e).context(dir.display()))? {
+        let entry = entry?;
+        let n = entry.file_name();
+        let raw = n.as_bytes();
+        if raw.starts_with(stem.as_bytes()) && raw.ends_with(TEMP_SUFFIX.as_bytes()) {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        sync_dir(dir)?;
+    }
+    Ok(removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    fn mode(p: &Path) -> u32 {
+        fs::metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn replaces_keeps_the_mode_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("world.mt");
+        fs::write(&path, b"old").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic(&path, b"new", 0o644).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new");
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        let fresh = dir.path().join("fresh");
+        write_atomic(&fresh, b"x", 0o600).unwrap();
+        assert_eq!(mode(&fresh), 0o600);
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_file_and_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a");
+        fs::write(&path, b"old").unwrap();
+        let e = write_atomic_with(&path, 0o644, |out| {
+            out.write_all(b"half")?;
+            Err(Error::invalid("stop"))
+        })
+        .unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert_eq!(fs::read(&path).unwrap(), b"old");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn links_are_never_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"secret").unwrap();
+        let world = dir.path().join("world");
+        fs::create_dir(&world).unwrap();
+        // A link planted where an old fixed temporary name used to be, and at every name
+        // this process would use next.
+        let target = world.join("env_meta.txt");
+        fs::write(&target, b"a").unwrap();
+        symlink(&victim, world.join(".worldfs-env_meta.txt.tmp")).unwrap();
+        let next = SEQUENCE.load(Ordering::Relaxed);
+        for n in next..next + 8 {
+            let _ = symlink(
+                &victim,
+                world.join(format!(
+                    ".worldfs-env_meta.txt.{}.{n}.tmp",
+                    std::process::id()
+                )),
+            );
+        }
+        write_atomic(&target, b"b", 0o644).unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"b");
+        assert_eq!(fs::read(&victim).unwrap(), b"secret");
+        // A target that is a link is refused, not replaced and not followed.
+        let linked = world.join("linked.txt");
+        symlink(&victim, &linked).unwrap();
+        assert_eq!(
+            write_atomic(&linked, b"x", 0o644).unwrap_err().errno(),
+            libc::ELOOP
+        );
+        assert_eq!(fs::read(&victim).unwrap(), b"secret");
+        assert!(fs::symlink_metadata(&linked)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(
+            open_no_follow(&linked, false).unwrap_err().errno(),
+            libc::ELOOP
+        );
+    }
+
+    #[test]
+    fn leftovers_of_one_file_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk");
+        fs::write(&path, b"d").unwrap();
+        let left = dir.path().join(".worldfs-disk.1.2.tmp");
+        fs::write(&left, b"half").unwrap();
+        let other = dir.path().join(".worldfs-other.1.2.tmp");
+        fs::write(&other, b"x").unwrap();
+        assert_eq!(remove_leftovers(&path).unwrap(), 1);
+        assert!(!left.exists());
+        assert!(
+            other.exists(),
+            "another file's temporary is not ours to remove"
+        );
+    }
+}
