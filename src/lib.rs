@@ -6,7 +6,10 @@
 
 // Data from disk and from users never panics the daemon: no unwrap, expect or panic outside
 // tests (tests may unwrap).
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod cli;
 pub mod cubeset;

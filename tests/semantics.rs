@@ -190,7 +190,7 @@ fn fixtures() -> Vec<Fixture> {
 impl Fixture {
     fn vfs(&self, read_only: bool) -> Vfs {
         let tree = worlds::open(&self.source, self.game, read_only, 4 << 20).unwrap();
-        Vfs::new(tree)
+        Vfs::new(tree, None)
     }
     fn stored(&self) -> Vec<u8> {
         std::fs::read(&self.store).unwrap()
@@ -378,7 +378,7 @@ fn sed_i_replaces_the_file() {
         let old = cat(&vfs, &f.path());
         let new = (f.good)(&old);
         let dir = ino(&vfs, &f.dir).unwrap();
-        let (_, _, fh) = vfs.create(dir, "sedAb3xYz").unwrap();
+        let (_, _, fh) = vfs.create(dir, "sedAb3xYz", 0o644).unwrap();
         vfs.write(fh, 0, new.as_bytes(), false).unwrap();
         vfs.flush(fh).unwrap();
         vfs.release(fh).unwrap();
@@ -405,7 +405,7 @@ fn vim_backup_by_rename_then_write() {
         let backup = format!("{}~", f.file);
         vfs.rename(dir, &f.file, dir, &backup).unwrap();
         assert!(f.stored() == before, "{}: aside is not deleted", f.name);
-        let (_, _, fh) = vfs.create(dir, &f.file).unwrap();
+        let (_, _, fh) = vfs.create(dir, &f.file, 0o644).unwrap();
         vfs.write(fh, 0, new.as_bytes(), false).unwrap();
         vfs.fsync(fh).unwrap();
         vfs.flush(fh).unwrap();
@@ -426,7 +426,7 @@ fn vim_failed_save_loses_nothing() {
         let dir = ino(&vfs, &f.dir).unwrap();
         let backup = format!("{}~", f.file);
         vfs.rename(dir, &f.file, dir, &backup).unwrap();
-        let (_, _, fh) = vfs.create(dir, &f.file).unwrap();
+        let (_, _, fh) = vfs.create(dir, &f.file, 0o644).unwrap();
         vfs.write(fh, 0, (f.bad)(&old).as_bytes(), false).unwrap();
         assert_eq!(vfs.fsync(fh).unwrap_err().errno(), libc::EINVAL);
         vfs.release(fh).ok();
@@ -447,12 +447,12 @@ fn rsync_temporary_rename_and_time() {
         let new = (f.good)(&old);
         let dir = ino(&vfs, &f.dir).unwrap();
         let tmp = format!(".{}.Xy12Ab", f.file);
-        let (tino, _, fh) = vfs.create(dir, &tmp).unwrap();
+        let (tino, _, fh) = vfs.create(dir, &tmp, 0o644).unwrap();
         vfs.write(fh, 0, new.as_bytes(), false).unwrap();
         vfs.flush(fh).unwrap();
         vfs.release(fh).unwrap();
         let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000);
-        vfs.setattr(tino, None, None, Some(when)).unwrap();
+        vfs.setattr(tino, None, None, Some(when), None).unwrap();
         vfs.rename(dir, &tmp, dir, &f.file).unwrap();
         let other = f.vfs(true);
         assert_eq!(cat(&other, &f.path()), new, "{}", f.name);
@@ -487,7 +487,10 @@ fn read_only_mounts_refuse_writes() {
         assert_eq!(vfs.getattr(ROOT).unwrap().perm, 0o555, "{}", f.name);
         assert_eq!(vfs.open(file, TRUNC).unwrap_err().errno(), libc::EROFS);
         let dir = ino(&vfs, &f.dir).unwrap();
-        assert_eq!(vfs.create(dir, "x").unwrap_err().errno(), libc::EROFS);
+        assert_eq!(
+            vfs.create(dir, "x", 0o644).unwrap_err().errno(),
+            libc::EROFS
+        );
         assert!(f.stored() == before, "{}", f.name);
     }
 }
@@ -512,7 +515,7 @@ fn cp_r_fills_a_new_block() {
     assert!(files.len() >= 4, "{files:?}");
     let (dir, _) = vfs.mkdir(blocks, "100,100,100", PID).unwrap();
     for (name, text) in &files {
-        let (_, _, fh) = vfs.create(dir, name).unwrap();
+        let (_, _, fh) = vfs.create(dir, name, 0o644).unwrap();
         vfs.write(fh, 0, text.as_bytes(), false).unwrap();
         vfs.flush(fh).unwrap();
         vfs.release(fh).unwrap();
