@@ -7,6 +7,7 @@ pub mod folder;
 pub mod fresh;
 pub mod inodes;
 pub mod mtimes;
+pub mod objects;
 pub mod replace;
 pub mod scratch;
 pub mod throttle;
