@@ -41,7 +41,7 @@ use crate::vfs::throttle::Throttle;
 use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
 
 /// Largest decoded image shown (Terrarum's thumbnails and screenshots are a few MiB).
-pub const IMAGE_LIMIT: usize = 32 << 20;
+pub const IMAGE_LIMIT: usize = 16 << 20;
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
 /// Cookies of the root folder's fixed names (well-known entries use 1..).
