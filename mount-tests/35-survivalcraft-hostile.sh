@@ -27,3 +27,21 @@ for kind in chunks32h regions; do
   unmount_world "$T/m-$kind"
   assert_eq "$(cat "$T/$kind/victim")" "secret" "the link's target changed"
 done
+
+# A world file of mode 0600 shows 0600 (0400 read-only) and keeps it when saved through the
+# mount; a link planted at a temporary name is never written through.
+w=$T/chunks32h/world
+chmod 600 "$w/readme.txt"
+ln -s "$T/chunks32h/victim" "$w/.worldfs-readme.txt.tmp"
+mount_world "$w" "$T/modes"
+assert_eq "$(stat -c %a "$T/modes/readme.txt")" 600 "mode of a 0600 world file"
+echo "edited" > "$T/new.txt"
+cp "$T/new.txt" "$T/modes/readme.txt" || fail "saving a world file failed"
+assert_eq "$(cat "$T/modes/readme.txt")" "edited" "the saved world file"
+unmount_world "$T/modes"
+assert_eq "$(stat -c %a "$w/readme.txt")" 600 "the replaced file lost its mode"
+assert_eq "$(cat "$w/readme.txt")" "edited" "the world file on disk"
+assert_eq "$(cat "$T/chunks32h/victim")" "secret" "a planted link was written through"
+mount_world "$w" "$T/modes-ro" --read-only
+assert_eq "$(stat -c %a "$T/modes-ro/readme.txt")" 400 "mode on a read-only mount"
+unmount_world "$T/modes-ro"

@@ -188,3 +188,29 @@ fn a_hostile_region_world_is_read_without_harm() {
     );
     assert_eq!(fs::read(&garbage).unwrap(), b"garbage, not a region");
 }
+
+#[test]
+fn store_files_that_are_links_are_refused() {
+    state_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    fs::create_dir(&world).unwrap();
+    hostile_common::chunks32h_world(&world);
+    let moved = dir.path().join("elsewhere.dat");
+    fs::rename(world.join("Chunks32h.dat"), &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, world.join("Chunks32h.dat")).unwrap();
+    let before = fs::read(&moved).unwrap();
+    for read_only in [true, false] {
+        let e = SurvivalcraftTree::open(
+            &world,
+            &Options {
+                read_only,
+                cache_bytes: 1 << 20,
+            },
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.errno(), libc::ELOOP, "{e}");
+    }
+    assert_eq!(fs::read(&moved).unwrap(), before);
+}
