@@ -32,8 +32,8 @@ done
 # mount; a link planted at a temporary name is never written through.
 w=$T/chunks32h/world
 chmod 600 "$w/readme.txt"
-ln -s "$T/chunks32h/victim" "$w/.worldfs-readme.txt.tmp"
 mount_world "$w" "$T/modes"
+ln -s "$T/chunks32h/victim" "$w/.worldfs-readme.txt.tmp"
 assert_eq "$(stat -c %a "$T/modes/readme.txt")" 600 "mode of a 0600 world file"
 echo "edited" > "$T/new.txt"
 cp "$T/new.txt" "$T/modes/readme.txt" || fail "saving a world file failed"

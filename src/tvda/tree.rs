@@ -42,6 +42,8 @@ use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
 
 /// Largest decoded image shown (Terrarum's thumbnails and screenshots are a few MiB).
 pub const IMAGE_LIMIT: usize = 16 << 20;
+/// Largest stored entry read to show a file (Terrarum's entries are at most a few MiB).
+const ENTRY_LIMIT: u64 = 16 << 20;
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
 /// Cookies of the root folder's fixed names (well-known entries use 1..).
@@ -301,6 +303,16 @@ impl TvdaTree {
                     View::Chunk(_) => Some(self.world(&mut s)?),
                     _ => None,
                 };
+                let size = s.disk.entry(id).map_or(0, |e| e.size);
+                if size > ENTRY_LIMIT {
+                    return Err(Error::new(
+                        libc::EFBIG,
+                        format!(
+                            "entry {id} holds {size} bytes; worldfs shows entries of at most {} MiB",
+                            ENTRY_LIMIT >> 20
+                        ),
+                    ));
+                }
                 Ok((s.disk.read(id)?, world))
             },
             // A chunk's rendering also depends on entry -1, whose commits clear the cache.
