@@ -61,7 +61,8 @@ A disk that ends inside its last entry (an interrupted save) reads as before tha
 next save cuts the torn bytes off. Damage inside a disk (bytes that are not entries, a root
 listing naming entries the disk does not hold, an entry failing its CRC) is never written
 over: the entries around it are shown, the mount is read-only, the log says why, and check
-fails. Decoded files are bounded: images at 16 MiB, JSON at 16 MiB of decoded memory.
+fails. Shown files are bounded: entries read up to 16 MiB, images decoded up to 16 MiB, JSON
+up to 16 MiB of decoded memory.
 .SH WRITING
 What is written goes to a buffer. On close and fsync the file is parsed, the block
 re-encoded at its own serialization version (22 and 23 are written as 25) and committed in
