@@ -9,7 +9,7 @@ use crate::cli::Cli;
 
 const EXTRA: &str = r#".SH "THE TREE (LUANTI)"
 .nf
-MOUNT/world.mt, env_meta.txt, ...   the world folder's other regular files (read/write)
+MOUNT/world.mt, env_meta.txt, ...   the world folder's other regular files (read/write, own mode)
 MOUNT/players/NAME                  the player file format (players.sqlite or players/)
 MOUNT/auth.txt                      name:password:privileges:last_login (mode 0600)
 MOUNT/mod_storage/MOD/KEY           one file per mod-storage entry
@@ -23,6 +23,10 @@ MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coord
     meta/x,y,z/private/KEY          private metadata fields
     meta/x,y,z/inventory            the node's inventory (inventory text format)
 .fi
+.PP
+World files show their own permission bits (less write on --read-only), and a replaced file
+keeps its mode. Symbolic links in the world folder are not shown and never followed: opening
+one by name fails with ELOOP.
 .PP
 Node coordinates are 16*X+x, 16*Y+y, 16*Z+z. A value file reads as its bytes plus one
 newline; one trailing newline is removed on write. Names that cannot be file names are
@@ -52,6 +56,13 @@ MOUNT/entries/ID                    every live entry's stored bytes
 Each saved file is appended to the disk and the old copy discarded, as the game's autosave
 does; worldfs compact DISK drops discarded entries afterwards. A TEVD disk mounts as its
 real folders.
+.PP
+A disk that ends inside its last entry (an interrupted save) reads as before that save; the
+next save cuts the torn bytes off. Damage inside a disk (bytes that are not entries, a root
+listing naming entries the disk does not hold, an entry failing its CRC) is never written
+over: the entries around it are shown, the mount is read-only, the log says why, and check
+fails. Shown files are bounded: entries read up to 16 MiB, images decoded up to 16 MiB, JSON
+up to 16 MiB of decoded memory.
 .SH WRITING
 What is written goes to a buffer. On close and fsync the file is parsed, the block
 re-encoded at its own serialization version (22 and 23 are written as 25) and committed in
@@ -92,7 +103,7 @@ the daemon's log (or --log-file); WORLDFS_STATE_DIR overrides the folder
 $XDG_STATE_HOME/worldfs/*.mtimes.sqlite
 modification times of blocks edited through worldfs (never stored in the world)
 .SH "EXIT STATUS"
-0 on success; 1 on any error, and from check when a block is broken.
+0 on success; 1 on any error, and from check when an object is broken or a disk damaged.
 .SH "SEE ALSO"
 fusermount3(1), rsync(1), minetestserver(6)
 "#;

@@ -346,3 +346,29 @@ fn a_damaged_disk_mounts_read_only_and_shows_what_is_intact() {
     assert_eq!(names.len(), 7, "{names:?}");
     assert_eq!(std::fs::read(&path).unwrap(), bad);
 }
+
+#[test]
+fn a_disk_is_never_written_through_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().join("real");
+    std::fs::copy(sample(CLEAN), &real).unwrap();
+    let link = dir.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    assert_eq!(Disk::open(&link, true).unwrap_err().errno(), libc::ELOOP);
+    assert!(
+        Disk::open(&link, false).is_ok(),
+        "reading the named source is fine"
+    );
+    let tevd = dir.path().join("tevd");
+    std::fs::copy(sample("tevd-v3-2018-footer_tevd-test-suite-00.tevd"), &tevd).unwrap();
+    let tevd_link = dir.path().join("tevd-link");
+    std::os::unix::fs::symlink(&tevd, &tevd_link).unwrap();
+    assert_eq!(
+        TevdDisk::open(&tevd_link, true).unwrap_err().errno(),
+        libc::ELOOP
+    );
+    assert_eq!(
+        std::fs::read(&real).unwrap(),
+        std::fs::read(sample(CLEAN)).unwrap()
+    );
+}

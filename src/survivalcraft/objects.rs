@@ -9,7 +9,12 @@
 //!
 //! When the game (or anything else) changes the world folder underneath, the size or mtime
 //! of one of its files changes; that is checked at most every [`REFRESH_INTERVAL_MS`], and
-//! the world is then reopened and every cached object dropped.
+//! the world is then reopened: cached chunks are checked against their stored bytes before
+//! their next use (kept when unchanged), the project is dropped.
+//!
+//! Chunks live in the shared [`ObjectCache`], which a read racing a commit cannot fill with
+//! the chunk from before the commit (the next edit would otherwise start from it and revert
+//! the commit), weighed by the cells, columns and rendered views they hold.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,16 +26,13 @@ use crate::survivalcraft::chunk::{Chunk, ChunkPos};
 use crate::survivalcraft::codec::project::{self, ProjectInfo};
 use crate::survivalcraft::format::TerrainFormat;
 use crate::survivalcraft::store::World;
-use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, Mtimes};
+use crate::vfs::objects::{ObjectCache, Weigh};
 use crate::vfs::throttle::Throttle;
 use std::time::Duration;
 
 /// How often (at most) to look whether another writer changed the world folder.
 pub const REFRESH_INTERVAL_MS: u64 = 500;
-
-/// Estimated memory of the rendered views of one chunk, on top of its cells.
-const VIEWS_COST: usize = 256 * 1024;
 
 /// A decoded chunk with what the tree shows about it.
 pub struct CachedChunk {
@@ -41,18 +43,36 @@ pub struct CachedChunk {
 }
 
 impl CachedChunk {
-    /// The rendered view `name`, rendering it once with `render`.
-    pub fn view(&self, name: &'static str, render: impl FnOnce(&Chunk) -> Vec<u8>) -> Arc<Vec<u8>> {
+    /// The rendered view `name`, rendering it once with `render`; whether it was rendered now.
+    fn view(
+        &self,
+        name: &'static str,
+        render: impl FnOnce(&Chunk) -> Vec<u8>,
+    ) -> (Arc<Vec<u8>>, bool) {
         if let Ok(v) = self.views.lock() {
             if let Some(data) = v.get(name) {
-                return data.clone();
+                return (data.clone(), false);
             }
         }
         let data = Arc::new(render(&self.chunk));
         if let Ok(mut v) = self.views.lock() {
             v.insert(name, data.clone());
         }
-        data
+        (data, true)
+    }
+}
+
+impl Weigh for CachedChunk {
+    fn weight(&self) -> usize {
+        let views: usize = self
+            .views
+            .lock()
+            .map(|v| v.values().map(|d| d.weight() + 64).sum())
+            .unwrap_or(0);
+        std::mem::size_of::<CachedChunk>()
+            + std::mem::size_of_val(self.chunk.cells())
+            + std::mem::size_of_val(self.chunk.columns())
+            + views
     }
 }
 
@@ -102,7 +122,7 @@ pub struct Objects {
     read_only: bool,
     world: RwLock<World>,
     format: TerrainFormat,
-    cache: Cache<ChunkPos, CachedChunk>,
+    cache: ObjectCache<ChunkPos, CachedChunk>,
     project: Mutex<Option<Arc<Project>>>,
     mtimes: Mtimes,
     writer: Mutex<()>,
@@ -111,7 +131,14 @@ pub struct Objects {
     /// The world folder's files as last seen (`None` for a `.scworld` file).
     seen: Mutex<Option<Signature>>,
     changes: Throttle,
+    /// Runs once between reading a chunk's bytes and caching it (tests of the interleaving).
+    #[cfg(test)]
+    after_read: Mutex<Option<Hook>>,
 }
+
+/// What a test runs between a read and the cache insert.
+#[cfg(test)]
+type Hook = Box<dyn FnOnce(&Objects) + Send>;
 
 fn guard<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
     m.lock()
@@ -134,13 +161,15 @@ impl Objects {
             read_only,
             format: world.format(),
             world: RwLock::new(world),
-            cache: Cache::new(cache_bytes),
+            cache: ObjectCache::new(cache_bytes),
             project: Mutex::new(None),
             mtimes: Mtimes::open(source, read_only),
             writer: Mutex::new(()),
             sorted: Mutex::new(None),
             seen: Mutex::new(seen),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
+            #[cfg(test)]
+            after_read: Mutex::new(None),
         })
     }
 
@@ -232,31 +261,49 @@ impl Objects {
     /// The decoded chunk at `pos`, or `Error::not_found`.
     pub fn chunk(&self, pos: ChunkPos) -> Result<Arc<CachedChunk>> {
         self.refresh();
-        if let Some(c) = self.cache.get(&pos) {
-            return Ok(c);
-        }
-        let (raw, chunk) = {
-            let world = self.world()?;
-            if !world.contains(pos) {
-                return Err(chunk_not_found(pos));
-            }
-            let raw = world.read_raw(pos)?;
-            let chunk = crate::survivalcraft::codec::decode_chunk(self.format, &raw)
-                .map_err(|e| e.context(format!("chunk {pos}")))?;
-            (raw, chunk)
-        };
-        let cost = std::mem::size_of_val(chunk.cells())
-            + std::mem::size_of_val(chunk.columns())
-            + VIEWS_COST;
-        let cached = Arc::new(CachedChunk {
-            chunk,
-            mtime: self.mtimes.mtime(chunk_key(pos), content_hash(&raw)),
-            views: Mutex::new(HashMap::new()),
-        });
-        self.cache.insert(pos, cached.clone(), cost);
-        Ok(cached)
+        self.cache.get_or_load(
+            &pos,
+            || {
+                let world = self.world()?;
+                if !world.contains(pos) {
+                    return Err(chunk_not_found(pos));
+                }
+                let raw = world.read_raw(pos)?;
+                let hash = content_hash(&raw);
+                Ok((raw, hash))
+            },
+            |(_, hash)| *hash,
+            |(raw, hash)| {
+                #[cfg(test)]
+                self.run_after_read();
+                let chunk = crate::survivalcraft::codec::decode_chunk(self.format, &raw)
+                    .map_err(|e| e.context(format!("chunk {pos}")))?;
+                Ok(CachedChunk {
+                    chunk,
+                    mtime: self.mtimes.mtime(chunk_key(pos), hash),
+                    views: Mutex::new(HashMap::new()),
+                })
+            },
+        )
     }
 
+    /// The view `name` of the chunk at `pos` (rendered once with `render`) and the chunk's
+    /// mtime.
+    pub fn chunk_view(
+        &self,
+        pos: ChunkPos,
+        name: &'static str,
+        render: impl FnOnce(&Chunk) -> Vec<u8>,
+    ) -> Result<(Arc<Vec<u8>>, SystemTime)> {
+        let cached = self.chunk(pos)?;
+        let (data, rendered) = cached.view(name, render);
+        if rendered {
+            self.cache.reweigh(&pos);
+        }
+        Ok((data, cached.mtime))
+    }
+
+    /// Writes a chunk; the caller holds the writer lock.
     fn commit_chunk(&self, pos: ChunkPos, chunk: &Chunk, mtime: SystemTime) -> Result<()> {
         let raw = {
             let mut world = self.world_mut()?;
@@ -264,9 +311,9 @@ impl Objects {
             world.read_raw(pos)?
         };
         self.saw_own_commit();
-        self.cache.remove(&pos);
         self.mtimes
             .record(chunk_key(pos), content_hash(&raw), mtime);
+        self.cache.committed([&pos]);
         Ok(())
     }
 
@@ -308,7 +355,7 @@ impl Objects {
         };
         self.mtimes
             .record(chunk_key(pos), content_hash(&raw), mtime);
-        self.cache.remove(&pos);
+        self.cache.committed([&pos]);
         Ok(())
     }
 
@@ -389,14 +436,84 @@ impl Objects {
         Ok(())
     }
 
-    /// Drops every cached object (the store changed underneath).
+    /// Forgets what the store changed underneath: chunks are checked before their next use,
+    /// the project and the chunk list are read again.
     fn forget_all(&self) {
-        self.cache.clear();
+        self.cache.changed_underneath();
         if let Ok(mut p) = self.project.lock() {
             *p = None;
         }
         if let Ok(mut s) = self.sorted.lock() {
             *s = None;
         }
+    }
+}
+
+#[cfg(test)]
+impl Objects {
+    fn run_after_read(&self) {
+        let hook = self.after_read.lock().ok().and_then(|mut h| h.take());
+        if let Some(hook) = hook {
+            hook(self);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::survivalcraft::chunk::Cell;
+    use crate::survivalcraft::codec::fixed::empty_directory;
+
+    fn world() -> (tempfile::TempDir, Objects) {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let format = TerrainFormat::Chunks32h;
+        std::fs::write(
+            dir.path().join(format.file_name().unwrap()),
+            empty_directory(format).unwrap(),
+        )
+        .unwrap();
+        let objects = Objects::open(dir.path(), false, 1 << 24).unwrap();
+        (dir, objects)
+    }
+
+    fn set(value: u32) -> impl FnOnce(&Chunk) -> Result<Chunk> {
+        move |c| {
+            let mut c = c.clone();
+            c.set_cell(1, 2, 3, Cell::from_value32(value))?;
+            Ok(c)
+        }
+    }
+
+    #[test]
+    fn a_read_racing_a_commit_never_caches_the_old_chunk() {
+        let (_dir, objects) = world();
+        let pos = ChunkPos::new(0, 0);
+        objects.create_chunk(pos).unwrap();
+        // A reader reads the chunk's bytes; before it caches what it decoded, a commit
+        // changes the chunk. The reader must not put the old chunk back in the cache.
+        *objects.after_read.lock().unwrap() = Some(Box::new(move |o: &Objects| {
+            o.modify_chunk(pos, set(7)).unwrap();
+        }));
+        let raced = objects.chunk(pos).unwrap();
+        assert_eq!(raced.chunk.cell(1, 2, 3), Some(Cell::from_value32(0)));
+        assert_eq!(
+            objects.chunk(pos).unwrap().chunk.cell(1, 2, 3),
+            Some(Cell::from_value32(7)),
+            "the read after the commit sees the commit"
+        );
+        // The next edit starts from the committed chunk, so the commit is not reverted.
+        objects
+            .modify_chunk(pos, |c| {
+                let mut c = c.clone();
+                c.set_cell(0, 0, 0, Cell::from_value32(1))?;
+                Ok(c)
+            })
+            .unwrap();
+        let reopened = Objects::open(&objects.source, true, 1 << 20).unwrap();
+        let stored = reopened.chunk(pos).unwrap();
+        assert_eq!(stored.chunk.cell(1, 2, 3), Some(Cell::from_value32(7)));
+        assert_eq!(stored.chunk.cell(0, 0, 0), Some(Cell::from_value32(1)));
     }
 }

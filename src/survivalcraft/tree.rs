@@ -303,7 +303,7 @@ impl SurvivalcraftTree {
         match place {
             Place::WorldFile(name) => self.world_files()?.read(name),
             Place::Project => Ok(self.objects.require_project()?.xml.clone()),
-            Place::View(pos, view) => Ok(self.objects.chunk(*pos)?.view(view.name, view.render)),
+            Place::View(pos, view) => Ok(self.objects.chunk_view(*pos, view.name, view.render)?.0),
             Place::Inventory(kind, name) => Ok(Arc::new(self.inventory(*kind, name)?.0)),
             _ => Err(Error::new(libc::EISDIR, "is a directory")),
         }
@@ -346,8 +346,8 @@ impl Tree for SurvivalcraftTree {
                 Ok(self.dir_stat(base_time()))
             }
             Place::View(pos, view) => {
-                let c = self.objects.chunk(*pos)?;
-                Ok(self.file_stat(c.view(view.name, view.render).len(), c.mtime))
+                let (data, mtime) = self.objects.chunk_view(*pos, view.name, view.render)?;
+                Ok(self.file_stat(data.len(), mtime))
             }
             Place::Holders(_) => {
                 if !self.has_project()? {
@@ -400,15 +400,15 @@ impl Tree for SurvivalcraftTree {
             }
             Place::Chunks => self.chunk_listing(after, sink),
             Place::Chunk(pos) => {
-                let c = self.objects.chunk(pos)?;
-                let entries = views_for(self.objects.format())
-                    .enumerate()
-                    .map(|(i, v)| Entry {
+                let mut entries = Vec::new();
+                for (i, v) in views_for(self.objects.format()).enumerate() {
+                    let (data, mtime) = self.objects.chunk_view(pos, v.name, v.render)?;
+                    entries.push(Entry {
                         name: v.name.into(),
                         cookie: i as u64 + 1,
-                        stat: self.file_stat(c.view(v.name, v.render).len(), c.mtime),
-                    })
-                    .collect();
+                        stat: self.file_stat(data.len(), mtime),
+                    });
+                }
                 stream(entries, after, sink);
                 Ok(())
             }

@@ -83,8 +83,10 @@ pub fn gunzip(data: &[u8], limit: usize) -> Result<Vec<u8>> {
     }
 }
 
+/// Reads at most `limit` bytes. The buffer is reserved at its bound once (address space,
+/// not memory, until written), so growing it never holds twice the output at once.
 fn read_bounded(reader: impl Read, limit: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(limit.saturating_add(1));
     let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
     reader
         .take(cap)
@@ -95,6 +97,7 @@ fn read_bounded(reader: impl Read, limit: usize) -> Result<Vec<u8>> {
             "decompresses to more than {limit} bytes"
         )));
     }
+    out.shrink_to_fit();
     Ok(out)
 }
 

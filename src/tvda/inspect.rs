@@ -25,9 +25,7 @@ use crate::tvda::names::{self, Presentation, ACTOR_IDS};
 use crate::tvda::store::Disk;
 use crate::tvda::tevd::{Layout, TevdKind};
 use crate::tvda::tevd_store::TevdDisk;
-
-/// Largest decoded image accepted by the check.
-const IMAGE_LIMIT: usize = 256 << 20;
+use crate::tvda::tree::IMAGE_LIMIT;
 
 fn out_err(e: std::io::Error) -> Error {
     Error::from(e).context("writing the report")

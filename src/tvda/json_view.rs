@@ -10,13 +10,44 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 
+/// The most memory a JSON text may take once decoded.
+pub const JSON_MEMORY_LIMIT: usize = 16 << 20;
+/// Memory of one decoded JSON value with its slot in a list or map (serde_json's `Value`
+/// is 32 bytes; a map entry adds its key, hash and index).
+const VALUE_COST: usize = 80;
+
+/// Refuses a JSON text whose decoded form would take more than [`JSON_MEMORY_LIMIT`]: a
+/// short text of many tiny values (`[0,0,0,…]`) decodes to 40 times its size.
+fn check_size(text: &[u8]) -> Result<()> {
+    let values = text
+        .iter()
+        .filter(|&&b| matches!(b, b',' | b':' | b'[' | b'{'))
+        .count()
+        + 1;
+    let need = text.len().saturating_add(values.saturating_mul(VALUE_COST));
+    if need > JSON_MEMORY_LIMIT {
+        return Err(Error::new(
+            libc::EFBIG,
+            format!(
+                "JSON of {} bytes would take about {} MiB decoded; worldfs decodes at most {} MiB (the stored bytes stay readable under entries/)",
+                text.len(),
+                need >> 20,
+                JSON_MEMORY_LIMIT >> 20
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Parses JSON text; a syntax error carries its line and column.
 pub fn parse_value(text: &[u8]) -> Result<Value> {
+    check_size(text)?;
     serde_json::from_slice(text).map_err(|e| Error::at(e.line(), e.column(), e))
 }
 
 /// Parses a stored JSON entry; a bad one is corrupt data.
 pub fn parse_stored(stored: &[u8]) -> Result<Value> {
+    check_size(stored)?;
     serde_json::from_slice(stored).map_err(|e| Error::corrupt(format!("stored JSON: {e}")))
 }
 

@@ -11,7 +11,9 @@
 //! ```
 //!
 //! Paths map to entries here; the formats live in the views, the file in [`Disk`]. Nothing
-//! is decoded before a file is touched, rendered files sit in the shared LRU cache, and a
+//! is decoded before a file is touched, rendered files sit in the shared [`ObjectCache`]
+//! (which a render racing a commit cannot fill with what it rendered from the old bytes),
+//! and a
 //! write commits the one entry it changes through `Disk::commit` (appended, older copies
 //! discarded) only when its stored bytes differ, so an untouched disk stays byte-identical.
 //! Renaming an entry to another ID rewrites the disk (two changes). The mount holds a
@@ -32,16 +34,16 @@ use crate::tvda::json_view::{parse_actor_json, parse_info_json, render_json};
 use crate::tvda::lock::DiskLock;
 use crate::tvda::names::{self, Presentation, WellKnown, ACTOR_IDS};
 use crate::tvda::store::{Change, Disk, EntryInfo};
-use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
+use crate::vfs::objects::{Lookup, ObjectCache};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
 use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
 
-/// Largest decoded image shown (the core refuses larger files anyway).
-const IMAGE_LIMIT: usize = 256 << 20;
-/// Estimated memory of one remembered file size.
-const SIZE_COST: usize = 64;
+/// Largest decoded image shown (Terrarum's thumbnails and screenshots are a few MiB).
+pub const IMAGE_LIMIT: usize = 16 << 20;
+/// Largest stored entry read to show a file (Terrarum's entries are at most a few MiB).
+const ENTRY_LIMIT: u64 = 16 << 20;
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
 /// Cookies of the root folder's fixed names (well-known entries use 1..).
@@ -103,15 +105,23 @@ pub struct Options {
 pub struct TvdaTree {
     state: Mutex<State>,
     kind: DiskKind,
-    cache: Cache<(i64, View), Vec<u8>>,
+    cache: ObjectCache<(i64, View), Vec<u8>>,
     /// Sizes of rendered files, kept longer than the files so `ls -l` of a big folder
     /// renders each file once.
-    sizes: Cache<(i64, View), u64>,
+    sizes: ObjectCache<(i64, View), u64>,
     mtimes: Mtimes,
     /// Set at open on a read-only mount or a damaged disk, and when a commit finds damage.
     read_only: AtomicBool,
     changes: Throttle,
+    /// Runs once between reading an entry and caching its rendering (tests of the
+    /// interleaving).
+    #[cfg(test)]
+    after_read: Mutex<Option<Hook>>,
 }
+
+/// What a test runs between a read and the cache insert.
+#[cfg(test)]
+type Hook = Box<dyn FnOnce(&TvdaTree) + Send>;
 
 fn not_found(path: &TreePath) -> Error {
     Error::not_found(format!("{}: no such file or directory", path.join("/")))
@@ -165,11 +175,13 @@ impl TvdaTree {
                 world: None,
             }),
             kind,
-            cache: Cache::new(options.cache_bytes),
-            sizes: Cache::new(options.cache_bytes / 8),
+            cache: ObjectCache::new(options.cache_bytes),
+            sizes: ObjectCache::new(options.cache_bytes / 8),
             mtimes: Mtimes::open(path, options.read_only || damaged),
             read_only: AtomicBool::new(options.read_only || damaged),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
+            #[cfg(test)]
+            after_read: Mutex::new(None),
         })
     }
 
@@ -278,31 +290,50 @@ impl TvdaTree {
             .ok_or_else(|| not_found(path))
     }
 
-    /// The rendered file of entry `id` shown as `view`.
+    /// The rendered file of entry `id` shown as `view`. The caches' tickets are taken before
+    /// the disk is read, so a commit racing this render keeps its result out of them.
     fn render(&self, id: i64, view: View) -> Result<Arc<Vec<u8>>> {
-        if let Some(data) = self.cache.get(&(id, view)) {
-            return Ok(data);
-        }
-        let (stored, world) = {
-            let mut s = self.state()?;
-            let world = match view {
-                View::Chunk(_) => Some(self.world(&mut s)?),
-                _ => None,
-            };
-            (s.disk.read(id)?, world)
-        };
-        let data = match (view, world) {
-            (View::Json, _) => render_json(&stored)?,
-            (View::Gunzip, _) => gunzip(&stored, IMAGE_LIMIT)?,
-            (View::Inventory, _) => render_inventory(&stored)?,
-            (View::Chunk(layer), Some(world)) => render_stored_chunk(layer, &stored, &world.names)?,
-            (View::Chunk(_), None) => return Err(Error::corrupt("no world for a chunk")),
-            (View::Raw, _) => stored,
-        };
-        let data = Arc::new(data);
-        self.cache.insert((id, view), data.clone(), data.len() + 64);
+        let key = (id, view);
+        let size_ticket = self.sizes.lookup(&key).0;
+        let data = self.cache.get_or_load(
+            &key,
+            || {
+                let mut s = self.state()?;
+                let world = match view {
+                    View::Chunk(_) => Some(self.world(&mut s)?),
+                    _ => None,
+                };
+                let size = s.disk.entry(id).map_or(0, |e| e.size);
+                if size > ENTRY_LIMIT {
+                    return Err(Error::new(
+                        libc::EFBIG,
+                        format!(
+                            "entry {id} holds {size} bytes; worldfs shows entries of at most {} MiB",
+                            ENTRY_LIMIT >> 20
+                        ),
+                    ));
+                }
+                Ok((s.disk.read(id)?, world))
+            },
+            // A chunk's rendering also depends on entry -1, whose commits clear the cache.
+            |(stored, _)| content_hash(stored),
+            |(stored, world)| {
+                #[cfg(test)]
+                self.run_after_read();
+                Ok(match (view, world) {
+                    (View::Json, _) => render_json(&stored)?,
+                    (View::Gunzip, _) => gunzip(&stored, IMAGE_LIMIT)?,
+                    (View::Inventory, _) => render_inventory(&stored)?,
+                    (View::Chunk(layer), Some(world)) => {
+                        render_stored_chunk(layer, &stored, &world.names)?
+                    }
+                    (View::Chunk(_), None) => return Err(Error::corrupt("no world for a chunk")),
+                    (View::Raw, _) => stored,
+                })
+            },
+        )?;
         self.sizes
-            .insert((id, view), Arc::new(data.len() as u64), SIZE_COST);
+            .insert(key, Arc::new(data.len() as u64), 0, size_ticket);
         Ok(data)
     }
 
@@ -341,9 +372,9 @@ impl TvdaTree {
     }
 
     fn file_entry_stat(&self, info: &EntryInfo, view: View) -> Result<Stat> {
-        let size = match (view, self.sizes.get(&(info.id, view))) {
+        let size = match (view, self.sizes.lookup(&(info.id, view)).1) {
             (View::Raw, _) => info.size,
-            (_, Some(size)) => *size,
+            (_, Lookup::Fresh(size)) => *size,
             _ => self.render(info.id, view)?.len() as u64,
         };
         Ok(self.file_stat(size, self.mtime(info)))
@@ -431,6 +462,7 @@ impl TvdaTree {
         }
         let path = s.disk.path().to_path_buf();
         s.lock.follow(&path)?;
+        let mut keys = Vec::new();
         for change in changes {
             let id = match change {
                 Change::Put { id, .. } | Change::Remove { id } => *id,
@@ -442,11 +474,11 @@ impl TvdaTree {
                 s.world = None;
                 self.forget_all();
             }
-            for view in ALL_VIEWS {
-                self.cache.remove(&(id, view));
-                self.sizes.remove(&(id, view));
-            }
+            keys.extend(ALL_VIEWS.map(|view| (id, view)));
         }
+        // Still under the state lock: no render reads the disk between the commit and this.
+        self.cache.committed(&keys);
+        self.sizes.committed(&keys);
         Ok(())
     }
 
@@ -801,8 +833,50 @@ impl Tree for TvdaTree {
 }
 
 #[cfg(test)]
+impl TvdaTree {
+    fn run_after_read(&self) {
+        let hook = self.after_read.lock().ok().and_then(|mut h| h.take());
+        if let Some(hook) = hook {
+            hook(self);
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tvda::container::{Content, Header};
+
+    #[test]
+    fn a_render_racing_a_commit_never_caches_the_old_rendering() {
+        let dir = tempfile::tempdir().unwrap();
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let path = dir.path().join("disk");
+        let entries = [
+            (-1, Content::File(br#"{"genver":1}"#.to_vec())),
+            (-4, Content::File(b"old".to_vec())),
+        ];
+        Disk::create(&path, Header::new("p", 1).unwrap(), &entries, 1).unwrap();
+        let tree = TvdaTree::open(
+            &path,
+            &Options {
+                read_only: false,
+                cache_bytes: 1 << 20,
+            },
+        )
+        .unwrap();
+        let file = ["entries".to_string(), names::entry_file_name(-4)];
+        // A reader reads entry -4; before it caches its rendering, a write commits a new
+        // -4. The reader must not put the old rendering (nor its size) in the caches.
+        *tree.after_read.lock().unwrap() = Some(Box::new(|t: &TvdaTree| {
+            let file = ["entries".to_string(), names::entry_file_name(-4)];
+            t.write(&file, b"new, longer").unwrap();
+        }));
+        assert_eq!(*tree.read(&file).unwrap(), b"old");
+        assert_eq!(*tree.read(&file).unwrap(), b"new, longer");
+        assert_eq!(tree.stat(&file).unwrap().size, 11);
+    }
+
     use crate::vfs::tree::MAX_TREE_COOKIE;
 
     #[test]

@@ -20,7 +20,9 @@ use nix::sys::stat::{utimensat, UtimensatFlags};
 use nix::sys::time::TimeSpec;
 
 use crate::error::{Error, Result};
-use crate::vfs::replace::{is_temp_name, link_refused, open_no_follow, write_atomic};
+use crate::vfs::replace::{
+    is_temp_name, link_refused, open_no_follow, remove_all_leftovers, write_atomic,
+};
 use crate::vfs::tree::{Entry, Kind, Stat};
 
 /// Mode of a file created through the mount (less the umask).
@@ -34,8 +36,17 @@ pub struct FolderFiles {
 }
 
 impl FolderFiles {
-    /// The files of `dir` for which `hidden` is false.
+    /// The files of `dir` for which `hidden` is false. Read-write, the temporary files a
+    /// crash left in `dir` are removed first.
     pub fn new(dir: &Path, hidden: fn(&str) -> bool, read_only: bool) -> FolderFiles {
+        if !read_only {
+            if let Err(e) = remove_all_leftovers(dir) {
+                log::warn!(
+                    "{}: cannot remove leftover temporary files: {e}",
+                    dir.display()
+                );
+            }
+        }
         FolderFiles {
             dir: dir.to_path_buf(),
             hidden,
@@ -187,6 +198,15 @@ mod tests {
         assert_eq!(f.names().unwrap(), vec!["world.mt"], "no temporary left");
         let ro = FolderFiles::new(dir.path(), |_| false, true);
         assert_eq!(ro.write("world.mt", b"x").unwrap_err().errno(), libc::EROFS);
+        let left = dir.path().join(".worldfs-world.mt.123.4.tmp");
+        fs::write(&left, b"half").unwrap();
+        FolderFiles::new(dir.path(), |_| false, true);
+        assert!(left.exists(), "a read-only mount removes nothing");
+        FolderFiles::new(dir.path(), |_| false, false);
+        assert!(
+            !left.exists(),
+            "a crash's leftover is removed at a read-write mount"
+        );
     }
 
     #[test]
@@ -198,9 +218,10 @@ mod tests {
         let victim = dir.path().join("victim");
         fs::write(&victim, b"secret").unwrap();
         fs::write(world.join("env_meta.txt"), b"time = 1\n").unwrap();
+        let f = FolderFiles::new(&world, |_| false, false);
+        // Planted while mounted: the old fixed temporary name, and a world file.
         symlink(&victim, world.join(".worldfs-env_meta.txt.tmp")).unwrap();
         symlink(&victim, world.join("linked.txt")).unwrap();
-        let f = FolderFiles::new(&world, |_| false, false);
         f.write("env_meta.txt", b"time = 2\n").unwrap();
         assert_eq!(
             fs::read(&victim).unwrap(),

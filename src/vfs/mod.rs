@@ -8,6 +8,7 @@ pub mod fresh;
 pub mod held;
 pub mod inodes;
 pub mod mtimes;
+pub mod objects;
 pub mod replace;
 pub mod scratch;
 pub mod throttle;

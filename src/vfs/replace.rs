@@ -210,6 +210,25 @@ pub fn remove_durably(path: &Path) -> Result<()> {
     sync_dir(dir)
 }
 
+/// Deletes every temporary file a crash left in folder `dir` (worldfs's temporary names
+/// only, whatever they were for); returns how many.
+pub fn remove_all_leftovers(dir: &Path) -> Result<usize> {
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::from(e).context(dir.display()))? {
+        let entry = entry?;
+        let n = entry.file_name();
+        let raw = n.as_bytes();
+        if raw.starts_with(TEMP_PREFIX.as_bytes()) && raw.ends_with(TEMP_SUFFIX.as_bytes()) {
+            std::fs::remove_file(entry.path())?;
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        sync_dir(dir)?;
+    }
+    Ok(removed)
+}
+
 /// Deletes the temporary files a crash left while replacing `path`; returns how many.
 pub fn remove_leftovers(path: &Path) -> Result<usize> {
     let (dir, name) = parts(path)?;

@@ -56,12 +56,14 @@ pub fn region_file_name(region: (i32, i32)) -> String {
     format!("Region {},{}.dat", region.0, region.1)
 }
 
-/// Region coordinates from a file name `Region X,Z.dat` (exact decimal spelling only).
+/// Region coordinates from a file name `Region X,Z.dat` (exact decimal spelling only, and
+/// only regions whose chunk coordinates fit an i32).
 pub fn region_coords(name: &str) -> Option<(i32, i32)> {
     let inner = name.strip_prefix("Region ")?.strip_suffix(".dat")?;
     let (x, z) = inner.split_once(',')?;
-    let r = (x.parse().ok()?, z.parse().ok()?);
-    (region_file_name(r) == name).then_some(r)
+    let r: (i32, i32) = (x.parse().ok()?, z.parse().ok()?);
+    let fits = |v: i32| (i32::MIN >> 4..=i32::MAX >> 4).contains(&v);
+    (fits(r.0) && fits(r.1) && region_file_name(r) == name).then_some(r)
 }
 
 /// One present chunk of a region: its slot and where its record lies.
@@ -75,8 +77,13 @@ pub struct RegionEntry {
     pub size: usize,
 }
 
-/// Parses the header (the first [`HEADER_BYTES`] bytes) into the present entries.
-pub fn parse_header(head: &[u8]) -> Result<Vec<RegionEntry>> {
+/// A slot whose directory entry is impossible, and why.
+pub type BadSlot = (usize, String);
+
+/// Parses the header (the first [`HEADER_BYTES`] bytes) into the present entries and the
+/// slots whose entries are impossible (an offset into the directory, a size past the
+/// limit): those chunks are unreadable, the others are fine.
+pub fn parse_header_lenient(head: &[u8]) -> Result<(Vec<RegionEntry>, Vec<BadSlot>)> {
     if head.get(..4) != Some(b"RGN1".as_slice()) {
         return Err(Error::corrupt("region file has no RGN1 magic"));
     }
@@ -84,6 +91,7 @@ pub fn parse_header(head: &[u8]) -> Result<Vec<RegionEntry>> {
         return Err(Error::corrupt("region file is shorter than its directory"));
     }
     let mut out = Vec::new();
+    let mut bad = Vec::new();
     for (slot, e) in head[4..HEADER_BYTES].chunks_exact(8).enumerate() {
         let offset = i32::from_le_bytes([e[0], e[1], e[2], e[3]]);
         let size = i32::from_le_bytes([e[4], e[5], e[6], e[7]]);
@@ -91,9 +99,11 @@ pub fn parse_header(head: &[u8]) -> Result<Vec<RegionEntry>> {
             continue;
         }
         if offset < HEADER_BYTES as i32 || !(0..=MAX_PAYLOAD as i32).contains(&size) {
-            return Err(Error::corrupt(format!(
-                "region slot {slot}: bad entry offset {offset}, size {size}"
-            )));
+            bad.push((
+                slot,
+                format!("region slot {slot}: bad entry offset {offset}, size {size}"),
+            ));
+            continue;
         }
         out.push(RegionEntry {
             slot,
@@ -101,7 +111,17 @@ pub fn parse_header(head: &[u8]) -> Result<Vec<RegionEntry>> {
             size: size as usize,
         });
     }
-    Ok(out)
+    Ok((out, bad))
+}
+
+/// Parses the header; any impossible entry is an error (a region is only rewritten whole
+/// when every entry in it is sound).
+pub fn parse_header(head: &[u8]) -> Result<Vec<RegionEntry>> {
+    let (entries, bad) = parse_header_lenient(head)?;
+    match bad.into_iter().next() {
+        Some((_, why)) => Err(Error::corrupt(why)),
+        None => Ok(entries),
+    }
 }
 
 /// The payload of an entry in a whole region file.

@@ -168,6 +168,16 @@ impl FixedFile {
             } else {
                 fixed::slot_offset(self.format, slot)
             };
+            let taken = self
+                .entries
+                .iter()
+                .find(|e| e.offset < offset + size as u64 && offset < e.offset + size as u64);
+            if let Some(e) = taken {
+                return Err(Error::corrupt(format!(
+                    "the directory is damaged: the record for new chunk {pos} would overwrite the one listed for chunk {}; nothing written",
+                    e.pos
+                )));
+            }
             data.push((offset, rec.clone()));
             dir.push((
                 (slot * 12) as u64,

@@ -29,7 +29,7 @@ use regions::RegionStore;
 const NEW_FILE_MODE: u32 = 0o644;
 
 /// Largest Project.xml read (real ones are tens of kilobytes).
-const MAX_PROJECT_BYTES: u64 = 64 << 20;
+const MAX_PROJECT_BYTES: u64 = 16 << 20;
 
 enum Terrain {
     Fixed(FixedFile),

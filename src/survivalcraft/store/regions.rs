@@ -6,6 +6,10 @@
 //! each touched region anew in memory with [`region::patch_region`] (untouched payloads keep
 //! their bytes), writes it to `Region X,Z.dat.new`, fsyncs and renames it over the region,
 //! so a crash leaves every region, and so every chunk, old or new.
+//!
+//! Damage stays local: a slot with an impossible directory entry is a chunk that cannot be
+//! read, a file that is not a region at all hides its chunks (with a warning), and neither
+//! is ever rewritten: a commit to such a region is refused.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -27,6 +31,8 @@ type SlotPayload = (usize, Vec<u8>);
 struct Region {
     blob: Blob,
     entries: Vec<RegionEntry>,
+    /// Slots with impossible directory entries, and why.
+    bad: Vec<region::BadSlot>,
 }
 
 /// An opened set of region files.
@@ -34,17 +40,39 @@ pub(crate) struct RegionStore {
     /// The `Regions` folder when writable.
     dir: Option<PathBuf>,
     regions: BTreeMap<(i32, i32), Region>,
+    /// Region files that do not parse, and why: never rewritten.
+    damaged: BTreeMap<(i32, i32), String>,
 }
 
 fn load(blob: Blob) -> Result<Region> {
-    let entries = region::parse_header(&blob.head(HEADER_BYTES)?)?;
-    Ok(Region { blob, entries })
+    let (entries, bad) = region::parse_header_lenient(&blob.head(HEADER_BYTES)?)?;
+    Ok(Region { blob, entries, bad })
+}
+
+/// Loads a region into `regions`, or notes it in `damaged` when it does not parse.
+fn add(
+    regions: &mut BTreeMap<(i32, i32), Region>,
+    damaged: &mut BTreeMap<(i32, i32), String>,
+    rc: (i32, i32),
+    name: &str,
+    blob: Result<Blob>,
+) {
+    match blob.and_then(load) {
+        Ok(r) => {
+            regions.insert(rc, r);
+        }
+        Err(e) => {
+            log::warn!("{name}: {e}; its chunks are not shown and it is never rewritten");
+            damaged.insert(rc, e.to_string());
+        }
+    }
 }
 
 impl RegionStore {
     /// Opens `dir` (a `Regions` folder, possibly missing).
     pub(crate) fn open(dir: &Path, writable: bool) -> Result<RegionStore> {
         let mut regions = BTreeMap::new();
+        let mut damaged = BTreeMap::new();
         let listing = match fs::read_dir(dir) {
             Ok(l) => Some(l),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -79,16 +107,20 @@ impl RegionStore {
                 if writable {
                     remove_leftovers(&p)?;
                 }
-                let file = open_no_follow(&p, false)?;
-                regions.insert(
+                let blob = open_no_follow(&p, false).map(Blob::File);
+                add(
+                    &mut regions,
+                    &mut damaged,
                     rc,
-                    load(Blob::File(file)).map_err(|e| e.context(p.display()))?,
+                    &p.display().to_string(),
+                    blob,
                 );
             }
         }
         Ok(RegionStore {
             dir: writable.then(|| dir.to_path_buf()),
             regions,
+            damaged,
         })
     }
 
@@ -100,25 +132,39 @@ impl RegionStore {
         prefix: &str,
     ) -> Result<RegionStore> {
         let mut regions = BTreeMap::new();
+        let mut damaged = BTreeMap::new();
         for name in names {
             let Some(rel) = name.strip_prefix(prefix) else {
                 continue;
             };
             let base = rel.strip_prefix("Regions/").unwrap_or(rel);
             if let Some(rc) = region::region_coords(base) {
-                regions.insert(
-                    rc,
-                    load(Blob::entry(archive, name)?).map_err(|e| e.context(name))?,
-                );
+                let blob = Blob::entry(archive, name).and_then(|b| {
+                    if b.len()? > MAX_REGION_BYTES as u64 {
+                        return Err(Error::corrupt(format!(
+                            "larger than the largest region ({MAX_REGION_BYTES} bytes)"
+                        )));
+                    }
+                    Ok(b)
+                });
+                add(&mut regions, &mut damaged, rc, name, blob);
             }
         }
-        Ok(RegionStore { dir: None, regions })
+        Ok(RegionStore {
+            dir: None,
+            regions,
+            damaged,
+        })
     }
 
     pub(crate) fn chunks(&self) -> impl Iterator<Item = ChunkPos> + '_ {
-        self.regions
-            .iter()
-            .flat_map(|(rc, r)| r.entries.iter().map(move |e| region::chunk_at(*rc, e.slot)))
+        self.regions.iter().flat_map(|(rc, r)| {
+            r.entries
+                .iter()
+                .map(|e| e.slot)
+                .chain(r.bad.iter().map(|(slot, _)| *slot))
+                .map(move |slot| region::chunk_at(*rc, slot))
+        })
     }
 
     fn entry(&self, pos: ChunkPos) -> Option<(&Region, &RegionEntry)> {
@@ -127,12 +173,25 @@ impl RegionStore {
         Some((r, r.entries.iter().find(|e| e.slot == slot)?))
     }
 
+    /// Why the stored chunk at `pos` cannot be read, if its directory entry is impossible.
+    fn bad_slot(&self, pos: ChunkPos) -> Option<&str> {
+        let (rc, slot) = region::locate(pos);
+        let r = self.regions.get(&rc)?;
+        r.bad
+            .iter()
+            .find(|(s, _)| *s == slot)
+            .map(|(_, why)| why.as_str())
+    }
+
     pub(crate) fn contains(&self, pos: ChunkPos) -> bool {
-        self.entry(pos).is_some()
+        self.entry(pos).is_some() || self.bad_slot(pos).is_some()
     }
 
     /// The compressed payload of a chunk.
     pub(crate) fn read_raw(&self, pos: ChunkPos) -> Result<Vec<u8>> {
+        if let Some(why) = self.bad_slot(pos) {
+            return Err(Error::corrupt(why.to_string()));
+        }
         let (r, e) = self
             .entry(pos)
             .ok_or_else(|| Error::not_found(format!("chunk {pos} is not stored")))?;
@@ -156,6 +215,14 @@ impl RegionStore {
         }
         if !by_region.is_empty() {
             fs::create_dir_all(&dir)?;
+        }
+        for rc in by_region.keys() {
+            if let Some(why) = self.damaged.get(rc) {
+                return Err(Error::corrupt(format!(
+                    "{} is damaged ({why}); it is not rewritten",
+                    region::region_file_name(*rc)
+                )));
+            }
         }
         for (rc, changes) in by_region {
             let old = match self.regions.get(&rc) {
