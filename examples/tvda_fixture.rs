@@ -6,6 +6,8 @@
 //! `codec` (gzip, zstd, Snappy); plus actor 268435456, `thumbnail.tga` and `loadOrder.txt`.
 //! `tvda_fixture player OUT`: a player disk with an inventory, a spritedef, a screenshot,
 //! `loadOrder.txt` and a blob entry.
+//! `tvda_fixture tevd OUT`: an empty TEVD v3 disk of 64 MiB capacity (the samples hold at most
+//! 720 KiB, too little for the POSIX suites' big files).
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -15,6 +17,7 @@ use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILE
 use worldfs::tvda::compress::{compress, Codec};
 use worldfs::tvda::container::{Content, Header};
 use worldfs::tvda::store::Disk;
+use worldfs::tvda::tevd_store::TevdDisk;
 
 const NOW: u64 = 1_700_000_000;
 
@@ -89,7 +92,10 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         [_, kind, out] if kind == "world" => world(Path::new(out)),
         [_, kind, out] if kind == "player" => player(Path::new(out)),
-        _ => Err(Error::invalid("usage: tvda_fixture world|player OUT")),
+        [_, kind, out] if kind == "tevd" => {
+            TevdDisk::create(Path::new(out), "pjdfstest", 64 << 20, NOW).map(|_| ())
+        }
+        _ => Err(Error::invalid("usage: tvda_fixture world|player|tevd OUT")),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
