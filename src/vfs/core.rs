@@ -340,17 +340,20 @@ impl Vfs {
                 f.perm = (mode & 0o777) as u16;
             }
         }
-        let mut overlay = lock(&self.overlay)?;
-        if let Some(o) = overlay.get_mut(&path) {
-            if let Some(m) = mtime {
-                o.mtime = m;
-                o.set_mtime = Some(m);
+        let held = match lock(&self.overlay)?.get_mut(&path) {
+            Some(o) => {
+                if let Some(m) = mtime {
+                    o.mtime = m;
+                    o.set_mtime = Some(m);
+                }
+                if let Some(mode) = mode {
+                    o.perm = (mode & 0o777) as u16;
+                }
+                true
             }
-            if let Some(mode) = mode {
-                o.perm = (mode & 0o777) as u16;
-            }
-        } else if let Some(m) = mtime {
-            drop(overlay);
+            None => false,
+        };
+        if let (Some(m), false) = (mtime, held) {
             self.tree
                 .set_mtime(&path, m)
                 .map_err(|e| e.context(display_path(&path)))?;
@@ -1480,6 +1483,197 @@ mod tests {
                 "{n} in {seen:?}"
             );
         }
+    }
+
+    #[test]
+    fn held_files_show_real_modes() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/auth".into(), b"ok hash".to_vec());
+        // `create` honours the mode asked for; chmod of a held file is real.
+        let (tmp, stat, fh) = vfs.create(d, "sedAb12Cd", 0o600).unwrap();
+        assert_eq!(stat.perm, 0o600);
+        vfs.release(fh).unwrap();
+        assert_eq!(vfs.getattr(tmp).unwrap().perm, 0o600);
+        vfs.setattr(tmp, None, None, None, Some(0o640)).unwrap();
+        assert_eq!(vfs.getattr(tmp).unwrap().perm, 0o640);
+        // A copy moved aside keeps the mode of what it holds.
+        vfs.rename(d, "auth", d, "auth~").unwrap();
+        let (backup, _) = vfs.lookup(d, "auth~", 1).unwrap();
+        assert_eq!(vfs.getattr(backup).unwrap().perm, 0o600);
+        vfs.rename(d, "auth~", d, "auth").unwrap();
+        // Text a commit did not take keeps the mode of the file it is for.
+        let (auth, _) = vfs.lookup(d, "auth", 1).unwrap();
+        let fh = vfs.open(auth, TRUNC).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        vfs.release(fh).unwrap_err();
+        assert_eq!(vfs.getattr(auth).unwrap().perm, 0o600);
+        assert_eq!(vfs.getattr(auth).unwrap().size, 3);
+    }
+
+    #[test]
+    fn vim_save_by_rename_commits_and_a_failed_one_restores_the_backup() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let save = |text: &[u8]| -> Result<()> {
+            // vim with 'writebackup' and 'backupcopy' auto: rename f to f~, create f, write,
+            // fsync, close, restore the mode, remove the backup (or restore it on failure).
+            vfs.rename(d, "f", d, "f~")?;
+            let (f, _, fh) = vfs.create(d, "f", 0o644)?;
+            vfs.write(fh, 0, text, false)?;
+            let synced = vfs.fsync(fh);
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            if let Err(e) = synced {
+                vfs.rename(d, "f~", d, "f")?;
+                return Err(e);
+            }
+            vfs.setattr(f, None, None, None, Some(0o644))?;
+            vfs.unlink(d, "f~")
+        };
+        save(b"ok new").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok new");
+        assert_eq!(vfs.lookup(d, "f~", 1).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(save(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(
+            stored(&tree, "d/f").unwrap(),
+            b"ok new",
+            "a failed save keeps it"
+        );
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"ok new");
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(vfs.lookup(d, "f~", 1).unwrap_err().errno(), libc::ENOENT);
+    }
+
+    #[test]
+    fn sed_in_place_commits_by_rename_and_a_failure_keeps_the_object() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let sed = |text: &[u8]| -> Result<()> {
+            // GNU sed -i: create sedXXXXXX (0600), write, fchmod to the file's mode, close,
+            // rename over the file.
+            let (tmp, _, fh) = vfs.create(d, "sedAb12Cd", 0o600)?;
+            vfs.write(fh, 0, text, false)?;
+            vfs.setattr(tmp, Some(fh), None, None, Some(0o644))?;
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            vfs.rename(d, "sedAb12Cd", d, "f")
+        };
+        sed(b"ok edited").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        assert_eq!(
+            vfs.lookup(d, "sedAb12Cd", 1).unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert_eq!(sed(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        // The text shows at the file; removing it discards only the text.
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"bad");
+        vfs.unlink(d, "sedAb12Cd").unwrap();
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        assert!(vfs.failed_paths().is_empty());
+    }
+
+    #[test]
+    fn rsync_temporary_renamed_over_commits_with_its_mtime() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let when = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let rsync = |text: &[u8]| -> Result<()> {
+            // rsync: create .f.XXXXXX, write, close, set mode and mtime, rename over f.
+            let (tmp, _, fh) = vfs.create(d, ".f.Xa3k2P", 0o600)?;
+            vfs.write(fh, 0, text, false)?;
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            vfs.setattr(tmp, None, None, Some(when), Some(0o644))?;
+            assert_eq!(vfs.getattr(tmp)?.mtime, when);
+            vfs.rename(d, ".f.Xa3k2P", d, "f")
+        };
+        rsync(b"ok synced").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok synced");
+        assert_eq!(lock(&tree.mtimes).unwrap()["d/f"], when);
+        assert_eq!(rsync(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok synced");
+    }
+
+    #[test]
+    fn cp_r_fills_a_new_folder_through_its_hidden_fixed_files() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        // cp -r src d/new: mkdir, then each file with O_CREAT|O_EXCL (a lookup first).
+        let (new, _) = vfs.mkdir(d, "new", 7).unwrap();
+        assert_eq!(
+            vfs.lookup(new, "fixed", 7).unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert!(
+            vfs.lookup(new, "fixed", 8).is_ok(),
+            "others see the folder as it is"
+        );
+        for (name, text) in [("fixed", &b"ok copied"[..]), ("extra", b"ok extra")] {
+            let (_, _, fh) = vfs.create(new, name, 0o644).unwrap();
+            vfs.write(fh, 0, text, false).unwrap();
+            vfs.flush(fh).unwrap();
+            vfs.release(fh).unwrap();
+        }
+        assert_eq!(stored(&tree, "d/new/fixed").unwrap(), b"ok copied");
+        assert_eq!(stored(&tree, "d/new/extra").unwrap(), b"ok extra");
+        assert!(vfs.lookup(new, "fixed", 7).is_ok());
+        // A bad copied file fails its close and leaves nothing stored.
+        let (_, _, fh) = vfs.create(new, "broken", 0o644).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/new/broken"), None);
+        assert_eq!(vfs.failed_paths(), vec!["d/new/broken".to_string()]);
+    }
+
+    #[test]
+    fn large_unsaved_text_leaves_memory_and_is_saved_for_recovery() {
+        let state = tempfile::tempdir().unwrap();
+        let tree = Arc::new(Files::default());
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f".into(), b"ok old".to_vec());
+        let held = state.path().join("held");
+        let vfs = Vfs::new(tree.clone(), Some(held.clone()));
+        let d = dir_ino(&vfs);
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        let big = vec![b'x'; 1 << 20];
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, &big, false).unwrap();
+        vfs.release(fh).unwrap_err();
+        assert_eq!(
+            std::fs::read_dir(&held).unwrap().count(),
+            1,
+            "the text is in a file"
+        );
+        assert!(matches!(
+            lock(&vfs.overlay).unwrap()[&["d".to_string(), "f".to_string()][..]].text,
+            Text::File { .. }
+        ));
+        assert_eq!(read_all(&vfs, f), big, "and still readable");
+        // A scratch file is not saved; the unsaved text is, at the same path.
+        let (_, _, fh) = vfs.create(d, "f.swp", 0o600).unwrap();
+        vfs.write(fh, 0, b"swap", false).unwrap();
+        vfs.release(fh).unwrap();
+        let recovery = state.path().join("unsaved");
+        let saved = vfs.save_unsaved(&recovery);
+        assert_eq!(saved.len(), 1);
+        assert_eq!(saved[0].path, "d/f");
+        let file = saved[0].saved.as_ref().unwrap();
+        assert_eq!(*file, recovery.join("d/f"));
+        assert_eq!(std::fs::read(file).unwrap(), big);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(!held.exists(), "the spill folder is gone");
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
     }
 
     #[test]
