@@ -120,12 +120,10 @@ impl Filesystem for WorldFs {
     }
 
     fn destroy(&mut self) {
+        // What fails here stays held as text no commit took; the daemon saves it on exit.
         let failed = self.vfs.commit_all();
         if failed > 0 {
             log::error!("{failed} file(s) could not be committed at unmount");
-        }
-        for path in self.vfs.failed_paths() {
-            log::error!("unsaved text lost at unmount (its commit failed): {path}");
         }
     }
 

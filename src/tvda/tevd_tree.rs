@@ -7,13 +7,14 @@
 //! no directory lists (tsvm's boot sector) are kept but not shown; symlinks are not shown
 //! (the tree has only files and folders).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::tvda::tevd::TevdKind;
 use crate::tvda::tevd_store::{NewNode, NodeInfo, TevdDisk};
+use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
@@ -25,6 +26,9 @@ const REFRESH_INTERVAL_MS: u64 = 50;
 /// A TEVD disk as a tree.
 pub struct TevdTree {
     disk: Mutex<TevdDisk>,
+    path: PathBuf,
+    /// The mount's lock on the disk file, re-taken after each rewrite.
+    lock: Mutex<StoreLock>,
     mtimes: Mtimes,
     read_only: bool,
     changes: Throttle,
@@ -60,8 +64,11 @@ fn split(path: &TreePath) -> Result<(&TreePath, &str)> {
 impl TevdTree {
     /// Opens the disk at `path` (reads the entry headers and directory listings).
     pub fn open(path: &Path, read_only: bool) -> Result<TevdTree> {
+        let lock = StoreLock::mount(path, read_only)?;
         Ok(TevdTree {
             disk: Mutex::new(TevdDisk::open(path, !read_only)?),
+            path: path.to_path_buf(),
+            lock: Mutex::new(lock),
             mtimes: Mtimes::open(path, read_only),
             read_only,
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
@@ -124,6 +131,10 @@ impl TevdTree {
         let result = stage(&mut d, now_secs()).and_then(|ids| d.commit().map(|_| ids));
         match result {
             Ok(ids) => {
+                self.lock
+                    .lock()
+                    .map_err(|_| Error::corrupt("disk lock poisoned"))?
+                    .follow(&self.path)?;
                 for id in ids {
                     if let Ok(info) = d.info(id) {
                         self.mtimes.record(id as u32 as u64, node_hash(&info), now);

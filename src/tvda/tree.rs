@@ -14,8 +14,9 @@
 //! is decoded before a file is touched, rendered files sit in the shared LRU cache, and a
 //! write commits the one entry it changes through `Disk::commit` (appended, older copies
 //! discarded) only when its stored bytes differ, so an untouched disk stays byte-identical.
-//! Renaming an entry to another ID rewrites the disk (two changes). The mount holds a
-//! shared lock on the disk so `worldfs compact` refuses to run beside it.
+//! Renaming an entry to another ID rewrites the disk (two changes). The mount holds a lock
+//! on the disk ([`StoreLock`]: exclusive when it writes) so a second writer and `worldfs
+//! compact` refuse to run beside it.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -28,10 +29,10 @@ use crate::tvda::compress::{compress, gunzip, Codec};
 use crate::tvda::container::{DiskKind, EntryKind, ROOT_ID};
 use crate::tvda::inventory::{apply_inventory, render_inventory};
 use crate::tvda::json_view::{parse_actor_json, parse_info_json, render_json};
-use crate::tvda::lock::DiskLock;
 use crate::tvda::names::{self, Presentation, WellKnown, ACTOR_IDS};
 use crate::tvda::store::{Change, Disk, EntryInfo};
 use crate::vfs::cache::Cache;
+use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
@@ -87,7 +88,7 @@ enum Place {
 
 struct State {
     disk: Disk,
-    lock: DiskLock,
+    lock: StoreLock,
     /// The world facts of entry -1, read on first use.
     world: Option<Arc<World>>,
 }
@@ -145,7 +146,7 @@ fn id_cookie(id: i64) -> u64 {
 impl TvdaTree {
     /// Opens the disk at `path` (reads the entry headers, decodes nothing).
     pub fn open(path: &Path, options: &Options) -> Result<TvdaTree> {
-        let lock = DiskLock::shared(path)?;
+        let lock = StoreLock::mount(path, options.read_only)?;
         let disk = Disk::open(path, !options.read_only)?;
         let kind = disk.header().kind();
         Ok(TvdaTree {
