@@ -211,6 +211,19 @@ impl Tree for TevdTree {
         })
     }
 
+    fn check(&self, path: &TreePath, _data: &[u8]) -> Result<()> {
+        // Any bytes make a file; only the place is checked.
+        let (dir, _) = split(path)?;
+        let d = self.disk()?;
+        match Self::resolve(&d, path) {
+            Ok(n) if n.kind == TevdKind::Directory => {
+                Err(Error::new(libc::EISDIR, "is a directory"))
+            }
+            Ok(_) => Ok(()),
+            Err(_) => Self::resolve(&d, dir).map(drop),
+        }
+    }
+
     fn classify(&self, _dir: &TreePath, name: &str) -> Result<NewFile> {
         Ok(if looks_like_scratch(name) {
             NewFile::Scratch

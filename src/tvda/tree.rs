@@ -430,9 +430,46 @@ impl TvdaTree {
         Ok(())
     }
 
+    /// Parses `data` as the new content of `path` as a write does; stores it with `commit`.
+    fn edit(&self, path: &TreePath, data: &[u8], commit: bool) -> Result<()> {
+        self.check_writable()?;
+        let place = self.place(path)?;
+        let (id, view) = self.target(place, path)?;
+        match (place, view) {
+            (Place::WellKnown(_), View::Json) => self.put(id, commit, |s| self.store_info(data, s)),
+            (Place::WellKnown(_), View::Gunzip) => {
+                self.put(id, commit, |s| Self::store_gzip(data, s))
+            }
+            (Place::Inventory, _) => self.put(id, commit, |s| {
+                apply_inventory(
+                    s.ok_or_else(|| Error::not_found("the player disk has no entry -1"))?,
+                    data,
+                )
+            }),
+            (Place::Actor(_), _) => self.put(id, commit, |s| {
+                parse_actor_json(data, s.unwrap_or_default())
+            }),
+            (Place::Chunk(..), View::Chunk(layer)) => {
+                let world = {
+                    let mut s = self.state()?;
+                    self.world(&mut s)?
+                };
+                self.put(id, commit, |s| {
+                    store_chunk(data, layer, &world.names, s, world.codec)
+                })
+            }
+            _ => self.put(id, commit, |_| Ok(data.to_vec())),
+        }
+    }
+
     /// Replaces file entry `id` with what `make` builds from its stored bytes (`None` when
-    /// it does not exist yet); commits only a real change.
-    fn put(&self, id: i64, make: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>) -> Result<()> {
+    /// it does not exist yet); commits only a real change, and nothing unless `commit`.
+    fn put(
+        &self,
+        id: i64,
+        commit: bool,
+        make: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>,
+    ) -> Result<()> {
         self.check_writable()?;
         let mut s = self.state()?;
         let stored = match s.disk.entry(id) {
@@ -441,7 +478,7 @@ impl TvdaTree {
             None => None,
         };
         let data = make(stored.as_deref())?;
-        if stored.as_deref() == Some(data.as_slice()) {
+        if !commit || stored.as_deref() == Some(data.as_slice()) {
             return Ok(());
         }
         self.commit(&mut s, &[Change::Put { id, data }])
@@ -634,30 +671,11 @@ impl Tree for TvdaTree {
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        self.check_writable()?;
-        let place = self.place(path)?;
-        let (id, view) = self.target(place, path)?;
-        match (place, view) {
-            (Place::WellKnown(_), View::Json) => self.put(id, |s| self.store_info(data, s)),
-            (Place::WellKnown(_), View::Gunzip) => self.put(id, |s| Self::store_gzip(data, s)),
-            (Place::Inventory, _) => self.put(id, |s| {
-                apply_inventory(
-                    s.ok_or_else(|| Error::not_found("the player disk has no entry -1"))?,
-                    data,
-                )
-            }),
-            (Place::Actor(_), _) => self.put(id, |s| parse_actor_json(data, s.unwrap_or_default())),
-            (Place::Chunk(..), View::Chunk(layer)) => {
-                let world = {
-                    let mut s = self.state()?;
-                    self.world(&mut s)?
-                };
-                self.put(id, |s| {
-                    store_chunk(data, layer, &world.names, s, world.codec)
-                })
-            }
-            _ => self.put(id, |_| Ok(data.to_vec())),
-        }
+        self.edit(path, data, true)
+    }
+
+    fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        self.edit(path, data, false)
     }
 
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
@@ -703,7 +721,7 @@ impl Tree for TvdaTree {
         match place {
             Place::Inventory => {
                 self.info(id, path)?;
-                self.put(id, |s| apply_inventory(s.unwrap_or_default(), b""))
+                self.put(id, true, |s| apply_inventory(s.unwrap_or_default(), b""))
             }
             _ => self.delete(id, path),
         }

@@ -603,11 +603,14 @@ impl Vfs {
 
     /// Commits a handle's file if it was written (each close).
     ///
-    /// The first close of a handle only truncated or created, with nothing written yet, is let
-    /// pass: a shell redirection (`cmd > file`, and `touch`) opens the file, duplicates the
+    /// The first close of a handle only truncated or created, with nothing written yet,
+    /// commits nothing: a shell redirection (`cmd > file`) opens the file, duplicates the
     /// descriptor and closes the original before anything is written, and that close must not
-    /// commit an empty file (invalid for most views: a bogus error, a needless commit). The
-    /// next close commits whatever the file holds.
+    /// commit an empty file (invalid for most views, and a needless commit). It still fails
+    /// when the tree would refuse what the file holds ([`Tree::check`]), so a lone
+    /// `open(O_TRUNC); close()` reports the error its commit meets (the shell ignores the
+    /// error of its own close). The next close, or the release, commits whatever the file
+    /// holds.
     pub fn flush(&self, fh: u64) -> Result<()> {
         self.commit_handle(fh, false)
     }
@@ -631,7 +634,15 @@ impl Vfs {
         }
         if !h.written && !h.deferred && !last {
             h.deferred = true;
-            return Ok(());
+            if f.scratch {
+                return Ok(());
+            }
+            return self.tree.check(&f.path, &f.data).map_err(|e| {
+                e.context(format!(
+                    "{}: nothing written before this close",
+                    display_path(&f.path)
+                ))
+            });
         }
         f.dirty = false;
         if f.scratch {
@@ -1183,6 +1194,13 @@ mod tests {
             lock(&self.files)?.insert(key, data.to_vec());
             Ok(())
         }
+        fn check(&self, path: &[String], data: &[u8]) -> Result<()> {
+            self.file_key(path)?;
+            if !data.starts_with(b"ok") {
+                return Err(Error::at(1, 1, "expected `ok`"));
+            }
+            Ok(())
+        }
         fn classify(&self, _: &[String], name: &str) -> Result<NewFile> {
             Ok(if crate::vfs::scratch::looks_like_scratch(name) {
                 NewFile::Scratch
@@ -1234,17 +1252,18 @@ mod tests {
             truncate: true,
             append: false,
         };
-        // `cmd > file`: the shell's close of the original descriptor, then cmd writes and closes.
+        // `cmd > file`: the shell's close of the original descriptor (its error, an empty file
+        // being invalid here, is ignored by the shell), then cmd writes and closes.
         let fh = vfs.open(f, trunc).unwrap();
-        vfs.flush(fh).unwrap();
+        vfs.flush(fh).unwrap_err();
         assert!(lock(&tree.writes).unwrap().is_empty());
         vfs.write(fh, 0, b"ok new", false).unwrap();
         vfs.flush(fh).unwrap();
         vfs.release(fh).unwrap();
         assert_eq!(*lock(&tree.writes).unwrap(), vec![b"ok new".to_vec()]);
-        // `: > file`, `touch`: the truncation alone is committed at the next close.
+        // `: > file`: the truncation alone is committed at the next close.
         let fh = vfs.open(f, trunc).unwrap();
-        vfs.flush(fh).unwrap();
+        vfs.flush(fh).unwrap_err();
         assert!(vfs.flush(fh).is_err(), "an empty file is not valid here");
         vfs.release(fh).unwrap();
         assert_eq!(lock(&tree.writes).unwrap().len(), 1);
@@ -1265,6 +1284,28 @@ mod tests {
         vfs.release(fh).unwrap();
         assert!(vfs.failed_paths().is_empty());
         assert_eq!(lock(&tree.files).unwrap()["d/f"], b"okd");
+    }
+
+    #[test]
+    fn a_lone_truncating_close_fails_with_the_error_its_commit_meets() {
+        let (tree, vfs, f) = setup();
+        // open(O_TRUNC); close(): the close reports that the empty file cannot be stored.
+        let fh = vfs.open(f, TRUNC).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        assert!(lock(&tree.writes).unwrap().is_empty(), "nothing committed");
+        vfs.release(fh).unwrap_err();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
+        // A new file created and closed empty: the same.
+        let d = dir_ino(&vfs);
+        let (_, _, fh) = vfs.create(d, "g", 0o644).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        vfs.release(fh).unwrap_err();
+        assert_eq!(stored(&tree, "d/g"), None);
+        // Scratch files take anything.
+        let (_, _, fh) = vfs.create(d, "g.swp", 0o600).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
     }
 
     #[test]
