@@ -113,7 +113,17 @@ cmp "$saved" "$T/pending" || fail "the saved text differs"
 assert_eq "$(stat -c %a "$saved")" "600" "mode of the saved text"
 assert_contains "$T/worldfs.log" "not committed: players/celeron55"
 mountpoint -q "$M" && fail "still mounted"
-# The lock went with the daemon: the world mounts read-write again.
+# SIGTERM saves the same way (the log names the saved file); the lock goes with the daemon,
+# so the world mounts read-write again.
+mount_world "$W" "$M"
+PID=$(pgrep -f -- "--log-file $T/worldfs.log $W $M" || true)
+[ -n "$PID" ] || fail "daemon not found"
+if sed -i 's/^hp = .*/hp = term/' "$P" 2>/dev/null; then fail "bad hp accepted"; fi
+kill -TERM "$PID"
+for _ in $(seq 1 200); do [ -e "/proc/$PID" ] || break; sleep 0.05; done
+mountpoint -q "$M" && fail "still mounted after SIGTERM"
+saved=$(sed -n 's/.*not committed: players\/celeron55 (saved in \(.*\))$/\1/p' "$T/worldfs.log" | tail -1)
+grep -q "^hp = term$" "$saved" || fail "SIGTERM did not save the pending text"
 mount_world "$W" "$M"
 unmount_world "$M"
 echo "nothing lost: ok"
