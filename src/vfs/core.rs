@@ -1087,6 +1087,8 @@ impl Vfs {
                 self.tree.rename(&from, &to).map_err(|e| {
                     e.context(format!("{} -> {}", display_path(&from), display_path(&to)))
                 })?;
+                // What replaced `to` replaces the text held for it too.
+                lock(&self.overlay)?.remove(&to);
                 self.detach(&to)?;
                 self.move_open(&from, &to, None)?;
                 self.move_held_below(&from, &to)?;
@@ -1221,7 +1223,13 @@ mod tests {
         fn rmdir(&self, _: &[String]) -> Result<()> {
             Ok(())
         }
-        fn rename(&self, _: &[String], _: &[String]) -> Result<()> {
+        fn rename(&self, from: &[String], to: &[String]) -> Result<()> {
+            let (from, to) = (self.file_key(from)?, self.file_key(to)?);
+            let mut files = lock(&self.files)?;
+            let data = files
+                .remove(&from)
+                .ok_or_else(|| Error::not_found("no such file"))?;
+            files.insert(to, data);
             Ok(())
         }
         fn set_mtime(&self, path: &[String], mtime: SystemTime) -> Result<()> {
@@ -1428,6 +1436,21 @@ mod tests {
         vfs.unlink(d, "f.tmp").unwrap();
         assert!(vfs.failed_paths().is_empty());
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+    }
+
+    #[test]
+    fn renaming_a_file_over_pending_text_replaces_the_text() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok g".to_vec());
+        fail_a_save(&vfs, f);
+        vfs.rename(d, "g", d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok g");
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"ok g", "the renamed file, not the old text");
+        assert!(vfs.failed_paths().is_empty());
     }
 
     #[test]
