@@ -1449,7 +1449,11 @@ mod tests {
         vfs.rename(d, "g", d, "f").unwrap();
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok g");
         let (f, _) = vfs.lookup(d, "f", 1).unwrap();
-        assert_eq!(read_all(&vfs, f), b"ok g", "the renamed file, not the old text");
+        assert_eq!(
+            read_all(&vfs, f),
+            b"ok g",
+            "the renamed file, not the old text"
+        );
         assert!(vfs.failed_paths().is_empty());
     }
 
