@@ -147,8 +147,8 @@ impl Filesystem for WorldFs {
         self.vfs.forget(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.vfs.getattr(ino.0) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.vfs.getattr(ino.0, fh.map(|f| f.0)) {
             Ok(s) => reply.attr(&Self::ttl(&s), &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("getattr", &e)),
         }

@@ -287,8 +287,16 @@ impl Vfs {
         }
     }
 
-    /// Attributes of `ino` (of the buffer while it is being written).
-    pub fn getattr(&self, ino: u64) -> Result<Stat> {
+    /// Attributes of `ino` (of the buffer while it is being written), through handle `fh`
+    /// when given (`fstat`: also for a file removed while open).
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<Stat> {
+        if let Some(fh) = fh {
+            let file = lock(&*self.handle(fh)?)?.file.clone();
+            let f = lock(&file)?;
+            if f.detached || f.shared() {
+                return Ok(f.stat());
+            }
+        }
         let path = self.path_of(ino)?;
         self.stat_path(&path)
     }
@@ -1470,19 +1478,40 @@ mod tests {
         let fh = vfs.open(f, TRUNC).unwrap();
         vfs.write(fh, 0, &[b'o'; 100], false).unwrap();
         vfs.write(fh, 1, b"k", false).unwrap();
-        assert_eq!(vfs.getattr(f).unwrap().size, 100, "stat sees the buffer");
+        assert_eq!(
+            vfs.getattr(f, None).unwrap().size,
+            100,
+            "stat sees the buffer"
+        );
         vfs.setattr(f, Some(fh), Some(150), None, None).unwrap();
-        assert_eq!(vfs.getattr(f).unwrap().size, 150, "ftruncate up");
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 150, "ftruncate up");
         // A second descriptor on the same file sees the first one's writes, and writes into
         // the same buffer.
         let other = vfs.open(f, RW).unwrap();
         assert_eq!(vfs.read(other, 0, 1000).unwrap().len(), 150);
         vfs.write(other, 150, b"!", false).unwrap();
         assert_eq!(vfs.read(fh, 150, 10).unwrap(), b"!");
-        assert_eq!(vfs.getattr(f).unwrap().size, 151);
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 151);
         vfs.release(other).unwrap();
         vfs.release(fh).unwrap();
-        assert_eq!(vfs.getattr(f).unwrap().size, 151);
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 151);
+    }
+
+    #[test]
+    fn fstat_of_a_file_removed_while_open_is_its_buffer() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        let fh = vfs.open(f, RW).unwrap();
+        vfs.write(fh, 6, b" more", false).unwrap();
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(vfs.getattr(f, Some(fh)).unwrap().size, 11);
+        assert_eq!(vfs.read(fh, 0, 100).unwrap(), b"ok old more");
+        vfs.release(fh).unwrap();
+        assert_eq!(
+            stored(&tree, "d/f"),
+            None,
+            "writes to a removed file go nowhere"
+        );
     }
 
     #[test]
@@ -1564,21 +1593,21 @@ mod tests {
         let (tmp, stat, fh) = vfs.create(d, "sedAb12Cd", 0o600).unwrap();
         assert_eq!(stat.perm, 0o600);
         vfs.release(fh).unwrap();
-        assert_eq!(vfs.getattr(tmp).unwrap().perm, 0o600);
+        assert_eq!(vfs.getattr(tmp, None).unwrap().perm, 0o600);
         vfs.setattr(tmp, None, None, None, Some(0o640)).unwrap();
-        assert_eq!(vfs.getattr(tmp).unwrap().perm, 0o640);
+        assert_eq!(vfs.getattr(tmp, None).unwrap().perm, 0o640);
         // A copy moved aside keeps the mode of what it holds.
         vfs.rename(d, "auth", d, "auth~").unwrap();
         let (backup, _) = vfs.lookup(d, "auth~", 1).unwrap();
-        assert_eq!(vfs.getattr(backup).unwrap().perm, 0o600);
+        assert_eq!(vfs.getattr(backup, None).unwrap().perm, 0o600);
         vfs.rename(d, "auth~", d, "auth").unwrap();
         // Text a commit did not take keeps the mode of the file it is for.
         let (auth, _) = vfs.lookup(d, "auth", 1).unwrap();
         let fh = vfs.open(auth, TRUNC).unwrap();
         vfs.write(fh, 0, b"bad", false).unwrap();
         vfs.release(fh).unwrap_err();
-        assert_eq!(vfs.getattr(auth).unwrap().perm, 0o600);
-        assert_eq!(vfs.getattr(auth).unwrap().size, 3);
+        assert_eq!(vfs.getattr(auth, None).unwrap().perm, 0o600);
+        assert_eq!(vfs.getattr(auth, None).unwrap().size, 3);
     }
 
     #[test]
@@ -1659,7 +1688,7 @@ mod tests {
             vfs.flush(fh)?;
             vfs.release(fh)?;
             vfs.setattr(tmp, None, None, Some(when), Some(0o644))?;
-            assert_eq!(vfs.getattr(tmp)?.mtime, when);
+            assert_eq!(vfs.getattr(tmp, None)?.mtime, when);
             vfs.rename(d, ".f.Xa3k2P", d, "f")
         };
         rsync(b"ok synced").unwrap();
