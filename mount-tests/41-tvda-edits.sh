@@ -22,6 +22,7 @@ printf 'basegame 0.6.0\nextra 1.0' > "$M/entries/-4"
 python3 -c "open('$M/entries/12345','wb').write(b'blob')" || fail "python write"
 # The ores chunk's first placement value via sed on the raw-bytes-free view.
 sed -i '0,/: 0"/s//: 7"/' "$M/chunks/wall/0,0.cubeset" 2>/dev/null && fail "meta on a wall tile was accepted"
+rm "$M/chunks/wall/0,0.cubeset" || fail "rm of the rejected wall text failed"
 unmount_world "$M"
 check_ok "$d"
 

@@ -72,6 +72,17 @@ mount_world() {
 
 unmount_world() { "$WORLDFS" unmount "$1" || fail "unmount $1 failed"; }
 
+# unmount_unsaved MOUNTPOINT PATH...: unmounts a mount holding text no commit took at each
+# PATH: `worldfs unmount` must exit non-zero and name each one with where it was saved.
+unmount_unsaved() {
+  local m=$1 p; shift
+  if "$WORLDFS" unmount "$m" 2>"$T/unmount.err"; then fail "unmount $m exited 0 with text not committed"; fi
+  mountpoint -q "$m" && fail "$m still mounted"
+  for p in "$@"; do
+    assert_contains "$T/unmount.err" "not committed: $p (saved in $WORLDFS_STATE_DIR/unsaved/"
+  done
+}
+
 # probe WORLD: the engine's view of the area mkworld builds in, plus the special nodes.
 probe() {
   probe_area "$1" -32,-32,-32 31,31,31 "1,10,1;2,10,1;3,10,1;0,0,0;17,10,1"

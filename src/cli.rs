@@ -29,7 +29,9 @@ pub struct Cli {
 pub enum Command {
     /// Mount a world; returns once the mount is ready (the daemon keeps running).
     Mount(MountArgs),
-    /// Unmount; returns after every pending change is committed and the daemon exited.
+    /// Unmount; returns after every pending change is committed and the daemon exited. Text
+    /// whose commit failed is saved in the state folder: each is named on stderr ("not
+    /// committed: PATH (saved in FILE)") and the exit status is 1.
     Unmount {
         /// The mount point.
         mountpoint: PathBuf,
@@ -57,9 +59,10 @@ pub enum Command {
 pub struct MountArgs {
     /// A world: Luanti folder or map.sqlite, Survivalcraft folder or .scworld, TVDA/TEVD disk.
     pub source: PathBuf,
-    /// An existing empty folder to mount on.
+    /// An existing empty folder to mount on (see -o nonempty).
     pub mountpoint: PathBuf,
     /// Refuse all writes; only short read transactions (safe beside a running server).
+    /// Without it, the mount locks the world: a second read-write mount of it is refused.
     #[arg(long)]
     pub read_only: bool,
     /// Stay in the foreground (log to stderr) instead of running as a daemon.
@@ -71,7 +74,8 @@ pub struct MountArgs {
     /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf).
     #[arg(long)]
     pub allow_other: bool,
-    /// Extra mount options passed to the kernel (comma-separated, repeatable).
+    /// Extra mount options passed to the kernel (comma-separated, repeatable); `nonempty`
+    /// mounts on a folder that is not empty (its files are hidden while mounted).
     #[arg(short = 'o', value_name = "OPTION", action = ArgAction::Append)]
     pub options: Vec<String>,
     /// Inodes the daemon keeps for the kernel before asking it to forget the oldest ones

@@ -122,12 +122,10 @@ impl Filesystem for WorldFs {
     }
 
     fn destroy(&mut self) {
+        // What fails here stays held as text no commit took; the daemon saves it on exit.
         let failed = self.vfs.commit_all();
         if failed > 0 {
             log::error!("{failed} file(s) could not be committed at unmount");
-        }
-        for path in self.vfs.failed_paths() {
-            log::error!("unsaved text lost at unmount (its commit failed): {path}");
         }
     }
 
@@ -151,8 +149,8 @@ impl Filesystem for WorldFs {
         self.vfs.forget(ino.0, nlookup);
     }
 
-    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.vfs.getattr(ino.0) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.vfs.getattr(ino.0, fh.map(|f| f.0)) {
             Ok(s) => reply.attr(&Self::ttl(&s), &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("getattr", &e)),
         }

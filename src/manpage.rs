@@ -76,9 +76,18 @@ relights them.
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and
 rm -r of meta/x,y,z add and remove node metadata. Temporary files of editors, sed -i and
-rsync are held in memory; renaming one over a file commits it. They vanish at unmount. A
+rsync are held by the daemon; renaming one over a file commits it. They vanish at unmount. A
 file renamed to such a name (an editor's backup) is hidden but stays stored until new
-content for it is committed or the backup is deleted.
+content for it is committed or the backup is deleted. Held files keep real modes (a backup
+of auth.txt stays 0600).
+.PP
+Removing a file whose commit failed discards only its text: the stored object shows again,
+and removing it again deletes it. Text no commit took is never dropped: at unmount (or
+SIGTERM) it is saved under $XDG_STATE_HOME/worldfs/unsaved/, the log names each file, and
+worldfs unmount prints "not committed: PATH (saved in FILE)" and exits 1. Descriptors open
+on one file share its buffer: each reads what the others wrote, and stat shows the
+buffer's size. A file is at most 256 MiB (EFBIG beyond). A second read-write mount of a
+world is refused, and so is a mount point that is not empty (unless -o nonempty).
 .PP
 Never write while a game server runs on the world: the server overwrites blocks it holds in
 memory and gives up on a database locked for 3 seconds. --read-only is safe beside a running
@@ -102,8 +111,15 @@ the daemon's log (or --log-file); WORLDFS_STATE_DIR overrides the folder
 .TP
 $XDG_STATE_HOME/worldfs/*.mtimes.sqlite
 modification times of blocks edited through worldfs (never stored in the world)
+.TP
+$XDG_STATE_HOME/worldfs/unsaved/TIME\-PID/PATH
+text whose commit failed, saved at unmount (mode 0600)
+.TP
+$XDG_STATE_HOME/worldfs/held/PID/
+large held text of a running daemon (moved out of memory)
 .SH "EXIT STATUS"
-0 on success; 1 on any error, and from check when an object is broken or a disk damaged.
+0 on success; 1 on any error, from check when an object is broken or a disk damaged, and
+from unmount when text could not be committed.
 .SH "SEE ALSO"
 fusermount3(1), rsync(1), minetestserver(6)
 "#;

@@ -1,10 +1,13 @@
 //! `worldfs mount` and `worldfs unmount`: the daemon's life cycle.
 //!
 //! `mount` checks its arguments, forks, and returns only when the child has mounted (or
-//! prints the child's error). The child runs the FUSE session with several request threads
-//! and a signal thread: SIGTERM, SIGINT and SIGHUP commit whatever open files still hold and
-//! unmount. `unmount` unmounts and then waits for the daemon process to exit, so when it
-//! returns every change is in the store.
+//! prints the child's error). The child locks the world against a second writer
+//! ([`StoreLock`]), runs the FUSE session with several request threads and a signal thread:
+//! SIGTERM, SIGINT and SIGHUP commit whatever open files still hold and unmount. `unmount`
+//! unmounts and then waits for the daemon process to exit, so when it returns every change is
+//! in the store. Text whose commit failed is never dropped: at the end the daemon saves it to
+//! a recovery folder in the state folder, logs where, and leaves a report that `unmount`
+//! prints (exiting non-zero).
 
 use std::fs;
 use std::io::{Read, Write};
@@ -21,9 +24,11 @@ use nix::unistd::{fork, setsid, ForkResult};
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::fuse::WorldFs;
+use crate::vfs::core::Unsaved;
+use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, state_dir};
 use crate::vfs::Vfs;
-use crate::worlds;
+use crate::worlds::{self, Game};
 
 /// Where pid files of running daemons live.
 fn runtime_dir() -> PathBuf {
@@ -33,26 +38,72 @@ fn runtime_dir() -> PathBuf {
     }
 }
 
-fn pid_file(mountpoint: &Path) -> PathBuf {
+/// The daemon's files for `mountpoint` in the runtime folder, named by `ext`.
+fn runtime_file(mountpoint: &Path, ext: &str) -> PathBuf {
     let canon = mountpoint
         .canonicalize()
         .unwrap_or_else(|_| mountpoint.to_path_buf());
     runtime_dir().join(format!(
-        "{:016x}.pid",
+        "{:016x}.{ext}",
         content_hash(canon.to_string_lossy().as_bytes())
     ))
 }
 
-fn check_mountpoint(mountpoint: &Path) -> Result<()> {
-    let md = fs::metadata(mountpoint)
-        .map_err(|e| Error::from(e).context(format!("mount point {}", mountpoint.display())))?;
+/// Holds the daemon's pid.
+fn pid_file(mountpoint: &Path) -> PathBuf {
+    runtime_file(mountpoint, "pid")
+}
+
+/// Lists what the daemon could not commit, for `worldfs unmount` to print: its pid on the
+/// first line, then one "not committed" line per path.
+fn report_file(mountpoint: &Path) -> PathBuf {
+    runtime_file(mountpoint, "unsaved")
+}
+
+/// Whether `-o` carries `option`.
+fn has_option(args: &MountArgs, option: &str) -> bool {
+    args.options
+        .iter()
+        .any(|o| o.split(',').any(|x| x.trim() == option))
+}
+
+fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<()> {
+    let shown = mountpoint.display();
+    let md = fs::metadata(mountpoint).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::not_found(format!(
+            "mount point {shown} does not exist (make it with mkdir)"
+        )),
+        _ => Error::from(e).context(format!("mount point {shown}")),
+    })?;
     if !md.is_dir() {
-        return Err(Error::invalid(format!(
-            "mount point {} is not a folder",
-            mountpoint.display()
-        )));
+        return Err(Error::new(
+            libc::ENOTDIR,
+            format!("mount point {shown} is a file, not a folder"),
+        ));
+    }
+    let mut entries =
+        fs::read_dir(mountpoint).map_err(|e| Error::from(e).context(format!("{shown}")))?;
+    if !nonempty && entries.next().is_some() {
+        return Err(Error::new(
+            libc::ENOTEMPTY,
+            format!(
+                "mount point {shown} is not empty: the mount would hide its files (-o nonempty \
+                 mounts anyway)"
+            ),
+        ));
     }
     Ok(())
+}
+
+/// What a read-write mount locks against a second writer: the store itself. Terrarum disks
+/// are locked by their trees, which re-lock the file after each rewrite.
+fn lock_target(source: &Path, game: Game) -> Option<PathBuf> {
+    match game {
+        Game::Luanti if source.is_dir() => Some(source.join("map.sqlite")),
+        Game::Luanti => Some(source.to_path_buf()),
+        Game::Survivalcraft if source.is_dir() => Some(source.to_path_buf()),
+        Game::Survivalcraft | Game::Tvda | Game::Tevd => None,
+    }
 }
 
 fn init_logging(args: &MountArgs, to_file: Option<&Path>) {
@@ -88,7 +139,7 @@ pub fn default_log_file() -> PathBuf {
 
 /// `worldfs mount`.
 pub fn mount(args: &MountArgs) -> Result<ExitCode> {
-    check_mountpoint(&args.mountpoint)?;
+    check_mountpoint(&args.mountpoint, has_option(args, "nonempty"))?;
     let game = worlds::detect(&args.source)?;
     if args.foreground {
         init_logging(args, args.log_file.as_deref());
@@ -168,20 +219,15 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
     }
     for o in args.options.iter().flat_map(|s| s.split(',')) {
         match o.trim() {
-            "" => {}
+            // `nonempty` is worldfs's own (fuse3 mounts over anything).
+            "" | "allow_other" | "nonempty" => {}
             "ro" => opts.push(MountOption::RO),
-            "allow_other" => {}
             other => opts.push(MountOption::CUSTOM(other.to_string())),
         }
     }
     let mut config = Config::default();
     config.mount_options = opts;
-    config.acl = if args.allow_other
-        || args
-            .options
-            .iter()
-            .any(|o| o.split(',').any(|x| x.trim() == "allow_other"))
-    {
+    config.acl = if args.allow_other || has_option(args, "allow_other") {
         SessionACL::All
     } else {
         SessionACL::Owner
@@ -222,16 +268,26 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
     }
+    let read_only = args.read_only || has_option(args, "ro");
+    // Held for the daemon's life (declared first, dropped last); the kernel drops it when
+    // the daemon exits, however it ends.
+    let _world_lock = match lock_target(&args.source, game) {
+        Some(target) if !read_only => Some(StoreLock::mount(&target, false)?),
+        _ => None,
+    };
     let tree = worlds::open(
         &args.source,
         game,
-        args.read_only,
+        read_only,
         crate::vfs::cache::mib(args.cache_size),
     )?;
     let held_dir = state_dir().map(|d| d.join("held").join(std::process::id().to_string()));
     let vfs = Arc::new(Vfs::new(tree, held_dir));
     let fs_name = format!("worldfs:{}", args.source.display());
     let config = mount_config(args, fs_name);
+    // Named before mounting: naming the mount point after would ask this daemon about it.
+    let pid_path = pid_file(&args.mountpoint);
+    let report_path = report_file(&args.mountpoint);
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     let mut session = Session::new(
@@ -276,10 +332,10 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
             }
         }
     });
-    let pid_path = pid_file(&args.mountpoint);
     if let Some(dir) = pid_path.parent() {
         let _ = fs::create_dir_all(dir);
     }
+    let _ = fs::remove_file(&report_path);
     let _ = fs::write(&pid_path, std::process::id().to_string());
     log::info!(
         "mounted {} on {}",
@@ -288,19 +344,56 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     );
     ready();
     let run = session.run();
-    let failed = vfs.commit_all();
+    vfs.commit_all();
+    let unsaved = save_unsaved(&vfs);
+    if !unsaved.is_empty() {
+        let mut report = format!("{}\n", std::process::id());
+        for line in &unsaved {
+            report.push_str(line);
+            report.push('\n');
+        }
+        if let Err(e) = fs::write(&report_path, report) {
+            log::error!("cannot write {}: {e}", report_path.display());
+        }
+    }
     let _ = fs::remove_file(&pid_path);
     session_end(run)?;
-    let lost = vfs.failed_paths();
-    for p in &lost {
-        log::error!("unsaved text dropped at unmount (its commit had failed): {p}");
-    }
     log::info!("unmounted {}", args.mountpoint.display());
-    Ok(if failed > 0 {
-        ExitCode::FAILURE
-    } else {
+    Ok(if unsaved.is_empty() {
         ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     })
+}
+
+/// Where the text no commit took is saved at unmount: a new folder in the state folder.
+fn recovery_dir() -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = format!("{secs}-{}", std::process::id());
+    match state_dir() {
+        Some(d) => d.join("unsaved").join(name),
+        None => std::env::temp_dir().join(format!("worldfs-unsaved-{name}")),
+    }
+}
+
+/// Saves the text no commit took and says so in the log and on stderr (seen in the
+/// foreground); returns one "not committed" line per path.
+fn save_unsaved(vfs: &Vfs) -> Vec<String> {
+    let lines: Vec<String> = vfs
+        .save_unsaved(&recovery_dir())
+        .into_iter()
+        .map(|Unsaved { path, saved }| match saved {
+            Ok(file) => format!("not committed: {path} (saved in {})", file.display()),
+            Err(e) => format!("not committed: {path} (could not be saved: {e})"),
+        })
+        .collect();
+    for line in &lines {
+        log::error!("{line}");
+        eprintln!("worldfs: {line}");
+    }
+    lines
 }
 
 fn process_alive(pid: i32) -> bool {
@@ -331,24 +424,55 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
             ),
         ));
     }
-    if let Some(pid) = pid {
-        let start = Instant::now();
-        while process_alive(pid) {
-            if start.elapsed() > Duration::from_secs(300) {
-                return Err(Error::new(
-                    libc::ETIMEDOUT,
-                    format!("daemon {pid} did not exit"),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+    let Some(pid) = pid else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let start = Instant::now();
+    while process_alive(pid) {
+        if start.elapsed() > Duration::from_secs(300) {
+            return Err(Error::new(
+                libc::ETIMEDOUT,
+                format!("daemon {pid} did not exit"),
+            ));
         }
+        std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(ExitCode::SUCCESS)
+    // What the daemon could not commit (saved for recovery), if it left a report.
+    let report_path = report_file(mountpoint);
+    let report = fs::read_to_string(&report_path).unwrap_or_default();
+    let _ = fs::remove_file(&report_path);
+    let mut lines = report.lines();
+    if lines.next().and_then(|l| l.trim().parse::<i32>().ok()) != Some(pid) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for line in lines {
+        eprintln!("worldfs: {line}");
+    }
+    Ok(ExitCode::FAILURE)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::session_end;
+    use super::{check_mountpoint, session_end};
+
+    #[test]
+    fn mount_points_that_are_files_missing_or_not_empty_are_refused_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let e = check_mountpoint(&file, false).unwrap_err();
+        assert_eq!(e.errno(), libc::ENOTDIR);
+        assert!(e.message().ends_with("is a file, not a folder"), "{e}");
+        let e = check_mountpoint(&dir.path().join("missing"), false).unwrap_err();
+        assert!(e.message().contains("does not exist"), "{e}");
+        let e = check_mountpoint(dir.path(), false).unwrap_err();
+        assert_eq!(e.errno(), libc::ENOTEMPTY);
+        assert!(e.message().contains("-o nonempty"), "{e}");
+        check_mountpoint(dir.path(), true).unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        check_mountpoint(&empty, false).unwrap();
+    }
 
     #[test]
     fn a_connection_aborted_at_unmount_is_a_normal_end() {

@@ -14,8 +14,8 @@ use worldfs::tvda::compact::compact;
 use worldfs::tvda::compress::{compress, Codec};
 use worldfs::tvda::container::{Content, Header};
 use worldfs::tvda::inspect::{check, info};
-use worldfs::tvda::lock::DiskLock;
 use worldfs::tvda::store::{Change, Disk};
+use worldfs::vfs::lock::StoreLock;
 
 fn run(
     f: fn(&Path, &mut dyn std::io::Write) -> worldfs::error::Result<ExitCode>,
@@ -111,7 +111,7 @@ fn compact_drops_dead_bytes_and_refuses_mounted_disks() {
         &path,
     )
     .unwrap();
-    let lock = DiskLock::shared(&path).unwrap();
+    let lock = StoreLock::mount(&path, true).unwrap();
     let mut out = Vec::new();
     let e = compact(&path, &mut out).unwrap_err();
     assert_eq!(e.errno(), libc::EBUSY, "{e}");

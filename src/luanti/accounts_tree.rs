@@ -30,11 +30,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::luanti::auth::AuthStore;
+use crate::luanti::auth::{parse_auth, AuthStore};
 use crate::luanti::mod_storage::ModStorage;
 use crate::luanti::players::player::check_name;
 use crate::luanti::players::world_mt::{Backend, WorldMt};
-use crate::luanti::players::{parse_player, render_player, PlayerStore};
+use crate::luanti::players::{parse_player, render_player, Player, PlayerStore};
 use crate::names;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
@@ -122,6 +122,30 @@ impl<S> Lazy<S> {
             None => absent(),
         }
     }
+}
+
+/// The player an edited file `data` of player `name` describes (`stored`: the player as
+/// stored, if it exists).
+fn parse_player_file(name: &str, data: &[u8], stored: Option<&Player>) -> Result<Player> {
+    if stored.is_none() && data.iter().all(u8::is_ascii_whitespace) {
+        return Err(Error::invalid(format!(
+            "an empty file is no player: a new player {name:?} needs a whole player file (copy \
+             another player's file and change its name line)"
+        )));
+    }
+    let player = parse_player(data, stored)?;
+    if player.name != name {
+        return Err(Error::at(
+            name_line(data),
+            1,
+            format!(
+                "name {:?} differs from the file name {name:?} (rename the file to rename a \
+                 player)",
+                player.name
+            ),
+        ));
+    }
+    Ok(player)
 }
 
 /// Where an accounts path points.
@@ -536,6 +560,30 @@ impl Accounts {
         Ok(())
     }
 
+    /// Parses a whole file as `write` would, storing nothing.
+    pub fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        match self.spot(path)? {
+            Spot::Player(name) => self.players()?.with(
+                false,
+                || parse_player_file(&name, data, None).map(drop),
+                |s| {
+                    let stored = match s.load(&name) {
+                        Ok(p) => Some(p),
+                        Err(e) if is_not_found(&e) => None,
+                        Err(e) => return Err(e),
+                    };
+                    parse_player_file(&name, data, stored.as_ref()).map(drop)
+                },
+            ),
+            Spot::Auth => parse_auth(data).map(drop),
+            Spot::Entry(m, _) if self.mod_exists(&m)? => Ok(()),
+            Spot::Entry(..) => Err(not_found(path)),
+            Spot::Players | Spot::Mods | Spot::Mod(_) => {
+                Err(Error::new(libc::EISDIR, "is a directory"))
+            }
+        }
+    }
+
     /// Saves or creates the player `name` from an edited file; the text shown afterwards, or
     /// `None` when nothing changed.
     fn write_player(&self, name: &str, data: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -548,24 +596,7 @@ impl Accounts {
                     Err(e) if is_not_found(&e) => None,
                     Err(e) => return Err(e),
                 };
-                if stored.is_none() && data.iter().all(u8::is_ascii_whitespace) {
-                    return Err(Error::invalid(format!(
-                        "an empty file is no player: a new player {name:?} needs a whole player \
-                     file (copy another player's file and change its name line)"
-                    )));
-                }
-                let player = parse_player(data, stored.as_ref())?;
-                if player.name != name {
-                    return Err(Error::at(
-                        name_line(data),
-                        1,
-                        format!(
-                            "name {:?} differs from the file name {name:?} (rename the file to \
-                         rename a player)",
-                            player.name
-                        ),
-                    ));
-                }
+                let player = parse_player_file(name, data, stored.as_ref())?;
                 match &stored {
                     Some(old) if *old == player => return Ok(None),
                     Some(_) => s.save(&player)?,

@@ -111,6 +111,14 @@ enum Place<'a> {
     Inventory(BlockPos, RelPos),
 }
 
+/// Refuses a metadata key the block format cannot hold.
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > usize::from(u16::MAX) {
+        return Err(Error::invalid("metadata key longer than 65535 bytes"));
+    }
+    Ok(())
+}
+
 /// Parses `X,Y,Z` exactly as the tree writes it (so there is one name per block).
 pub fn parse_block_name(name: &str) -> Option<BlockPos> {
     let mut it = name.split(',');
@@ -743,9 +751,7 @@ impl Tree for LuantiTree {
                 Ok(())
             }
             Place::Var(pos, rel, private, key) => {
-                if key.len() > usize::from(u16::MAX) {
-                    return Err(Error::invalid("metadata key longer than 65535 bytes"));
-                }
+                check_key(&key)?;
                 let value = value_from_file(data);
                 self.modify(pos, |b| {
                     let m = meta_entry(b, rel);
@@ -764,6 +770,19 @@ impl Tree for LuantiTree {
                 self.keep_meta_dir(pos, rel);
                 Ok(())
             }
+            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+        }
+    }
+
+    fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        match self.place(path)? {
+            Place::WorldFile(_) => Ok(()),
+            Place::Accounts => self.accounts()?.check(path, data),
+            Place::View(pos, view) => {
+                (view.parse)(data, pos, &mut self.blocks.get(pos)?.block.clone())
+            }
+            Place::Inventory(..) => parse_inventory(data).map(drop),
+            Place::Var(_, _, _, key) => check_key(&key),
             _ => Err(Error::new(libc::EISDIR, "is a directory")),
         }
     }

@@ -478,6 +478,18 @@ impl Tree for SurvivalcraftTree {
         }
     }
 
+    fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        match self.place(path)? {
+            Place::WorldFile(_) => Ok(()),
+            Place::Project => project::read(data)
+                .map(drop)
+                .map_err(|e| Error::invalid(e.message())),
+            Place::View(pos, view) => (view.parse)(&self.objects.chunk(pos)?.chunk, data).map(drop),
+            Place::Inventory(..) => views::inventory::parse(data).map(drop),
+            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+        }
+    }
+
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
         Ok(match self.place(dir)? {
             Place::Root

@@ -12,8 +12,8 @@ use std::process::ExitCode;
 
 use crate::error::{Error, Result};
 use crate::tvda::format::{sniff, DiskFormat};
-use crate::tvda::lock::DiskLock;
 use crate::tvda::store::Disk;
+use crate::vfs::lock::StoreLock;
 
 fn out_err(e: std::io::Error) -> Error {
     Error::from(e).context("writing the report")
@@ -36,7 +36,7 @@ pub fn compact(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
             )))
         }
     }
-    let _lock = DiskLock::exclusive(source)?;
+    let _lock = StoreLock::exclusive(source)?;
     let mut disk = Disk::open(source, true)?;
     let before = std::fs::metadata(source)?.len();
     let dead = disk.dead_bytes();

@@ -21,7 +21,6 @@ pub mod format;
 pub mod inspect;
 pub mod inventory;
 pub mod json_view;
-pub mod lock;
 pub mod names;
 pub mod store;
 pub mod tevd;

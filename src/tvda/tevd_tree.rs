@@ -7,13 +7,14 @@
 //! no directory lists (tsvm's boot sector) are kept but not shown; symlinks are not shown
 //! (the tree has only files and folders).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::tvda::tevd::TevdKind;
 use crate::tvda::tevd_store::{NewNode, NodeInfo, TevdDisk};
+use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
@@ -25,6 +26,9 @@ const REFRESH_INTERVAL_MS: u64 = 50;
 /// A TEVD disk as a tree.
 pub struct TevdTree {
     disk: Mutex<TevdDisk>,
+    path: PathBuf,
+    /// The mount's lock on the disk file, re-taken after each rewrite.
+    lock: Mutex<StoreLock>,
     mtimes: Mtimes,
     read_only: bool,
     changes: Throttle,
@@ -61,10 +65,13 @@ impl TevdTree {
     /// Opens the disk at `path` (reads the entry headers and directory listings); a damaged
     /// disk is shown read-only.
     pub fn open(path: &Path, read_only: bool) -> Result<TevdTree> {
+        let lock = StoreLock::mount(path, read_only)?;
         let disk = TevdDisk::open(path, !read_only)?;
         let damaged = disk.damage().is_some();
         Ok(TevdTree {
             disk: Mutex::new(disk),
+            path: path.to_path_buf(),
+            lock: Mutex::new(lock),
             mtimes: Mtimes::open(path, read_only || damaged),
             read_only: read_only || damaged,
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
@@ -127,6 +134,10 @@ impl TevdTree {
         let result = stage(&mut d, now_secs()).and_then(|ids| d.commit().map(|_| ids));
         match result {
             Ok(ids) => {
+                self.lock
+                    .lock()
+                    .map_err(|_| Error::corrupt("disk lock poisoned"))?
+                    .follow(&self.path)?;
                 for id in ids {
                     if let Ok(info) = d.info(id) {
                         self.mtimes.record(id as u32 as u64, node_hash(&info), now);
@@ -201,6 +212,19 @@ impl Tree for TevdTree {
             d.write(id, data, now)?;
             Ok(vec![id])
         })
+    }
+
+    fn check(&self, path: &TreePath, _data: &[u8]) -> Result<()> {
+        // Any bytes make a file; only the place is checked.
+        let (dir, _) = split(path)?;
+        let d = self.disk()?;
+        match Self::resolve(&d, path) {
+            Ok(n) if n.kind == TevdKind::Directory => {
+                Err(Error::new(libc::EISDIR, "is a directory"))
+            }
+            Ok(_) => Ok(()),
+            Err(_) => Self::resolve(&d, dir).map(drop),
+        }
     }
 
     fn classify(&self, _dir: &TreePath, name: &str) -> Result<NewFile> {

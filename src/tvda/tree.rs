@@ -16,8 +16,9 @@
 //! and a
 //! write commits the one entry it changes through `Disk::commit` (appended, older copies
 //! discarded) only when its stored bytes differ, so an untouched disk stays byte-identical.
-//! Renaming an entry to another ID rewrites the disk (two changes). The mount holds a
-//! shared lock on the disk so `worldfs compact` refuses to run beside it.
+//! Renaming an entry to another ID rewrites the disk (two changes). The mount holds a lock
+//! on the disk ([`StoreLock`]: exclusive when it writes) so a second writer and `worldfs
+//! compact` refuse to run beside it.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,9 +32,9 @@ use crate::tvda::compress::{compress, gunzip, Codec};
 use crate::tvda::container::{DiskKind, EntryKind, ROOT_ID};
 use crate::tvda::inventory::{apply_inventory, render_inventory};
 use crate::tvda::json_view::{parse_actor_json, parse_info_json, render_json};
-use crate::tvda::lock::DiskLock;
 use crate::tvda::names::{self, Presentation, WellKnown, ACTOR_IDS};
 use crate::tvda::store::{Change, Disk, EntryInfo};
+use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::objects::{Lookup, ObjectCache};
 use crate::vfs::scratch::looks_like_scratch;
@@ -90,7 +91,7 @@ enum Place {
 
 struct State {
     disk: Disk,
-    lock: DiskLock,
+    lock: StoreLock,
     /// The world facts of entry -1, read on first use.
     world: Option<Arc<World>>,
 }
@@ -157,7 +158,7 @@ fn id_cookie(id: i64) -> u64 {
 impl TvdaTree {
     /// Opens the disk at `path` (reads the entry headers, decodes nothing).
     pub fn open(path: &Path, options: &Options) -> Result<TvdaTree> {
-        let lock = DiskLock::shared(path)?;
+        let lock = StoreLock::mount(path, options.read_only)?;
         let disk = Disk::open(path, !options.read_only)?;
         let damaged = !disk.damage().is_empty();
         if damaged && !options.read_only {
@@ -482,9 +483,46 @@ impl TvdaTree {
         Ok(())
     }
 
+    /// Parses `data` as the new content of `path` as a write does; stores it with `commit`.
+    fn edit(&self, path: &TreePath, data: &[u8], commit: bool) -> Result<()> {
+        self.check_writable()?;
+        let place = self.place(path)?;
+        let (id, view) = self.target(place, path)?;
+        match (place, view) {
+            (Place::WellKnown(_), View::Json) => self.put(id, commit, |s| self.store_info(data, s)),
+            (Place::WellKnown(_), View::Gunzip) => {
+                self.put(id, commit, |s| Self::store_gzip(data, s))
+            }
+            (Place::Inventory, _) => self.put(id, commit, |s| {
+                apply_inventory(
+                    s.ok_or_else(|| Error::not_found("the player disk has no entry -1"))?,
+                    data,
+                )
+            }),
+            (Place::Actor(_), _) => self.put(id, commit, |s| {
+                parse_actor_json(data, s.unwrap_or_default())
+            }),
+            (Place::Chunk(..), View::Chunk(layer)) => {
+                let world = {
+                    let mut s = self.state()?;
+                    self.world(&mut s)?
+                };
+                self.put(id, commit, |s| {
+                    store_chunk(data, layer, &world.names, s, world.codec)
+                })
+            }
+            _ => self.put(id, commit, |_| Ok(data.to_vec())),
+        }
+    }
+
     /// Replaces file entry `id` with what `make` builds from its stored bytes (`None` when
-    /// it does not exist yet); commits only a real change.
-    fn put(&self, id: i64, make: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>) -> Result<()> {
+    /// it does not exist yet); commits only a real change, and nothing unless `commit`.
+    fn put(
+        &self,
+        id: i64,
+        commit: bool,
+        make: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>,
+    ) -> Result<()> {
         self.check_writable()?;
         let mut s = self.state()?;
         let stored = match s.disk.entry(id) {
@@ -493,7 +531,7 @@ impl TvdaTree {
             None => None,
         };
         let data = make(stored.as_deref())?;
-        if stored.as_deref() == Some(data.as_slice()) {
+        if !commit || stored.as_deref() == Some(data.as_slice()) {
             return Ok(());
         }
         self.commit(&mut s, &[Change::Put { id, data }])
@@ -686,30 +724,11 @@ impl Tree for TvdaTree {
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        self.check_writable()?;
-        let place = self.place(path)?;
-        let (id, view) = self.target(place, path)?;
-        match (place, view) {
-            (Place::WellKnown(_), View::Json) => self.put(id, |s| self.store_info(data, s)),
-            (Place::WellKnown(_), View::Gunzip) => self.put(id, |s| Self::store_gzip(data, s)),
-            (Place::Inventory, _) => self.put(id, |s| {
-                apply_inventory(
-                    s.ok_or_else(|| Error::not_found("the player disk has no entry -1"))?,
-                    data,
-                )
-            }),
-            (Place::Actor(_), _) => self.put(id, |s| parse_actor_json(data, s.unwrap_or_default())),
-            (Place::Chunk(..), View::Chunk(layer)) => {
-                let world = {
-                    let mut s = self.state()?;
-                    self.world(&mut s)?
-                };
-                self.put(id, |s| {
-                    store_chunk(data, layer, &world.names, s, world.codec)
-                })
-            }
-            _ => self.put(id, |_| Ok(data.to_vec())),
-        }
+        self.edit(path, data, true)
+    }
+
+    fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        self.edit(path, data, false)
     }
 
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
@@ -755,7 +774,7 @@ impl Tree for TvdaTree {
         match place {
             Place::Inventory => {
                 self.info(id, path)?;
-                self.put(id, |s| apply_inventory(s.unwrap_or_default(), b""))
+                self.put(id, true, |s| apply_inventory(s.unwrap_or_default(), b""))
             }
             _ => self.delete(id, path),
         }

@@ -287,8 +287,16 @@ impl Vfs {
         }
     }
 
-    /// Attributes of `ino` (of the buffer while it is being written).
-    pub fn getattr(&self, ino: u64) -> Result<Stat> {
+    /// Attributes of `ino` (of the buffer while it is being written), through handle `fh`
+    /// when given (`fstat`: also for a file removed while open).
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<Stat> {
+        if let Some(fh) = fh {
+            let file = lock(&*self.handle(fh)?)?.file.clone();
+            let f = lock(&file)?;
+            if f.detached || f.shared() {
+                return Ok(f.stat());
+            }
+        }
         let path = self.path_of(ino)?;
         self.stat_path(&path)
     }
@@ -340,17 +348,20 @@ impl Vfs {
                 f.perm = (mode & 0o777) as u16;
             }
         }
-        let mut overlay = lock(&self.overlay)?;
-        if let Some(o) = overlay.get_mut(&path) {
-            if let Some(m) = mtime {
-                o.mtime = m;
-                o.set_mtime = Some(m);
+        let held = match lock(&self.overlay)?.get_mut(&path) {
+            Some(o) => {
+                if let Some(m) = mtime {
+                    o.mtime = m;
+                    o.set_mtime = Some(m);
+                }
+                if let Some(mode) = mode {
+                    o.perm = (mode & 0o777) as u16;
+                }
+                true
             }
-            if let Some(mode) = mode {
-                o.perm = (mode & 0o777) as u16;
-            }
-        } else if let Some(m) = mtime {
-            drop(overlay);
+            None => false,
+        };
+        if let (Some(m), false) = (mtime, held) {
             self.tree
                 .set_mtime(&path, m)
                 .map_err(|e| e.context(display_path(&path)))?;
@@ -602,11 +613,14 @@ impl Vfs {
 
     /// Commits a handle's file if it was written (each close).
     ///
-    /// The first close of a handle only truncated or created, with nothing written yet, is let
-    /// pass: a shell redirection (`cmd > file`, and `touch`) opens the file, duplicates the
+    /// The first close of a handle only truncated or created, with nothing written yet,
+    /// commits nothing: a shell redirection (`cmd > file`) opens the file, duplicates the
     /// descriptor and closes the original before anything is written, and that close must not
-    /// commit an empty file (invalid for most views: a bogus error, a needless commit). The
-    /// next close commits whatever the file holds.
+    /// commit an empty file (invalid for most views, and a needless commit). It still fails
+    /// when the tree would refuse what the file holds ([`Tree::check`]), so a lone
+    /// `open(O_TRUNC); close()` reports the error its commit meets (the shell ignores the
+    /// error of its own close). The next close, or the release, commits whatever the file
+    /// holds.
     pub fn flush(&self, fh: u64) -> Result<()> {
         self.commit_handle(fh, false)
     }
@@ -630,7 +644,15 @@ impl Vfs {
         }
         if !h.written && !h.deferred && !last {
             h.deferred = true;
-            return Ok(());
+            if f.scratch {
+                return Ok(());
+            }
+            return self.tree.check(&f.path, &f.data).map_err(|e| {
+                e.context(format!(
+                    "{}: nothing written before this close",
+                    display_path(&f.path)
+                ))
+            });
         }
         f.dirty = false;
         if f.scratch {
@@ -1075,6 +1097,8 @@ impl Vfs {
                 self.tree.rename(&from, &to).map_err(|e| {
                     e.context(format!("{} -> {}", display_path(&from), display_path(&to)))
                 })?;
+                // What replaced `to` replaces the text held for it too.
+                lock(&self.overlay)?.remove(&to);
                 self.detach(&to)?;
                 self.move_open(&from, &to, None)?;
                 self.move_held_below(&from, &to)?;
@@ -1182,6 +1206,13 @@ mod tests {
             lock(&self.files)?.insert(key, data.to_vec());
             Ok(())
         }
+        fn check(&self, path: &[String], data: &[u8]) -> Result<()> {
+            self.file_key(path)?;
+            if !data.starts_with(b"ok") {
+                return Err(Error::at(1, 1, "expected `ok`"));
+            }
+            Ok(())
+        }
         fn classify(&self, _: &[String], name: &str) -> Result<NewFile> {
             Ok(if crate::vfs::scratch::looks_like_scratch(name) {
                 NewFile::Scratch
@@ -1202,7 +1233,13 @@ mod tests {
         fn rmdir(&self, _: &[String]) -> Result<()> {
             Ok(())
         }
-        fn rename(&self, _: &[String], _: &[String]) -> Result<()> {
+        fn rename(&self, from: &[String], to: &[String]) -> Result<()> {
+            let (from, to) = (self.file_key(from)?, self.file_key(to)?);
+            let mut files = lock(&self.files)?;
+            let data = files
+                .remove(&from)
+                .ok_or_else(|| Error::not_found("no such file"))?;
+            files.insert(to, data);
             Ok(())
         }
         fn set_mtime(&self, path: &[String], mtime: SystemTime) -> Result<()> {
@@ -1233,17 +1270,18 @@ mod tests {
             truncate: true,
             append: false,
         };
-        // `cmd > file`: the shell's close of the original descriptor, then cmd writes and closes.
+        // `cmd > file`: the shell's close of the original descriptor (its error, an empty file
+        // being invalid here, is ignored by the shell), then cmd writes and closes.
         let fh = vfs.open(f, trunc).unwrap();
-        vfs.flush(fh).unwrap();
+        vfs.flush(fh).unwrap_err();
         assert!(lock(&tree.writes).unwrap().is_empty());
         vfs.write(fh, 0, b"ok new", false).unwrap();
         vfs.flush(fh).unwrap();
         vfs.release(fh).unwrap();
         assert_eq!(*lock(&tree.writes).unwrap(), vec![b"ok new".to_vec()]);
-        // `: > file`, `touch`: the truncation alone is committed at the next close.
+        // `: > file`: the truncation alone is committed at the next close.
         let fh = vfs.open(f, trunc).unwrap();
-        vfs.flush(fh).unwrap();
+        vfs.flush(fh).unwrap_err();
         assert!(vfs.flush(fh).is_err(), "an empty file is not valid here");
         vfs.release(fh).unwrap();
         assert_eq!(lock(&tree.writes).unwrap().len(), 1);
@@ -1264,6 +1302,28 @@ mod tests {
         vfs.release(fh).unwrap();
         assert!(vfs.failed_paths().is_empty());
         assert_eq!(lock(&tree.files).unwrap()["d/f"], b"okd");
+    }
+
+    #[test]
+    fn a_lone_truncating_close_fails_with_the_error_its_commit_meets() {
+        let (tree, vfs, f) = setup();
+        // open(O_TRUNC); close(): the close reports that the empty file cannot be stored.
+        let fh = vfs.open(f, TRUNC).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        assert!(lock(&tree.writes).unwrap().is_empty(), "nothing committed");
+        vfs.release(fh).unwrap_err();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
+        // A new file created and closed empty: the same.
+        let d = dir_ino(&vfs);
+        let (_, _, fh) = vfs.create(d, "g", 0o644).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        vfs.release(fh).unwrap_err();
+        assert_eq!(stored(&tree, "d/g"), None);
+        // Scratch files take anything.
+        let (_, _, fh) = vfs.create(d, "g.swp", 0o600).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
     }
 
     #[test]
@@ -1389,6 +1449,25 @@ mod tests {
     }
 
     #[test]
+    fn renaming_a_file_over_pending_text_replaces_the_text() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok g".to_vec());
+        fail_a_save(&vfs, f);
+        vfs.rename(d, "g", d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok g");
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(
+            read_all(&vfs, f),
+            b"ok g",
+            "the renamed file, not the old text"
+        );
+        assert!(vfs.failed_paths().is_empty());
+    }
+
+    #[test]
     fn a_folder_holding_pending_text_is_not_removed() {
         let (_tree, vfs, f) = setup();
         fail_a_save(&vfs, f);
@@ -1401,19 +1480,40 @@ mod tests {
         let fh = vfs.open(f, TRUNC).unwrap();
         vfs.write(fh, 0, &[b'o'; 100], false).unwrap();
         vfs.write(fh, 1, b"k", false).unwrap();
-        assert_eq!(vfs.getattr(f).unwrap().size, 100, "stat sees the buffer");
+        assert_eq!(
+            vfs.getattr(f, None).unwrap().size,
+            100,
+            "stat sees the buffer"
+        );
         vfs.setattr(f, Some(fh), Some(150), None, None).unwrap();
-        assert_eq!(vfs.getattr(f).unwrap().size, 150, "ftruncate up");
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 150, "ftruncate up");
         // A second descriptor on the same file sees the first one's writes, and writes into
         // the same buffer.
         let other = vfs.open(f, RW).unwrap();
         assert_eq!(vfs.read(other, 0, 1000).unwrap().len(), 150);
         vfs.write(other, 150, b"!", false).unwrap();
         assert_eq!(vfs.read(fh, 150, 10).unwrap(), b"!");
-        assert_eq!(vfs.getattr(f).unwrap().size, 151);
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 151);
         vfs.release(other).unwrap();
         vfs.release(fh).unwrap();
-        assert_eq!(vfs.getattr(f).unwrap().size, 151);
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 151);
+    }
+
+    #[test]
+    fn fstat_of_a_file_removed_while_open_is_its_buffer() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        let fh = vfs.open(f, RW).unwrap();
+        vfs.write(fh, 6, b" more", false).unwrap();
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(vfs.getattr(f, Some(fh)).unwrap().size, 11);
+        assert_eq!(vfs.read(fh, 0, 100).unwrap(), b"ok old more");
+        vfs.release(fh).unwrap();
+        assert_eq!(
+            stored(&tree, "d/f"),
+            None,
+            "writes to a removed file go nowhere"
+        );
     }
 
     #[test]
@@ -1482,6 +1582,197 @@ mod tests {
                 "{n} in {seen:?}"
             );
         }
+    }
+
+    #[test]
+    fn held_files_show_real_modes() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/auth".into(), b"ok hash".to_vec());
+        // `create` honours the mode asked for; chmod of a held file is real.
+        let (tmp, stat, fh) = vfs.create(d, "sedAb12Cd", 0o600).unwrap();
+        assert_eq!(stat.perm, 0o600);
+        vfs.release(fh).unwrap();
+        assert_eq!(vfs.getattr(tmp, None).unwrap().perm, 0o600);
+        vfs.setattr(tmp, None, None, None, Some(0o640)).unwrap();
+        assert_eq!(vfs.getattr(tmp, None).unwrap().perm, 0o640);
+        // A copy moved aside keeps the mode of what it holds.
+        vfs.rename(d, "auth", d, "auth~").unwrap();
+        let (backup, _) = vfs.lookup(d, "auth~", 1).unwrap();
+        assert_eq!(vfs.getattr(backup, None).unwrap().perm, 0o600);
+        vfs.rename(d, "auth~", d, "auth").unwrap();
+        // Text a commit did not take keeps the mode of the file it is for.
+        let (auth, _) = vfs.lookup(d, "auth", 1).unwrap();
+        let fh = vfs.open(auth, TRUNC).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        vfs.release(fh).unwrap_err();
+        assert_eq!(vfs.getattr(auth, None).unwrap().perm, 0o600);
+        assert_eq!(vfs.getattr(auth, None).unwrap().size, 3);
+    }
+
+    #[test]
+    fn vim_save_by_rename_commits_and_a_failed_one_restores_the_backup() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let save = |text: &[u8]| -> Result<()> {
+            // vim with 'writebackup' and 'backupcopy' auto: rename f to f~, create f, write,
+            // fsync, close, restore the mode, remove the backup (or restore it on failure).
+            vfs.rename(d, "f", d, "f~")?;
+            let (f, _, fh) = vfs.create(d, "f", 0o644)?;
+            vfs.write(fh, 0, text, false)?;
+            let synced = vfs.fsync(fh);
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            if let Err(e) = synced {
+                vfs.rename(d, "f~", d, "f")?;
+                return Err(e);
+            }
+            vfs.setattr(f, None, None, None, Some(0o644))?;
+            vfs.unlink(d, "f~")
+        };
+        save(b"ok new").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok new");
+        assert_eq!(vfs.lookup(d, "f~", 1).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(save(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(
+            stored(&tree, "d/f").unwrap(),
+            b"ok new",
+            "a failed save keeps it"
+        );
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"ok new");
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(vfs.lookup(d, "f~", 1).unwrap_err().errno(), libc::ENOENT);
+    }
+
+    #[test]
+    fn sed_in_place_commits_by_rename_and_a_failure_keeps_the_object() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let sed = |text: &[u8]| -> Result<()> {
+            // GNU sed -i: create sedXXXXXX (0600), write, fchmod to the file's mode, close,
+            // rename over the file.
+            let (tmp, _, fh) = vfs.create(d, "sedAb12Cd", 0o600)?;
+            vfs.write(fh, 0, text, false)?;
+            vfs.setattr(tmp, Some(fh), None, None, Some(0o644))?;
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            vfs.rename(d, "sedAb12Cd", d, "f")
+        };
+        sed(b"ok edited").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        assert_eq!(
+            vfs.lookup(d, "sedAb12Cd", 1).unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert_eq!(sed(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        // The text shows at the file; removing it discards only the text.
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"bad");
+        vfs.unlink(d, "sedAb12Cd").unwrap();
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        assert!(vfs.failed_paths().is_empty());
+    }
+
+    #[test]
+    fn rsync_temporary_renamed_over_commits_with_its_mtime() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let when = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let rsync = |text: &[u8]| -> Result<()> {
+            // rsync: create .f.XXXXXX, write, close, set mode and mtime, rename over f.
+            let (tmp, _, fh) = vfs.create(d, ".f.Xa3k2P", 0o600)?;
+            vfs.write(fh, 0, text, false)?;
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            vfs.setattr(tmp, None, None, Some(when), Some(0o644))?;
+            assert_eq!(vfs.getattr(tmp, None)?.mtime, when);
+            vfs.rename(d, ".f.Xa3k2P", d, "f")
+        };
+        rsync(b"ok synced").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok synced");
+        assert_eq!(lock(&tree.mtimes).unwrap()["d/f"], when);
+        assert_eq!(rsync(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok synced");
+    }
+
+    #[test]
+    fn cp_r_fills_a_new_folder_through_its_hidden_fixed_files() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        // cp -r src d/new: mkdir, then each file with O_CREAT|O_EXCL (a lookup first).
+        let (new, _) = vfs.mkdir(d, "new", 7).unwrap();
+        assert_eq!(
+            vfs.lookup(new, "fixed", 7).unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert!(
+            vfs.lookup(new, "fixed", 8).is_ok(),
+            "others see the folder as it is"
+        );
+        for (name, text) in [("fixed", &b"ok copied"[..]), ("extra", b"ok extra")] {
+            let (_, _, fh) = vfs.create(new, name, 0o644).unwrap();
+            vfs.write(fh, 0, text, false).unwrap();
+            vfs.flush(fh).unwrap();
+            vfs.release(fh).unwrap();
+        }
+        assert_eq!(stored(&tree, "d/new/fixed").unwrap(), b"ok copied");
+        assert_eq!(stored(&tree, "d/new/extra").unwrap(), b"ok extra");
+        assert!(vfs.lookup(new, "fixed", 7).is_ok());
+        // A bad copied file fails its close and leaves nothing stored.
+        let (_, _, fh) = vfs.create(new, "broken", 0o644).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/new/broken"), None);
+        assert_eq!(vfs.failed_paths(), vec!["d/new/broken".to_string()]);
+    }
+
+    #[test]
+    fn large_unsaved_text_leaves_memory_and_is_saved_for_recovery() {
+        let state = tempfile::tempdir().unwrap();
+        let tree = Arc::new(Files::default());
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f".into(), b"ok old".to_vec());
+        let held = state.path().join("held");
+        let vfs = Vfs::new(tree.clone(), Some(held.clone()));
+        let d = dir_ino(&vfs);
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        let big = vec![b'x'; 1 << 20];
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, &big, false).unwrap();
+        vfs.release(fh).unwrap_err();
+        assert_eq!(
+            std::fs::read_dir(&held).unwrap().count(),
+            1,
+            "the text is in a file"
+        );
+        assert!(matches!(
+            lock(&vfs.overlay).unwrap()[&["d".to_string(), "f".to_string()][..]].text,
+            Text::File { .. }
+        ));
+        assert_eq!(read_all(&vfs, f), big, "and still readable");
+        // A scratch file is not saved; the unsaved text is, at the same path.
+        let (_, _, fh) = vfs.create(d, "f.swp", 0o600).unwrap();
+        vfs.write(fh, 0, b"swap", false).unwrap();
+        vfs.release(fh).unwrap();
+        let recovery = state.path().join("unsaved");
+        let saved = vfs.save_unsaved(&recovery);
+        assert_eq!(saved.len(), 1);
+        assert_eq!(saved[0].path, "d/f");
+        let file = saved[0].saved.as_ref().unwrap();
+        assert_eq!(*file, recovery.join("d/f"));
+        assert_eq!(std::fs::read(file).unwrap(), big);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(!held.exists(), "the spill folder is gone");
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod folder;
 pub mod fresh;
 pub mod held;
 pub mod inodes;
+pub mod lock;
 pub mod mtimes;
 pub mod objects;
 pub mod replace;

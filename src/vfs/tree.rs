@@ -94,6 +94,11 @@ pub trait Tree: Send + Sync + 'static {
     /// `Object`) and commits it. On error nothing is stored.
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()>;
 
+    /// Parses `data` as the new content of the file at `path` the way [`Tree::write`] does,
+    /// and fails as it would on bad input, without storing anything. The core asks this when
+    /// it must answer a close without committing (see `Vfs::flush`).
+    fn check(&self, path: &TreePath, data: &[u8]) -> Result<()>;
+
     /// What creating the file `name` in `dir` would make.
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile>;
 
