@@ -365,9 +365,7 @@ impl Vfs {
             self.tree
                 .set_mtime(&path, m)
                 .map_err(|e| e.context(display_path(&path)))?;
-            return self.stat_path(&path);
         }
-        drop(overlay);
         self.stat_path(&path)
     }
 
