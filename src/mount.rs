@@ -294,6 +294,9 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     for p in &lost {
         log::error!("unsaved text dropped at unmount (its commit had failed): {p}");
     }
+    for p in vfs.scratch_paths() {
+        log::warn!("temporary file dropped at unmount (never renamed over a stored file): {p}");
+    }
     log::info!("unmounted {}", args.mountpoint.display());
     Ok(if failed > 0 {
         ExitCode::FAILURE
