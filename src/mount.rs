@@ -216,11 +216,15 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         .map_err(|e| Error::new(e as i32, "cannot block signals"))?;
 
     // Request threads would each get a malloc arena of their own; two keep the daemon's
-    // memory close to what it holds (decoded objects, inodes) on long walks.
+    // memory close to what it holds (decoded objects, inodes) on long walks. A fixed mmap
+    // threshold keeps large buffers (a decompressed block, a rendered view) mapped on their
+    // own, so memory freed after a big block goes back to the system: glibc otherwise raises
+    // the threshold after the first such free and keeps later ones in the heap.
     // SAFETY: mallopt only tunes the allocator; called before any other thread starts.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
     }
     let tree = worlds::open(
         &args.source,

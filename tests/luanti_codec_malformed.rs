@@ -219,7 +219,7 @@ fn a_block_that_decodes_too_big_is_refused_clearly() {
         .map(|i| StaticObject {
             kind: 3,
             pos: [i, 0, 0],
-            data: ObjectData::Raw(vec![0x5a; 200]),
+            data: ObjectData::Raw(vec![0x5a; 120]),
         })
         .collect();
     let blob = encode_block(&block).unwrap();
@@ -228,7 +228,7 @@ fn a_block_that_decodes_too_big_is_refused_clearly() {
     let e = decode_block(&blob).unwrap_err();
     assert_eq!(e.errno(), libc::EIO);
     assert!(
-        e.message().contains("65535 static objects") && e.message().contains("at most 16 MiB"),
+        e.message().contains("65535 static objects") && e.message().contains("at most 12 MiB"),
         "{e}"
     );
     // A thousand such objects are a real, if busy, block.

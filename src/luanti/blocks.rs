@@ -22,7 +22,7 @@ use crate::vfs::throttle::Throttle;
 use std::time::Duration;
 
 /// The most memory one cached block may take with its rendered views (see [`cost`]).
-const MAX_BLOCK_COST: usize = 32 << 20;
+const MAX_BLOCK_COST: usize = 20 << 20;
 /// Per-block locks, sharded.
 const SHARDS: usize = 64;
 /// How often (at most) to ask SQLite whether another writer changed the database.
@@ -72,12 +72,30 @@ impl Cached {
 pub struct Blocks {
     store: MapStore,
     cache: Cache<BlockPos, Cached>,
+    /// The cache's capacity.
+    cache_bytes: usize,
+    /// A cached block that weighs more than the whole cache (the cache keeps its newest entry
+    /// whatever it weighs): it is dropped before another block is decoded, so at most one
+    /// such block is in memory at a time.
+    oversized: Mutex<Option<BlockPos>>,
     mtimes: Mtimes,
     locks: Vec<Mutex<()>>,
     known_version: AtomicI64,
     /// Bumped whenever stored blocks may have changed (our commits, another writer's).
     generation: AtomicU64,
     changes: Throttle,
+}
+
+/// Gives memory freed by a large block back to the system. glibc keeps freed small
+/// allocations (a block's thousands of objects or fields) in its heaps; after a block of many
+/// MiB is dropped, `malloc_trim` returns those pages, so the daemon's memory follows what it
+/// holds (`--cache-size`) rather than the largest blocks it ever decoded.
+fn return_freed_memory() {
+    // SAFETY: malloc_trim only releases free memory of the allocator; it is thread-safe.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// What a cached block weighs: the memory its decoded form holds and what its views take
@@ -129,6 +147,8 @@ impl Blocks {
         Blocks {
             store,
             cache: Cache::new(cache_bytes),
+            cache_bytes,
+            oversized: Mutex::new(None),
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             known_version: AtomicI64::new(known),
@@ -189,7 +209,12 @@ impl Blocks {
             c.seen.store(generation, Ordering::Relaxed);
             return Ok(c);
         }
-        let context = |e: Error| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z));
+        self.drop_oversized();
+        let context = |e: Error| {
+            // What the failed decode allocated (up to the codec's bounds) is free again.
+            return_freed_memory();
+            e.context(format!("block {},{},{}", pos.x, pos.y, pos.z))
+        };
         let block = codec::decode_block(&blob).map_err(context)?;
         let cost = cost(&block).map_err(context)?;
         let cached = Arc::new(Cached {
@@ -200,7 +225,22 @@ impl Blocks {
             views: Mutex::new(HashMap::new()),
         });
         self.cache.insert(pos, cached.clone(), cost);
+        if cost > self.cache_bytes {
+            if let Ok(mut o) = self.oversized.lock() {
+                *o = Some(pos);
+            }
+        }
         Ok(cached)
+    }
+
+    /// Drops the cached block that weighs more than the cache, if any, and gives its memory
+    /// back to the system.
+    fn drop_oversized(&self) {
+        let Some(pos) = self.oversized.lock().ok().and_then(|mut o| o.take()) else {
+            return;
+        };
+        self.cache.remove(&pos);
+        return_freed_memory();
     }
 
     /// Whether a block is stored at `pos` (without decoding it).

@@ -129,7 +129,7 @@ fn loadable_rows(schema: Schema) -> String {
 
 /// The most bytes of one stored block that are read: real blocks are compressed to a few
 /// KiB; a larger row is refused rather than loaded into memory.
-pub const MAX_STORED: usize = 16 << 20;
+pub const MAX_STORED: usize = 8 << 20;
 
 /// The stored data as bytes, whatever its SQL type: what the engine's `sqlite3_column_blob`
 /// reads (text as its bytes, a number as its decimal text, NULL as nothing), so a row of the
@@ -629,7 +629,7 @@ mod tests {
             }
             let e = store.get(pos(5, 0, 0)).unwrap_err();
             assert_eq!(e.errno(), libc::EIO);
-            assert!(e.message().contains("16777217 bytes"), "{e}");
+            assert!(e.message().contains("8388609 bytes"), "{e}");
             assert_eq!(
                 store.get(pos(1, 0, 0)).unwrap(),
                 Some(b"not a block".to_vec())
