@@ -262,11 +262,15 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         .map_err(|e| Error::new(e as i32, "cannot block signals"))?;
 
     // Request threads would each get a malloc arena of their own; two keep the daemon's
-    // memory close to what it holds (decoded objects, inodes) on long walks.
+    // memory close to what it holds (decoded objects, inodes) on long walks. A fixed mmap
+    // threshold keeps large buffers (a decompressed block, a rendered view) mapped on their
+    // own, so memory freed after a big block goes back to the system: glibc otherwise raises
+    // the threshold after the first such free and keeps later ones in the heap.
     // SAFETY: mallopt only tunes the allocator; called before any other thread starts.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 2);
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
     }
     let read_only = args.read_only || has_option(args, "ro");
     // Held for the daemon's life (declared first, dropped last); the kernel drops it when
@@ -358,6 +362,9 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     }
     let _ = fs::remove_file(&pid_path);
     session_end(run)?;
+    for p in vfs.scratch_paths() {
+        log::warn!("temporary file dropped at unmount (never renamed over a stored file): {p}");
+    }
     log::info!("unmounted {}", args.mountpoint.display());
     Ok(if unsaved.is_empty() {
         ExitCode::SUCCESS

@@ -207,3 +207,32 @@ fn random_bytes_never_panic() {
     }
     println!("random blobs decoded: {decoded}");
 }
+
+/// Issue "Nothing lost", point 10: 65,535 objects compress into a few kilobytes but would
+/// decode to tens of MiB; the decoder stops at its memory bound with a clear error.
+#[test]
+fn a_block_that_decodes_too_big_is_refused_clearly() {
+    use worldfs::luanti::block::{ObjectData, StaticObject};
+    use worldfs::luanti::codec::MAX_DECODED;
+    let mut block = worldfs::luanti::blocks::new_block();
+    block.objects = (0..65_535)
+        .map(|i| StaticObject {
+            kind: 3,
+            pos: [i, 0, 0],
+            data: ObjectData::Raw(vec![0x5a; 120]),
+        })
+        .collect();
+    let blob = encode_block(&block).unwrap();
+    assert!(blob.len() < 200_000, "{} bytes on disk", blob.len());
+    assert!(block.memory() > MAX_DECODED);
+    let e = decode_block(&blob).unwrap_err();
+    assert_eq!(e.errno(), libc::EIO);
+    assert!(
+        e.message().contains("65535 static objects") && e.message().contains("at most 12 MiB"),
+        "{e}"
+    );
+    // A thousand such objects are a real, if busy, block.
+    block.objects.truncate(1000);
+    let blob = encode_block(&block).unwrap();
+    assert_eq!(decode_block(&blob).unwrap(), block);
+}

@@ -321,20 +321,44 @@ impl Accounts {
         let parts: Vec<&str> = path.iter().map(String::as_str).collect();
         let spot = match parts.as_slice() {
             [PLAYERS] => Spot::Players,
-            [PLAYERS, name] => Spot::Player(text_name(name).ok_or_else(|| not_found(path))?),
+            [PLAYERS, name] => Spot::Player(self.player_name(name).ok_or_else(|| not_found(path))?),
             [AUTH] => Spot::Auth,
             [MOD_STORAGE] => Spot::Mods,
-            [MOD_STORAGE, m] => Spot::Mod(text_name(m).ok_or_else(|| not_found(path))?),
-            [MOD_STORAGE, m, key] => Spot::Entry(
-                text_name(m).ok_or_else(|| not_found(path))?,
-                object_name(key).ok_or_else(|| not_found(path))?,
-            ),
+            [MOD_STORAGE, m] => Spot::Mod(self.mod_name(m).ok_or_else(|| not_found(path))?),
+            [MOD_STORAGE, m, key] => {
+                let m = self.mod_name(m).ok_or_else(|| not_found(path))?;
+                let key = if names::is_long(key) {
+                    let keys = self.keys(&m).unwrap_or_default();
+                    names::find(key, keys)
+                } else {
+                    object_name(key)
+                };
+                Spot::Entry(m, key.ok_or_else(|| not_found(path))?)
+            }
             _ => return Err(not_found(path)),
         };
         if parts.first().is_some_and(|top| !self.owns(top)) {
             return Err(not_found(path));
         }
         Ok(spot)
+    }
+
+    /// The player a file name in `players/` stands for (a long form: among the stored ones).
+    fn player_name(&self, file: &str) -> Option<String> {
+        if !names::is_long(file) {
+            return text_name(file);
+        }
+        let players = self.players().ok()?;
+        let stored = players.with(false, || Ok(Vec::new()), |s| s.list()).ok()?;
+        names::find(file, stored)
+    }
+
+    /// The mod a folder name in `mod_storage/` stands for (a long form: among the stored ones).
+    fn mod_name(&self, file: &str) -> Option<String> {
+        if !names::is_long(file) {
+            return text_name(file);
+        }
+        names::find(file, self.mod_list().ok()?)
     }
 
     fn dir_stat(&self) -> Stat {
@@ -466,8 +490,17 @@ impl Accounts {
                 if !self.mod_exists(&m)? {
                     return Err(not_found(dir));
                 }
+                let mut shown = BTreeSet::new();
                 for key in self.keys(&m)? {
                     let file = names::escape(&key);
+                    if !shown.insert(file.clone()) {
+                        // Two long keys whose long forms collide: the first one shows.
+                        log::warn!(
+                            "{}/{file}: a second key with this long file name is not shown",
+                            dir.join("/")
+                        );
+                        continue;
+                    }
                     let mut path = dir.to_vec();
                     path.push(file.clone());
                     match self.value_text(&m, &key) {
@@ -609,10 +642,17 @@ impl Accounts {
 
     /// What a new file `name` in `dir` becomes.
     pub fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
-        if looks_like_scratch(name) {
+        let spot = self.spot(dir)?;
+        // Mod-storage keys are free: every name is a key but the exact temporaries of sed,
+        // rsync and vim (`settings.tmp` is a key).
+        let temporary = match spot {
+            Spot::Mod(_) => names::is_tool_temporary(name),
+            _ => looks_like_scratch(name),
+        };
+        if temporary {
             return Ok(NewFile::Scratch);
         }
-        match self.spot(dir)? {
+        match spot {
             Spot::Players => {
                 let player = text_name(name)
                     .ok_or_else(|| Error::invalid(format!("{name:?} is not a player file name")))?;
@@ -621,11 +661,14 @@ impl Accounts {
                 Ok(NewFile::Object)
             }
             Spot::Mod(_) => {
-                object_name(name).ok_or_else(|| {
-                    Error::invalid(format!(
-                        "{name:?} is not a key file name ('%' must start an escape such as %25)"
-                    ))
-                })?;
+                let key = names::unescape(name)?;
+                if names::escape(&key) != name {
+                    return Err(Error::invalid(format!(
+                        "{:?} is not a key file name ('%' must start an escape such as %25, \
+                         and only where it is needed)",
+                        crate::error::excerpt(name)
+                    )));
+                }
                 Ok(NewFile::Object)
             }
             _ => Ok(NewFile::Scratch),

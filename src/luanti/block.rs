@@ -174,3 +174,72 @@ pub struct NodeTimer {
     /// Elapsed time in milliseconds.
     pub elapsed: i32,
 }
+
+/// Bytes every heap allocation costs beyond its capacity (the allocator's bookkeeping).
+const ALLOCATION: usize = 16;
+
+fn heap(capacity: usize) -> usize {
+    if capacity == 0 {
+        0
+    } else {
+        capacity + ALLOCATION
+    }
+}
+
+impl MapBlock {
+    /// The memory this decoded block holds, in bytes: its own size and every allocation it
+    /// owns (names, node arrays, metadata with inventories, objects, timers), by capacity.
+    /// Caches weigh a block by it, and the codec bounds it.
+    pub fn memory(&self) -> usize {
+        use std::mem::size_of;
+        let names: usize = self.names.iter().map(|n| heap(n.capacity())).sum::<usize>()
+            + heap(self.names.capacity() * size_of::<String>());
+        let nodes = heap(self.content.capacity() * 2)
+            + heap(self.param1.capacity())
+            + heap(self.param2.capacity());
+        let metadata: usize = self
+            .metadata
+            .iter()
+            .map(|m| {
+                let vars: usize = m
+                    .vars
+                    .iter()
+                    .map(|v| heap(v.key.capacity()) + heap(v.value.capacity()))
+                    .sum::<usize>()
+                    + heap(m.vars.capacity() * size_of::<MetaVar>());
+                vars + m.inventory.memory()
+            })
+            .sum::<usize>()
+            + heap(self.metadata.capacity() * size_of::<NodeMeta>());
+        let objects: usize = self
+            .objects
+            .iter()
+            .map(|o| match &o.data {
+                ObjectData::Raw(d) => heap(d.capacity()),
+                ObjectData::LuaEntity(e) => heap(e.name.capacity()) + heap(e.state.capacity()),
+            })
+            .sum::<usize>()
+            + heap(self.objects.capacity() * size_of::<StaticObject>());
+        let timers = heap(self.timers.capacity() * size_of::<NodeTimer>());
+        size_of::<MapBlock>() + names + nodes + metadata + objects + timers
+    }
+}
+
+impl Inventory {
+    /// The memory the lists of this inventory hold (see [`MapBlock::memory`]).
+    pub fn memory(&self) -> usize {
+        use std::mem::size_of;
+        self.lists
+            .iter()
+            .map(|l| {
+                let slots: usize = l
+                    .slots
+                    .iter()
+                    .map(|s| heap(s.name.capacity()) + heap(s.metadata.capacity()))
+                    .sum();
+                heap(l.name.capacity()) + slots + heap(l.slots.capacity() * size_of::<ItemStack>())
+            })
+            .sum::<usize>()
+            + heap(self.lists.capacity() * size_of::<InventoryList>())
+    }
+}

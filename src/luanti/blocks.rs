@@ -15,14 +15,14 @@ use crate::error::{Error, Result};
 use crate::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
 use crate::luanti::codec;
 use crate::luanti::map_store::{Change, MapStore};
+use crate::luanti::views;
 use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::throttle::Throttle;
 use std::time::Duration;
 
-/// Estimated memory of one cached block: the decoded arrays (16 KiB) and the views usually
-/// rendered (nodes.cubeset 5–9 KiB, light.txt 12 KiB, the small ones) with allocator overhead.
-const BLOCK_COST: usize = 48 * 1024;
+/// The most memory one cached block may take with its rendered views (see [`cost`]).
+const MAX_BLOCK_COST: usize = 20 << 20;
 /// Per-block locks, sharded.
 const SHARDS: usize = 64;
 /// How often (at most) to ask SQLite whether another writer changed the database.
@@ -72,12 +72,47 @@ impl Cached {
 pub struct Blocks {
     store: MapStore,
     cache: Cache<BlockPos, Cached>,
+    /// The cache's capacity.
+    cache_bytes: usize,
+    /// A cached block that weighs more than the whole cache (the cache keeps its newest entry
+    /// whatever it weighs): it is dropped before another block is decoded, so at most one
+    /// such block is in memory at a time.
+    oversized: Mutex<Option<BlockPos>>,
     mtimes: Mtimes,
     locks: Vec<Mutex<()>>,
     known_version: AtomicI64,
     /// Bumped whenever stored blocks may have changed (our commits, another writer's).
     generation: AtomicU64,
     changes: Throttle,
+}
+
+/// Gives memory freed by a large block back to the system. glibc keeps freed small
+/// allocations (a block's thousands of objects or fields) in its heaps; after a block of many
+/// MiB is dropped, `malloc_trim` returns those pages, so the daemon's memory follows what it
+/// holds (`--cache-size`) rather than the largest blocks it ever decoded.
+fn return_freed_memory() {
+    // SAFETY: malloc_trim only releases free memory of the allocator; it is thread-safe.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// What a cached block weighs: the memory its decoded form holds and what its views take
+/// once rendered (they are cached with it), plus the entry itself. An error when that passes
+/// [`MAX_BLOCK_COST`].
+fn cost(block: &MapBlock) -> Result<usize> {
+    let cost = block.memory() + views::rendered_size(block) + std::mem::size_of::<Cached>();
+    if cost > MAX_BLOCK_COST {
+        return Err(Error::corrupt(format!(
+            "the block and its files would take {} MiB of memory ({} static objects); at most \
+             {} MiB are allowed per block",
+            cost >> 20,
+            block.objects.len(),
+            MAX_BLOCK_COST >> 20
+        )));
+    }
+    Ok(cost)
 }
 
 fn shard(pos: BlockPos) -> usize {
@@ -112,6 +147,8 @@ impl Blocks {
         Blocks {
             store,
             cache: Cache::new(cache_bytes),
+            cache_bytes,
+            oversized: Mutex::new(None),
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             known_version: AtomicI64::new(known),
@@ -172,8 +209,14 @@ impl Blocks {
             c.seen.store(generation, Ordering::Relaxed);
             return Ok(c);
         }
-        let block = codec::decode_block(&blob)
-            .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?;
+        self.drop_oversized();
+        let context = |e: Error| {
+            // What the failed decode allocated (up to the codec's bounds) is free again.
+            return_freed_memory();
+            e.context(format!("block {},{},{}", pos.x, pos.y, pos.z))
+        };
+        let block = codec::decode_block(&blob).map_err(context)?;
+        let cost = cost(&block).map_err(context)?;
         let cached = Arc::new(Cached {
             block,
             mtime: self.mtime_of(pos, &blob),
@@ -181,8 +224,23 @@ impl Blocks {
             seen: AtomicU64::new(generation),
             views: Mutex::new(HashMap::new()),
         });
-        self.cache.insert(pos, cached.clone(), BLOCK_COST);
+        self.cache.insert(pos, cached.clone(), cost);
+        if cost > self.cache_bytes {
+            if let Ok(mut o) = self.oversized.lock() {
+                *o = Some(pos);
+            }
+        }
         Ok(cached)
+    }
+
+    /// Drops the cached block that weighs more than the cache, if any, and gives its memory
+    /// back to the system.
+    fn drop_oversized(&self) {
+        let Some(pos) = self.oversized.lock().ok().and_then(|mut o| o.take()) else {
+            return;
+        };
+        self.cache.remove(&pos);
+        return_freed_memory();
     }
 
     /// Whether a block is stored at `pos` (without decoding it).
@@ -359,6 +417,51 @@ mod tests {
         let mut b = new_block();
         b.names = vec![name.to_string()];
         codec::encode_block(&b).expect("a new block encodes")
+    }
+
+    /// Issue "Nothing lost", point 10: a block is weighed by what it holds, so blocks
+    /// with tens of thousands of objects do not pile up in a cache sized for a few of them.
+    #[test]
+    fn the_cache_weighs_blocks_by_what_they_hold() {
+        use crate::luanti::block::{LuaEntity, ObjectData, StaticObject};
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let mut crowded = new_block();
+        crowded.objects = (0..30_000)
+            .map(|i| StaticObject {
+                kind: 7,
+                pos: [i, 0, 0],
+                data: ObjectData::LuaEntity(LuaEntity {
+                    name: "mobs:sheep".into(),
+                    state: Vec::new(),
+                    hp: 1,
+                    velocity: [0; 3],
+                    yaw: 0,
+                    extra: None,
+                }),
+            })
+            .collect();
+        let blob = codec::encode_block(&crowded).expect("encodes");
+        assert!(blob.len() < 100_000, "{} bytes on disk", blob.len());
+        let positions: Vec<BlockPos> = (0..4).map(|x| pos(x, 0, 0)).collect();
+        let writer = MapStore::open(&path, false).expect("writer");
+        writer
+            .commit(
+                &positions
+                    .iter()
+                    .map(|p| (*p, Some(blob.clone())))
+                    .collect::<Vec<_>>(),
+            )
+            .expect("commit");
+        let blocks = Blocks::new(writer, 8 << 20, false);
+        for p in &positions {
+            let c = blocks.get(*p).expect("decodes");
+            assert!(cost(&c.block).expect("allowed") > 8 << 20);
+        }
+        assert_eq!(blocks.cache.len(), 1, "only the last block fits");
     }
 
     #[test]

@@ -127,10 +127,20 @@ fn loadable_rows(schema: Schema) -> String {
     }
 }
 
+/// The most bytes of one stored block that are read: real blocks are compressed to a few
+/// KiB; a larger row is refused rather than loaded into memory.
+pub const MAX_STORED: usize = 8 << 20;
+
 /// The stored data as bytes, whatever its SQL type: what the engine's `sqlite3_column_blob`
 /// reads (text as its bytes, a number as its decimal text, NULL as nothing), so a row of the
-/// wrong type lists like any other and fails only when its block is decoded.
-const DATA: &str = "IFNULL(CAST(data AS BLOB), X'')";
+/// wrong type lists like any other and fails only when its block is decoded. NULL when the
+/// data is longer than [`MAX_STORED`] (`octet_length` reads only the row's header).
+fn data_column() -> String {
+    format!("CASE WHEN octet_length(data) > {MAX_STORED} THEN NULL ELSE IFNULL(CAST(data AS BLOB), X'') END")
+}
+
+/// One row of [`MapStore::get`]: the data (NULL when too long) and its length.
+type DataRow = (Option<Vec<u8>>, Option<i64>);
 
 impl MapStore {
     /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database.
@@ -223,17 +233,36 @@ impl MapStore {
         self.with_reader(|c| {
             let row = match self.schema {
                 Schema::Pos => c
-                    .prepare_cached(&format!("SELECT {DATA} FROM blocks WHERE pos = ?1 LIMIT 1"))?
-                    .query_row(params![pos_to_int(pos)], |r| r.get::<_, Vec<u8>>(0))
+                    .prepare_cached(&format!(
+                        "SELECT {}, octet_length(data) FROM blocks WHERE pos = ?1 LIMIT 1",
+                        data_column()
+                    ))?
+                    .query_row(params![pos_to_int(pos)], |r| {
+                        Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
+                    })
                     .optional()?,
                 Schema::Xyz => c
                     .prepare_cached(&format!(
-                        "SELECT {DATA} FROM blocks WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1"
+                        "SELECT {}, octet_length(data) FROM blocks \
+                         WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1",
+                        data_column()
                     ))?
-                    .query_row(params![pos.x, pos.y, pos.z], |r| r.get::<_, Vec<u8>>(0))
+                    .query_row(params![pos.x, pos.y, pos.z], |r| {
+                        Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
+                    })
                     .optional()?,
             };
-            Ok(row)
+            match row {
+                None => Ok(None),
+                Some((Some(data), _)) => Ok(Some(data)),
+                Some((None, length)) => Err(Error::corrupt(format!(
+                    "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
+                    pos.x,
+                    pos.y,
+                    pos.z,
+                    length.unwrap_or(0)
+                ))),
+            }
         })
     }
 
@@ -253,7 +282,11 @@ impl MapStore {
             let mut out = Vec::new();
             match self.schema {
                 Schema::Pos => {
-                    let data = if with_data { DATA } else { "NULL" };
+                    let data = if with_data {
+                        data_column()
+                    } else {
+                        "NULL".to_string()
+                    };
                     let sql = format!(
                         "SELECT pos, {data} FROM blocks WHERE pos > ?1 AND {} \
                          ORDER BY pos LIMIT ?2",
@@ -276,7 +309,11 @@ impl MapStore {
                     }
                 }
                 Schema::Xyz => {
-                    let data = if with_data { DATA } else { "NULL" };
+                    let data = if with_data {
+                        data_column()
+                    } else {
+                        "NULL".to_string()
+                    };
                     let sql = format!(
                         "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) \
                          AND {} ORDER BY x, z, y LIMIT ?4",
@@ -566,6 +603,18 @@ mod tests {
                         .unwrap();
                 }
             }
+            // A row too long to be read.
+            match schema {
+                Schema::Pos => c.execute(
+                    "INSERT INTO blocks VALUES (?1, zeroblob(?2))",
+                    params![pos_to_int(pos(5, 0, 0)), MAX_STORED as i64 + 1],
+                ),
+                Schema::Xyz => c.execute(
+                    "INSERT INTO blocks VALUES (5, 0, 0, zeroblob(?1))",
+                    params![MAX_STORED as i64 + 1],
+                ),
+            }
+            .unwrap();
             let store = MapStore::open(&path, true).unwrap();
             for page in [1, 2, 512] {
                 let got = listed(&store, page);
@@ -574,8 +623,13 @@ mod tests {
                 if schema == Schema::Pos {
                     want.push(pos(4, 0, 0));
                 }
+                want.push(pos(5, 0, 0));
                 assert_eq!(positions, want, "{schema:?}, pages of {page}");
+                assert_eq!(got.last().unwrap().1, None, "too long to be read");
             }
+            let e = store.get(pos(5, 0, 0)).unwrap_err();
+            assert_eq!(e.errno(), libc::EIO);
+            assert!(e.message().contains("8388609 bytes"), "{e}");
             assert_eq!(
                 store.get(pos(1, 0, 0)).unwrap(),
                 Some(b"not a block".to_vec())

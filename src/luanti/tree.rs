@@ -298,14 +298,29 @@ impl LuantiTree {
             ["blocks", b, "meta", r, d @ ("fields" | "private")] => {
                 Place::Vars(block(b)?, rel(r)?, *d == "private")
             }
-            ["blocks", b, "meta", r, d @ ("fields" | "private"), k] => Place::Var(
-                block(b)?,
-                rel(r)?,
-                *d == "private",
-                names::unescape(k).map_err(|_| not_found(path))?,
-            ),
+            ["blocks", b, "meta", r, d @ ("fields" | "private"), k] => {
+                let (pos, rel, private) = (block(b)?, rel(r)?, *d == "private");
+                let key = if names::is_long(k) {
+                    self.long_key(pos, rel, private, k)
+                        .ok_or_else(|| not_found(path))?
+                } else {
+                    names::unescape(k).map_err(|_| not_found(path))?
+                };
+                Place::Var(pos, rel, private, key)
+            }
             _ => return Err(not_found(path)),
         })
+    }
+
+    /// The stored key of a field whose file name is a long form (see [`names`]).
+    fn long_key(&self, pos: BlockPos, rel: RelPos, private: bool, file: &str) -> Option<Vec<u8>> {
+        let c = self.blocks.get(pos).ok()?;
+        let vars = &meta_at(&c.block, rel)?.vars;
+        names::find(
+            file,
+            vars.iter().filter(|v| v.private == private).map(|v| &v.key),
+        )
+        .cloned()
     }
 
     fn dir_stat(&self, mtime: SystemTime) -> Stat {
@@ -698,25 +713,35 @@ impl Tree for LuantiTree {
                     return Err(not_found(dir));
                 }
                 let sub = sub_path(dir);
+                let mut shown = BTreeSet::new();
                 let entries = meta_at(&c.block, rel)
                     .map(|m| {
                         m.vars
                             .iter()
                             .filter(|v| v.private == private)
                             .enumerate()
-                            .map(|(i, v)| {
+                            .filter_map(|(i, v)| {
                                 let name = names::escape(&v.key);
+                                // Two long keys whose long forms collide: the first one shows.
+                                if !shown.insert(name.clone()) {
+                                    log::warn!(
+                                        "{}/{name}: a second field with this long file name is \
+                                         not shown",
+                                        dir.join("/")
+                                    );
+                                    return None;
+                                }
                                 let stat = self.entry_file(
                                     pos,
                                     &c,
                                     &format!("{sub}/{name}"),
                                     &value_to_file(&v.value),
                                 );
-                                Entry {
+                                Some(Entry {
                                     name,
                                     cookie: i as u64 + 1,
                                     stat,
-                                }
+                                })
                             })
                             .collect()
                     })
@@ -788,19 +813,24 @@ impl Tree for LuantiTree {
     }
 
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
-        let object_if_not_scratch = if looks_like_scratch(name) {
-            NewFile::Scratch
-        } else {
-            NewFile::Object
-        };
         Ok(match self.place(dir)? {
             Place::Root if self.files.is_some() && !hidden_world_file(name) && name != "blocks" => {
-                object_if_not_scratch
+                if looks_like_scratch(name) {
+                    NewFile::Scratch
+                } else {
+                    NewFile::Object
+                }
             }
             Place::Accounts => self.accounts()?.classify(dir, name)?,
             Place::Block(_) if VIEWS.iter().any(|v| v.name == name) => NewFile::Object,
             Place::MetaNode(..) if name == "inventory" => NewFile::Object,
-            Place::Vars(..) => object_if_not_scratch,
+            // Field names are free: every name is a key but the exact temporaries of sed,
+            // rsync and vim, and a long form names only a stored key.
+            Place::Vars(..) if names::is_tool_temporary(name) => NewFile::Scratch,
+            Place::Vars(..) => {
+                names::unescape(name)?;
+                NewFile::Object
+            }
             _ => NewFile::Scratch,
         })
     }

@@ -767,6 +767,19 @@ impl Vfs {
         unsaved
     }
 
+    /// Scratch files that still hold text (a tool's temporary never renamed over an object):
+    /// they are not stored, and vanish at unmount.
+    pub fn scratch_paths(&self) -> Vec<String> {
+        match self.overlay.lock() {
+            Ok(o) => o
+                .iter()
+                .filter(|(_, v)| v.scratch && !v.text.is_empty())
+                .map(|(k, _)| display_path(k))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+
     /// Streams the entries of directory `ino` after `offset`, as process `pid` sees them, to
     /// `sink` until it returns false. With `plus`, each entry counts as a kernel lookup
     /// (readdirplus).

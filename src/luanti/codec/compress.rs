@@ -107,9 +107,21 @@ pub fn decode_zstd(input: &[u8], budget: &mut usize, what: &str) -> Result<(Vec<
             }
             None => slot.insert(Decoder::new().map_err(zerr)?),
         };
-        decode_with(decoder, input, budget, what)
+        let result = decode_with(decoder, input, budget, what);
+        // The decoder keeps a window as large as the frame asked for (up to 128 MiB): after
+        // a large or failed frame, drop it rather than keep that memory for the thread's life.
+        if result
+            .as_ref()
+            .map_or(true, |(out, _)| out.len() > KEEP_DECODER)
+        {
+            *slot = None;
+        }
+        result
     })
 }
+
+/// Output size up to which the thread's streaming zstd decoder is kept for the next frame.
+const KEEP_DECODER: usize = 1 << 20;
 
 /// Output room tried for a frame that does not state its size: a block's node data is 16 KiB
 /// and its metadata usually small; bigger frames are streamed.

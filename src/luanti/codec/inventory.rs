@@ -164,7 +164,12 @@ fn read_list(
         return Err(Error::at(
             header_line,
             size_col,
-            format!("list size {size} exceeds the limit of {MAX_SLOTS} slots per inventory"),
+            format!(
+                "list size {size} is more than the {} slots left (at most {MAX_SLOTS} per \
+                 inventory, {} per map block)",
+                *slot_budget,
+                super::MAX_BLOCK_SLOTS
+            ),
         ));
     }
     *slot_budget -= size;

@@ -14,8 +14,12 @@
 //! version, except that 22 and 23 — which the engine can read but not write — become 25.
 //!
 //! Limits against hostile input: at most [`MAX_DECOMPRESSED`] bytes are decompressed per
-//! block, at most [`MAX_BLOCK_SLOTS`] inventory slots are created per block, and every count
-//! is checked against the bytes left before anything is allocated for it.
+//! block, at most [`MAX_BLOCK_SLOTS`] inventory slots are created per block, every count
+//! is checked against the bytes left before anything is allocated for it, and a decoded
+//! block may hold at most [`MAX_DECODED`] bytes of memory ([`MapBlock::memory`]). Each is
+//! far above what a real block holds, and small enough that a block which compresses
+//! 65,535 objects or a million slots into a few bytes costs a bounded amount of memory and
+//! fails with a clear error.
 
 pub mod inventory;
 
@@ -32,11 +36,50 @@ use compress::{decode_zstd, deflate_zlib, encode_zstd, inflate_zlib};
 use reader::{put_u16, put_u32, Reader};
 
 /// The most bytes decompressed from one block. Real blocks hold about 16 KiB of node data
-/// plus their metadata (a block full of chests: a few MiB).
-pub const MAX_DECOMPRESSED: usize = 64 << 20;
+/// plus their metadata (a block full of chests: a few MiB) and objects (the engine stores at
+/// most `max_objects_per_block`, 256 by default, per block).
+pub const MAX_DECOMPRESSED: usize = 12 << 20;
 
-/// The most inventory slots (summed over all node inventories) one block may declare.
-pub const MAX_BLOCK_SLOTS: usize = 1 << 20;
+/// The most inventory slots (summed over all node inventories) one block may declare: a
+/// block of 4,096 chests has 131,072.
+pub const MAX_BLOCK_SLOTS: usize = 1 << 18;
+
+/// The most memory one decoded block may hold ([`MapBlock::memory`]).
+pub const MAX_DECODED: usize = 12 << 20;
+
+/// What decoding one block may still create: inventory slots, and bytes of memory for the
+/// parts that can be many times larger decoded than stored (objects, metadata variables,
+/// inventories). Charged before or as they are made, so a block that would pass
+/// [`MAX_DECODED`] stops early instead of first allocating it all.
+pub(crate) struct Budget {
+    pub slots: usize,
+    memory: usize,
+}
+
+impl Budget {
+    fn new() -> Budget {
+        Budget {
+            slots: MAX_BLOCK_SLOTS,
+            memory: MAX_DECODED,
+        }
+    }
+
+    /// Takes `bytes` of memory for `what`, or fails when the block would pass its bound.
+    pub fn charge(&mut self, bytes: usize, what: &str) -> Result<()> {
+        match self.memory.checked_sub(bytes) {
+            Some(left) => {
+                self.memory = left;
+                Ok(())
+            }
+            None => Err(Error::corrupt(format!(
+                "{what}: the block would take more than {} MiB of memory once decoded; at \
+                 most {} MiB are allowed per block",
+                MAX_DECODED >> 20,
+                MAX_DECODED >> 20
+            ))),
+        }
+    }
+}
 
 /// The oldest and newest serialization versions handled.
 pub const MIN_VERSION: u8 = 22;
@@ -49,13 +92,26 @@ pub fn decode_block(data: &[u8]) -> Result<MapBlock> {
         .ok_or_else(|| Error::corrupt("map block: empty blob"))?;
     check_version(version)?;
     let mut budget = MAX_DECOMPRESSED;
-    if version >= 29 {
+    let block = if version >= 29 {
         let (raw, used) = decode_zstd(payload, &mut budget, "map block")?;
         check_trailing(payload.get(used..).unwrap_or_default(), "the zstd frame")?;
-        decode_v29(&raw)
+        decode_v29(&raw)?
     } else {
-        decode_zlib_layout(version, payload, &mut budget)
+        decode_zlib_layout(version, payload, &mut budget)?
+    };
+    let memory = block.memory();
+    if memory > MAX_DECODED {
+        return Err(Error::corrupt(format!(
+            "map block decodes to {} MiB in memory ({} static objects, {} metadata entries, \
+             {} node timers); at most {} MiB are allowed per block",
+            memory >> 20,
+            block.objects.len(),
+            block.metadata.len(),
+            block.timers.len(),
+            MAX_DECODED >> 20
+        )));
     }
+    Ok(block)
 }
 
 /// Encodes a block at its own version (22 and 23 are written as 25).
@@ -217,12 +273,15 @@ fn decode_zlib_layout(version: u8, payload: &[u8], budget: &mut usize) -> Result
     let (meta_data, used) = inflate_zlib(r.rest(), budget, "node metadata")?;
     r.skip(used, "node metadata")?;
 
-    let mut slots = MAX_BLOCK_SLOTS;
+    let mut limits = Budget::new();
     let mut meta = Reader::new(&meta_data);
     let (metadata, mut timers) = if version >= 23 {
-        (nodemeta::read_meta_list(&mut meta, &mut slots)?, Vec::new())
+        (
+            nodemeta::read_meta_list(&mut meta, &mut limits)?,
+            Vec::new(),
+        )
     } else {
-        nodemeta::read_legacy_meta_list(&mut meta, &mut slots)?
+        nodemeta::read_legacy_meta_list(&mut meta, &mut limits)?
     };
     if meta.remaining() != 0 {
         return Err(Error::corrupt(format!(
@@ -240,7 +299,7 @@ fn decode_zlib_layout(version: u8, payload: &[u8], budget: &mut usize) -> Result
     if version == 24 {
         timers = timers::read_timers(&mut r, version)?;
     }
-    let objects = objects::read_objects(&mut r)?;
+    let objects = objects::read_objects(&mut r, &mut limits)?;
     let timestamp = r.u32("timestamp")?;
     let name_ids = nodes::read_name_ids(&mut r)?;
     if version >= 25 {
@@ -271,9 +330,9 @@ fn decode_v29(raw: &[u8]) -> Result<MapBlock> {
     let name_ids = nodes::read_name_ids(&mut r)?;
     let content_width = widths(&mut r)?;
     let node_data = r.bytes(nodes::nodes_len(content_width), "node data")?;
-    let mut slots = MAX_BLOCK_SLOTS;
-    let metadata = nodemeta::read_meta_list(&mut r, &mut slots)?;
-    let objects = objects::read_objects(&mut r)?;
+    let mut limits = Budget::new();
+    let metadata = nodemeta::read_meta_list(&mut r, &mut limits)?;
+    let objects = objects::read_objects(&mut r, &mut limits)?;
     let timers = timers::read_timers(&mut r, 29)?;
     check_trailing(r.rest(), "the node timers")?;
     let nodes = nodes::decode_nodes(node_data, content_width, &name_ids)?;

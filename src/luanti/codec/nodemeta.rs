@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::inventory::{check_inventory, read_inventory, serialize_inventory, MAX_SLOTS};
 use super::reader::{put_string16, put_string32, put_u16, put_u32, Reader};
+use super::Budget;
 use crate::error::{Error, Result};
 use crate::luanti::block::{Inventory, MetaVar, NodeMeta, NodeTimer, RelPos};
 
@@ -109,9 +110,13 @@ impl Entries {
     }
 }
 
-/// Reads an inventory from the reader: at most [`MAX_SLOTS`] slots, charged to
-/// `slot_budget` (the block's bound).
-fn inventory(r: &mut Reader<'_>, slot_budget: &mut usize, pos: RelPos) -> Result<Inventory> {
+/// Memory a metadata variable costs decoded beyond its key and value bytes.
+const VAR_OVERHEAD: usize = 112;
+
+/// Reads an inventory from the reader: at most [`MAX_SLOTS`] slots, charged to the block's
+/// `limits` with the memory the inventory takes.
+fn inventory(r: &mut Reader<'_>, limits: &mut Budget, pos: RelPos) -> Result<Inventory> {
+    let slot_budget = &mut limits.slots;
     let allowed = (*slot_budget).min(MAX_SLOTS);
     let mut left = allowed;
     let (inv, used) = read_inventory(r.rest(), &mut left).map_err(|e| {
@@ -123,11 +128,15 @@ fn inventory(r: &mut Reader<'_>, slot_budget: &mut usize, pos: RelPos) -> Result
     })?;
     *slot_budget -= allowed - left;
     r.skip(used, "node metadata inventory")?;
+    limits.charge(
+        inv.memory(),
+        &format!("node metadata at {}: inventory", pos_text(pos)),
+    )?;
     Ok(inv)
 }
 
 /// Reads a metadata list (versions 0–2) for blocks ≥ 23.
-pub fn read_meta_list(r: &mut Reader<'_>, slot_budget: &mut usize) -> Result<Vec<NodeMeta>> {
+pub(crate) fn read_meta_list(r: &mut Reader<'_>, limits: &mut Budget) -> Result<Vec<NodeMeta>> {
     let version = r.u8("node metadata version")?;
     if version == 0 {
         return Ok(Vec::new());
@@ -151,13 +160,15 @@ pub fn read_meta_list(r: &mut Reader<'_>, slot_budget: &mut usize) -> Result<Vec
             )));
         }
         let mut vars = Vars::default();
+        limits.charge(std::mem::size_of::<NodeMeta>() + VAR_OVERHEAD, &what)?;
         for _ in 0..num_vars {
             let key = r.string16(&what)?;
             let value = r.string32(&what)?;
             let private = version >= 2 && r.u8(&what)? == 1;
+            limits.charge(key.len() + value.len() + VAR_OVERHEAD, &what)?;
             vars.set(key, value, private);
         }
-        let inv = inventory(r, slot_budget, pos)?;
+        let inv = inventory(r, limits, pos)?;
         entries.insert(pos, vars, inv)?;
     }
     Ok(entries.into_vec())
@@ -230,9 +241,9 @@ list[current_player;main;0,5;8,4;]";
 
 /// Reads the type-id metadata of a version-22 block, converted the way the engine does on
 /// load; furnaces also get the 1-second node timer the engine starts for them.
-pub fn read_legacy_meta_list(
+pub(crate) fn read_legacy_meta_list(
     r: &mut Reader<'_>,
-    slot_budget: &mut usize,
+    limits: &mut Budget,
 ) -> Result<(Vec<NodeMeta>, Vec<NodeTimer>)> {
     let version = r.u16("legacy node metadata version")?;
     if version > 1 {
@@ -249,6 +260,7 @@ pub fn read_legacy_meta_list(
             "legacy node metadata",
         )?;
         let what = format!("legacy node metadata at {}", pos_text(pos));
+        limits.charge(std::mem::size_of::<NodeMeta>() + VAR_OVERHEAD, &what)?;
         let type_id = r.i16(&what)?;
         let body = r.string16(&what)?;
         let mut b = Reader::new(body);
@@ -256,7 +268,7 @@ pub fn read_legacy_meta_list(
         let mut inv = Inventory::default();
         match type_id {
             LEGACY_GENERIC => {
-                inv = inventory(&mut b, slot_budget, pos)?;
+                inv = inventory(&mut b, limits, pos)?;
                 b.string32(&what)?; // text
                 b.string16(&what)?; // owner
                 let infotext = b.string16(&what)?;
@@ -273,6 +285,7 @@ pub fn read_legacy_meta_list(
                 for _ in 0..num_vars {
                     let key = b.string16(&what)?;
                     let value = b.string32(&what)?;
+                    limits.charge(key.len() + value.len() + VAR_OVERHEAD, &what)?;
                     vars.set_string(key, value);
                 }
             }
@@ -288,7 +301,7 @@ pub fn read_legacy_meta_list(
                     let owner = b.string16(&what)?;
                     vars.set_string(b"owner", owner);
                 }
-                inv = inventory(&mut b, slot_budget, pos)?;
+                inv = inventory(&mut b, limits, pos)?;
                 if !inv.lists.iter().any(|l| l.name == "main") {
                     if let Some(list) = inv.lists.iter_mut().find(|l| l.name == "0") {
                         list.name = "main".to_string();
@@ -297,7 +310,7 @@ pub fn read_legacy_meta_list(
                 vars.set_string(b"formspec", CHEST_FORMSPEC);
             }
             LEGACY_FURNACE => {
-                inv = inventory(&mut b, slot_budget, pos)?;
+                inv = inventory(&mut b, limits, pos)?;
                 let mut numbers = StreamInts::new(b.rest());
                 let fuel_totaltime = numbers.next();
                 let fuel_time = numbers.next();
@@ -474,10 +487,13 @@ mod tests {
                 continue;
             }
             res.unwrap();
-            let mut budget = 100;
+            let mut budget = Budget {
+                slots: 100,
+                ..Budget::new()
+            };
             let back = read_meta_list(&mut Reader::new(&out), &mut budget).unwrap();
             assert_eq!(back, vec![metas[0].clone(), metas[2].clone()]);
-            assert_eq!(budget, 100 - 6);
+            assert_eq!(budget.slots, 100 - 6);
         }
         let mut out = Vec::new();
         write_meta_list(&[meta(1, &[], 0)], 28, &mut out).unwrap();
@@ -491,7 +507,7 @@ mod tests {
             data.extend_from_slice(&[0, 5, 0, 0, 0, 0]);
             data.extend_from_slice(b"EndInventory\n");
         }
-        let e = read_meta_list(&mut Reader::new(&data), &mut 10).unwrap_err();
+        let e = read_meta_list(&mut Reader::new(&data), &mut Budget::new()).unwrap_err();
         assert_eq!(e.errno(), libc::EIO);
     }
 
@@ -502,7 +518,8 @@ mod tests {
         data.extend_from_slice(&[0, 9, 0, 16, 0, furnace_body.len() as u8]);
         data.extend_from_slice(furnace_body);
         data.extend_from_slice(&[0, 2, 0, 14, 0, 4, 0, 2, b'h', b'i']);
-        let (metas, timers) = read_legacy_meta_list(&mut Reader::new(&data), &mut 10).unwrap();
+        let (metas, timers) =
+            read_legacy_meta_list(&mut Reader::new(&data), &mut Budget::new()).unwrap();
         assert_eq!(metas.len(), 2);
         let sign = &metas[0];
         assert_eq!(sign.pos.index(), 2);

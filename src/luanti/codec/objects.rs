@@ -6,14 +6,19 @@
 //! an object.
 
 use super::reader::{put_i32, put_string16, put_string32, put_u16, Reader};
+use super::Budget;
 use crate::error::{Error, Result};
 use crate::luanti::block::{LuaEntity, LuaEntityExtra, ObjectData, StaticObject};
 
 /// The object type of Lua entities.
 pub const LUA_ENTITY: u8 = 7;
 
-/// Reads a static object list (`u8 version` — ignored, as by the engine — `u16 count`).
-pub fn read_objects(r: &mut Reader<'_>) -> Result<Vec<StaticObject>> {
+/// Memory an object's data costs decoded beyond its bytes (the allocations of a LuaEntity).
+const DATA_OVERHEAD: usize = 64;
+
+/// Reads a static object list (`u8 version` — ignored, as by the engine — `u16 count`),
+/// charging what the objects take decoded to `limits`.
+pub(crate) fn read_objects(r: &mut Reader<'_>, limits: &mut Budget) -> Result<Vec<StaticObject>> {
     r.u8("static objects version")?;
     let count = usize::from(r.u16("static objects count")?);
     if count > r.remaining() / 15 {
@@ -22,12 +27,18 @@ pub fn read_objects(r: &mut Reader<'_>) -> Result<Vec<StaticObject>> {
             r.remaining()
         )));
     }
+    let what = format!("{count} static objects");
+    limits.charge(count * std::mem::size_of::<StaticObject>(), &what)?;
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
         let what = format!("static object {i}");
         let kind = r.u8(&what)?;
         let pos = [r.i32(&what)?, r.i32(&what)?, r.i32(&what)?];
         let data = r.string16(&what)?;
+        limits.charge(
+            data.len() + DATA_OVERHEAD,
+            &format!("{count} static objects"),
+        )?;
         let data = match parse_lua_entity(kind, data) {
             Some(entity) => ObjectData::LuaEntity(entity),
             None => ObjectData::Raw(data.to_vec()),
@@ -205,6 +216,9 @@ mod tests {
         }];
         let mut out = Vec::new();
         write_objects(&objs, &mut out).unwrap();
-        assert_eq!(read_objects(&mut Reader::new(&out)).unwrap(), objs);
+        assert_eq!(
+            read_objects(&mut Reader::new(&out), &mut Budget::new()).unwrap(),
+            objs
+        );
     }
 }
