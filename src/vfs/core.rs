@@ -174,7 +174,22 @@ fn overlay_stat(o: &Overlay) -> Stat {
     }
 }
 
+/// The longest file name (bytes) the kernel's other filesystems accept; longer names are
+/// `ENAMETOOLONG`, as POSIX says, also for names that do not exist.
+pub const NAME_MAX: usize = 255;
+
+fn check_length(name: &str) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(Error::new(
+            libc::ENAMETOOLONG,
+            format!("file name of {} bytes (at most {NAME_MAX})", name.len()),
+        ));
+    }
+    Ok(())
+}
+
 fn check_name(name: &str) -> Result<()> {
+    check_length(name)?;
     if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
         return Err(Error::invalid(format!("invalid file name {name:?}")));
     }
@@ -263,6 +278,7 @@ impl Vfs {
 
     /// Looks `name` up in directory `parent` for process `pid`; counts a kernel lookup.
     pub fn lookup(&self, parent: u64, name: &str, pid: u32) -> Result<(u64, Stat)> {
+        check_length(name)?;
         let dir = self.path_of(parent)?;
         if self.fresh.hidden(&dir, name, pid) {
             return Err(Error::not_found(format!(
@@ -1800,5 +1816,32 @@ mod tests {
         vfs.write(fh, 0, b"ok copy", false).unwrap();
         vfs.release(fh).unwrap();
         assert!(vfs.lookup(vfs_dir, "f", 7).is_ok());
+    }
+
+    #[test]
+    fn names_longer_than_name_max_are_enametoolong() {
+        let (_tree, vfs, _) = setup();
+        let d = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        let long = "x".repeat(NAME_MAX + 1);
+        let errno = |r: Result<()>| r.unwrap_err().errno();
+        assert_eq!(
+            errno(vfs.lookup(d, &long, 1).map(|_| ())),
+            libc::ENAMETOOLONG
+        );
+        assert_eq!(
+            errno(vfs.create(d, &long, 0o644).map(|_| ())),
+            libc::ENAMETOOLONG
+        );
+        assert_eq!(
+            errno(vfs.mkdir(d, &long, 1).map(|_| ())),
+            libc::ENAMETOOLONG
+        );
+        assert_eq!(errno(vfs.rename(d, "f", d, &long)), libc::ENAMETOOLONG);
+        let max = "x".repeat(NAME_MAX);
+        assert_eq!(
+            errno(vfs.lookup(d, &max, 1).map(|_| ())),
+            libc::ENOENT,
+            "a name of NAME_MAX bytes is a name"
+        );
     }
 }
