@@ -134,7 +134,14 @@ pub struct Vfs {
     /// the scratch path holding their text. The source is hidden but stays in the store
     /// until new content is committed to it, or until the scratch copy is deleted.
     aside: Mutex<HashMap<Vec<String>, Vec<String>>>,
+    /// Tests: runs inside `release` between its commit and its leaving the open files, the
+    /// window another thread's truncation by path can hit.
+    #[cfg(test)]
+    race_in_release: Mutex<Option<RaceHook>>,
 }
+
+#[cfg(test)]
+type RaceHook = Box<dyn FnOnce(&Vfs) + Send>;
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
     m.lock()
@@ -221,6 +228,8 @@ impl Vfs {
             spill: Spill::new(held_dir),
             fresh: FreshDirs::default(),
             aside: Mutex::new(HashMap::new()),
+            #[cfg(test)]
+            race_in_release: Mutex::new(None),
         }
     }
 
@@ -668,6 +677,11 @@ impl Vfs {
                 ))
             });
         }
+        self.commit_file(&mut f)
+    }
+
+    /// Commits an open file's buffer: scratch text to the overlay, anything else to the tree.
+    fn commit_file(&self, f: &mut OpenFile) -> Result<()> {
         f.dirty = false;
         if f.scratch {
             let text = self.spill.hold(f.data.clone());
@@ -700,6 +714,10 @@ impl Vfs {
     /// Closes a handle, committing what is still unflushed.
     pub fn release(&self, fh: u64) -> Result<()> {
         let result = self.commit_handle(fh, true);
+        #[cfg(test)]
+        if let Some(race) = lock(&self.race_in_release)?.take() {
+            race(self);
+        }
         let Some(h) = lock(&self.handles)?.remove(&fh) else {
             return result;
         };
@@ -712,6 +730,13 @@ impl Vfs {
         }
         if f.handles == 0 && open.get(&f.path).is_some_and(|o| Arc::ptr_eq(o, &h.file)) {
             open.remove(&f.path);
+        }
+        drop(open);
+        // A change that reached the buffer after the commit above and before it left the
+        // table of open files (a truncation by path, racing this release) would be dropped
+        // with it: it is committed now.
+        if f.handles == 0 && f.dirty && !f.detached {
+            return result.and(self.commit_file(&mut f));
         }
         result
     }
@@ -1843,5 +1868,24 @@ mod tests {
             libc::ENOENT,
             "a name of NAME_MAX bytes is a name"
         );
+    }
+
+    #[test]
+    fn a_truncation_racing_the_last_release_is_committed() {
+        let (tree, vfs, _) = setup();
+        let d = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        // pjdfstest: a file is written and closed, then truncated by path while the kernel's
+        // release of the writing handle is still on its way.
+        let (ino, _, fh) = vfs.create(d, "g", 0o644).unwrap();
+        vfs.write(fh, 0, b"ok", false).unwrap();
+        vfs.flush(fh).unwrap();
+        *lock(&vfs.race_in_release).unwrap() = Some(Box::new(move |vfs: &Vfs| {
+            vfs.setattr(ino, None, Some(100), None, None).unwrap();
+        }));
+        vfs.release(fh).unwrap();
+        let stored = lock(&tree.files).unwrap().get("d/g").cloned().unwrap();
+        assert_eq!(stored.len(), 100, "the truncation is committed");
+        assert!(stored.starts_with(b"ok"));
+        assert_eq!(vfs.getattr(ino, None).unwrap().size, 100);
     }
 }
