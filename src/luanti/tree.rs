@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::luanti::accounts_tree::{self, Accounts};
@@ -86,6 +86,11 @@ fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock)
     }
     Ok(())
 }
+
+/// How long a `block.txt` written through the mount stands against the relighting rule of
+/// [`parse_nodes_clearing_light`]: a copy or a restore (`cp -r`, `rsync -a`) writes every file
+/// of a block within it, and the header it wrote is the one it wants, flags included.
+const HEADER_WINDOW: Duration = Duration::from_secs(60);
 
 /// The flags bit "lighting expired" of blocks before version 27.
 const LIGHTING_EXPIRED: u8 = 0x04;
@@ -207,6 +212,9 @@ pub struct LuantiTree {
     /// Recent pages of the `blocks/` listing: the kernel asks for a few dozen entries per
     /// call, and a page read from SQLite serves many consecutive calls.
     pages: Mutex<Vec<Arc<Page>>>,
+    /// Blocks whose `block.txt` was written through the mount, and when (within
+    /// [`HEADER_WINDOW`]): a node edit then keeps the lighting flags that file set.
+    headers: Mutex<HashMap<BlockPos, Instant>>,
 }
 
 /// One page of the `blocks/` listing: the entries with cookies after `after`.
@@ -267,7 +275,33 @@ impl LuantiTree {
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
             pages: Mutex::new(Vec::new()),
+            headers: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Writes one view of a block. The derived-data rule (a node edit clears the lighting
+    /// flags) applies only where the user did not write `block.txt` itself: within
+    /// [`HEADER_WINDOW`] of a `block.txt` written through the mount, `nodes.cubeset` keeps the
+    /// flags that file set, so `cp -r` and an rsync restore give the block back exactly.
+    fn write_view(&self, pos: BlockPos, view: &'static View, data: &[u8]) -> Result<()> {
+        let mut headers = self
+            .headers
+            .lock()
+            .map_err(|_| Error::corrupt("header times lock poisoned"))?;
+        headers.retain(|_, t| t.elapsed() < HEADER_WINDOW);
+        let header_written = headers.contains_key(&pos);
+        drop(headers);
+        if view.name == "nodes.cubeset" && header_written {
+            self.modify(pos, |b| views::parse_nodes(data, b))?;
+        } else {
+            self.modify(pos, |b| (view.parse)(data, pos, b))?;
+        }
+        if view.name == "block.txt" {
+            if let Ok(mut headers) = self.headers.lock() {
+                headers.insert(pos, Instant::now());
+            }
+        }
+        Ok(())
     }
 
     /// The blocks under this tree.
@@ -765,7 +799,7 @@ impl Tree for LuantiTree {
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.write(name, data),
             Place::Accounts => self.accounts()?.write(path, data),
-            Place::View(pos, view) => self.modify(pos, |b| (view.parse)(data, pos, b)),
+            Place::View(pos, view) => self.write_view(pos, view, data),
             Place::Inventory(pos, rel) => {
                 let inv = parse_inventory(data)?;
                 self.modify(pos, |b| {
