@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 
 /// Whether `name` is exactly a temporary that a tool makes next to the file it edits, in a
 /// folder where every other name is a stored key (mod storage, metadata fields): `sed -i`'s
-/// `sedXXXXXX`, rsync's `.NAME.XXXXXX`, vim's swap files `.NAME.swp` (`.swo`, …, `.swx`),
+/// `sedXXXXXX`, rsync's `.NAME.XXXXXX`, vim's swap files `.NAME.swp` (`.swo`, …, `.swpx`),
 /// backup `NAME~` and write test `4913`. Such a file is held by the core until it is renamed
 /// over a key (which stores its content under that key); every other name is a key.
 pub fn is_tool_temporary(name: &str) -> bool {
@@ -30,8 +30,10 @@ pub fn is_tool_temporary(name: &str) -> bool {
         .and_then(|rest| rest.rsplit_once('.'))
         .filter(|(file, _)| !file.is_empty());
     let rsync = dotted.is_some_and(|(_, suffix)| alnum6(suffix));
+    // `.swpx` is vim's probe of whether the file system keeps long swap names.
     let vim_swap = dotted.is_some_and(|(_, suffix)| {
-        suffix.len() == 3 && suffix.starts_with("sw") && suffix.as_bytes()[2].is_ascii_lowercase()
+        (suffix.len() == 3 && suffix.starts_with("sw") && suffix.as_bytes()[2].is_ascii_lowercase())
+            || suffix == "swpx"
     });
     let backup = name.len() > 1 && name.ends_with('~');
     sed || rsync || vim_swap || backup || name == "4913"
@@ -239,6 +241,7 @@ mod tests {
             ".settings.swp",
             ".settings.swo",
             ".settings.swx",
+            ".settings.swpx",
             "settings~",
             "4913",
         ] {
