@@ -5,7 +5,8 @@
 //!
 //! - the stored block decodes to the edit and nothing else changed (the only derived change is
 //!   the light rule: node-name edits clear `lighting_complete` from version 27 on and set the
-//!   `lighting_expired` flag before, and 22/23 are written as 25);
+//!   `lighting_expired` flag before, unless block.txt was written too (a copy or a restore
+//!   gives the source back exactly), and 22/23 are written as 25);
 //! - the real engine loads every edited block and sees the edits (probe.sh).
 //!
 //! Blocks of versions 25, 27, 28 and 29 come from the samples in `shared/samples/luanti`,
@@ -545,9 +546,9 @@ fn apply(
         "cp -r" | "restore" => {
             let files = copy_block(tree, source_pos, at, edit == "restore");
             assert!(files > 0);
-            // `original` is the source as it is at `at`: objects relative to the block.
-            let e = relit(canonical(e));
-            (e, None)
+            // `original` is the source as it is at `at`: objects relative to the block. The
+            // copy wrote block.txt itself, so it keeps the source's lighting flags exactly.
+            (canonical(e), None)
         }
         other => panic!("unknown edit {other}"),
     }

@@ -135,6 +135,11 @@ pub const MAX_STORED: usize = 8 << 20;
 /// reads (text as its bytes, a number as its decimal text, NULL as nothing), so a row of the
 /// wrong type lists like any other and fails only when its block is decoded. NULL when the
 /// data is longer than [`MAX_STORED`] (`octet_length` reads only the row's header).
+/// The most data bytes one [`MapStore::list`] call returns: a page stops early past it, so a
+/// listing holds at most this much of a store's rows at once (512 hostile rows of 8 MiB each
+/// would otherwise take 4 GiB).
+pub const LIST_BYTES: usize = 32 << 20;
+
 fn data_column() -> String {
     format!("CASE WHEN octet_length(data) > {MAX_STORED} THEN NULL ELSE IFNULL(CAST(data AS BLOB), X'') END")
 }
@@ -276,8 +281,12 @@ impl MapStore {
 
     /// Up to `limit` blocks with a key greater than `after` (0 = from the start), in key order;
     /// with their blobs when `with_data`. One short statement per call.
+    ///
+    /// A page holding [`LIST_BYTES`] of data ends early, before `limit` rows: the listing
+    /// goes on after its last key.
     pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut bytes = 0usize;
         let listed = self.with_reader(|c| {
             let mut out = Vec::new();
             match self.schema {
@@ -301,11 +310,16 @@ impl MapStore {
                     let mut rows = stmt.query(params![after, limit])?;
                     while let Some(r) = rows.next()? {
                         let p: i64 = r.get(0)?;
+                        let data: Option<Vec<u8>> = r.get(1)?;
+                        bytes += data.as_ref().map_or(0, Vec::len);
                         out.push(Listed {
                             pos: int_to_pos(p),
                             key: (p + POS_KEY_OFFSET) as u64,
-                            data: r.get(1)?,
+                            data,
                         });
+                        if bytes >= LIST_BYTES {
+                            break;
+                        }
                     }
                 }
                 Schema::Xyz => {
@@ -339,17 +353,22 @@ impl MapStore {
                             y: coord(y)?,
                             z: coord(z)?,
                         };
+                        let data: Option<Vec<u8>> = r.get(3)?;
+                        bytes += data.as_ref().map_or(0, Vec::len);
                         out.push(Listed {
                             pos,
                             key: xyz_key(pos),
-                            data: r.get(3)?,
+                            data,
                         });
+                        if bytes >= LIST_BYTES {
+                            break;
+                        }
                     }
                 }
             }
             Ok(out)
         })?;
-        if listed.len() < usize::try_from(limit).unwrap_or(usize::MAX) {
+        if listed.len() < usize::try_from(limit).unwrap_or(usize::MAX) && bytes < LIST_BYTES {
             self.report_out_of_range();
         }
         Ok(listed)
@@ -532,6 +551,25 @@ mod tests {
                 ro.commit(&[(pos(0, 0, 0), None)]).unwrap_err().errno(),
                 libc::EROFS
             );
+        }
+    }
+
+    #[test]
+    fn a_listing_page_holds_at_most_list_bytes_of_data() {
+        for schema in [Schema::Pos, Schema::Xyz] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = make_db(dir.path(), schema);
+            let store = MapStore::open(&path, false).unwrap();
+            let rows = LIST_BYTES / (1 << 20) + 8;
+            let blocks: Vec<_> = (0..rows)
+                .map(|i| (pos(i as i16, 0, 0), Some(vec![i as u8; 1 << 20])))
+                .collect();
+            store.commit(&blocks).unwrap();
+            let page = store.list(0, 512, true).unwrap();
+            let bytes: usize = page.iter().map(|l| l.data.as_ref().unwrap().len()).sum();
+            assert!(page.len() < rows, "{schema:?}: the page stops early");
+            assert!(bytes <= LIST_BYTES, "{schema:?}: {bytes} bytes");
+            assert_eq!(listed(&store, 512).len(), rows, "{schema:?}: and goes on");
         }
     }
 

@@ -21,7 +21,7 @@ use crate::luanti::accounts_tree::{self, Accounts};
 use crate::luanti::block::{BlockPos, MapBlock, MetaVar, NodeMeta, RelPos};
 use crate::luanti::blocks::{Blocks, Cached};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
-use crate::luanti::map_store::MapStore;
+use crate::luanti::map_store::{MapStore, LIST_BYTES};
 use crate::luanti::views;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
@@ -549,7 +549,11 @@ impl LuantiTree {
             .blocks
             .store()
             .list(cursor.saturating_sub(1), PAGE_SIZE, true)?;
-        let last = listed.len() < PAGE_SIZE;
+        let bytes: usize = listed
+            .iter()
+            .map(|l| l.data.as_ref().map_or(0, Vec::len))
+            .sum();
+        let last = listed.len() < PAGE_SIZE && bytes < LIST_BYTES;
         let entries = listed
             .into_iter()
             .filter(|l| l.key + 1 > cursor)
