@@ -302,3 +302,91 @@ mod model {
         }
     }
 }
+
+/// One entry of a hand-made disk: ID, parent, kind, name, children (directories), bytes
+/// (files).
+type HandEntry<'a> = (i32, i32, TevdKind, &'a [u8], &'a [i32], &'a [u8]);
+
+/// A disk of `entries`, root first, with every CRC right: what a hostile or broken writer
+/// could make.
+fn hand_made(path: &std::path::Path, entries: &[HandEntry]) {
+    use worldfs::tvda::container::disk_crc;
+    use worldfs::tvda::tevd::{
+        dir_content, file_content, tevd_entry_crc, TevdEntryHeader, TevdHeader,
+    };
+    let mut header = TevdHeader::new_v3("hand", 1 << 20).unwrap();
+    let (mut body, mut crcs) = (Vec::new(), Vec::new());
+    for (id, parent, kind, name, children, data) in entries {
+        let content = match kind {
+            TevdKind::Directory => dir_content(children).unwrap(),
+            _ => file_content(data).unwrap(),
+        };
+        let h = TevdEntryHeader {
+            id: *id,
+            parent: *parent,
+            kind: *kind,
+            name: name.to_vec(),
+            ctime: 1,
+            mtime: 1,
+            crc: tevd_entry_crc(&content),
+        };
+        crcs.push(h.crc);
+        h.encode(&mut body).unwrap();
+        body.extend_from_slice(&content);
+    }
+    header.set_disk_crc(disk_crc(crcs));
+    let mut all = header.bytes().to_vec();
+    all.extend(body);
+    std::fs::write(path, all).unwrap();
+}
+
+#[test]
+fn listing_cycles_and_repeats_show_a_finite_tree() {
+    use TevdKind::{Directory as D, File as F};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cycle.tevd");
+    // Directory `a` lists itself, the root and file `f`; `d` lists itself twice; the root
+    // lists two files named `x` and one of them twice.
+    hand_made(
+        &path,
+        &[
+            (0, 0, D, b"(root)", &[5, 7, 6, 6, 9, 8], b""),
+            (5, 0, D, b"a", &[5, 0, 7], b""),
+            (7, 0, F, b"f", &[], b"hello"),
+            (6, 0, F, b"x", &[], b"six"),
+            (9, 0, F, b"x", &[], b"nine"),
+            (8, 0, D, b"d", &[8, 8], b""),
+        ],
+    );
+    let disk = TevdDisk::open(&path, true).unwrap();
+    let mut all = Vec::new();
+    tree(&disk, TEVD_ROOT, "", &mut all);
+    assert_eq!(all, ["a/", "a/f 5", "f 5", "x 3", "d/"]);
+    assert!(disk.resolve("a/a").is_err() && disk.resolve("a/(root)").is_err());
+    assert_eq!(disk.read(disk.resolve("x").unwrap()).unwrap(), b"six");
+}
+
+#[test]
+fn a_folder_cannot_be_moved_under_itself_when_parent_fields_lie() {
+    use TevdKind::Directory as D;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("lie.tevd");
+    // `b` is listed in `a` but says its parent is the root.
+    hand_made(
+        &path,
+        &[
+            (0, 0, D, b"(root)", &[5], b""),
+            (5, 0, D, b"a", &[6], b""),
+            (6, 0, D, b"b", &[], b""),
+        ],
+    );
+    let mut disk = TevdDisk::open(&path, true).unwrap();
+    let (a, b) = (disk.resolve("a").unwrap(), disk.resolve("a/b").unwrap());
+    assert!(
+        disk.rename(a, b, "a", 2).is_err(),
+        "a moved into its own child: the whole folder would vanish from the tree"
+    );
+    let mut all = Vec::new();
+    tree(&disk, TEVD_ROOT, "", &mut all);
+    assert_eq!(all, ["a/", "a/b/"]);
+}

@@ -3,7 +3,11 @@
 //!
 //! The tree is what the directory entries list, starting at the root (ID 0); entries no
 //! directory lists (tsvm's boot sector, ID 1, is its own parent) are kept untouched but not
-//! shown. Names are shown escaped with `crate::names` so any stored name is a valid file
+//! shown. Listings of a hostile or broken disk can form cycles (a directory listing itself
+//! or an ancestor) or repeat entries, which would make an endless tree that `find` or
+//! `cp -r` never leave: each directory is shown only in the first listing that reaches it
+//! from the root (breadth first), and a listing shows each ID and each name once (a name's
+//! first entry, the one a lookup finds). What is stored is kept as it is. Names are shown escaped with `crate::names` so any stored name is a valid file
 //! name. A commit writes the header (fresh disk CRC), every entry in its old order (new
 //! ones last; unchanged ones copied byte for byte) and the footer into a temporary file
 //! renamed over the disk, so a crash leaves the old or the new disk; with no staged change
@@ -133,6 +137,8 @@ pub struct TevdDisk {
     footer: Vec<u8>,
     nodes: Vec<Node>,
     index: HashMap<i32, usize>,
+    /// The directory each shown directory is listed in (its home); see the module doc.
+    homes: HashMap<i32, i32>,
     pending: bool,
     stamp: (u64, u64, i64, i64),
     /// Why the disk must not be written (found when it was opened for writing).
@@ -191,6 +197,7 @@ impl TevdDisk {
             footer: found.footer,
             nodes,
             index,
+            homes: HashMap::new(),
             pending: false,
             stamp,
             damage: None,
@@ -199,6 +206,7 @@ impl TevdDisk {
             .ok()
             .filter(|n| n.header.kind == TevdKind::Directory)
             .ok_or_else(|| Error::corrupt(format!("{}: no root directory", path.display())))?;
+        disk.place();
         if writable {
             disk.damage = disk.check()?.damage();
             if let Some(why) = &disk.damage {
@@ -287,8 +295,28 @@ impl TevdDisk {
         })
     }
 
-    /// The entries directory `dir` lists, in listing order (IDs with no entry skipped).
-    pub fn list(&self, dir: i32) -> Result<Vec<NodeInfo>> {
+    /// Finds each directory's home: the first listing reaching it, breadth first from the
+    /// root. Called whenever listings change.
+    fn place(&mut self) {
+        let mut homes = HashMap::new();
+        let mut queue = std::collections::VecDeque::from([TEVD_ROOT]);
+        while let Some(d) = queue.pop_front() {
+            for &c in self.node(d).map(|n| n.children.as_slice()).unwrap_or(&[]) {
+                let is_dir = self
+                    .node(c)
+                    .is_ok_and(|n| n.header.kind == TevdKind::Directory);
+                if is_dir && c != TEVD_ROOT && !homes.contains_key(&c) {
+                    homes.insert(c, d);
+                    queue.push_back(c);
+                }
+            }
+        }
+        self.homes = homes;
+    }
+
+    /// The children directory `dir` shows, in listing order: entries that exist, each ID and
+    /// each name once, directories only in their home.
+    fn shown(&self, dir: i32) -> Result<Vec<&Node>> {
         let d = self.node(dir)?;
         if d.header.kind != TevdKind::Directory {
             return Err(Error::new(
@@ -296,20 +324,33 @@ impl TevdDisk {
                 format!("entry {dir} is not a directory"),
             ));
         }
+        let (mut ids, mut names) = (HashSet::new(), HashSet::new());
         Ok(d.children
             .iter()
-            .filter_map(|&c| self.info(c).ok())
+            .filter_map(|c| self.node(*c).ok())
+            .filter(|n| {
+                n.header.kind != TevdKind::Directory || self.homes.get(&n.header.id) == Some(&dir)
+            })
+            .filter(|n| ids.insert(n.header.id) && names.insert(n.header.name.as_slice()))
+            .collect())
+    }
+
+    /// The entries directory `dir` shows, in listing order (see the module doc).
+    pub fn list(&self, dir: i32) -> Result<Vec<NodeInfo>> {
+        Ok(self
+            .shown(dir)?
+            .iter()
+            .filter_map(|n| self.info(n.header.id).ok())
             .collect())
     }
 
     /// The entry named `name` (escaped form) in directory `dir`.
     pub fn lookup(&self, dir: i32, name: &str) -> Result<i32> {
         let raw = unescape(name)?;
-        let d = self.node(dir)?;
-        d.children
+        self.shown(dir)?
             .iter()
-            .copied()
-            .find(|c| self.node(*c).is_ok_and(|n| n.header.name == raw))
+            .find(|n| n.header.name == raw)
+            .map(|n| n.header.id)
             .ok_or_else(|| Error::not_found(format!("no {name} in directory {dir}")))
     }
 
@@ -458,6 +499,7 @@ impl TevdDisk {
             children: Vec::new(),
             original: None,
         });
+        self.place();
         self.pending = true;
         Ok(id)
     }
@@ -488,7 +530,7 @@ impl TevdDisk {
         if id == TEVD_ROOT {
             return Err(Error::not_permitted("the root directory cannot be removed"));
         }
-        if !self.node(id)?.children.is_empty() {
+        if self.node(id)?.header.kind == TevdKind::Directory && !self.shown(id)?.is_empty() {
             return Err(Error::new(
                 libc::ENOTEMPTY,
                 format!("directory {id} is not empty"),
@@ -502,6 +544,7 @@ impl TevdDisk {
             .enumerate()
             .map(|(i, n)| (n.header.id, i))
             .collect();
+        self.place();
         self.pending = true;
         Ok(())
     }
@@ -513,17 +556,14 @@ impl TevdDisk {
             return Err(Error::not_permitted("the root directory cannot be renamed"));
         }
         let raw = self.valid_name(dir, name)?;
+        // Up the shown tree (homes hold no cycle), not the stored parent fields, which a
+        // broken disk can get wrong.
         let mut up = Some(dir);
-        let mut seen = HashSet::new();
-        while let Some(d) = up.filter(|&d| seen.insert(d)) {
+        while let Some(d) = up {
             if d == id {
                 return Err(Error::invalid("cannot move a directory into itself"));
             }
-            up = self
-                .node(d)
-                .ok()
-                .map(|n| n.header.parent)
-                .filter(|&p| p != d);
+            up = self.homes.get(&d).copied();
         }
         if let Ok(existing) = self.lookup(dir, name) {
             if existing == id {
@@ -542,6 +582,7 @@ impl TevdDisk {
         n.header.name = raw;
         n.header.parent = dir;
         n.original = None;
+        self.place();
         self.pending = true;
         Ok(())
     }

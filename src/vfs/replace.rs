@@ -10,9 +10,11 @@
 //!
 //! A world folder may hold links planted by anyone who can write to it. Nothing here follows
 //! one: a temporary name that exists (a link included) is never reused, a target that is a
-//! link is refused rather than replaced, and [`open_no_follow`] refuses to open a link.
+//! link is refused rather than replaced, and [`open_no_follow`] refuses to open a link, or
+//! (without waiting) a FIFO or anything else that is not a regular file.
 //! Temporary files are named `.worldfs-NAME.PID.N.tmp`; a crash can leave one behind, which
-//! [`remove_leftovers`] deletes when a store reopens the file.
+//! [`remove_leftovers`] deletes when a store reopens the file (only names of exactly that form:
+//! not another file's whose name starts alike, not a folder).
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
@@ -23,7 +25,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::{renameat, AtFlags};
+use nix::fcntl::{fcntl, renameat, AtFlags, FcntlArg, OFlag};
 use nix::sys::stat::{fstatat, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
@@ -59,15 +61,29 @@ fn with_path(e: std::io::Error, path: &Path) -> Error {
     Error::from(e).context(path.display())
 }
 
-/// Opens `path` for reading (and writing when `writable`) without following a link in its
-/// last component: a link is refused with `ELOOP`.
+/// Opens the regular file `path` for reading (and writing when `writable`) without
+/// following a link in its last component: a link is refused with `ELOOP`, anything else
+/// that is not a regular file (a FIFO swapped in under a listed name would block the open
+/// until a writer came, a folder) with `EINVAL`, without waiting.
 pub fn open_no_follow(path: &Path, writable: bool) -> Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(writable)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| with_path(e, path))
+        .map_err(|e| with_path(e, path))?;
+    if !file.metadata().map_err(|e| with_path(e, path))?.is_file() {
+        return Err(Error::new(
+            libc::EINVAL,
+            format!("{}: not a regular file", path.display()),
+        ));
+    }
+    let flags = fcntl(file.as_raw_fd(), FcntlArg::F_GETFL)
+        .map_err(|e| Error::new(e as i32, format!("{}: {e}", path.display())))?;
+    let blocking = OFlag::from_bits_truncate(flags) & !OFlag::O_NONBLOCK;
+    fcntl(file.as_raw_fd(), FcntlArg::F_SETFL(blocking))
+        .map_err(|e| Error::new(e as i32, format!("{}: {e}", path.display())))?;
+    Ok(file)
 }
 
 fn parts(path: &Path) -> Result<(&Path, &OsStr)> {
@@ -210,15 +226,36 @@ pub fn remove_durably(path: &Path) -> Result<()> {
     sync_dir(dir)
 }
 
-/// Deletes every temporary file a crash left in folder `dir` (worldfs's temporary names
-/// only, whatever they were for); returns how many.
-pub fn remove_all_leftovers(dir: &Path) -> Result<usize> {
+/// Whether `raw` is a name [`temp_name`] gives, its stem being `stem` when given: the stem,
+/// then `PID.N.tmp`.
+fn is_leftover(raw: &[u8], stem: Option<&OsStr>) -> bool {
+    let tail = match stem {
+        Some(stem) => raw.strip_prefix(stem.as_bytes()),
+        None => raw.strip_prefix(TEMP_PREFIX.as_bytes()).map(|rest| {
+            // The target's name may hold dots: the tail is after the third dot from the end.
+            let mut dots = rest.iter().enumerate().rev().filter(|(_, b)| **b == b'.');
+            match dots.nth(2) {
+                Some((at, _)) => rest.get(at + 1..).unwrap_or_default(),
+                None => b"",
+            }
+        }),
+    };
+    let Some(numbers) = tail.and_then(|t| t.strip_suffix(TEMP_SUFFIX.as_bytes())) else {
+        return false;
+    };
+    let mut parts = numbers.split(|b| *b == b'.');
+    let number =
+        |p: Option<&[u8]>| p.is_some_and(|p| !p.is_empty() && p.iter().all(u8::is_ascii_digit));
+    number(parts.next()) && number(parts.next()) && parts.next().is_none()
+}
+
+/// Deletes the files of `dir` that are temporaries of worldfs (of `stem`'s file when
+/// given) that a crash left; a folder under such a name is no file of ours and is kept.
+fn remove_matching(dir: &Path, stem: Option<&OsStr>) -> Result<usize> {
     let mut removed = 0;
     for entry in std::fs::read_dir(dir).map_err(|e| Error::from(e).context(dir.display()))? {
         let entry = entry?;
-        let n = entry.file_name();
-        let raw = n.as_bytes();
-        if raw.starts_with(TEMP_PREFIX.as_bytes()) && raw.ends_with(TEMP_SUFFIX.as_bytes()) {
+        if is_leftover(entry.file_name().as_bytes(), stem) && !entry.file_type()?.is_dir() {
             std::fs::remove_file(entry.path())?;
             removed += 1;
         }
@@ -229,24 +266,17 @@ pub fn remove_all_leftovers(dir: &Path) -> Result<usize> {
     Ok(removed)
 }
 
-/// Deletes the temporary files a crash left while replacing `path`; returns how many.
+/// Deletes every temporary file a crash left in folder `dir` (worldfs's temporary names
+/// only, whatever they were for); returns how many.
+pub fn remove_all_leftovers(dir: &Path) -> Result<usize> {
+    remove_matching(dir, None)
+}
+
+/// Deletes the temporary files a crash left while replacing `path` (not those of another
+/// file whose name merely starts with this one's); returns how many.
 pub fn remove_leftovers(path: &Path) -> Result<usize> {
     let (dir, name) = parts(path)?;
-    let stem = temp_stem(name);
-    let mut removed = 0;
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::from(e).context(dir.display()))? {
-        let entry = entry?;
-        let n = entry.file_name();
-        let raw = n.as_bytes();
-        if raw.starts_with(stem.as_bytes()) && raw.ends_with(TEMP_SUFFIX.as_bytes()) {
-            std::fs::remove_file(entry.path())?;
-            removed += 1;
-        }
-    }
-    if removed > 0 {
-        sync_dir(dir)?;
-    }
-    Ok(removed)
+    remove_matching(dir, Some(&temp_stem(name)))
 }
 
 #[cfg(test)]
@@ -329,6 +359,61 @@ mod tests {
         assert_eq!(
             open_no_follow(&linked, false).unwrap_err().errno(),
             libc::ELOOP
+        );
+    }
+
+    #[test]
+    fn only_this_files_own_temporaries_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("world.tvda");
+        fs::write(&path, b"d").unwrap();
+        // Another disk whose name starts with this one's, being written by another mount.
+        let other = dir.path().join(".worldfs-world.tvda.bak.7.3.tmp");
+        fs::write(&other, b"half").unwrap();
+        // Not names worldfs makes.
+        let user = dir.path().join(".worldfs-world.tvda.notes.tmp");
+        fs::write(&user, b"mine").unwrap();
+        // A folder planted under a temporary name must not stop the store from opening.
+        let planted = dir.path().join(".worldfs-world.tvda.1.1.tmp");
+        fs::create_dir(&planted).unwrap();
+        let left = dir.path().join(".worldfs-world.tvda.12.4.tmp");
+        fs::write(&left, b"half").unwrap();
+        assert_eq!(remove_leftovers(&path).unwrap(), 1);
+        assert!(!left.exists());
+        assert!(other.exists() && user.exists() && planted.exists());
+        assert_eq!(remove_all_leftovers(dir.path()).unwrap(), 1);
+        assert!(!other.exists());
+        assert!(user.exists() && planted.exists());
+    }
+
+    #[test]
+    fn a_fifo_or_folder_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("z.txt");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let sub = dir.path().join("sub");
+        fs::create_dir(&sub).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let got = [
+                open_no_follow(&fifo, false).map(drop),
+                open_no_follow(&fifo, true).map(drop),
+                open_no_follow(&sub, false).map(drop),
+            ];
+            tx.send(got.map(|r| r.unwrap_err().errno())).unwrap();
+        });
+        let errnos = rx
+            .recv_timeout(std::time::Duration::from_secs(5))
+            .expect("opening a FIFO waited for a writer");
+        assert_eq!(errnos, [libc::EINVAL; 3]);
+        let file = dir.path().join("f");
+        fs::write(&file, b"data").unwrap();
+        let f = open_no_follow(&file, false).unwrap();
+        let flags = nix::fcntl::fcntl(f.as_raw_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+        assert_eq!(
+            flags & libc::O_NONBLOCK,
+            0,
+            "a regular file is read blocking"
         );
     }
 
