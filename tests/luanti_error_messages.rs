@@ -54,7 +54,7 @@ fn a_huge_bad_token_is_quoted_short_and_logged_once() {
         },
     )
     .unwrap();
-    let vfs = Vfs::new(Arc::new(tree));
+    let vfs = Vfs::new(Arc::new(tree), None);
     let (blocks, _) = vfs.lookup(ROOT, "blocks", 0).unwrap();
     let (block, _) = vfs.lookup(blocks, "0,0,0", 0).unwrap();
     let (light, _) = vfs.lookup(block, "light.txt", 0).unwrap();

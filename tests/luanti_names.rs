@@ -94,7 +94,7 @@ impl Fs {
         )
         .unwrap();
         Fs {
-            vfs: Vfs::new(Arc::new(tree)),
+            vfs: Vfs::new(Arc::new(tree), None),
             world,
             _dir: dir,
         }
@@ -133,7 +133,7 @@ impl Fs {
                     append: false,
                 },
             )?,
-            Err(_) => self.vfs.create(parent, name)?.2,
+            Err(_) => self.vfs.create(parent, name, 0o644)?.2,
         };
         self.vfs.write(fh, 0, data, false)?;
         self.vfs.release(fh)
@@ -271,7 +271,7 @@ fn long_keys_list_as_names_that_open() {
         let parent = fs.dir(dir);
         let e = fs
             .vfs
-            .create(parent, &file.replace("waypoints", "xaypoints"));
+            .create(parent, &file.replace("waypoints", "xaypoints"), 0o644);
         assert_eq!(
             e.err().unwrap().errno(),
             libc::EINVAL,

@@ -268,7 +268,7 @@ fn st_size_is_exact() {
             }
             let mut p = f.dir.clone();
             p.push(name);
-            let stat = vfs.getattr(ino(&vfs, &p).unwrap()).unwrap();
+            let stat = vfs.getattr(ino(&vfs, &p).unwrap(), None).unwrap();
             if stat.kind == Kind::File {
                 assert_eq!(stat.size as usize, cat(&vfs, &p).len(), "{}: {p:?}", f.name);
             }
@@ -332,7 +332,9 @@ fn bad_input_fails_the_close_and_stays_readable() {
         assert!(f.stored() == before, "{}: store changed", f.name);
         assert_eq!(cat(&vfs, &f.path()), bad, "{}", f.name);
         assert_eq!(
-            vfs.getattr(ino(&vfs, &f.path()).unwrap()).unwrap().size as usize,
+            vfs.getattr(ino(&vfs, &f.path()).unwrap(), None)
+                .unwrap()
+                .size as usize,
             bad.len()
         );
         assert_eq!(
@@ -456,7 +458,9 @@ fn rsync_temporary_rename_and_time() {
         vfs.rename(dir, &tmp, dir, &f.file).unwrap();
         let other = f.vfs(true);
         assert_eq!(cat(&other, &f.path()), new, "{}", f.name);
-        let stat = other.getattr(ino(&other, &f.path()).unwrap()).unwrap();
+        let stat = other
+            .getattr(ino(&other, &f.path()).unwrap(), None)
+            .unwrap();
         assert_eq!(stat.mtime, when, "{}", f.name);
     }
 }
@@ -483,8 +487,13 @@ fn read_only_mounts_refuse_writes() {
         let before = f.stored();
         let vfs = f.vfs(true);
         let file = ino(&vfs, &f.path()).unwrap();
-        assert_eq!(vfs.getattr(file).unwrap().perm & 0o222, 0, "{}", f.name);
-        assert_eq!(vfs.getattr(ROOT).unwrap().perm, 0o555, "{}", f.name);
+        assert_eq!(
+            vfs.getattr(file, None).unwrap().perm & 0o222,
+            0,
+            "{}",
+            f.name
+        );
+        assert_eq!(vfs.getattr(ROOT, None).unwrap().perm, 0o555, "{}", f.name);
         assert_eq!(vfs.open(file, TRUNC).unwrap_err().errno(), libc::EROFS);
         let dir = ino(&vfs, &f.dir).unwrap();
         assert_eq!(
@@ -549,7 +558,10 @@ fn a_closed_write_is_read_back_by_the_next_open() {
         let new = (f.good)(&cat(&vfs, &f.path()));
         save(&vfs, &f.path(), &new).unwrap();
         assert_eq!(cat(&vfs, &f.path()), new, "{}", f.name);
-        let t = vfs.getattr(ino(&vfs, &f.path()).unwrap()).unwrap().mtime;
+        let t = vfs
+            .getattr(ino(&vfs, &f.path()).unwrap(), None)
+            .unwrap()
+            .mtime;
         assert!(
             t > SystemTime::now() - Duration::from_secs(600),
             "{}: the commit time",

@@ -27,7 +27,7 @@ use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{stream, Entry, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath};
 
 /// The files of a block folder, in listing order, with how each is rendered and parsed.
 struct View {
@@ -1013,6 +1013,23 @@ impl Tree for LuantiTree {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.readlink(name),
+            _ => Err(not_a_link(path)),
+        }
+    }
+
+    fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.symlink(name, target),
+            _ => Err(no_link_here(path)),
+        }
     }
 }
 

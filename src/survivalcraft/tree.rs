@@ -31,7 +31,9 @@ use crate::survivalcraft::objects::Objects;
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{stream, Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE};
+use crate::vfs::tree::{
+    no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE,
+};
 
 /// The files of a chunk folder, in listing order, with how each is rendered and parsed.
 pub struct View {
@@ -574,6 +576,21 @@ impl Tree for SurvivalcraftTree {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.readlink(name),
+            _ => Err(not_a_link(path)),
+        }
+    }
+
+    fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.symlink(name, target),
+            _ => Err(no_link_here(path)),
+        }
     }
 }
 
