@@ -1,7 +1,7 @@
 //! The mounted tree of a Luanti world (DESIGN.md "The trees / Luanti"):
 //!
 //! ```text
-//! world.mt, env_meta.txt, ...      the world folder's other regular files
+//! world.mt, env_meta.txt, ...      the world folder's other files and links
 //! blocks/X,Y,Z/                    one folder per stored block
 //!     nodes.cubeset light.txt block.txt timers.txt objects.txt
 //!     meta/x,y,z/{fields/KEY, private/KEY, inventory}
