@@ -15,6 +15,10 @@
 //! under names the tree calls scratch (editor swap files, temporaries of `sed -i` and rsync)
 //! live only here, and renaming one over a tree file commits its content to that file.
 //! Scratch files vanish at unmount; text no commit took is saved for recovery.
+//!
+//! Links a tree shows (a world folder's) are served as links: `readlink` and `symlink` go to
+//! the tree, and opening one fails with `ELOOP`, since the kernel resolves links before it
+//! opens and the core never reads through one.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
