@@ -2,6 +2,8 @@
 //! replies. It holds no format knowledge and no state of its own beyond the mount's owner.
 
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -41,10 +43,7 @@ impl WorldFs {
     }
 
     fn attr(&self, ino: u64, s: &Stat) -> FileAttr {
-        let (kind, nlink) = match s.kind {
-            Kind::Dir => (FileType::Directory, 2),
-            Kind::File => (FileType::RegularFile, 1),
-        };
+        let nlink = if s.kind == Kind::Dir { 2 } else { 1 };
         FileAttr {
             ino: INodeNo(ino),
             size: s.size,
@@ -53,7 +52,7 @@ impl WorldFs {
             mtime: s.mtime,
             ctime: s.mtime,
             crtime: s.mtime,
-            kind,
+            kind: file_type(s.kind),
             perm: s.perm,
             nlink,
             uid: self.uid,
@@ -67,8 +66,16 @@ impl WorldFs {
     fn ttl(s: &Stat) -> Duration {
         match s.kind {
             Kind::Dir => ENTRY_TTL,
-            Kind::File => Duration::ZERO,
+            Kind::File | Kind::Symlink => Duration::ZERO,
         }
+    }
+}
+
+fn file_type(kind: Kind) -> FileType {
+    match kind {
+        Kind::Dir => FileType::Directory,
+        Kind::File => FileType::RegularFile,
+        Kind::Symlink => FileType::Symlink,
     }
 }
 
@@ -207,6 +214,37 @@ impl Filesystem for WorldFs {
                 Generation(0),
             ),
             Err(e) => reply.error(fail("mkdir", &e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.vfs.readlink(ino.0) {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(fail("readlink", &e)),
+        }
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let name = match name_str(link_name, "symlink") {
+            Ok(n) => n,
+            Err(e) => return reply.error(e),
+        };
+        let target = target.as_os_str().as_bytes();
+        match self.vfs.symlink(parent.0, name, target, req.pid()) {
+            Ok((ino, s)) => reply.entry_with_ttls(
+                &Self::ttl(&s),
+                &ENTRY_TTL,
+                &self.attr(ino, &s),
+                Generation(0),
+            ),
+            Err(e) => reply.error(fail("symlink", &e)),
         }
     }
 
@@ -397,11 +435,7 @@ impl Filesystem for WorldFs {
         mut reply: ReplyDirectory,
     ) {
         let result = self.vfs.readdir(ino.0, offset, false, req.pid(), &mut |e| {
-            let kind = match e.stat.kind {
-                Kind::Dir => FileType::Directory,
-                Kind::File => FileType::RegularFile,
-            };
-            !reply.add(INodeNo(e.ino), e.offset, kind, e.name)
+            !reply.add(INodeNo(e.ino), e.offset, file_type(e.stat.kind), e.name)
         });
         match result {
             Ok(()) => reply.ok(),

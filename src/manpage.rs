@@ -9,7 +9,7 @@ use crate::cli::Cli;
 
 const EXTRA: &str = r#".SH "THE TREE (LUANTI)"
 .nf
-MOUNT/world.mt, env_meta.txt, ...   the world folder's other regular files (read/write, own mode)
+MOUNT/world.mt, env_meta.txt, ...   the world folder's other files and links (read/write, own mode)
 MOUNT/players/NAME                  the player file format (players.sqlite or players/)
 MOUNT/auth.txt                      name:password:privileges:last_login (mode 0600)
 MOUNT/mod_storage/MOD/KEY           one file per mod-storage entry
@@ -25,8 +25,9 @@ MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coord
 .fi
 .PP
 World files show their own permission bits (less write on --read-only), and a replaced file
-keeps its mode. Symbolic links in the world folder are not shown and never followed: opening
-one by name fails with ELOOP.
+keeps its mode. Symbolic links in the world folder show as links and worldfs never follows
+one: readlink gives the target as stored; rm, mv, touch -h and ln -s act on the link itself
+(ln -s only among the world folder's files).
 .PP
 Node coordinates are 16*X+x, 16*Y+y, 16*Z+z. A value file reads as its bytes plus one
 newline; one trailing newline is removed on write. Names that cannot be file names are

@@ -32,6 +32,9 @@ fn read_all(tree: &LuantiTree, path: Vec<String>) -> worldfs::Result<usize> {
                 tree.read(&child)?;
                 files += 1;
             }
+            Kind::Symlink => {
+                tree.readlink(&child)?;
+            }
         }
     }
     Ok(files)

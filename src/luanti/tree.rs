@@ -1,7 +1,7 @@
 //! The mounted tree of a Luanti world (DESIGN.md "The trees / Luanti"):
 //!
 //! ```text
-//! world.mt, env_meta.txt, ...      the world folder's other regular files
+//! world.mt, env_meta.txt, ...      the world folder's other files and links
 //! blocks/X,Y,Z/                    one folder per stored block
 //!     nodes.cubeset light.txt block.txt timers.txt objects.txt
 //!     meta/x,y,z/{fields/KEY, private/KEY, inventory}
@@ -27,7 +27,7 @@ use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{stream, Entry, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath};
 
 /// The files of a block folder, in listing order, with how each is rendered and parsed.
 struct View {
@@ -1051,6 +1051,23 @@ impl Tree for LuantiTree {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.readlink(name),
+            _ => Err(not_a_link(path)),
+        }
+    }
+
+    fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.symlink(name, target),
+            _ => Err(no_link_here(path)),
+        }
     }
 }
 

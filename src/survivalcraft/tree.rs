@@ -8,7 +8,7 @@
 //!     surface.txt                  per column: top height, temperature, humidity
 //! players/NAME/inventory           a player's inventories in Project.xml
 //! containers/X,Y,Z/inventory       a chest's, furnace's, crafting table's... slots
-//! Project.bak, ...                 the world folder's other regular files, as they are
+//! Project.bak, ...                 the world folder's other files and links, as they are
 //! ```
 //!
 //! Region worlds (2.3+) store no cell light: the game relights every chunk it loads, so
@@ -31,7 +31,9 @@ use crate::survivalcraft::objects::Objects;
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{stream, Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE};
+use crate::vfs::tree::{
+    no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE,
+};
 
 /// The files of a chunk folder, in listing order, with how each is rendered and parsed.
 pub struct View {
@@ -574,6 +576,21 @@ impl Tree for SurvivalcraftTree {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.readlink(name),
+            _ => Err(not_a_link(path)),
+        }
+    }
+
+    fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        match self.place(path)? {
+            Place::WorldFile(name) => self.world_files()?.symlink(name, target),
+            _ => Err(no_link_here(path)),
+        }
     }
 }
 

@@ -15,6 +15,10 @@
 //! under names the tree calls scratch (editor swap files, temporaries of `sed -i` and rsync)
 //! live only here, and renaming one over a tree file commits its content to that file.
 //! Scratch files vanish at unmount; text no commit took is saved for recovery.
+//!
+//! Links a tree shows (a world folder's) are served as links: `readlink` and `symlink` go to
+//! the tree, and opening one fails with `ELOOP`, since the kernel resolves links before it
+//! opens and the core never reads through one.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -481,8 +485,16 @@ impl Vfs {
             Some((data, scratch, perm, mtime)) => (data?, scratch, perm, mtime),
             None => {
                 let stat = self.stat_path(&path)?;
-                if stat.kind == Kind::Dir {
-                    return Err(Error::new(libc::EISDIR, "is a directory"));
+                match stat.kind {
+                    Kind::File => {}
+                    Kind::Dir => return Err(Error::new(libc::EISDIR, "is a directory")),
+                    // The kernel resolves links before it opens; never read through one.
+                    Kind::Symlink => {
+                        return Err(Error::new(
+                            libc::ELOOP,
+                            format!("{}: is a symbolic link", display_path(&path)),
+                        ))
+                    }
                 }
                 let data = if mode.truncate {
                     Vec::new()
@@ -568,6 +580,39 @@ impl Vfs {
             .map_err(|_| Error::corrupt("inode table lock poisoned"))?
             .lookup(parent, name);
         Ok((ino, stat, fh))
+    }
+
+    /// The target of the symbolic link `ino`, as the tree stores it.
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        let path = self.path_of(ino)?;
+        if self.stat_path(&path)?.kind != Kind::Symlink {
+            return Err(Error::invalid(format!(
+                "{}: not a symbolic link",
+                display_path(&path)
+            )));
+        }
+        self.tree
+            .readlink(&path)
+            .map_err(|e| e.context(display_path(&path)))
+    }
+
+    /// Creates symbolic link `name` in `parent` pointing to `target` (`ln -s`), for process
+    /// `pid`.
+    pub fn symlink(&self, parent: u64, name: &str, target: &[u8], pid: u32) -> Result<(u64, Stat)> {
+        check_name(name)?;
+        if self.tree.read_only() {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let dir = self.path_of(parent)?;
+        let path = child(&dir, name);
+        if self.stat_path(&path).is_ok() {
+            return Err(Error::exists(format!("{} exists", display_path(&path))));
+        }
+        self.tree
+            .symlink(&path, target)
+            .map_err(|e| e.context(display_path(&path)))?;
+        self.fresh.show(&dir, name);
+        self.lookup(parent, name, pid)
     }
 
     /// Reads from an open handle (the file's buffer, with what other handles wrote).
@@ -1086,6 +1131,13 @@ impl Vfs {
                     ));
                 }
             }
+            if to_in_tree.as_ref().is_some_and(|s| s.kind == Kind::Symlink) {
+                // A file renamed over a link replaces the link, as anywhere: the link goes,
+                // and what it points to is never written.
+                self.tree
+                    .remove(&to)
+                    .map_err(|e| e.context(display_path(&to)))?;
+            }
             let data = self.take_text(&from)?;
             if to_in_tree.is_some() || to_class == NewFile::Object {
                 // Replacing a tree file's content (rsync, sed -i, editors): commit it.
@@ -1199,10 +1251,12 @@ mod tests {
 
     /// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
     /// holding a fixed file `fixed` (like a block's views). A file's content must start with
-    /// `ok` to be committed; a file named `auth` has mode 0600.
+    /// `ok` to be committed; a file named `auth` has mode 0600. `links` holds symbolic
+    /// links (key and target).
     #[derive(Default)]
     struct Files {
         files: Mutex<HashMap<String, Vec<u8>>>,
+        links: Mutex<HashMap<String, Vec<u8>>>,
         dirs: Mutex<Vec<String>>,
         writes: Mutex<Vec<Vec<u8>>>,
         mtimes: Mutex<HashMap<String, SystemTime>>,
@@ -1228,6 +1282,9 @@ mod tests {
                 return Ok(Stat::dir(UNIX_EPOCH, false));
             }
             let key = self.file_key(path)?;
+            if let Some(target) = lock(&self.links)?.get(&key) {
+                return Ok(Stat::symlink(target.len() as u64, UNIX_EPOCH));
+            }
             let files = lock(&self.files)?;
             let data = files
                 .get(&key)
@@ -1273,7 +1330,10 @@ mod tests {
             })
         }
         fn remove(&self, path: &[String]) -> Result<()> {
-            lock(&self.files)?.remove(&self.file_key(path)?);
+            let key = self.file_key(path)?;
+            if lock(&self.links)?.remove(&key).is_none() {
+                lock(&self.files)?.remove(&key);
+            }
             Ok(())
         }
         fn mkdir(&self, path: &[String]) -> Result<()> {
@@ -1287,6 +1347,13 @@ mod tests {
         }
         fn rename(&self, from: &[String], to: &[String]) -> Result<()> {
             let (from, to) = (self.file_key(from)?, self.file_key(to)?);
+            let mut links = lock(&self.links)?;
+            if let Some(target) = links.remove(&from) {
+                lock(&self.files)?.remove(&to);
+                links.insert(to, target);
+                return Ok(());
+            }
+            links.remove(&to);
             let mut files = lock(&self.files)?;
             let data = files
                 .remove(&from)
@@ -1300,6 +1367,16 @@ mod tests {
         }
         fn read_only(&self) -> bool {
             false
+        }
+        fn readlink(&self, path: &[String]) -> Result<Vec<u8>> {
+            lock(&self.links)?
+                .get(&self.file_key(path)?)
+                .cloned()
+                .ok_or_else(|| Error::invalid("not a link"))
+        }
+        fn symlink(&self, path: &[String], target: &[u8]) -> Result<()> {
+            lock(&self.links)?.insert(self.file_key(path)?, target.to_vec());
+            Ok(())
         }
     }
 
@@ -1887,5 +1964,49 @@ mod tests {
         assert_eq!(stored.len(), 100, "the truncation is committed");
         assert!(stored.starts_with(b"ok"));
         assert_eq!(vfs.getattr(ino, None).unwrap().size, 100);
+    }
+
+    #[test]
+    fn links_show_as_links_and_act_on_the_link_itself() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        let target = b"../outside/victim".to_vec();
+        lock(&tree.links)
+            .unwrap()
+            .insert("d/l".into(), target.clone());
+        let (l, st) = vfs.lookup(d, "l", 1).unwrap();
+        assert_eq!(st.kind, Kind::Symlink);
+        assert_eq!(st.size, target.len() as u64);
+        assert_eq!(st.perm, 0o777);
+        assert_eq!(vfs.getattr(l, None).unwrap().kind, Kind::Symlink);
+        assert_eq!(vfs.readlink(l).unwrap(), target);
+        assert_eq!(vfs.readlink(f).unwrap_err().errno(), libc::EINVAL);
+        for mode in [OpenMode::default(), RW, TRUNC] {
+            assert_eq!(vfs.open(l, mode).unwrap_err().errno(), libc::ELOOP);
+        }
+        // A new link, not over an existing name.
+        let (n, st) = vfs.symlink(d, "n", b"f", 1).unwrap();
+        assert_eq!(st.kind, Kind::Symlink);
+        assert_eq!(vfs.readlink(n).unwrap(), b"f");
+        assert_eq!(
+            vfs.symlink(d, "f", b"x", 1).unwrap_err().errno(),
+            libc::EEXIST
+        );
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        // rename moves the link, rm removes the link; the file it names stays.
+        vfs.rename(d, "n", d, "m").unwrap();
+        assert!(vfs.lookup(d, "n", 1).is_err());
+        let (m, _) = vfs.lookup(d, "m", 1).unwrap();
+        assert_eq!(vfs.readlink(m).unwrap(), b"f");
+        vfs.unlink(d, "m").unwrap();
+        assert!(vfs.lookup(d, "m", 1).is_err());
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        // A scratch file renamed over a link replaces the link, not what it points to.
+        let (_, _, fh) = vfs.create(d, "l.swp", 0o644).unwrap();
+        vfs.write(fh, 0, b"ok mine", false).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.rename(d, "l.swp", d, "l").unwrap();
+        assert!(lock(&tree.links).unwrap().is_empty());
+        assert_eq!(stored(&tree, "d/l").unwrap(), b"ok mine");
     }
 }

@@ -4,27 +4,35 @@
 //! the formats and the store; it knows nothing of inodes, handles or FUSE. Every write is a
 //! whole file: the core buffers what applications write and hands the tree the complete new
 //! content on close or fsync, which the tree parses, re-encodes and commits atomically.
+//!
+//! A tree may also show symbolic links (the links of a world folder): a link is a
+//! [`Kind::Symlink`] whose target is read with [`Tree::readlink`], never with [`Tree::read`],
+//! so no code path can mistake a target for content or read through a link.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A path below the mount root, one file name per component.
 pub type TreePath = [String];
 
-/// File or directory.
+/// File, directory or symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Dir,
     File,
+    /// A symbolic link, shown as a link and never followed by worldfs (the kernel follows
+    /// it, through [`Tree::readlink`], when a program opens the path).
+    Symlink,
 }
 
 /// What the core needs to know of an existing path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stat {
     pub kind: Kind,
-    /// Exact size in bytes of the file's content (0 for directories).
+    /// Exact size in bytes of the file's content (0 for directories; the length of the
+    /// target for links, as `lstat` shows).
     pub size: u64,
     pub mtime: SystemTime,
     /// Permission bits (e.g. 0o644, 0o600 for secrets, 0o755 for directories).
@@ -49,6 +57,16 @@ impl Stat {
             size,
             mtime,
             perm: if read_only { 0o444 } else { 0o644 },
+        }
+    }
+
+    /// A symbolic link whose target is `len` bytes long: mode 0777, as Linux shows links.
+    pub fn symlink(len: u64, mtime: SystemTime) -> Stat {
+        Stat {
+            kind: Kind::Symlink,
+            size: len,
+            mtime,
+            perm: 0o777,
         }
     }
 }
@@ -87,7 +105,8 @@ pub trait Tree: Send + Sync + 'static {
     /// file of a folder just to list it.
     fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()>;
 
-    /// The whole content of the file at `path`.
+    /// The whole content of the file at `path` (not of a link: a tree refuses that with
+    /// `ELOOP`).
     fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>>;
 
     /// Replaces the content of the file at `path` (creating the object when `classify` says
@@ -120,6 +139,31 @@ pub trait Tree: Send + Sync + 'static {
 
     /// Whether the tree refuses all writes.
     fn read_only(&self) -> bool;
+
+    /// The target of the symbolic link at `path`, byte for byte as stored (never resolved).
+    /// Trees without links keep this default, `EINVAL` as `readlink` of a non-link gives.
+    fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
+        Err(not_a_link(path))
+    }
+
+    /// Creates a symbolic link at `path` pointing to `target` (`ln -s`). Trees that hold
+    /// no links keep this default, `EPERM`.
+    fn symlink(&self, path: &TreePath, _target: &[u8]) -> Result<()> {
+        Err(no_link_here(path))
+    }
+}
+
+/// The error of [`Tree::readlink`] on a path that is not a link (`EINVAL`).
+pub fn not_a_link(path: &TreePath) -> Error {
+    Error::invalid(format!("{}: not a symbolic link", path.join("/")))
+}
+
+/// The error of [`Tree::symlink`] where a tree holds no links (`EPERM`).
+pub fn no_link_here(path: &TreePath) -> Error {
+    Error::not_permitted(format!(
+        "{}: symbolic links can only be made among the world folder's files",
+        path.join("/")
+    ))
 }
 
 /// Streams a folder's `entries` (any order) whose cookie is greater than `after` to `sink`, in
