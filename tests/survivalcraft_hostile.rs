@@ -219,3 +219,33 @@ fn store_files_that_are_links_are_refused() {
     }
     assert_eq!(fs::read(&moved).unwrap(), before);
 }
+
+#[test]
+fn a_regions_folder_that_is_a_link_is_refused() {
+    state_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/samples/survivalcraft/scnet-WorldBeforeTerritoryBlockRefactor");
+    fs::create_dir(&world).unwrap();
+    fs::copy(samples.join("Project.xml"), world.join("Project.xml")).unwrap();
+    let elsewhere = dir.path().join("elsewhere");
+    fs::create_dir(&elsewhere).unwrap();
+    for e in fs::read_dir(samples.join("Regions")).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), elsewhere.join(e.file_name())).unwrap();
+    }
+    std::os::unix::fs::symlink(&elsewhere, world.join("Regions")).unwrap();
+    for read_only in [true, false] {
+        let e = SurvivalcraftTree::open(
+            &world,
+            &Options {
+                read_only,
+                cache_bytes: 1 << 20,
+            },
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.errno(), libc::ELOOP, "{e}");
+    }
+}

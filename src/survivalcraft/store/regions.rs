@@ -20,7 +20,7 @@ use crate::survivalcraft::chunk::ChunkPos;
 use crate::survivalcraft::codec::region::{self, RegionEntry, HEADER_BYTES, MAX_REGION_BYTES};
 use crate::survivalcraft::store::blob::{Archive, Blob};
 use crate::survivalcraft::store::durable;
-use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic};
+use crate::vfs::replace::{link_refused, open_no_follow, remove_leftovers, write_atomic};
 
 /// Mode of a region file worldfs creates (less the umask).
 const NEW_FILE_MODE: u32 = 0o644;
@@ -70,7 +70,13 @@ fn add(
 
 impl RegionStore {
     /// Opens `dir` (a `Regions` folder, possibly missing).
+    ///
+    /// A `Regions` that is a symbolic link is refused: worldfs neither reads nor writes
+    /// through links in a world (commits would write region files wherever it points).
     pub(crate) fn open(dir: &Path, writable: bool) -> Result<RegionStore> {
+        if fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(link_refused(dir));
+        }
         let mut regions = BTreeMap::new();
         let mut damaged = BTreeMap::new();
         let listing = match fs::read_dir(dir) {
