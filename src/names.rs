@@ -16,6 +16,7 @@
 //! the stored object, but cannot make a new one.
 
 use crate::error::{Error, Result};
+use crate::vfs::mtimes::content_hash;
 
 /// Whether `name` is exactly a temporary that a tool makes next to the file it edits, in a
 /// folder where every other name is a stored key (mod storage, metadata fields): `sed -i`'s
@@ -47,14 +48,10 @@ const LONG_MARK: &str = "%#";
 /// Hexadecimal digits of the hash of a long name.
 const HASH_DIGITS: usize = 16;
 
-/// FNV-1a, 64 bits: stable across builds and machines, so a long form never changes.
+/// The hash of a long name: FNV-1a ([`content_hash`]), stable across builds and machines,
+/// so a long form never changes.
 fn hash(name: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in name {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+    content_hash(name)
 }
 
 /// Whether `file_name` is the long form of a name (see the module documentation): it ends

@@ -31,8 +31,9 @@ use nix::sys::time::TimeSpec;
 use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 
 use crate::error::{Error, Result};
+use crate::vfs::mtimes::content_hash;
 use crate::vfs::replace::{is_temp_name, open_no_follow, remove_all_leftovers, write_atomic};
-use crate::vfs::tree::{Entry, Kind, Stat};
+use crate::vfs::tree::{Entry, Kind, Stat, MAX_TREE_COOKIE};
 
 /// Mode of a file created through the mount (less the umask).
 const NEW_FILE_MODE: u32 = 0o644;
@@ -47,6 +48,12 @@ pub struct FolderFiles {
 /// An error of a `*at` call on `name`.
 fn at_error(name: &str, e: nix::errno::Errno) -> Error {
     Error::new(e as i32, format!("{name}: {e}"))
+}
+
+/// The listing cookie of the file `name`: its hash, in `first_cookie..` below
+/// [`MAX_TREE_COOKIE`].
+fn name_cookie(first_cookie: u64, name: &str) -> u64 {
+    first_cookie + content_hash(name.as_bytes()) % (MAX_TREE_COOKIE / 2)
 }
 
 impl FolderFiles {
@@ -117,16 +124,19 @@ impl FolderFiles {
         Ok(names)
     }
 
-    /// The visible files as listing entries, cookies counting up from `first_cookie`.
+    /// The visible files as listing entries. Each cookie comes from the file's name (at least
+    /// `first_cookie`), so it stays the same while other files come and go: a listing paged
+    /// across a `create` or an `unlink` neither skips nor repeats a file.
     pub fn entries(&self, first_cookie: u64) -> Result<Vec<Entry>> {
         let mut entries = Vec::new();
-        for (i, name) in self.names()?.into_iter().enumerate() {
+        let mut used = std::collections::BTreeSet::new();
+        for name in self.names()? {
             if let Ok(stat) = self.stat(&name) {
-                entries.push(Entry {
-                    name,
-                    cookie: first_cookie + i as u64,
-                    stat,
-                });
+                let mut cookie = name_cookie(first_cookie, &name);
+                while !used.insert(cookie) {
+                    cookie += 1;
+                }
+                entries.push(Entry { name, cookie, stat });
             }
         }
         Ok(entries)
@@ -244,6 +254,36 @@ impl FolderFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cookies_stay_the_same_while_files_come_and_go() {
+        let dir = tempfile::tempdir().unwrap();
+        for n in ["b.txt", "d.txt", "f.txt"] {
+            fs::write(dir.path().join(n), n).unwrap();
+        }
+        let f = FolderFiles::new(dir.path(), |_| false, false);
+        let cookies = |f: &FolderFiles| -> Vec<(String, u64)> {
+            let mut e: Vec<_> = f
+                .entries(5)
+                .unwrap()
+                .into_iter()
+                .map(|e| (e.name, e.cookie))
+                .collect();
+            e.sort();
+            e
+        };
+        let before = cookies(&f);
+        assert!(before.iter().all(|(_, c)| *c >= 5 && *c <= MAX_TREE_COOKIE));
+        // A listing resumed after a create or an unlink finds every other file where it was.
+        fs::write(dir.path().join("a.txt"), "new").unwrap();
+        fs::remove_file(dir.path().join("d.txt")).unwrap();
+        let after = cookies(&f);
+        for (name, cookie) in &before {
+            if name != "d.txt" {
+                assert!(after.contains(&(name.clone(), *cookie)), "{name}");
+            }
+        }
+    }
 
     #[test]
     fn lists_reads_writes_and_hides() {
