@@ -18,7 +18,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -84,6 +84,15 @@ pub fn open_no_follow(path: &Path, writable: bool) -> Result<File> {
     fcntl(file.as_raw_fd(), FcntlArg::F_SETFL(blocking))
         .map_err(|e| Error::new(e as i32, format!("{}: {e}", path.display())))?;
     Ok(file)
+}
+
+/// All of the regular file `path`, read without following a link ([`open_no_follow`]).
+pub fn read_no_follow(path: &Path) -> Result<Vec<u8>> {
+    let mut data = Vec::new();
+    open_no_follow(path, false)?
+        .read_to_end(&mut data)
+        .map_err(|e| with_path(e, path))?;
+    Ok(data)
 }
 
 fn parts(path: &Path) -> Result<(&Path, &OsStr)> {

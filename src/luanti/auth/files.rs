@@ -3,10 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::luanti::auth::line::{read_auth_file, render_auth, AuthEntry};
 use crate::luanti::auth::{diff, AuthChanges};
-use crate::vfs::replace::write_atomic;
+use crate::vfs::replace::{read_no_follow, write_atomic};
 
 /// The mode of a new auth.txt: it holds password hashes.
 const FILE_MODE: u32 = 0o600;
@@ -27,10 +27,10 @@ impl FilesAuth {
 
     /// The entries in file order.
     pub fn entries(&self) -> Result<Vec<AuthEntry>> {
-        match std::fs::read(&self.path) {
+        match read_no_follow(&self.path) {
             Ok(bytes) => read_auth_file(&bytes).map_err(|e| e.context(self.path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(Error::from(e).context(self.path.display())),
+            Err(e) if e.errno() == libc::ENOENT => Ok(Vec::new()),
+            Err(e) => Err(e),
         }
     }
 
@@ -42,5 +42,28 @@ impl FilesAuth {
             write_atomic(&self.path, &render_auth(edited), FILE_MODE)?;
         }
         Ok(changes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_auth_txt_that_is_a_link_is_never_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"root:HASH:server\n").unwrap();
+        let world = dir.path().join("world");
+        std::fs::create_dir(&world).unwrap();
+        std::os::unix::fs::symlink(&secret, world.join("auth.txt")).unwrap();
+        let e = FilesAuth::new(&world.join("auth.txt"))
+            .entries()
+            .unwrap_err();
+        assert_eq!(e.errno(), libc::ELOOP, "{e}");
+        assert!(FilesAuth::new(&world.join("missing.txt"))
+            .entries()
+            .unwrap()
+            .is_empty());
     }
 }

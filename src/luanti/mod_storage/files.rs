@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::luanti::mod_storage::sqlite::not_found;
-use crate::vfs::replace::{remove_durably, write_atomic};
+use crate::vfs::replace::{read_no_follow, remove_durably, write_atomic};
 
 /// The mode of a new mod file.
 const FILE_MODE: u32 = 0o644;
@@ -61,10 +61,10 @@ impl FilesModStorage {
     /// The mod's JSON object; a mod without a file has none.
     fn load(&self, modname: &str) -> Result<Option<Map<String, Value>>> {
         let path = self.path(modname)?;
-        let bytes = match std::fs::read(&path) {
+        let bytes = match read_no_follow(&path) {
             Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::from(e).context(path.display())),
+            Err(e) if e.errno() == libc::ENOENT => return Ok(None),
+            Err(e) => return Err(e),
         };
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(Value::Object(map)) => Ok(Some(map)),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::luanti::players::player::{read_player_file, render_player, Player};
-use crate::vfs::replace::{remove_durably, write_atomic};
+use crate::vfs::replace::{read_no_follow, remove_durably, write_atomic};
 
 /// How many alternative file names the engine tries (`PLAYER_FILE_ALTERNATE_TRIES`).
 const ALTERNATE_TRIES: usize = 1000;
@@ -74,7 +74,7 @@ impl FilesPlayers {
 
     fn read(&self, file_name: &str) -> Result<Player> {
         let path = self.dir.join(file_name);
-        let bytes = std::fs::read(&path).map_err(|e| Error::from(e).context(path.display()))?;
+        let bytes = read_no_follow(&path)?;
         read_player_file(&bytes).map_err(|e| e.context(path.display()))
     }
 
