@@ -1094,13 +1094,13 @@ impl Vfs {
         Ok(())
     }
 
-    /// Takes the text held at `from` for a rename: the buffer of a file being written, else
-    /// the held text.
-    fn take_text(&self, from: &[String]) -> Result<Vec<u8>> {
+    /// The text held at `from` for a rename: the buffer of a file being written, else the
+    /// held text. With `take`, the buffer counts as committed (the rename commits it).
+    fn text_of(&self, from: &[String], take: bool) -> Result<Vec<u8>> {
         if let Some(f) = self.open_file(from)? {
             let mut f = lock(&f)?;
             if f.dirty {
-                f.dirty = false;
+                f.dirty = !take;
                 return Ok(f.data.clone());
             }
         }
@@ -1133,12 +1133,16 @@ impl Vfs {
             }
             if to_in_tree.as_ref().is_some_and(|s| s.kind == Kind::Symlink) {
                 // A file renamed over a link replaces the link, as anywhere: the link goes,
-                // and what it points to is never written.
+                // and what it points to is never written. The text is checked first, so a
+                // rename the tree would refuse leaves the link where it was.
+                self.tree
+                    .check(&to, &self.text_of(&from, false)?)
+                    .map_err(|e| e.context(display_path(&to)))?;
                 self.tree
                     .remove(&to)
                     .map_err(|e| e.context(display_path(&to)))?;
             }
-            let data = self.take_text(&from)?;
+            let data = self.text_of(&from, true)?;
             if to_in_tree.is_some() || to_class == NewFile::Object {
                 // Replacing a tree file's content (rsync, sed -i, editors): commit it.
                 let (set_mtime, perm) = lock(&self.overlay)?
@@ -2008,5 +2012,17 @@ mod tests {
         vfs.rename(d, "l.swp", d, "l").unwrap();
         assert!(lock(&tree.links).unwrap().is_empty());
         assert_eq!(stored(&tree, "d/l").unwrap(), b"ok mine");
+        // Text the tree refuses leaves the link where it was.
+        lock(&tree.links)
+            .unwrap()
+            .insert("d/k".into(), b"target".to_vec());
+        let (_, _, fh) = vfs.create(d, "k.swp", 0o644).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(
+            vfs.rename(d, "k.swp", d, "k").unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(lock(&tree.links).unwrap().get("d/k").unwrap(), b"target");
     }
 }
