@@ -120,7 +120,8 @@ $XDG_STATE_HOME/worldfs/unsaved/TIME\-PID/PATH
 text whose commit failed, saved at unmount (mode 0600)
 .TP
 $XDG_STATE_HOME/worldfs/held/PID/
-large held text of a running daemon (moved out of memory)
+large held text of a running daemon (moved out of memory; the next mount moves a killed
+daemon's to unsaved/TIME\-PID\-ended/)
 .SH "EXIT STATUS"
 0 on success; 1 on any error, from check when an object is broken or a disk damaged, and
 from unmount when text could not be committed.

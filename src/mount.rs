@@ -285,6 +285,9 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         read_only,
         crate::vfs::cache::mib(args.cache_size),
     )?;
+    if let Some(state) = state_dir() {
+        keep_orphaned_held(&state);
+    }
     let held_dir = state_dir().map(|d| d.join("held").join(std::process::id().to_string()));
     let vfs = Arc::new(Vfs::new(tree, held_dir));
     let fs_name = format!("worldfs:{}", args.source.display());
@@ -385,6 +388,38 @@ fn recovery_dir() -> PathBuf {
     }
 }
 
+/// Moves the held text of daemons that ended without unmounting (killed with SIGKILL, or a
+/// crash) from `STATE/held/PID/` to `STATE/unsaved/TIME-PID-ended/`, and says so in the log:
+/// that text was never committed, and it stays recoverable instead of lying unseen.
+fn keep_orphaned_held(state: &Path) {
+    let Ok(entries) = fs::read_dir(state.join("held")) else {
+        return;
+    };
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<i32>() else {
+            continue;
+        };
+        if pid != std::process::id() as i32 && process_alive(pid) {
+            continue;
+        }
+        let dest = state.join("unsaved").join(format!("{secs}-{pid}-ended"));
+        let moved = crate::vfs::held::private_dir(&state.join("unsaved"))
+            .and_then(|()| fs::rename(e.path(), &dest).map_err(Error::from));
+        match moved {
+            Ok(()) => log::warn!(
+                "text held by worldfs pid {pid}, which ended without unmounting, was never \
+                 committed: kept in {}",
+                dest.display()
+            ),
+            Err(err) => log::warn!("{}: {err}", e.path().display()),
+        }
+    }
+}
+
 /// Saves the text no commit took and says so in the log and on stderr (seen in the
 /// foreground); returns one "not committed" line per path.
 fn save_unsaved(vfs: &Vfs) -> Vec<String> {
@@ -460,7 +495,27 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_mountpoint, session_end};
+    use super::{check_mountpoint, keep_orphaned_held, session_end};
+
+    #[test]
+    fn held_text_of_a_daemon_that_ended_is_kept_for_recovery() {
+        let state = tempfile::tempdir().unwrap();
+        let dead = state.path().join("held/999999999");
+        std::fs::create_dir_all(&dead).unwrap();
+        std::fs::write(dead.join("1"), b"text never committed").unwrap();
+        keep_orphaned_held(state.path());
+        assert!(!dead.exists());
+        let unsaved: Vec<_> = std::fs::read_dir(state.path().join("unsaved"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(unsaved.len(), 1);
+        assert!(unsaved[0].to_string_lossy().ends_with("-999999999-ended"));
+        assert_eq!(
+            std::fs::read(unsaved[0].join("1")).unwrap(),
+            b"text never committed"
+        );
+    }
 
     #[test]
     fn mount_points_that_are_files_missing_or_not_empty_are_refused_clearly() {
