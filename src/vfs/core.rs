@@ -529,9 +529,27 @@ impl Vfs {
                 drop(open);
                 return self.add_handle(other, true);
             }
-            open.insert(path, file.clone());
+            open.insert(path.clone(), file.clone());
+            drop(open);
+            self.attach_readers(&path, &file)?;
         }
         self.add_handle(file, mode.write)
+    }
+
+    /// Descriptors opened read-only on `path` before `file` started being written read from
+    /// then on what it holds: one buffer for every descriptor, as on any filesystem (a reader
+    /// must not see its old copy cut to the writer's size).
+    fn attach_readers(&self, path: &[String], file: &Arc<Mutex<OpenFile>>) -> Result<()> {
+        let handles: Vec<Arc<Mutex<Handle>>> = lock(&self.handles)?.values().cloned().collect();
+        for h in handles {
+            let mut h = lock(&h)?;
+            if h.write || Arc::ptr_eq(&h.file, file) || lock(&h.file)?.path != path {
+                continue;
+            }
+            lock(file)?.handles += 1;
+            h.file = file.clone();
+        }
+        Ok(())
     }
 
     /// Creates and opens `name` in `parent` with permission bits `mode`.
@@ -2024,5 +2042,22 @@ mod tests {
             libc::EINVAL
         );
         assert_eq!(lock(&tree.links).unwrap().get("d/k").unwrap(), b"target");
+    }
+
+    #[test]
+    fn a_reader_opened_before_a_writer_reads_what_it_wrote() {
+        let (_tree, vfs, f) = setup();
+        let rd = vfs.open(f, OpenMode::default()).unwrap();
+        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok old");
+        let wr = vfs.open(f, TRUNC).unwrap();
+        vfs.write(wr, 0, b"ok new text", false).unwrap();
+        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok new text");
+        assert_eq!(vfs.getattr(f, Some(rd)).unwrap().size, 11);
+        vfs.release(wr).unwrap();
+        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok new text");
+        vfs.release(rd).unwrap();
+        let again = vfs.open(f, OpenMode::default()).unwrap();
+        assert_eq!(vfs.read(again, 0, 100).unwrap(), b"ok new text");
+        vfs.release(again).unwrap();
     }
 }
