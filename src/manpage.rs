@@ -138,8 +138,21 @@ pub fn render() -> Vec<u8> {
     let _ = man.render_name_section(&mut out);
     let _ = man.render_synopsis_section(&mut out);
     let _ = man.render_description_section(&mut out);
-    let _ = man.render_subcommands_section(&mut out);
-    for sub in cmd.get_subcommands() {
+    // The subcommands are sections of this page (there are no worldfs-mount(1) pages).
+    out.extend_from_slice(b".SH SUBCOMMANDS\n");
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        out.extend_from_slice(
+            format!(
+                ".TP\n\\fBworldfs {}\\fR\n{}\n",
+                sub.get_name(),
+                sub.get_about()
+                    .map(|a| a.to_string().replace('-', "\\-"))
+                    .unwrap_or_default()
+            )
+            .as_bytes(),
+        );
+    }
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         out.extend_from_slice(
             format!(".SH \"WORLDFS {}\"\n", sub.get_name().to_uppercase()).as_bytes(),
         );
@@ -147,8 +160,17 @@ pub fn render() -> Vec<u8> {
             out.extend_from_slice(format!("{about}\n").as_bytes());
         }
         let sub_man = Man::new(sub.clone().bin_name(format!("worldfs {}", sub.get_name())));
-        let mut syn = Vec::new();
-        let _ = sub_man.render_synopsis_section(&mut syn);
+        // The synopsis names each argument (clap_mangen's leaves option values unnamed); the
+        // options below give each option's value.
+        let mut syn = format!("\\fBworldfs {}\\fR [\\fIOPTIONS\\fR]", sub.get_name());
+        for arg in sub.get_positionals() {
+            let name = arg
+                .get_value_names()
+                .and_then(|v| v.first())
+                .map_or_else(|| arg.get_id().to_string(), |v| v.to_string());
+            syn.push_str(&format!(" <\\fI{name}\\fR>"));
+        }
+        let syn = format!("{syn}\n.br\n").into_bytes();
         let mut opts = Vec::new();
         let _ = sub_man.render_options_section(&mut opts);
         let strip = |v: Vec<u8>| {
