@@ -571,3 +571,22 @@ fn a_closed_write_is_read_back_by_the_next_open() {
         );
     }
 }
+
+/// "A new file (`open(O_CREAT)`) whose empty content the tree takes is committed at that
+/// first close": on a TEVD disk, where any bytes are a file, the store holds the new file
+/// once `close()` returned, before the kernel's release.
+#[test]
+fn a_new_file_exists_once_its_first_close_returns() {
+    state_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let disk = dir.path().join("disk.tevd");
+    worldfs::tvda::tevd_store::TevdDisk::create(&disk, "t", 1 << 20, 1_700_000_000).unwrap();
+    let vfs = Vfs::new(
+        worlds::open(&disk, Game::Tevd, false, 1 << 20).unwrap(),
+        None,
+    );
+    let (_, _, fh) = vfs.create(ROOT, "new.txt", 0o644).unwrap();
+    vfs.flush(fh).unwrap();
+    assert!(vfs.tree().stat(&["new.txt".to_string()]).is_ok());
+    vfs.release(fh).unwrap();
+}

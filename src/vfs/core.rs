@@ -93,6 +93,8 @@ struct Handle {
     written: bool,
     /// Whether one close of this handle, with nothing written, was let pass uncommitted.
     deferred: bool,
+    /// Whether this handle created its file (`open(O_CREAT)` of a new name).
+    created: bool,
 }
 
 /// How a file is opened.
@@ -419,13 +421,14 @@ impl Vfs {
         self.commit(path, data, stat.perm)
     }
 
-    fn add_handle(&self, file: Arc<Mutex<OpenFile>>, write: bool) -> Result<u64> {
+    fn add_handle(&self, file: Arc<Mutex<OpenFile>>, write: bool, created: bool) -> Result<u64> {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         let h = Handle {
             file,
             write,
             written: false,
             deferred: false,
+            created,
         };
         lock(&self.handles)?.insert(fh, Arc::new(Mutex::new(h)));
         Ok(fh)
@@ -471,7 +474,7 @@ impl Vfs {
         }
         let joined = Self::join(&*lock(&self.open)?, &path, mode)?;
         if let Some(f) = joined {
-            return self.add_handle(f, mode.write);
+            return self.add_handle(f, mode.write, false);
         }
         let held = lock(&self.overlay)?.get(&path).map(|o| {
             let data = if mode.truncate {
@@ -527,13 +530,13 @@ impl Vfs {
             // Another handle may have started writing meanwhile: then share its buffer.
             if let Some(other) = Self::join(&open, &path, mode)? {
                 drop(open);
-                return self.add_handle(other, true);
+                return self.add_handle(other, true, false);
             }
             open.insert(path.clone(), file.clone());
             drop(open);
             self.attach_readers(&path, &file)?;
         }
-        self.add_handle(file, mode.write)
+        self.add_handle(file, mode.write, false)
     }
 
     /// Descriptors opened read-only on `path` before `file` started being written read from
@@ -591,7 +594,7 @@ impl Vfs {
         lock(&self.open)?.insert(path.clone(), file.clone());
         lock(&self.overlay)?.insert(path, o);
         self.fresh.show(&dir, name);
-        let fh = self.add_handle(file, true)?;
+        let fh = self.add_handle(file, true, true)?;
         let ino = self
             .inodes
             .write()
@@ -705,8 +708,9 @@ impl Vfs {
     /// commit an empty file (invalid for most views, and a needless commit). It still fails
     /// when the tree would refuse what the file holds ([`Tree::check`]), so a lone
     /// `open(O_TRUNC); close()` reports the error its commit meets (the shell ignores the
-    /// error of its own close). The next close, or the release, commits whatever the file
-    /// holds.
+    /// error of its own close). A file this handle created is committed at that first close
+    /// when the tree takes it empty. The next close, or the release, commits whatever the
+    /// file holds.
     pub fn flush(&self, fh: u64) -> Result<()> {
         self.commit_handle(fh, false)
     }
@@ -733,12 +737,17 @@ impl Vfs {
             if f.scratch {
                 return Ok(());
             }
-            return self.tree.check(&f.path, &f.data).map_err(|e| {
+            self.tree.check(&f.path, &f.data).map_err(|e| {
                 e.context(format!(
                     "{}: nothing written before this close",
                     display_path(&f.path)
                 ))
-            });
+            })?;
+            // A new file the tree takes empty exists once its first close returns (its
+            // folder's times change then, not at the kernel's later release).
+            if !h.created {
+                return Ok(());
+            }
         }
         self.commit_file(&mut f)
     }
