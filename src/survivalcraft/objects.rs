@@ -133,12 +133,8 @@ pub struct Objects {
     changes: Throttle,
     /// Runs once between reading a chunk's bytes and caching it (tests of the interleaving).
     #[cfg(test)]
-    after_read: Mutex<Option<Hook>>,
+    after_read: crate::vfs::race_hook::RaceHook<Objects>,
 }
-
-/// What a test runs between a read and the cache insert.
-#[cfg(test)]
-type Hook = Box<dyn FnOnce(&Objects) + Send>;
 
 fn guard<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
     m.lock()
@@ -169,7 +165,7 @@ impl Objects {
             seen: Mutex::new(seen),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             #[cfg(test)]
-            after_read: Mutex::new(None),
+            after_read: Default::default(),
         })
     }
 
@@ -275,7 +271,7 @@ impl Objects {
             |(_, hash)| *hash,
             |(raw, hash)| {
                 #[cfg(test)]
-                self.run_after_read();
+                self.after_read.run(self);
                 let chunk = crate::survivalcraft::codec::decode_chunk(self.format, &raw)
                     .map_err(|e| e.context(format!("chunk {pos}")))?;
                 Ok(CachedChunk {
@@ -450,16 +446,6 @@ impl Objects {
 }
 
 #[cfg(test)]
-impl Objects {
-    fn run_after_read(&self) {
-        let hook = self.after_read.lock().ok().and_then(|mut h| h.take());
-        if let Some(hook) = hook {
-            hook(self);
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::survivalcraft::chunk::Cell;
@@ -493,9 +479,9 @@ mod tests {
         objects.create_chunk(pos).unwrap();
         // A reader reads the chunk's bytes; before it caches what it decoded, a commit
         // changes the chunk. The reader must not put the old chunk back in the cache.
-        *objects.after_read.lock().unwrap() = Some(Box::new(move |o: &Objects| {
+        objects.after_read.set(move |o: &Objects| {
             o.modify_chunk(pos, set(7)).unwrap();
-        }));
+        });
         let raced = objects.chunk(pos).unwrap();
         assert_eq!(raced.chunk.cell(1, 2, 3), Some(Cell::from_value32(0)));
         assert_eq!(

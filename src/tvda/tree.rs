@@ -117,12 +117,8 @@ pub struct TvdaTree {
     /// Runs once between reading an entry and caching its rendering (tests of the
     /// interleaving).
     #[cfg(test)]
-    after_read: Mutex<Option<Hook>>,
+    after_read: crate::vfs::race_hook::RaceHook<TvdaTree>,
 }
-
-/// What a test runs between a read and the cache insert.
-#[cfg(test)]
-type Hook = Box<dyn FnOnce(&TvdaTree) + Send>;
 
 fn not_found(path: &TreePath) -> Error {
     Error::not_found(format!("{}: no such file or directory", path.join("/")))
@@ -182,7 +178,7 @@ impl TvdaTree {
             read_only: AtomicBool::new(options.read_only || damaged),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             #[cfg(test)]
-            after_read: Mutex::new(None),
+            after_read: Default::default(),
         })
     }
 
@@ -320,7 +316,7 @@ impl TvdaTree {
             |(stored, _)| content_hash(stored),
             |(stored, world)| {
                 #[cfg(test)]
-                self.run_after_read();
+                self.after_read.run(self);
                 Ok(match (view, world) {
                     (View::Json, _) => render_json(&stored)?,
                     (View::Gunzip, _) => gunzip(&stored, IMAGE_LIMIT)?,
@@ -852,16 +848,6 @@ impl Tree for TvdaTree {
 }
 
 #[cfg(test)]
-impl TvdaTree {
-    fn run_after_read(&self) {
-        let hook = self.after_read.lock().ok().and_then(|mut h| h.take());
-        if let Some(hook) = hook {
-            hook(self);
-        }
-    }
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
     use crate::tvda::container::{Content, Header};
@@ -887,10 +873,10 @@ mod tests {
         let file = ["entries".to_string(), names::entry_file_name(-4)];
         // A reader reads entry -4; before it caches its rendering, a write commits a new
         // -4. The reader must not put the old rendering (nor its size) in the caches.
-        *tree.after_read.lock().unwrap() = Some(Box::new(|t: &TvdaTree| {
+        tree.after_read.set(|t: &TvdaTree| {
             let file = ["entries".to_string(), names::entry_file_name(-4)];
             t.write(&file, b"new, longer").unwrap();
-        }));
+        });
         assert_eq!(*tree.read(&file).unwrap(), b"old");
         assert_eq!(*tree.read(&file).unwrap(), b"new, longer");
         assert_eq!(tree.stat(&file).unwrap().size, 11);

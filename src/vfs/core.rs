@@ -143,11 +143,8 @@ pub struct Vfs {
     /// Tests: runs inside `release` between its commit and its leaving the open files, the
     /// window another thread's truncation by path can hit.
     #[cfg(test)]
-    race_in_release: Mutex<Option<RaceHook>>,
+    race_in_release: crate::vfs::race_hook::RaceHook<Vfs>,
 }
-
-#[cfg(test)]
-type RaceHook = Box<dyn FnOnce(&Vfs) + Send>;
 
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
     m.lock()
@@ -235,7 +232,7 @@ impl Vfs {
             fresh: FreshDirs::default(),
             aside: Mutex::new(HashMap::new()),
             #[cfg(test)]
-            race_in_release: Mutex::new(None),
+            race_in_release: Default::default(),
         }
     }
 
@@ -787,9 +784,7 @@ impl Vfs {
     pub fn release(&self, fh: u64) -> Result<()> {
         let result = self.commit_handle(fh, true);
         #[cfg(test)]
-        if let Some(race) = lock(&self.race_in_release)?.take() {
-            race(self);
-        }
+        self.race_in_release.run(self);
         let Some(h) = lock(&self.handles)?.remove(&fh) else {
             return result;
         };
@@ -1987,9 +1982,9 @@ mod tests {
         let (ino, _, fh) = vfs.create(d, "g", 0o644).unwrap();
         vfs.write(fh, 0, b"ok", false).unwrap();
         vfs.flush(fh).unwrap();
-        *lock(&vfs.race_in_release).unwrap() = Some(Box::new(move |vfs: &Vfs| {
+        vfs.race_in_release.set(move |vfs: &Vfs| {
             vfs.setattr(ino, None, Some(100), None, None).unwrap();
-        }));
+        });
         vfs.release(fh).unwrap();
         let stored = lock(&tree.files).unwrap().get("d/g").cloned().unwrap();
         assert_eq!(stored.len(), 100, "the truncation is committed");

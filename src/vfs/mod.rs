@@ -10,6 +10,8 @@ pub mod inodes;
 pub mod lock;
 pub mod mtimes;
 pub mod objects;
+#[cfg(test)]
+pub mod race_hook;
 pub mod replace;
 pub mod scratch;
 pub mod throttle;
