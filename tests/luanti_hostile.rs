@@ -3,11 +3,12 @@
 //! alone with a clear error, rows no block can have are left out, nothing panics, and the
 //! store stays byte-identical.
 
-mod luanti_hostile_corpus;
+#[allow(dead_code)]
+mod common;
 
 use std::path::Path;
 
-use luanti_hostile_corpus::{write_pos_world, write_xyz_map, Case, Expect};
+use common::luanti_hostile::{write_pos_world, write_xyz_map, Case, Expect};
 use worldfs::luanti::tree::{block_name, LuantiTree, Options};
 use worldfs::vfs::tree::{Kind, Tree};
 

@@ -2,11 +2,13 @@
 //! public samples exist for the 32-bit chunk files), conversion of the real 1.27 sample to
 //! every later format, crash recovery and malformed stores.
 
-mod survivalcraft_common;
+#[allow(dead_code)]
+mod common;
 
 use std::fs;
 
-use survivalcraft_common::{ardoitia, i32_at};
+use common::samples;
+use common::survivalcraft::i32_at;
 
 use worldfs::survivalcraft::chunk::{Cell, Chunk, ChunkPos, Column};
 use worldfs::survivalcraft::codec;
@@ -189,7 +191,7 @@ fn generated_32_bit_worlds_round_trip_and_keep_their_structure() {
 
 #[test]
 fn a_converted_1x_world_reads_back_the_same_blocks() {
-    let source = World::open(&ardoitia(), true).unwrap();
+    let source = World::open(&samples::path(samples::SC_ARDOITIA), true).unwrap();
     let positions = source.chunks();
     let originals: Vec<Chunk> = positions
         .iter()
@@ -319,7 +321,7 @@ fn wrong_or_read_only_commits_are_refused() {
         libc::EROFS
     );
     assert!(ro.commit_project(b"<Project/>").is_err());
-    let mut zip = World::open(&ardoitia(), false).unwrap();
+    let mut zip = World::open(&samples::path(samples::SC_ARDOITIA), false).unwrap();
     assert!(zip.read_only());
     assert!(zip.commit_project(b"<Project/>").is_err());
 }

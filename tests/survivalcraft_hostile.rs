@@ -5,7 +5,11 @@
 //! through the tree: nothing panics, only the bad objects give errors, every good chunk
 //! reads, and the store stays byte-identical.
 
-mod hostile_common;
+#[allow(dead_code)]
+mod common;
+
+use common::samples;
+use common::scratch::state_dir;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -14,12 +18,6 @@ use std::path::{Path, PathBuf};
 use worldfs::survivalcraft::chunk::ChunkPos;
 use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
 use worldfs::vfs::{Kind, Tree};
-
-fn state_dir() {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let d = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-    std::env::set_var("WORLDFS_STATE_DIR", d.path());
-}
 
 /// Every file of a folder tree and its bytes (a link: its target), but worldfs's own
 /// temporary names, which it may clean up.
@@ -144,13 +142,13 @@ fn survive(dir: &Path, good: &[ChunkPos], bad: &[&str]) {
 fn a_hostile_chunks32h_world_is_read_without_harm() {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
-    let good = hostile_common::chunks32h_world(dir.path());
+    let good = common::hostile::chunks32h_world(dir.path());
     let path = dir.path().join("Chunks32h.dat");
     let outside = tempfile::tempdir().unwrap();
     let victim = outside.path().join("victim");
     fs::write(&victim, b"secret").unwrap();
-    hostile_common::plant_links(dir.path(), &victim);
-    survive(dir.path(), &good, &hostile_common::CHUNKS32H_BAD);
+    common::hostile::plant_links(dir.path(), &victim);
+    survive(dir.path(), &good, &common::hostile::CHUNKS32H_BAD);
     let tree = open(dir.path(), true);
     let e = tree.read(&["notes.txt".to_string()]).unwrap_err();
     assert_eq!(e.errno(), libc::ELOOP, "{e}");
@@ -170,10 +168,10 @@ fn a_hostile_chunks32h_world_is_read_without_harm() {
 fn a_hostile_region_world_is_read_without_harm() {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
-    let good = hostile_common::region_world(dir.path());
+    let good = common::hostile::region_world(dir.path());
     let regions = dir.path().join("Regions");
     let file = regions.join("Region 0,0.dat");
-    survive(dir.path(), &good, &hostile_common::REGIONS_BAD);
+    survive(dir.path(), &good, &common::hostile::REGIONS_BAD);
     // A commit to a chunk of a damaged region never rewrites the region.
     let tree = open(dir.path(), false);
     let before = fs::read(&file).unwrap();
@@ -200,7 +198,7 @@ fn store_files_that_are_links_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let world = dir.path().join("world");
     fs::create_dir(&world).unwrap();
-    hostile_common::chunks32h_world(&world);
+    common::hostile::chunks32h_world(&world);
     let moved = dir.path().join("elsewhere.dat");
     fs::rename(world.join("Chunks32h.dat"), &moved).unwrap();
     std::os::unix::fs::symlink(&moved, world.join("Chunks32h.dat")).unwrap();
@@ -225,8 +223,7 @@ fn a_regions_folder_that_is_a_link_is_refused() {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
     let world = dir.path().join("world");
-    let samples = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/samples/survivalcraft/scnet-WorldBeforeTerritoryBlockRefactor");
+    let samples = samples::path(samples::SC_REGION_WORLD);
     fs::create_dir(&world).unwrap();
     fs::copy(samples.join("Project.xml"), world.join("Project.xml")).unwrap();
     let elsewhere = dir.path().join("elsewhere");

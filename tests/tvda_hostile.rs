@@ -5,7 +5,8 @@
 //! and read-write with a small cache and read whole through the tree: nothing panics, only
 //! the bad objects give errors, the good ones read, and the disk stays byte-identical.
 
-mod hostile_common;
+#[allow(dead_code)]
+mod common;
 
 use std::collections::BTreeMap;
 
@@ -53,7 +54,7 @@ fn a_hostile_disk_is_read_without_harm() {
     let dir = tempfile::tempdir().unwrap();
     std::env::set_var("WORLDFS_STATE_DIR", dir.path());
     let path = dir.path().join("disk");
-    hostile_common::tvda_disk(&path);
+    common::hostile::tvda_disk(&path);
     let before = std::fs::read(&path).unwrap();
     for read_only in [true, false] {
         let tree = TvdaTree::open(
@@ -66,7 +67,7 @@ fn a_hostile_disk_is_read_without_harm() {
         .unwrap();
         let (files, errors) = read_whole(&tree);
         assert!(files >= 8, "{files}");
-        let bad = hostile_common::TVDA_BAD;
+        let bad = common::hostile::TVDA_BAD;
         let unexpected: Vec<_> = errors
             .iter()
             .filter(|(p, _)| !bad.contains(&p.as_str()))

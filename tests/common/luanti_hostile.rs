@@ -6,8 +6,6 @@
 //! schema with its own bad rows. Made with the project's encoders (the valid parts) and by
 //! hand (the broken ones). Used by `tests/luanti_hostile.rs` and, through
 //! `examples/luanti_hostile.rs`, by `mount-tests/10-luanti-hostile.sh`.
-// The test and the example use different parts of this module.
-#![allow(dead_code)]
 
 use std::io::Write;
 use std::path::Path;

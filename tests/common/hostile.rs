@@ -1,7 +1,5 @@
 //! Hostile stores made with worldfs's own encoders, shared by the hostile-corpus tests and
-//! the mount tests (`examples/hostile_fixture.rs` includes this file).
-
-#![allow(dead_code)]
+//! the mount tests (through `examples/hostile_fixture.rs`).
 
 use std::fs;
 use std::io::Write;
