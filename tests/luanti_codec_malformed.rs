@@ -194,16 +194,9 @@ fn random_bytes_never_panic() {
 /// decode to tens of MiB; the decoder stops at its memory bound with a clear error.
 #[test]
 fn a_block_that_decodes_too_big_is_refused_clearly() {
-    use worldfs::luanti::block::{ObjectData, StaticObject};
     use worldfs::luanti::codec::MAX_DECODED;
     let mut block = worldfs::luanti::blocks::new_block();
-    block.objects = (0..65_535)
-        .map(|i| StaticObject {
-            kind: 3,
-            pos: [i, 0, 0],
-            data: ObjectData::Raw(vec![0x5a; 120]),
-        })
-        .collect();
+    block.objects = common::mapblock::heavy_objects(65_535);
     let blob = encode_block(&block).unwrap();
     assert!(blob.len() < 200_000, "{} bytes on disk", blob.len());
     assert!(block.memory() > MAX_DECODED);

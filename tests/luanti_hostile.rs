@@ -1,4 +1,4 @@
-//! The hostile store corpus (tests/luanti_hostile_corpus) read whole through the Luanti
+//! The hostile store corpus (tests/common/luanti_hostile.rs) read whole through the Luanti
 //! tree: every row that can be a block lists once, good blocks read, each bad block fails
 //! alone with a clear error, rows no block can have are left out, nothing panics, and the
 //! store stays byte-identical.

@@ -2,189 +2,14 @@
 //! back, and rendering is byte-stable), the error messages of typical mistakes, and a corpus
 //! of truncated and mutated views that must give errors, never panics.
 
+#[allow(dead_code)]
+mod common;
+
+use common::mapblock::arb::{block_pos, viewed_block};
+use common::mapblock::{blank, hand_made};
 use proptest::prelude::*;
-use worldfs::luanti::block::{
-    BlockPos, LuaEntity, LuaEntityExtra, MapBlock, NodeTimer, ObjectData, RelPos, StaticObject,
-    NODE_COUNT,
-};
+use worldfs::luanti::block::{BlockPos, MapBlock, ObjectData, NODE_COUNT};
 use worldfs::luanti::views;
-
-/// Puts `names`/`content` in canonical form: used names only, in first-use order.
-fn canonicalise(names: &[String], raw: &[u16]) -> (Vec<String>, Vec<u16>) {
-    let mut out_names: Vec<String> = Vec::new();
-    let mut map = vec![u16::MAX; names.len()];
-    let content = raw
-        .iter()
-        .map(|&c| {
-            let c = usize::from(c) % names.len();
-            if map[c] == u16::MAX {
-                // Names may repeat in `names`: merge equal ones.
-                map[c] = match out_names.iter().position(|n| *n == names[c]) {
-                    Some(i) => i as u16,
-                    None => {
-                        out_names.push(names[c].clone());
-                        (out_names.len() - 1) as u16
-                    }
-                };
-            }
-            map[c]
-        })
-        .collect();
-    (out_names, content)
-}
-
-fn node_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => "[a-z_]{1,10}:[a-z0-9_]{1,12}",
-        1 => Just("air".to_string()),
-        1 => "[^\\s\\p{Cc}][^\\p{Cc}]{0,6}[^\\s\\p{Cc}]",
-    ]
-}
-
-/// 4096 bytes, either few distinct values in runs (realistic) or arbitrary.
-fn bytes4096() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        prop::collection::vec(any::<u8>(), NODE_COUNT),
-        (prop::collection::vec(any::<u8>(), 1..4), any::<u64>()).prop_map(|(vals, seed)| {
-            let mut s = seed | 1;
-            (0..NODE_COUNT)
-                .map(|i| {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    vals[(i / 64 + (s % 3) as usize) % vals.len()]
-                })
-                .collect()
-        }),
-    ]
-}
-
-fn rel_pos() -> impl Strategy<Value = RelPos> {
-    (0u8..16, 0u8..16, 0u8..16).prop_map(|(x, y, z)| RelPos { x, y, z })
-}
-
-fn block_pos() -> impl Strategy<Value = BlockPos> {
-    (-2048i16..2048, -2048i16..2048, -2048i16..2048).prop_map(|(x, y, z)| BlockPos { x, y, z })
-}
-
-fn object(origin: BlockPos) -> impl Strategy<Value = StaticObject> {
-    let pos = prop::array::uniform3(-5_000i32..165_000).prop_map(move |rel| {
-        [
-            i32::from(origin.x) * 160_000 + rel[0],
-            i32::from(origin.y) * 160_000 + rel[1],
-            i32::from(origin.z) * 160_000 + rel[2],
-        ]
-    });
-    let extra = prop_oneof![
-        Just(None),
-        (any::<i32>(), any::<i32>()).prop_map(|(pitch, roll)| Some(LuaEntityExtra {
-            version2: 1,
-            pitch,
-            roll,
-            guid: None
-        })),
-        (2u8..=255, any::<i32>(), any::<i32>(), any::<[u8; 16]>()).prop_map(
-            |(version2, pitch, roll, guid)| Some(LuaEntityExtra {
-                version2,
-                pitch,
-                roll,
-                guid: Some(guid)
-            })
-        ),
-    ];
-    let lua = (
-        node_name(),
-        prop::collection::vec(any::<u8>(), 0..40),
-        any::<u16>(),
-        any::<[i32; 3]>(),
-        any::<i32>(),
-        extra,
-    )
-        .prop_map(|(name, state, hp, velocity, yaw, extra)| {
-            ObjectData::LuaEntity(LuaEntity {
-                name,
-                state,
-                hp,
-                velocity,
-                yaw,
-                extra,
-            })
-        });
-    let data = prop_oneof![
-        lua.prop_map(|d| (7u8, d)),
-        (any::<u8>(), prop::collection::vec(any::<u8>(), 0..30))
-            .prop_map(|(k, d)| (k, ObjectData::Raw(d))),
-    ];
-    (pos, data).prop_map(|(pos, (kind, data))| StaticObject { kind, pos, data })
-}
-
-fn block() -> impl Strategy<Value = (MapBlock, BlockPos)> {
-    let header = (
-        22u8..=29,
-        any::<u8>(),
-        any::<u16>(),
-        any::<u32>(),
-        any::<bool>(),
-    );
-    let nodes = (
-        prop::collection::vec(node_name(), 1..8),
-        prop::collection::vec(0u16..8, NODE_COUNT),
-        bytes4096(),
-        bytes4096(),
-    );
-    let timers = prop::collection::btree_map(rel_pos(), (any::<i32>(), any::<i32>()), 0..6);
-    (header, nodes, timers, block_pos()).prop_flat_map(
-        |((version, flags, lc, ts, undefined), (names, raw, param1, param2), timers, pos)| {
-            let (names, content) = canonicalise(&names, &raw);
-            let block = MapBlock {
-                version,
-                flags,
-                lighting_complete: if version < 27 { 0xffff } else { lc },
-                timestamp: if undefined { u32::MAX } else { ts },
-                names,
-                content,
-                param1,
-                param2,
-                metadata: Vec::new(),
-                objects: Vec::new(),
-                timers: Vec::new(),
-            };
-            let mut block = block;
-            block.timers = timers
-                .into_iter()
-                .map(|(pos, (timeout, elapsed))| NodeTimer {
-                    pos,
-                    timeout,
-                    elapsed,
-                })
-                .collect();
-            // Canonical order: by node index.
-            block.timers.sort_by_key(|t| t.pos.index());
-            prop::collection::vec(object(pos), 0..4).prop_map(move |objects| {
-                let mut b = block.clone();
-                b.objects = objects;
-                (b, pos)
-            })
-        },
-    )
-}
-
-/// A block that differs from any generated one in every field the views cover.
-fn blank() -> MapBlock {
-    MapBlock {
-        version: 1,
-        flags: 0,
-        lighting_complete: 0,
-        timestamp: 0,
-        names: vec!["x".into()],
-        content: vec![0; NODE_COUNT],
-        param1: vec![0; NODE_COUNT],
-        param2: vec![0; NODE_COUNT],
-        metadata: Vec::new(),
-        objects: Vec::new(),
-        timers: Vec::new(),
-    }
-}
 
 type Render = fn(&MapBlock, BlockPos) -> Vec<u8>;
 type Parse = fn(&[u8], BlockPos, &mut MapBlock) -> worldfs::Result<()>;
@@ -240,7 +65,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
-    fn every_view_round_trips((block, pos) in block()) {
+    fn every_view_round_trips((block, pos) in viewed_block()) {
         for (name, render, parse, copy) in all_views() {
             let text = render(&block, pos);
             let mut parsed = blank();
@@ -255,7 +80,7 @@ proptest! {
     }
 
     #[test]
-    fn all_views_together_rebuild_the_block((block, pos) in block()) {
+    fn all_views_together_rebuild_the_block((block, pos) in viewed_block()) {
         let mut copy = blank();
         for (_, render, parse, _) in all_views() {
             parse(&render(&block, pos), pos, &mut copy).unwrap();
@@ -265,7 +90,7 @@ proptest! {
 
     #[test]
     fn objects_keep_their_relative_place_in_another_block(
-        (block, pos) in block(), to in block_pos()
+        (block, pos) in viewed_block(), to in block_pos()
     ) {
         let text = views::render_objects(&block, pos);
         let mut moved = blank();
@@ -280,65 +105,14 @@ proptest! {
     }
 }
 
-/// A hand-made block with two names, a timer and both kinds of object.
-fn sample() -> (MapBlock, BlockPos) {
-    let content = (0..NODE_COUNT)
-        .map(|i| u16::from((i >> 4) & 15 >= 3))
-        .collect();
-    let mut param2 = vec![0u8; NODE_COUNT];
-    param2[5] = 3;
-    let pos = BlockPos { x: -1, y: 0, z: 3 };
-    let block = MapBlock {
-        version: 29,
-        flags: 0x0b,
-        lighting_complete: 0xfffe,
-        timestamp: 1234,
-        names: vec!["default:stone".into(), "air".into()],
-        content,
-        param1: (0..NODE_COUNT).map(|i| (i % 251) as u8).collect(),
-        param2,
-        metadata: Vec::new(),
-        objects: vec![
-            StaticObject {
-                kind: 7,
-                pos: [-155_000, 12_345, 480_005],
-                data: ObjectData::LuaEntity(LuaEntity {
-                    name: "mobs:sheep".into(),
-                    state: b"return {\"a\"=1}\n\x00\xff".to_vec(),
-                    hp: 10,
-                    velocity: [0, -250, 1],
-                    yaw: 1571,
-                    extra: Some(LuaEntityExtra {
-                        version2: 2,
-                        pitch: 0,
-                        roll: -1,
-                        guid: Some([0xab; 16]),
-                    }),
-                }),
-            },
-            StaticObject {
-                kind: 3,
-                pos: [-160_000, 0, 480_000],
-                data: ObjectData::Raw(vec![1, 2, 255]),
-            },
-        ],
-        timers: vec![NodeTimer {
-            pos: RelPos { x: 1, y: 2, z: 3 },
-            timeout: 10_000,
-            elapsed: 5,
-        }],
-    };
-    (block, pos)
-}
-
 fn view_text(name: &str) -> String {
-    let (block, pos) = sample();
+    let (block, pos) = hand_made();
     let (_, render, _, _) = all_views().into_iter().find(|v| v.0 == name).unwrap();
     String::from_utf8(render(&block, pos)).unwrap()
 }
 
 fn error_of(name: &str, text: &str) -> String {
-    let (mut block, pos) = sample();
+    let (mut block, pos) = hand_made();
     let (_, _, parse, _) = all_views().into_iter().find(|v| v.0 == name).unwrap();
     let before = block.clone();
     let e = parse(text.as_bytes(), pos, &mut block).unwrap_err();
@@ -359,7 +133,7 @@ fn edit(text: &str, from: &str, to: &str) -> String {
 
 #[test]
 fn hand_edits_are_accepted() {
-    let (block, pos) = sample();
+    let (block, pos) = hand_made();
     let mut b = block.clone();
     // nodes: a new definition, used by one node (x=1, y=0, z=0).
     let nodes = view_text("nodes.cubeset");
@@ -543,20 +317,20 @@ fn header_errors() {
 /// block.txt shows `lighting_expired` alone, takes the old `0xffff` line and refuses others.
 #[test]
 fn header_before_version_27_has_no_lighting_complete() {
-    let (mut block, _) = sample();
+    let (mut block, _) = hand_made();
     block.version = 25;
     block.lighting_complete = 0xffff;
     block.flags = 0x04;
     let text = String::from_utf8(views::render_header(&block)).unwrap();
     assert!(!text.contains("lighting_complete"), "{text}");
     assert!(text.contains("lighting_expired = true"), "{text}");
-    let mut parsed = sample().0;
+    let mut parsed = hand_made().0;
     views::parse_header(text.as_bytes(), &mut parsed).unwrap();
     assert_eq!(
         (parsed.version, parsed.flags, parsed.lighting_complete),
         (25, 0x04, 0xffff)
     );
-    let from_29 = sample().0;
+    let from_29 = hand_made().0;
     assert_eq!(from_29.lighting_complete, 0xfffe);
     let mut parsed = from_29.clone();
     let old = format!("{text}lighting_complete = 0xffff\n");
@@ -673,7 +447,7 @@ fn not_utf8_is_rejected_with_its_place() {
     assert!(e.starts_with("line 2, column 3:"), "{e}");
     let mut bytes = b"0,0,0 1 1\n1,0".to_vec();
     bytes.push(0xff);
-    let (mut block, _) = sample();
+    let (mut block, _) = hand_made();
     let e = views::parse_timers(&bytes, &mut block)
         .unwrap_err()
         .to_string();
@@ -683,7 +457,7 @@ fn not_utf8_is_rejected_with_its_place() {
 /// Truncations at every length and random byte mutations: errors or blocks, never panics.
 #[test]
 fn malformed_views_never_panic() {
-    let (block, pos) = sample();
+    let (block, pos) = hand_made();
     let mut other = block.clone();
     other.names = vec!["a".into(), "é:\"\\".into(), "c".into()];
     other.content = (0..NODE_COUNT).map(|i| (i % 3) as u16).collect();
@@ -735,7 +509,7 @@ fn malformed_views_never_panic() {
 
 #[test]
 fn blocks_with_many_names_and_param2_values_round_trip() {
-    let (mut block, _) = sample();
+    let (mut block, _) = hand_made();
     block.names = (0..300).map(|i| format!("mod:node_{i}")).collect();
     block.content = (0..NODE_COUNT).map(|i| (i % 300) as u16).collect();
     block.param2 = (0..NODE_COUNT).map(|i| (i / 7 % 256) as u8).collect();
@@ -756,7 +530,7 @@ fn blocks_with_many_names_and_param2_values_round_trip() {
 
 #[test]
 fn content_without_a_name_is_not_silently_written() {
-    let (mut block, _) = sample();
+    let (mut block, _) = hand_made();
     block.content[77] = 9;
     let text = views::render_nodes(&block);
     let e = views::parse_nodes(&text, &mut blank())
