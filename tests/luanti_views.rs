@@ -117,12 +117,8 @@ fn error_of(name: &str, text: &str) -> String {
     let before = block.clone();
     let e = parse(text.as_bytes(), pos, &mut block).unwrap_err();
     assert_eq!(block, before, "a failed parse must not change the block");
-    assert_eq!(e.errno(), libc_einval());
+    assert_eq!(e.errno(), libc::EINVAL);
     e.to_string()
-}
-
-fn libc_einval() -> i32 {
-    worldfs::Error::invalid("").errno()
 }
 
 /// `text` with the first occurrence of `from` replaced (which must exist).
