@@ -180,7 +180,7 @@ fn hand_edits_are_accepted() {
 }
 
 #[test]
-fn nodes_errors() {
+fn nodes_unknown_character_is_refused_at_its_place() {
     let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
@@ -190,6 +190,11 @@ fn nodes_errors() {
         e,
         "line 26, column 11: unknown character 'Z' (no definition in BlockDefinitions)"
     );
+}
+
+#[test]
+fn nodes_short_row_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
         &edit(&nodes, "\"aaaaabaaaaaaaaaa\"", "\"aaaaabaaaaaaaaa\""),
@@ -198,26 +203,51 @@ fn nodes_errors() {
         e,
         "line 26, column 5: row too short: level 0 row 0 has 15 characters, expected 16"
     );
+}
+
+#[test]
+fn nodes_param2_out_of_range_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of("nodes.cubeset", &edit(&nodes, "stone: 3", "stone: 256"));
     assert_eq!(
         e,
         "line 20, column 5: param2 256 is out of range (0 to 255)"
     );
+}
+
+#[test]
+fn nodes_param2_not_a_number_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of("nodes.cubeset", &edit(&nodes, "stone: 3", "stone: three"));
     assert!(
         e.starts_with("line 20, column 5: META `three` must be a whole number"),
         "{e}"
     );
+}
+
+#[test]
+fn nodes_empty_node_name_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
         &edit(&nodes, "\"b: default:stone: 3\"", "\"b: : 3\""),
     );
     assert_eq!(e, "line 20, column 5: empty node name");
+}
+
+#[test]
+fn nodes_wrong_size_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of("nodes.cubeset", &edit(&nodes, "y = 16", "y = 15"));
     assert!(
         e.starts_with("line 13, column 11: the size must be x = 16, y = 16, z = 16"),
         "{e}"
     );
+}
+
+#[test]
+fn nodes_missing_comma_between_definitions_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
         &edit(
@@ -233,27 +263,52 @@ fn nodes_errors() {
 }
 
 #[test]
-fn light_errors() {
+fn light_value_not_hexadecimal_is_refused() {
     let light = view_text("light.txt");
     let e = error_of("light.txt", &edit(&light, "00 01 02", "00 0g 02"));
     assert_eq!(
         e,
         "line 4, column 4: `0g` is not a light value (two hexadecimal digits, 00 to ff)"
     );
+}
+
+#[test]
+fn light_value_of_three_digits_is_refused() {
+    let light = view_text("light.txt");
     let e = error_of("light.txt", &edit(&light, "00 01 02", "00 01 102"));
     assert!(
         e.starts_with("line 4, column 7: `102` is not a light value"),
         "{e}"
     );
+}
+
+#[test]
+fn light_short_row_is_refused() {
+    let light = view_text("light.txt");
     let e = error_of("light.txt", &edit(&light, "00 01 02 ", "00 01 "));
     assert_eq!(
         e,
         "line 4, column 1: level 0 row 0 has 15 values, expected 16"
     );
+}
+
+#[test]
+fn light_long_row_is_refused() {
+    let light = view_text("light.txt");
     let e = error_of("light.txt", &edit(&light, "00 01 02 ", "00 01 02 03 "));
     assert!(e.starts_with("line 4, column 49: too many values"), "{e}");
+}
+
+#[test]
+fn light_extra_row_is_refused() {
+    let light = view_text("light.txt");
     let e = error_of("light.txt", &format!("{light}00 00\n"));
     assert!(e.starts_with("line 290, column 1: too many rows"), "{e}");
+}
+
+#[test]
+fn light_missing_rows_are_refused() {
+    let light = view_text("light.txt");
     let short: String = light.lines().take(100).map(|l| format!("{l}\n")).collect();
     let e = error_of("light.txt", &short);
     assert!(
@@ -263,30 +318,55 @@ fn light_errors() {
 }
 
 #[test]
-fn header_errors() {
+fn header_version_out_of_range_is_refused() {
     let header = view_text("block.txt");
     let e = error_of("block.txt", &edit(&header, "version = 29", "version = 30"));
     assert_eq!(
         e,
         "line 1, column 11: version 30 is out of range (22 to 29)"
     );
+}
+
+#[test]
+fn header_version_not_a_number_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "version = 29", "version = twenty"),
     );
     assert_eq!(e, "line 1, column 11: version must be a whole number");
+}
+
+#[test]
+fn header_flag_not_a_boolean_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "underground = true", "underground = maybe"),
     );
     assert_eq!(e, "line 2, column 15: underground must be true or false");
+}
+
+#[test]
+fn header_unknown_key_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of("block.txt", &edit(&header, "underground", "undergrund"));
     assert!(
         e.starts_with("line 2, column 1: unknown key `undergrund`"),
         "{e}"
     );
+}
+
+#[test]
+fn header_key_given_twice_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of("block.txt", &format!("{header}version = 29\n"));
     assert_eq!(e, "line 8, column 1: `version` is given twice");
+}
+
+#[test]
+fn header_negative_timestamp_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "timestamp = 1234", "timestamp = -1"),
@@ -295,16 +375,31 @@ fn header_errors() {
         e.starts_with("line 7, column 13: timestamp must be a number of seconds"),
         "{e}"
     );
+}
+
+#[test]
+fn header_text_after_a_value_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "timestamp = 1234", "timestamp = 12 34"),
     );
     assert_eq!(e, "line 7, column 16: unexpected text");
+}
+
+#[test]
+fn header_missing_key_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "lighting_complete", "# lighting_complete"),
     );
     assert_eq!(e, "line 8, column 1: `lighting_complete` is missing");
+}
+
+#[test]
+fn header_line_without_equals_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of("block.txt", &edit(&header, "version = 29", "version 29"));
     assert_eq!(e, "line 1, column 1: expected `key = value`");
 }
@@ -350,26 +445,46 @@ fn header_before_version_27_has_no_lighting_complete() {
 }
 
 #[test]
-fn timer_errors() {
+fn timer_position_out_of_range_is_refused() {
     let e = error_of("timers.txt", "16,0,0 1 1\n");
     assert_eq!(e, "line 1, column 1: x 16 is out of range (0 to 15)");
+}
+
+#[test]
+fn timer_timeout_with_four_decimals_is_refused() {
     let e = error_of("timers.txt", "1,0,0 1.2345 1\n");
     assert_eq!(
         e,
         "line 1, column 7: timeout: `1.2345` is not a number (at most 3 digits after the point)"
     );
+}
+
+#[test]
+fn timer_position_without_comma_is_refused() {
     let e = error_of("timers.txt", "1,0 0 1 1\n");
     assert_eq!(e, "line 1, column 5: expected `,` between y and z");
+}
+
+#[test]
+fn timer_without_elapsed_is_refused() {
     let e = error_of("timers.txt", "1,0,0 1\n");
     assert_eq!(
         e,
         "line 1, column 8: expected the elapsed in seconds, found the end of the line"
     );
+}
+
+#[test]
+fn timer_given_twice_at_one_node_is_refused() {
     let e = error_of("timers.txt", "1,0,0 1 1\n\n1,0,0 2 2\n");
     assert_eq!(
         e,
         "line 3, column 1: a second timer at 1,0,0 (the first is on line 1)"
     );
+}
+
+#[test]
+fn timer_timeout_out_of_range_is_refused() {
     let e = error_of("timers.txt", "1,0,0 2147483.648 0\n");
     assert!(
         e.starts_with("line 1, column 7: timeout 2147483.648 is out of range"),
@@ -378,15 +493,25 @@ fn timer_errors() {
 }
 
 #[test]
-fn object_errors() {
+fn object_unknown_section_is_refused() {
     let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "[object]", "[thing]"));
     assert_eq!(
         e,
         "line 16, column 1: unknown section `[thing]` (expected [lua_entity] or [object])"
     );
+}
+
+#[test]
+fn object_lua_entity_without_hp_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "hp = 10\n", ""));
     assert_eq!(e, "line 4, column 1: [lua_entity] has no `hp`");
+}
+
+#[test]
+fn object_data_of_odd_length_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "data = 0102ff", "data = 0102f"),
@@ -395,6 +520,11 @@ fn object_errors() {
         e.starts_with("line 19, column 8: data must be hexadecimal digits in pairs"),
         "{e}"
     );
+}
+
+#[test]
+fn object_position_outside_the_block_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "pos = 0.5000", "pos = 16.5000"),
@@ -403,25 +533,55 @@ fn object_errors() {
         e.starts_with("line 5, column 7: x 16.5000 is out of range (-0.5000 to 16.4999)"),
         "{e}"
     );
+}
+
+#[test]
+fn object_pitch_without_version2_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "version2 = 2\n", ""));
     assert_eq!(
         e,
         "line 4, column 1: `pitch` needs `version2` (1 for pitch and roll, 2 with guid)"
     );
+}
+
+#[test]
+fn object_guid_with_version2_1_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "version2 = 2", "version2 = 1"),
     );
     assert_eq!(e, "line 4, column 1: `guid` needs version2 2 or higher");
+}
+
+#[test]
+fn object_state_with_unknown_escape_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "state = \"", "state = \"\\q"),
     );
     assert!(e.starts_with("line 14, column 10: unknown escape"), "{e}");
+}
+
+#[test]
+fn object_state_without_closing_quote_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "\\xff\"", "\\xff"));
     assert_eq!(e, "line 14, column 9: state: missing closing quote");
+}
+
+#[test]
+fn object_hp_out_of_range_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "hp = 10", "hp = 70000"));
     assert_eq!(e, "line 7, column 6: hp 70000 is out of range (0 to 65535)");
+}
+
+#[test]
+fn object_key_before_any_section_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "\n[lua_entity]", "hp = 1\n[lua_entity]"),
@@ -430,6 +590,11 @@ fn object_errors() {
         e,
         "line 3, column 1: expected a section header, [lua_entity] or [object]"
     );
+}
+
+#[test]
+fn object_key_given_twice_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "yaw = 1.571", "yaw = 1.571\nyaw = 2"),

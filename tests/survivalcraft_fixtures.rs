@@ -327,19 +327,33 @@ fn wrong_or_read_only_commits_are_refused() {
 }
 
 #[test]
-fn unknown_worlds_get_clear_errors() {
+fn a_folder_without_terrain_or_project_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     assert!(
         World::open(dir.path(), true).is_err(),
         "no terrain, no project"
     );
+}
+
+#[test]
+fn an_unknown_terrain_file_is_named_in_the_error() {
+    let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("Chunks32fs.dat"), b"").unwrap();
     let e = World::open(dir.path(), true).err().unwrap();
     assert!(e.message().contains("Chunks32fs.dat"), "{e}");
+}
+
+#[test]
+fn a_scworld_that_is_not_a_zip_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("x.scworld");
     fs::write(&f, b"not a zip").unwrap();
     assert!(World::open(&f, true).is_err());
-    // A 32-bit file under the 16-bit name is caught by its first record's magic.
+}
+
+/// A 32-bit file under the 16-bit name is caught by its first record's magic.
+#[test]
+fn a_32_bit_chunk_file_under_the_16_bit_name_is_refused() {
     let d2 = new_world("1.29");
     let mut w = World::open(d2.path(), false).unwrap();
     w.commit_chunks(&[(ChunkPos::new(0, 0), &Chunk::empty(TerrainFormat::Chunks32))])

@@ -167,7 +167,7 @@ fn edits_round_trip_on_every_layout() {
 }
 
 #[test]
-fn capacity_read_only_and_rollback() {
+fn a_commit_past_the_capacity_fails_with_enospc_and_rolls_back() {
     let (_d, path) = copy_of(TEVD_V3);
     let mut disk = TevdDisk::open(&path, true).unwrap();
     let f = disk
@@ -177,6 +177,11 @@ fn capacity_read_only_and_rollback() {
     assert_eq!(disk.commit().unwrap_err().errno(), libc::ENOSPC);
     disk.rollback().unwrap();
     assert!(disk.resolve("huge").is_err());
+}
+
+#[test]
+fn a_read_only_disk_refuses_a_new_file_with_erofs() {
+    let (_d, path) = copy_of(TEVD_V3);
     let mut ro = TevdDisk::open(&path, false).unwrap();
     assert_eq!(
         ro.create_node(TEVD_ROOT, "x", NewNode::File, 1)
@@ -184,7 +189,19 @@ fn capacity_read_only_and_rollback() {
             .errno(),
         libc::EROFS
     );
+}
+
+#[test]
+fn the_root_cannot_be_removed() {
+    let (_d, path) = copy_of(TEVD_V3);
+    let mut disk = TevdDisk::open(&path, true).unwrap();
     assert!(disk.remove(TEVD_ROOT, 1).is_err());
+}
+
+#[test]
+fn a_directory_cannot_move_inside_itself() {
+    let (_d, path) = copy_of(TEVD_V3);
+    let mut disk = TevdDisk::open(&path, true).unwrap();
     let bin = disk.resolve("tvdos/bin").unwrap();
     let tvdos = disk.resolve("tvdos").unwrap();
     assert!(
