@@ -8,6 +8,7 @@
 #[allow(dead_code)]
 mod common;
 
+use common::hostile::read_whole;
 use common::samples;
 use common::scratch::state_dir;
 
@@ -17,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use worldfs::survivalcraft::chunk::ChunkPos;
 use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
-use worldfs::vfs::{Kind, Tree};
+use worldfs::vfs::Tree;
 
 /// Every file of a folder tree and its bytes (a link: its target), but worldfs's own
 /// temporary names, which it may clean up.
@@ -49,48 +50,6 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// Reads the whole tree: every folder listed, every file read. Returns the paths that
-/// failed, with why.
-fn read_whole(tree: &dyn Tree) -> (usize, BTreeMap<String, String>) {
-    let mut errors = BTreeMap::new();
-    let mut files = 0;
-    let mut todo: Vec<Vec<String>> = vec![vec![]];
-    while let Some(dir) = todo.pop() {
-        let mut entries = Vec::new();
-        if let Err(e) = tree.list(&dir, 0, &mut |e| {
-            entries.push(e);
-            true
-        }) {
-            errors.insert(dir.join("/"), e.to_string());
-            continue;
-        }
-        for e in entries {
-            let mut path = dir.clone();
-            path.push(e.name);
-            match e.stat.kind {
-                Kind::Dir => todo.push(path),
-                // A planted link shows as one; its target is never read.
-                Kind::Symlink => {
-                    let target = tree.readlink(&path).unwrap();
-                    assert_eq!(e.stat.size, target.len() as u64, "{}", path.join("/"));
-                }
-                Kind::File => {
-                    files += 1;
-                    let read = tree.stat(&path).and_then(|s| {
-                        let data = tree.read(&path)?;
-                        assert_eq!(s.size, data.len() as u64, "{}", path.join("/"));
-                        Ok(())
-                    });
-                    if let Err(e) = read {
-                        errors.insert(path.join("/"), e.to_string());
-                    }
-                }
-            }
-        }
-    }
-    (files, errors)
-}
-
 fn open(dir: &Path, read_only: bool) -> SurvivalcraftTree {
     SurvivalcraftTree::open(
         dir,
@@ -107,7 +66,7 @@ fn survive(dir: &Path, good: &[ChunkPos], bad: &[&str]) {
     let before = snapshot(dir);
     for read_only in [true, false] {
         let tree = open(dir, read_only);
-        let (files, errors) = read_whole(&tree);
+        let (files, errors) = read_whole(&tree, true);
         assert!(files > 0);
         for (path, why) in &errors {
             assert!(
