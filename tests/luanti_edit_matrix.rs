@@ -702,77 +702,36 @@ fn check_decoded(map: &Path, cells: &[Cell]) {
 
 fn describe_difference(got: &MapBlock, want: &MapBlock) -> String {
     let mut out = String::new();
-    let mut field = |name: &str, differs: bool, g: String, w: String| {
+    // Each differing field, shown as `format` shows it (the node arrays are too long to show).
+    let mut field = |name: &str, differs: bool, shown: &dyn Fn() -> (String, String)| {
         if differs {
+            let (g, w) = shown();
             out.push_str(&format!("\n    {name}: stored {g}, expected {w}"));
         }
     };
-    field(
-        "version",
-        got.version != want.version,
-        got.version.to_string(),
-        want.version.to_string(),
-    );
-    field(
-        "flags",
-        got.flags != want.flags,
-        format!("{:#x}", got.flags),
-        format!("{:#x}", want.flags),
-    );
-    field(
-        "lighting_complete",
-        got.lighting_complete != want.lighting_complete,
-        format!("{:#x}", got.lighting_complete),
-        format!("{:#x}", want.lighting_complete),
-    );
-    field(
-        "timestamp",
-        got.timestamp != want.timestamp,
-        got.timestamp.to_string(),
-        want.timestamp.to_string(),
-    );
-    field(
-        "names",
-        got.names != want.names,
-        format!("{:?}", got.names),
-        format!("{:?}", want.names),
-    );
-    field(
-        "content",
-        got.content != want.content,
-        String::new(),
-        String::new(),
-    );
-    field(
-        "param1",
-        got.param1 != want.param1,
-        String::new(),
-        String::new(),
-    );
-    field(
-        "param2",
-        got.param2 != want.param2,
-        String::new(),
-        String::new(),
-    );
-    field(
-        "metadata",
-        got.metadata != want.metadata,
-        format!("{:?}", got.metadata),
-        format!("{:?}", want.metadata),
-    );
-    field(
-        "objects",
-        got.objects != want.objects,
-        format!("{:?}", got.objects),
-        format!("{:?}", want.objects),
-    );
-    field(
-        "timers",
-        got.timers != want.timers,
-        format!("{:?}", got.timers),
-        format!("{:?}", want.timers),
-    );
+    macro_rules! field {
+        ($name:ident) => {
+            field(stringify!($name), got.$name != want.$name, &|| {
+                (String::new(), String::new())
+            })
+        };
+        ($name:ident, $format:literal) => {
+            field(stringify!($name), got.$name != want.$name, &|| {
+                (format!($format, got.$name), format!($format, want.$name))
+            })
+        };
+    }
+    field!(version, "{}");
+    field!(flags, "{:#x}");
+    field!(lighting_complete, "{:#x}");
+    field!(timestamp, "{}");
+    field!(names, "{:?}");
+    field!(content);
+    field!(param1);
+    field!(param2);
+    field!(metadata, "{:?}");
+    field!(objects, "{:?}");
+    field!(timers, "{:?}");
     out
 }
 

@@ -160,6 +160,21 @@ pub mod arb {
 
     use super::*;
 
+    /// The fields of a Lua entity as the strategies draw them.
+    type LuaFields = (String, Vec<u8>, u16, [i32; 3], i32, Option<LuaEntityExtra>);
+
+    /// A Lua entity's object data from its drawn fields.
+    fn lua_entity_data((name, state, hp, velocity, yaw, extra): LuaFields) -> ObjectData {
+        ObjectData::LuaEntity(LuaEntity {
+            name,
+            state,
+            hp,
+            velocity,
+            yaw,
+            extra,
+        })
+    }
+
     // ---- blocks the codec stores (version 29; tests re-version them) ----
 
     pub fn bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
@@ -242,16 +257,7 @@ pub mod arb {
             any::<i32>(),
             extra,
         )
-            .prop_map(|(name, state, hp, velocity, yaw, extra)| {
-                ObjectData::LuaEntity(LuaEntity {
-                    name,
-                    state,
-                    hp,
-                    velocity,
-                    yaw,
-                    extra,
-                })
-            });
+            .prop_map(lua_entity_data);
         prop_oneof![
             (pos, entity).prop_map(|(pos, data)| StaticObject { kind: 7, pos, data }),
             (0..7u8, pos, bytes(50)).prop_map(|(kind, pos, data)| StaticObject {
@@ -441,16 +447,7 @@ pub mod arb {
             any::<i32>(),
             extra,
         )
-            .prop_map(|(name, state, hp, velocity, yaw, extra)| {
-                ObjectData::LuaEntity(LuaEntity {
-                    name,
-                    state,
-                    hp,
-                    velocity,
-                    yaw,
-                    extra,
-                })
-            });
+            .prop_map(lua_entity_data);
         let data = prop_oneof![
             lua.prop_map(|d| (7u8, d)),
             (any::<u8>(), prop::collection::vec(any::<u8>(), 0..30))
