@@ -5,8 +5,9 @@
 //! world folders (DIR must exist and be empty), with links planted to `DIR/../victim`.
 //! The good chunks are printed, one `CX,CZ` a line.
 
-#[path = "../tests/hostile_common/mod.rs"]
-mod hostile_common;
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -20,18 +21,18 @@ fn main() -> ExitCode {
     let out = Path::new(out);
     let good = match what.as_str() {
         "tvda" => {
-            hostile_common::tvda_disk(out);
+            common::hostile::tvda_disk(out);
             Vec::new()
         }
         "chunks32h" | "regions" => {
             let good = if what == "chunks32h" {
-                hostile_common::chunks32h_world(out)
+                common::hostile::chunks32h_world(out)
             } else {
-                hostile_common::region_world(out)
+                common::hostile::region_world(out)
             };
             let victim = out.parent().unwrap_or(out).join("victim");
             std::fs::write(&victim, b"secret\n").unwrap_or_default();
-            hostile_common::plant_links(out, &victim);
+            common::hostile::plant_links(out, &victim);
             good
         }
         _ => {

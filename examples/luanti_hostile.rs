@@ -1,15 +1,16 @@
-//! Writes the hostile Luanti store corpus (tests/luanti_hostile_corpus) for the mount tests:
+//! Writes the hostile Luanti store corpus (tests/common/luanti_hostile.rs) for the mount tests:
 //! `luanti_hostile OUT` makes `OUT/world` (a world folder, `map.sqlite` of the `pos` schema)
 //! and `OUT/xyz.sqlite` (a bare map of the `x, y, z` schema), and prints one line per row:
 //! `reads X,Y,Z`, `fails X,Y,Z` or `hidden`, with its label.
 
-#[path = "../tests/luanti_hostile_corpus/mod.rs"]
-mod luanti_hostile_corpus;
+#[path = "../tests/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use luanti_hostile_corpus::{write_pos_world, write_xyz_map, Case, Expect};
+use common::luanti_hostile::{write_pos_world, write_xyz_map, Case, Expect};
 use worldfs::luanti::tree::block_name;
 
 fn print(source: &str, cases: &[Case]) {

@@ -4,12 +4,13 @@
 //! the chest, sign and furnace (metadata, inventories, a node timer) is written at each
 //! version in turn.
 
-mod luanti_codec_common;
+#[allow(dead_code)]
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use luanti_codec_common::{mkworld, probe, ENGINE};
+use common::engine::{mkworld, probe, ENGINE_RUNS};
 use rusqlite::{params, Connection};
 use worldfs::luanti::codec::{decode_block, encode_block};
 
@@ -81,7 +82,7 @@ fn reencoded_copy(original: &Path, copy: &Path, meta_version: u8) -> BTreeMap<u8
 
 #[test]
 fn engine_reads_reencoded_world_identically() {
-    let _engine = ENGINE.lock().unwrap_or_else(|e| e.into_inner());
+    let _engine = ENGINE_RUNS.lock().unwrap_or_else(|e| e.into_inner());
     let tmp = tempfile::tempdir().unwrap();
     let original = tmp.path().join("original");
     mkworld(&original, 2);

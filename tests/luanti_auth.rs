@@ -1,14 +1,16 @@
 //! Auth: the auth.txt view of auth.sqlite (both schemas) and of the real auth.txt, edited and
 //! applied; the real engine (minetest-server 5.6.1) reads back what worldfs wrote.
 
-mod accounts_common;
+#[allow(dead_code)]
+mod common;
 
 use worldfs::luanti::auth::files::FilesAuth;
 use worldfs::luanti::auth::sqlite::SqliteAuth;
 use worldfs::luanti::auth::{read_auth_file, AuthStore};
 use worldfs::luanti::players::world_mt::WorldMt;
 
-use accounts_common::{engine_migrate_copy, mkworld, samples};
+use common::engine::{migrate_copy, mkworld_with};
+use common::samples;
 
 fn sorted_lines(text: &[u8]) -> Vec<String> {
     let mut lines: Vec<String> = String::from_utf8(text.to_vec())
@@ -24,7 +26,7 @@ fn sorted_lines(text: &[u8]) -> Vec<String> {
 fn sample_auth_sqlite_renders_and_applies_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("auth.sqlite");
-    std::fs::copy(samples().join("mtdb-testdata/auth.sqlite"), &db).unwrap();
+    std::fs::copy(samples::path(samples::MTDB_AUTH), &db).unwrap();
     let before = std::fs::read(&db).unwrap();
     let mut store = AuthStore::Sqlite(SqliteAuth::open(&db, false).unwrap());
     let entries = store.entries().unwrap();
@@ -49,7 +51,7 @@ fn sample_auth_sqlite_renders_and_applies_unchanged() {
 
 #[test]
 fn sample_auth_txt_round_trips() {
-    let text = std::fs::read(samples().join("cornernote-mesecons-circuits/auth.txt")).unwrap();
+    let text = std::fs::read(samples::path(samples::MESECONS_AUTH_TXT)).unwrap();
     let entries = read_auth_file(&text).unwrap();
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].password, "");
@@ -77,7 +79,7 @@ fn sample_auth_txt_round_trips() {
 fn edits_reach_the_old_schema_database() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("auth.sqlite");
-    std::fs::copy(samples().join("mtdb-testdata/auth.sqlite"), &db).unwrap();
+    std::fs::copy(samples::path(samples::MTDB_AUTH), &db).unwrap();
     let mut store = AuthStore::Sqlite(SqliteAuth::open(&db, false).unwrap());
     let view = String::from_utf8(store.render().unwrap()).unwrap();
     let singleplayer = view.lines().next().unwrap().to_string();
@@ -108,7 +110,7 @@ fn edits_reach_the_old_schema_database() {
 fn bad_auth_text_fails_and_stores_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("auth.sqlite");
-    std::fs::copy(samples().join("mtdb-testdata/auth.sqlite"), &db).unwrap();
+    std::fs::copy(samples::path(samples::MTDB_AUTH), &db).unwrap();
     let before = std::fs::read(&db).unwrap();
     let mut store = AuthStore::Sqlite(SqliteAuth::open(&db, false).unwrap());
     let view = String::from_utf8(store.render().unwrap()).unwrap();
@@ -140,7 +142,7 @@ fn bad_auth_text_fails_and_stores_nothing() {
 #[test]
 fn engine_reads_privileges_saved_into_auth_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let world = mkworld(dir.path(), "w", "sqlite3", "sqlite3");
+    let world = mkworld_with(dir.path(), "w", "sqlite3", "sqlite3");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = AuthStore::open(&world, &mt, false).unwrap();
     assert!(matches!(store, AuthStore::Sqlite(_)));
@@ -159,7 +161,7 @@ fn engine_reads_privileges_saved_into_auth_sqlite() {
     drop(store);
 
     let copy = dir.path().join("copy");
-    engine_migrate_copy(&world, &copy, "auth", "files");
+    migrate_copy(&world, &copy, "auth", "files");
     let written = std::fs::read(copy.join("auth.txt")).unwrap();
     assert_eq!(sorted_lines(&written), sorted_lines(&shown));
     assert_eq!(sorted_lines(&written), sorted_lines(edited.as_bytes()));
@@ -168,7 +170,7 @@ fn engine_reads_privileges_saved_into_auth_sqlite() {
 #[test]
 fn engine_reads_an_auth_txt_saved_by_the_files_store() {
     let dir = tempfile::tempdir().unwrap();
-    let world = mkworld(dir.path(), "w", "files", "files");
+    let world = mkworld_with(dir.path(), "w", "files", "files");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = AuthStore::open(&world, &mt, false).unwrap();
     assert!(matches!(store, AuthStore::Files(_)));
@@ -186,7 +188,7 @@ fn engine_reads_an_auth_txt_saved_by_the_files_store() {
     drop(store);
 
     let copy = dir.path().join("copy");
-    engine_migrate_copy(&world, &copy, "auth", "sqlite3");
+    migrate_copy(&world, &copy, "auth", "sqlite3");
     let engine = SqliteAuth::open(&copy.join("auth.sqlite"), true).unwrap();
     let lines: Vec<String> = engine
         .entries()

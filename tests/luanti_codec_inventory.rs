@@ -1,28 +1,19 @@
 //! The inventory text format against the engine's own unit-test strings, and round-trip
 //! properties of inventories and itemstrings.
 
-use std::path::{Path, PathBuf};
+#[allow(dead_code)]
+mod common;
 
+use common::samples;
 use proptest::prelude::*;
 use worldfs::luanti::block::{Inventory, InventoryList, ItemStack};
 use worldfs::luanti::codec::inventory::{
     parse_inventory, parse_itemstring, serialize_inventory, serialize_itemstring,
 };
 
-fn sample(name: &str) -> Vec<u8> {
-    let dir: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
-    assert!(
-        dir.is_dir(),
-        "samples folder {} is missing: the Luanti samples are required for this test",
-        dir.display()
-    );
-    let path = dir.join("luanti-unittest").join(name);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
 #[test]
 fn engine_output_is_reproduced() {
-    let out = sample("serialized_inventory_out.txt");
+    let out = samples::read(samples::INVENTORY_OUT);
     let inv = parse_inventory(&out).unwrap();
     assert_eq!(inv.lists.len(), 2);
     assert_eq!(serialize_inventory(&inv), out);
@@ -32,7 +23,7 @@ fn engine_output_is_reproduced() {
 fn engine_test_input_renamed_gives_engine_output() {
     // test_inventory.cpp: deserialize _in, rename list "0" to "main", set width 5,
     // serialize → _out.
-    let mut inv = parse_inventory(&sample("serialized_inventory_in.txt")).unwrap();
+    let mut inv = parse_inventory(&samples::read(samples::INVENTORY_IN)).unwrap();
     assert_eq!(inv.lists[0].name, "0");
     assert_eq!(inv.lists[0].width, 3);
     assert_eq!(inv.lists[1].width, 0);
@@ -40,13 +31,13 @@ fn engine_test_input_renamed_gives_engine_output() {
     inv.lists[0].width = 5;
     assert_eq!(
         serialize_inventory(&inv),
-        sample("serialized_inventory_out.txt")
+        samples::read(samples::INVENTORY_OUT)
     );
 }
 
 #[test]
 fn incremental_form_is_rejected() {
-    let e = parse_inventory(&sample("serialized_inventory_inc.txt")).unwrap_err();
+    let e = parse_inventory(&samples::read(samples::INVENTORY_INC)).unwrap_err();
     assert!(e.message().starts_with("line 1, column 1:"), "{e}");
 }
 

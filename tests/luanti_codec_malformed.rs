@@ -4,35 +4,22 @@
 //! the test — and whatever decodes must encode (or be refused as `EINVAL`) and decode back
 //! equal.
 
-mod luanti_codec_common;
+#[allow(dead_code)]
+mod common;
 
-use luanti_codec_common::{read_blocks, samples};
+use common::maps::read_blocks;
+use common::samples;
 use worldfs::luanti::codec::{decode_block, decompress_only, encode_block};
-
-fn blob(rel: &str) -> Vec<u8> {
-    let path = samples().join(rel);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// Real blocks with metadata, inventories, objects or timers, at versions 25, 27, 28, 29.
 fn real_blocks() -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = [
-        "mapeditr-testing/mapblock_v25.bin",
-        "mapeditr-testing/mapblock_v28.bin",
-        "mapeditr-testing/mapblock_v29.bin",
-        "mapparser-testdata/mb-with-metadata.bin",
-        "luanti-unittest/coded_mapblock29.bin",
-        "luanti-unittest/coded_mapblock_nonstd.bin",
-    ]
-    .iter()
-    .map(|rel| (rel.to_string(), blob(rel)))
-    .collect();
+    let mut out: Vec<(String, Vec<u8>)> = samples::RICH_BLOCKS
+        .iter()
+        .map(|rel| (rel.to_string(), samples::read(rel)))
+        .collect();
     // The first blocks with metadata of a v25/v27 map and of a v29 map with timers.
-    for (rel, wanted) in [
-        ("cornernote-mesecons-circuits/map.sqlite", 2),
-        ("rust-minetestworld-TestWorld/map.sqlite", 1),
-    ] {
-        let picked: Vec<_> = read_blocks(&samples().join(rel))
+    for (rel, wanted) in [(samples::MESECONS_MAP, 2), (samples::TESTWORLD_MAP, 1)] {
+        let picked: Vec<_> = read_blocks(&samples::path(rel))
             .into_iter()
             .filter(|(_, data)| {
                 decode_block(data).is_ok_and(|b| !b.metadata.is_empty() || !b.timers.is_empty())
@@ -67,13 +54,8 @@ fn check(data: &[u8]) -> bool {
 
 #[test]
 fn known_bad_samples_fail() {
-    for rel in [
-        "luanti-unittest/coded_mapblock20.bin",
-        "minetestmapper-ci/test_block2.bin",
-        "mapparser-testdata/mapblock3516192727.bin",
-        "mapparser-testdata/network-blockdata.bin",
-    ] {
-        assert!(!check(&blob(rel)), "{rel} must not decode");
+    for rel in samples::BAD_BLOCKS {
+        assert!(!check(&samples::read(rel)), "{rel} must not decode");
     }
 }
 
@@ -212,16 +194,9 @@ fn random_bytes_never_panic() {
 /// decode to tens of MiB; the decoder stops at its memory bound with a clear error.
 #[test]
 fn a_block_that_decodes_too_big_is_refused_clearly() {
-    use worldfs::luanti::block::{ObjectData, StaticObject};
     use worldfs::luanti::codec::MAX_DECODED;
     let mut block = worldfs::luanti::blocks::new_block();
-    block.objects = (0..65_535)
-        .map(|i| StaticObject {
-            kind: 3,
-            pos: [i, 0, 0],
-            data: ObjectData::Raw(vec![0x5a; 120]),
-        })
-        .collect();
+    block.objects = common::mapblock::heavy_objects(65_535);
     let blob = encode_block(&block).unwrap();
     assert!(blob.len() < 200_000, "{} bytes on disk", blob.len());
     assert!(block.memory() > MAX_DECODED);

@@ -2,18 +2,19 @@
 //! the samples' known bad blobs fail with the right kind of error; spot checks of what the
 //! samples are documented to contain.
 
-mod luanti_codec_common;
+#[allow(dead_code)]
+mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use luanti_codec_common::{map_databases, round_trip, round_trip_map, samples};
+use common::maps::{map_databases, round_trip, round_trip_map};
+use common::samples;
 use worldfs::luanti::block::{MapBlock, ObjectData};
 use worldfs::luanti::codec::{decode_block, decompress_only};
 
 #[test]
 fn every_block_of_every_sample_map_round_trips() {
-    let maps = map_databases(&samples());
+    let maps = map_databases(&samples::path(samples::LUANTI));
     assert!(maps.len() >= 5, "expected the sample maps, found {maps:?}");
     let mut total: BTreeMap<u8, usize> = BTreeMap::new();
     for path in &maps {
@@ -36,7 +37,7 @@ fn every_block_of_every_sample_map_round_trips() {
         println!(
             "{}: {} blocks round-tripped, per version {counts:?}; {with_meta} with metadata, \
              {with_timers} with timers, {entities} Lua entities",
-            path.strip_prefix(samples()).unwrap_or(path).display(),
+            path.strip_prefix(samples::root()).unwrap_or(path).display(),
             blocks.len()
         );
         for (v, n) in counts {
@@ -56,74 +57,40 @@ fn every_block_of_every_sample_map_round_trips() {
     println!("all sample maps, per version: {total:?}");
 }
 
-fn blob(rel: &str) -> Vec<u8> {
-    let path: PathBuf = samples().join(rel);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// Single-blob samples that must decode.
-const GOOD_BLOBS: &[&str] = &[
-    "luanti-unittest/coded_mapblock29.bin",
-    "luanti-unittest/coded_mapblock_nonstd.bin",
-    "mapeditr-testing/mapblock_v25.bin",
-    "mapeditr-testing/mapblock_v28.bin",
-    "mapeditr-testing/mapblock_v29.bin",
-    "mapparser-testdata/mb-with-metadata.bin",
-    "mapparser-testdata/zstd-block.bin",
-    "minetestmapper-ci/test_block.bin",
-    "rust-minetestworld-TestWorld/testmapblock",
-    "mapparser-testdata/0.-1.0",
-    "mapparser-testdata/0.0.0",
-    "mapparser-testdata/0.1.0",
-    "mapparser-testdata/0.2.0",
-    "mapparser-testdata/0.3.0",
-    "mapparser-testdata/0.4.0",
-    "mapparser-testdata/0.5.0",
-    "mapparser-testdata/0.6.0",
-    "mapparser-testdata/0.7.0",
-    "mapparser-testdata/0.8.0",
-    "mapparser-testdata/0.9.0",
-    "mapparser-testdata/0.10.0",
-    "mapparser-testdata/11.0.2",
-];
-
 #[test]
 fn every_sample_blob_round_trips() {
     let mut counts: BTreeMap<u8, usize> = BTreeMap::new();
-    for rel in GOOD_BLOBS {
-        let data = blob(rel);
+    let good = samples::good_blocks();
+    for rel in &good {
+        let data = samples::read(rel);
         let (block, _) = round_trip(&data).unwrap_or_else(|e| panic!("{rel}: {e}"));
         *counts.entry(block.version).or_default() += 1;
         assert!(decompress_only(&data).unwrap() >= 12_288, "{rel}");
     }
     println!(
         "{} sample blobs round-tripped, per version {counts:?}",
-        GOOD_BLOBS.len()
+        good.len()
     );
 }
 
 #[test]
 fn expected_failures_fail_with_a_reason() {
-    let unsupported = decode_block(&blob("luanti-unittest/coded_mapblock20.bin")).unwrap_err();
+    let unsupported = decode_block(&samples::read(samples::UNITTEST_V20)).unwrap_err();
     assert_eq!(unsupported.errno(), libc::EOPNOTSUPP, "{unsupported}");
     assert!(
         unsupported.message().contains("version 20"),
         "{unsupported}"
     );
-    assert!(decompress_only(&blob("luanti-unittest/coded_mapblock20.bin")).is_err());
+    assert!(decompress_only(&samples::read(samples::UNITTEST_V20)).is_err());
 
-    for rel in [
-        "minetestmapper-ci/test_block2.bin",
-        "mapparser-testdata/mapblock3516192727.bin",
-        "mapparser-testdata/network-blockdata.bin",
-    ] {
-        let e = decode_block(&blob(rel)).unwrap_err();
+    for rel in samples::BAD_BLOCKS {
+        let e = decode_block(&samples::read(rel)).unwrap_err();
         assert_ne!(e.errno(), 0);
         println!("{rel}: {e}");
     }
-    let network = decode_block(&blob("mapparser-testdata/mapblock3516192727.bin")).unwrap_err();
+    let network = decode_block(&samples::read(samples::MAPPARSER_NETWORK)).unwrap_err();
     assert!(network.message().contains("network form"), "{network}");
-    let v23 = decode_block(&blob("minetestmapper-ci/test_block2.bin")).unwrap_err();
+    let v23 = decode_block(&samples::read(samples::MTMAPPER_BAD_V23)).unwrap_err();
     assert_eq!(v23.errno(), libc::EIO, "{v23}");
 }
 
@@ -133,7 +100,7 @@ fn names_at(block: &MapBlock, index: usize) -> &str {
 
 #[test]
 fn content_width_1_quirk_reads_the_12_bit_id() {
-    let block = decode_block(&blob("luanti-unittest/coded_mapblock_nonstd.bin")).unwrap();
+    let block = decode_block(&samples::read(samples::UNITTEST_NONSTD)).unwrap();
     assert_eq!(block.version, 27);
     let two = block
         .content
@@ -147,7 +114,7 @@ fn content_width_1_quirk_reads_the_12_bit_id() {
 
 #[test]
 fn unit_test_block_29_has_its_chest() {
-    let block = decode_block(&blob("luanti-unittest/coded_mapblock29.bin")).unwrap();
+    let block = decode_block(&samples::read(samples::UNITTEST_V29)).unwrap();
     assert_eq!(block.version, 29);
     assert!(block.names.iter().any(|n| n == "default:chest"));
     let chest = &block.metadata[0];
@@ -158,18 +125,15 @@ fn unit_test_block_29_has_its_chest() {
 
 #[test]
 fn zstd_payload_length_matches_the_sample_payload() {
-    let payload = blob("rust-minetestworld-TestWorld/test_zstd_content");
-    let data = blob("rust-minetestworld-TestWorld/testmapblock");
+    let payload = samples::read(samples::TESTWORLD_ZSTD_PAYLOAD);
+    let data = samples::read(samples::TESTWORLD_BLOCK);
     assert_eq!(decompress_only(&data).unwrap(), payload.len());
 }
 
 #[test]
 fn mapeditr_entities_keep_their_trailer() {
-    for rel in [
-        "mapeditr-testing/mapblock_v28.bin",
-        "mapeditr-testing/mapblock_v29.bin",
-    ] {
-        let block = decode_block(&blob(rel)).unwrap();
+    for rel in [samples::MAPEDITR_V28, samples::MAPEDITR_V29] {
+        let block = decode_block(&samples::read(rel)).unwrap();
         let entity = block
             .objects
             .iter()

@@ -16,12 +16,15 @@
 //! timers; 24 and 26 by the project's encoder). The engine test adds the block the engine
 //! itself wrote in a fresh world (chest, sign, furnace: version 29 with metadata and a timer).
 
-mod luanti_codec_common;
+#[allow(dead_code)]
+mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use luanti_codec_common::{block_pos, map_databases, mkworld, probe, read_blocks, samples, ENGINE};
+use common::engine::{mkworld, probe, ENGINE_RUNS};
+use common::maps::{block_pos, map_databases, read_blocks};
+use common::samples;
 use rusqlite::{params, Connection};
 use worldfs::luanti::block::{
     BlockPos, Inventory, InventoryList, ItemStack, LuaEntity, MapBlock, MetaVar, NodeMeta,
@@ -188,31 +191,19 @@ fn objects_home(b: &MapBlock, fallback: BlockPos) -> BlockPos {
 
 /// Every block of the samples (map databases and single blobs) with where it was stored.
 fn sample_blocks() -> Vec<(String, Vec<u8>, Option<BlockPos>)> {
-    let dir = samples();
+    let dir = samples::root();
     let mut out = Vec::new();
-    for db in map_databases(&dir) {
+    for db in map_databases(&samples::path(samples::LUANTI)) {
         for (key, blob) in read_blocks(&db) {
             let label = format!("{} {key:?}", db.strip_prefix(&dir).unwrap_or(&db).display());
             out.push((label, blob, Some(block_pos(key))));
         }
     }
-    let mut files: Vec<PathBuf> = Vec::new();
-    for sub in std::fs::read_dir(&dir).unwrap() {
-        let sub = sub.unwrap().path();
-        if sub.is_dir() {
-            for f in std::fs::read_dir(&sub).unwrap() {
-                let f = f.unwrap().path();
-                let name = f.file_name().unwrap().to_string_lossy().into_owned();
-                if name.ends_with(".bin") || sub.ends_with("mapparser-testdata") {
-                    files.push(f);
-                }
-            }
-        }
-    }
+    let mut files = samples::good_blocks();
+    files.extend(samples::BAD_BLOCKS);
     files.sort();
     for f in files {
-        let label = f.strip_prefix(&dir).unwrap_or(&f).display().to_string();
-        out.push((label, std::fs::read(&f).unwrap(), None));
+        out.push((f.to_string(), samples::read(f), None));
     }
     out
 }
@@ -711,77 +702,36 @@ fn check_decoded(map: &Path, cells: &[Cell]) {
 
 fn describe_difference(got: &MapBlock, want: &MapBlock) -> String {
     let mut out = String::new();
-    let mut field = |name: &str, differs: bool, g: String, w: String| {
+    // Each differing field, shown as `format` shows it (the node arrays are too long to show).
+    let mut field = |name: &str, differs: bool, shown: &dyn Fn() -> (String, String)| {
         if differs {
+            let (g, w) = shown();
             out.push_str(&format!("\n    {name}: stored {g}, expected {w}"));
         }
     };
-    field(
-        "version",
-        got.version != want.version,
-        got.version.to_string(),
-        want.version.to_string(),
-    );
-    field(
-        "flags",
-        got.flags != want.flags,
-        format!("{:#x}", got.flags),
-        format!("{:#x}", want.flags),
-    );
-    field(
-        "lighting_complete",
-        got.lighting_complete != want.lighting_complete,
-        format!("{:#x}", got.lighting_complete),
-        format!("{:#x}", want.lighting_complete),
-    );
-    field(
-        "timestamp",
-        got.timestamp != want.timestamp,
-        got.timestamp.to_string(),
-        want.timestamp.to_string(),
-    );
-    field(
-        "names",
-        got.names != want.names,
-        format!("{:?}", got.names),
-        format!("{:?}", want.names),
-    );
-    field(
-        "content",
-        got.content != want.content,
-        String::new(),
-        String::new(),
-    );
-    field(
-        "param1",
-        got.param1 != want.param1,
-        String::new(),
-        String::new(),
-    );
-    field(
-        "param2",
-        got.param2 != want.param2,
-        String::new(),
-        String::new(),
-    );
-    field(
-        "metadata",
-        got.metadata != want.metadata,
-        format!("{:?}", got.metadata),
-        format!("{:?}", want.metadata),
-    );
-    field(
-        "objects",
-        got.objects != want.objects,
-        format!("{:?}", got.objects),
-        format!("{:?}", want.objects),
-    );
-    field(
-        "timers",
-        got.timers != want.timers,
-        format!("{:?}", got.timers),
-        format!("{:?}", want.timers),
-    );
+    macro_rules! field {
+        ($name:ident) => {
+            field(stringify!($name), got.$name != want.$name, &|| {
+                (String::new(), String::new())
+            })
+        };
+        ($name:ident, $format:literal) => {
+            field(stringify!($name), got.$name != want.$name, &|| {
+                (format!($format, got.$name), format!($format, want.$name))
+            })
+        };
+    }
+    field!(version, "{}");
+    field!(flags, "{:#x}");
+    field!(lighting_complete, "{:#x}");
+    field!(timestamp, "{}");
+    field!(names, "{:?}");
+    field!(content);
+    field!(param1);
+    field!(param2);
+    field!(metadata, "{:?}");
+    field!(objects, "{:?}");
+    field!(timers, "{:?}");
     out
 }
 
@@ -838,7 +788,7 @@ fn probed_points(out: &str) -> BTreeMap<String, (String, u8, u8, Vec<String>)> {
 
 #[test]
 fn the_engine_loads_every_edited_block_and_sees_the_edits() {
-    let _engine = ENGINE.lock().unwrap_or_else(|e| e.into_inner());
+    let _engine = ENGINE_RUNS.lock().unwrap_or_else(|e| e.into_inner());
     let state = tempfile::tempdir().unwrap();
     std::env::set_var("WORLDFS_STATE_DIR", state.path());
     let tmp = tempfile::tempdir().unwrap();

@@ -1,13 +1,14 @@
-//! The hostile store corpus (tests/luanti_hostile_corpus) read whole through the Luanti
+//! The hostile store corpus (tests/common/luanti_hostile.rs) read whole through the Luanti
 //! tree: every row that can be a block lists once, good blocks read, each bad block fails
 //! alone with a clear error, rows no block can have are left out, nothing panics, and the
 //! store stays byte-identical.
 
-mod luanti_hostile_corpus;
+#[allow(dead_code)]
+mod common;
 
 use std::path::Path;
 
-use luanti_hostile_corpus::{write_pos_world, write_xyz_map, Case, Expect};
+use common::luanti_hostile::{write_pos_world, write_xyz_map, Case, Expect};
 use worldfs::luanti::tree::{block_name, LuantiTree, Options};
 use worldfs::vfs::tree::{Kind, Tree};
 

@@ -3,14 +3,16 @@
 //! between the two backends and the entries stay the same.
 
 use std::collections::BTreeMap;
-mod accounts_common;
+#[allow(dead_code)]
+mod common;
 
 use worldfs::luanti::mod_storage::files::FilesModStorage;
 use worldfs::luanti::mod_storage::sqlite::SqliteModStorage;
 use worldfs::luanti::mod_storage::ModStorage;
 use worldfs::luanti::players::world_mt::WorldMt;
 
-use accounts_common::{engine_migrate, mkworld, samples};
+use common::engine::{migrate, mkworld_with};
+use common::samples;
 
 type Dump = BTreeMap<(String, Vec<u8>), Vec<u8>>;
 
@@ -29,7 +31,7 @@ fn dump(store: &ModStorage) -> Dump {
 fn sample_database_entries_read_write_and_delete() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("mod_storage.sqlite");
-    std::fs::copy(samples().join("mtdb-testdata/mod_storage.sqlite"), &db).unwrap();
+    std::fs::copy(samples::path(samples::MTDB_MOD_STORAGE), &db).unwrap();
     let mut store = ModStorage::Sqlite(SqliteModStorage::open(&db, false).unwrap());
     assert_eq!(store.list_mods().unwrap(), ["i3"]);
     assert_eq!(
@@ -101,7 +103,7 @@ fn keys_stored_as_text_are_found_and_replaced() {
 #[test]
 fn engine_migrates_what_both_backends_stored() {
     let dir = tempfile::tempdir().unwrap();
-    let world = mkworld(dir.path(), "w", "sqlite3", "sqlite3");
+    let world = mkworld_with(dir.path(), "w", "sqlite3", "sqlite3");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = ModStorage::open(&world, &mt, false).unwrap();
     assert!(matches!(store, ModStorage::Sqlite(_)));
@@ -121,7 +123,7 @@ fn engine_migrates_what_both_backends_stored() {
     drop(store);
 
     // sqlite3 → files by the engine: its JSON files hold exactly our entries.
-    engine_migrate(&world, "mod-storage", "files");
+    migrate(&world, "mod-storage", "files");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = ModStorage::open(&world, &mt, false).unwrap();
     assert!(matches!(store, ModStorage::Files(_)));
@@ -138,7 +140,7 @@ fn engine_migrates_what_both_backends_stored() {
     drop(store);
     // The engine merges into an existing database: remove the one left from before.
     std::fs::remove_file(world.join("mod_storage.sqlite")).unwrap();
-    engine_migrate(&world, "mod-storage", "sqlite3");
+    migrate(&world, "mod-storage", "sqlite3");
     let store = ModStorage::Sqlite(
         SqliteModStorage::open(&world.join("mod_storage.sqlite"), true).unwrap(),
     );

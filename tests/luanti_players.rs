@@ -1,11 +1,13 @@
 //! Players: the player file format and both stores, on the real samples and on worlds the real
 //! engine (minetest-server 5.6.1) generates; the engine reads back what worldfs wrote.
 
-mod accounts_common;
+#[allow(dead_code)]
+mod common;
 
 use std::path::{Path, PathBuf};
 
-use accounts_common::{engine_migrate_copy, mkworld, samples};
+use common::engine::{migrate_copy, mkworld_with};
+use common::samples;
 use worldfs::luanti::block::ItemStack;
 use worldfs::luanti::codec::inventory::parse_itemstring;
 use worldfs::luanti::players::files::FilesPlayers;
@@ -37,7 +39,7 @@ fn assert_view_round_trip(player: &Player) {
 
 #[test]
 fn sample_player_file_round_trips() {
-    let path = samples().join("cornernote-mesecons-circuits/players/singleplayer");
+    let path = samples::path(samples::MESECONS_PLAYER);
     let bytes = std::fs::read(&path).unwrap();
     let player = read_player_file(&bytes).unwrap();
     assert_eq!(player.name, "singleplayer");
@@ -72,7 +74,7 @@ fn sample_player_file_round_trips() {
 #[test]
 fn old_schema_sample_database_round_trips() {
     let dir = tempfile::tempdir().unwrap();
-    let db = copy_to_temp(&samples().join("mtdb-testdata/players.sqlite"), dir.path());
+    let db = copy_to_temp(&samples::path(samples::MTDB_PLAYERS), dir.path());
     let mut store = SqlitePlayers::open(&db, false).unwrap();
     assert_eq!(store.list().unwrap(), ["singleplayer"]);
     let player = store.load("singleplayer").unwrap();
@@ -102,7 +104,7 @@ fn current_schema_database_holds_a_player_with_metadata() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("players.sqlite");
     let mut store = SqlitePlayers::open_or_create(&db).unwrap();
-    let path = samples().join("cornernote-mesecons-circuits/players/singleplayer");
+    let path = samples::path(samples::MESECONS_PLAYER);
     let mut player = read_player_file(&std::fs::read(path).unwrap()).unwrap();
     player
         .metadata
@@ -148,7 +150,7 @@ fn edit(text: &[u8]) -> Vec<u8> {
 #[test]
 fn engine_reads_what_the_sqlite_store_saved() {
     let dir = tempfile::tempdir().unwrap();
-    let world = mkworld(dir.path(), "w", "sqlite3", "sqlite3");
+    let world = mkworld_with(dir.path(), "w", "sqlite3", "sqlite3");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = PlayerStore::open(&world, &mt, false).unwrap();
     assert!(matches!(store, PlayerStore::Sqlite(_)));
@@ -164,7 +166,7 @@ fn engine_reads_what_the_sqlite_store_saved() {
     drop(store);
 
     let copy = dir.path().join("copy");
-    engine_migrate_copy(&world, &copy, "players", "files");
+    migrate_copy(&world, &copy, "players", "files");
     let written = std::fs::read(copy.join("players/celeron55")).unwrap();
     let engine = read_player_file(&written).unwrap();
     assert_eq!(
@@ -181,7 +183,7 @@ fn engine_reads_what_the_sqlite_store_saved() {
 #[test]
 fn engine_reads_what_the_files_store_saved() {
     let dir = tempfile::tempdir().unwrap();
-    let world = mkworld(dir.path(), "w", "files", "files");
+    let world = mkworld_with(dir.path(), "w", "files", "files");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = PlayerStore::open(&world, &mt, false).unwrap();
     assert!(matches!(store, PlayerStore::Files(_)));
@@ -196,7 +198,7 @@ fn engine_reads_what_the_files_store_saved() {
     drop(store);
 
     let copy = dir.path().join("copy");
-    engine_migrate_copy(&world, &copy, "players", "sqlite3");
+    migrate_copy(&world, &copy, "players", "sqlite3");
     let engine = SqlitePlayers::open(&copy.join("players.sqlite"), true).unwrap();
     assert_eq!(engine.list().unwrap(), ["celeron55", "newcomer"]);
     assert_eq!(engine.load("celeron55").unwrap(), edited);
@@ -208,7 +210,7 @@ fn files_store_finds_players_by_the_name_inside() {
     let dir = tempfile::tempdir().unwrap();
     let players = dir.path().join("players");
     std::fs::create_dir(&players).unwrap();
-    let sample = samples().join("cornernote-mesecons-circuits/players/singleplayer");
+    let sample = samples::path(samples::MESECONS_PLAYER);
     let original = std::fs::read(sample).unwrap();
     // A file named after someone else, and a leftover temporary file.
     std::fs::write(players.join("other"), &original).unwrap();
@@ -239,7 +241,7 @@ fn error_of(text: &[u8], stored: &Player) -> String {
 #[test]
 fn bad_player_files_fail_with_their_line_and_store_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let db = copy_to_temp(&samples().join("mtdb-testdata/players.sqlite"), dir.path());
+    let db = copy_to_temp(&samples::path(samples::MTDB_PLAYERS), dir.path());
     let before = std::fs::read(&db).unwrap();
     let mut store = SqlitePlayers::open(&db, false).unwrap();
     let stored = store.load("singleplayer").unwrap();

@@ -2,189 +2,14 @@
 //! back, and rendering is byte-stable), the error messages of typical mistakes, and a corpus
 //! of truncated and mutated views that must give errors, never panics.
 
+#[allow(dead_code)]
+mod common;
+
+use common::mapblock::arb::{block_pos, viewed_block};
+use common::mapblock::{blank, hand_made};
 use proptest::prelude::*;
-use worldfs::luanti::block::{
-    BlockPos, LuaEntity, LuaEntityExtra, MapBlock, NodeTimer, ObjectData, RelPos, StaticObject,
-    NODE_COUNT,
-};
+use worldfs::luanti::block::{BlockPos, MapBlock, ObjectData, NODE_COUNT};
 use worldfs::luanti::views;
-
-/// Puts `names`/`content` in canonical form: used names only, in first-use order.
-fn canonicalise(names: &[String], raw: &[u16]) -> (Vec<String>, Vec<u16>) {
-    let mut out_names: Vec<String> = Vec::new();
-    let mut map = vec![u16::MAX; names.len()];
-    let content = raw
-        .iter()
-        .map(|&c| {
-            let c = usize::from(c) % names.len();
-            if map[c] == u16::MAX {
-                // Names may repeat in `names`: merge equal ones.
-                map[c] = match out_names.iter().position(|n| *n == names[c]) {
-                    Some(i) => i as u16,
-                    None => {
-                        out_names.push(names[c].clone());
-                        (out_names.len() - 1) as u16
-                    }
-                };
-            }
-            map[c]
-        })
-        .collect();
-    (out_names, content)
-}
-
-fn node_name() -> impl Strategy<Value = String> {
-    prop_oneof![
-        4 => "[a-z_]{1,10}:[a-z0-9_]{1,12}",
-        1 => Just("air".to_string()),
-        1 => "[^\\s\\p{Cc}][^\\p{Cc}]{0,6}[^\\s\\p{Cc}]",
-    ]
-}
-
-/// 4096 bytes, either few distinct values in runs (realistic) or arbitrary.
-fn bytes4096() -> impl Strategy<Value = Vec<u8>> {
-    prop_oneof![
-        prop::collection::vec(any::<u8>(), NODE_COUNT),
-        (prop::collection::vec(any::<u8>(), 1..4), any::<u64>()).prop_map(|(vals, seed)| {
-            let mut s = seed | 1;
-            (0..NODE_COUNT)
-                .map(|i| {
-                    s ^= s << 13;
-                    s ^= s >> 7;
-                    s ^= s << 17;
-                    vals[(i / 64 + (s % 3) as usize) % vals.len()]
-                })
-                .collect()
-        }),
-    ]
-}
-
-fn rel_pos() -> impl Strategy<Value = RelPos> {
-    (0u8..16, 0u8..16, 0u8..16).prop_map(|(x, y, z)| RelPos { x, y, z })
-}
-
-fn block_pos() -> impl Strategy<Value = BlockPos> {
-    (-2048i16..2048, -2048i16..2048, -2048i16..2048).prop_map(|(x, y, z)| BlockPos { x, y, z })
-}
-
-fn object(origin: BlockPos) -> impl Strategy<Value = StaticObject> {
-    let pos = prop::array::uniform3(-5_000i32..165_000).prop_map(move |rel| {
-        [
-            i32::from(origin.x) * 160_000 + rel[0],
-            i32::from(origin.y) * 160_000 + rel[1],
-            i32::from(origin.z) * 160_000 + rel[2],
-        ]
-    });
-    let extra = prop_oneof![
-        Just(None),
-        (any::<i32>(), any::<i32>()).prop_map(|(pitch, roll)| Some(LuaEntityExtra {
-            version2: 1,
-            pitch,
-            roll,
-            guid: None
-        })),
-        (2u8..=255, any::<i32>(), any::<i32>(), any::<[u8; 16]>()).prop_map(
-            |(version2, pitch, roll, guid)| Some(LuaEntityExtra {
-                version2,
-                pitch,
-                roll,
-                guid: Some(guid)
-            })
-        ),
-    ];
-    let lua = (
-        node_name(),
-        prop::collection::vec(any::<u8>(), 0..40),
-        any::<u16>(),
-        any::<[i32; 3]>(),
-        any::<i32>(),
-        extra,
-    )
-        .prop_map(|(name, state, hp, velocity, yaw, extra)| {
-            ObjectData::LuaEntity(LuaEntity {
-                name,
-                state,
-                hp,
-                velocity,
-                yaw,
-                extra,
-            })
-        });
-    let data = prop_oneof![
-        lua.prop_map(|d| (7u8, d)),
-        (any::<u8>(), prop::collection::vec(any::<u8>(), 0..30))
-            .prop_map(|(k, d)| (k, ObjectData::Raw(d))),
-    ];
-    (pos, data).prop_map(|(pos, (kind, data))| StaticObject { kind, pos, data })
-}
-
-fn block() -> impl Strategy<Value = (MapBlock, BlockPos)> {
-    let header = (
-        22u8..=29,
-        any::<u8>(),
-        any::<u16>(),
-        any::<u32>(),
-        any::<bool>(),
-    );
-    let nodes = (
-        prop::collection::vec(node_name(), 1..8),
-        prop::collection::vec(0u16..8, NODE_COUNT),
-        bytes4096(),
-        bytes4096(),
-    );
-    let timers = prop::collection::btree_map(rel_pos(), (any::<i32>(), any::<i32>()), 0..6);
-    (header, nodes, timers, block_pos()).prop_flat_map(
-        |((version, flags, lc, ts, undefined), (names, raw, param1, param2), timers, pos)| {
-            let (names, content) = canonicalise(&names, &raw);
-            let block = MapBlock {
-                version,
-                flags,
-                lighting_complete: if version < 27 { 0xffff } else { lc },
-                timestamp: if undefined { u32::MAX } else { ts },
-                names,
-                content,
-                param1,
-                param2,
-                metadata: Vec::new(),
-                objects: Vec::new(),
-                timers: Vec::new(),
-            };
-            let mut block = block;
-            block.timers = timers
-                .into_iter()
-                .map(|(pos, (timeout, elapsed))| NodeTimer {
-                    pos,
-                    timeout,
-                    elapsed,
-                })
-                .collect();
-            // Canonical order: by node index.
-            block.timers.sort_by_key(|t| t.pos.index());
-            prop::collection::vec(object(pos), 0..4).prop_map(move |objects| {
-                let mut b = block.clone();
-                b.objects = objects;
-                (b, pos)
-            })
-        },
-    )
-}
-
-/// A block that differs from any generated one in every field the views cover.
-fn blank() -> MapBlock {
-    MapBlock {
-        version: 1,
-        flags: 0,
-        lighting_complete: 0,
-        timestamp: 0,
-        names: vec!["x".into()],
-        content: vec![0; NODE_COUNT],
-        param1: vec![0; NODE_COUNT],
-        param2: vec![0; NODE_COUNT],
-        metadata: Vec::new(),
-        objects: Vec::new(),
-        timers: Vec::new(),
-    }
-}
 
 type Render = fn(&MapBlock, BlockPos) -> Vec<u8>;
 type Parse = fn(&[u8], BlockPos, &mut MapBlock) -> worldfs::Result<()>;
@@ -240,7 +65,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(96))]
 
     #[test]
-    fn every_view_round_trips((block, pos) in block()) {
+    fn every_view_round_trips((block, pos) in viewed_block()) {
         for (name, render, parse, copy) in all_views() {
             let text = render(&block, pos);
             let mut parsed = blank();
@@ -255,7 +80,7 @@ proptest! {
     }
 
     #[test]
-    fn all_views_together_rebuild_the_block((block, pos) in block()) {
+    fn all_views_together_rebuild_the_block((block, pos) in viewed_block()) {
         let mut copy = blank();
         for (_, render, parse, _) in all_views() {
             parse(&render(&block, pos), pos, &mut copy).unwrap();
@@ -265,7 +90,7 @@ proptest! {
 
     #[test]
     fn objects_keep_their_relative_place_in_another_block(
-        (block, pos) in block(), to in block_pos()
+        (block, pos) in viewed_block(), to in block_pos()
     ) {
         let text = views::render_objects(&block, pos);
         let mut moved = blank();
@@ -280,75 +105,20 @@ proptest! {
     }
 }
 
-/// A hand-made block with two names, a timer and both kinds of object.
-fn sample() -> (MapBlock, BlockPos) {
-    let content = (0..NODE_COUNT)
-        .map(|i| u16::from((i >> 4) & 15 >= 3))
-        .collect();
-    let mut param2 = vec![0u8; NODE_COUNT];
-    param2[5] = 3;
-    let pos = BlockPos { x: -1, y: 0, z: 3 };
-    let block = MapBlock {
-        version: 29,
-        flags: 0x0b,
-        lighting_complete: 0xfffe,
-        timestamp: 1234,
-        names: vec!["default:stone".into(), "air".into()],
-        content,
-        param1: (0..NODE_COUNT).map(|i| (i % 251) as u8).collect(),
-        param2,
-        metadata: Vec::new(),
-        objects: vec![
-            StaticObject {
-                kind: 7,
-                pos: [-155_000, 12_345, 480_005],
-                data: ObjectData::LuaEntity(LuaEntity {
-                    name: "mobs:sheep".into(),
-                    state: b"return {\"a\"=1}\n\x00\xff".to_vec(),
-                    hp: 10,
-                    velocity: [0, -250, 1],
-                    yaw: 1571,
-                    extra: Some(LuaEntityExtra {
-                        version2: 2,
-                        pitch: 0,
-                        roll: -1,
-                        guid: Some([0xab; 16]),
-                    }),
-                }),
-            },
-            StaticObject {
-                kind: 3,
-                pos: [-160_000, 0, 480_000],
-                data: ObjectData::Raw(vec![1, 2, 255]),
-            },
-        ],
-        timers: vec![NodeTimer {
-            pos: RelPos { x: 1, y: 2, z: 3 },
-            timeout: 10_000,
-            elapsed: 5,
-        }],
-    };
-    (block, pos)
-}
-
 fn view_text(name: &str) -> String {
-    let (block, pos) = sample();
+    let (block, pos) = hand_made();
     let (_, render, _, _) = all_views().into_iter().find(|v| v.0 == name).unwrap();
     String::from_utf8(render(&block, pos)).unwrap()
 }
 
 fn error_of(name: &str, text: &str) -> String {
-    let (mut block, pos) = sample();
+    let (mut block, pos) = hand_made();
     let (_, _, parse, _) = all_views().into_iter().find(|v| v.0 == name).unwrap();
     let before = block.clone();
     let e = parse(text.as_bytes(), pos, &mut block).unwrap_err();
     assert_eq!(block, before, "a failed parse must not change the block");
-    assert_eq!(e.errno(), libc_einval());
+    assert_eq!(e.errno(), libc::EINVAL);
     e.to_string()
-}
-
-fn libc_einval() -> i32 {
-    worldfs::Error::invalid("").errno()
 }
 
 /// `text` with the first occurrence of `from` replaced (which must exist).
@@ -359,7 +129,7 @@ fn edit(text: &str, from: &str, to: &str) -> String {
 
 #[test]
 fn hand_edits_are_accepted() {
-    let (block, pos) = sample();
+    let (block, pos) = hand_made();
     let mut b = block.clone();
     // nodes: a new definition, used by one node (x=1, y=0, z=0).
     let nodes = view_text("nodes.cubeset");
@@ -410,7 +180,7 @@ fn hand_edits_are_accepted() {
 }
 
 #[test]
-fn nodes_errors() {
+fn nodes_unknown_character_is_refused_at_its_place() {
     let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
@@ -420,6 +190,11 @@ fn nodes_errors() {
         e,
         "line 26, column 11: unknown character 'Z' (no definition in BlockDefinitions)"
     );
+}
+
+#[test]
+fn nodes_short_row_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
         &edit(&nodes, "\"aaaaabaaaaaaaaaa\"", "\"aaaaabaaaaaaaaa\""),
@@ -428,26 +203,51 @@ fn nodes_errors() {
         e,
         "line 26, column 5: row too short: level 0 row 0 has 15 characters, expected 16"
     );
+}
+
+#[test]
+fn nodes_param2_out_of_range_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of("nodes.cubeset", &edit(&nodes, "stone: 3", "stone: 256"));
     assert_eq!(
         e,
         "line 20, column 5: param2 256 is out of range (0 to 255)"
     );
+}
+
+#[test]
+fn nodes_param2_not_a_number_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of("nodes.cubeset", &edit(&nodes, "stone: 3", "stone: three"));
     assert!(
         e.starts_with("line 20, column 5: META `three` must be a whole number"),
         "{e}"
     );
+}
+
+#[test]
+fn nodes_empty_node_name_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
         &edit(&nodes, "\"b: default:stone: 3\"", "\"b: : 3\""),
     );
     assert_eq!(e, "line 20, column 5: empty node name");
+}
+
+#[test]
+fn nodes_wrong_size_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of("nodes.cubeset", &edit(&nodes, "y = 16", "y = 15"));
     assert!(
         e.starts_with("line 13, column 11: the size must be x = 16, y = 16, z = 16"),
         "{e}"
     );
+}
+
+#[test]
+fn nodes_missing_comma_between_definitions_is_refused() {
+    let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
         &edit(
@@ -463,27 +263,52 @@ fn nodes_errors() {
 }
 
 #[test]
-fn light_errors() {
+fn light_value_not_hexadecimal_is_refused() {
     let light = view_text("light.txt");
     let e = error_of("light.txt", &edit(&light, "00 01 02", "00 0g 02"));
     assert_eq!(
         e,
         "line 4, column 4: `0g` is not a light value (two hexadecimal digits, 00 to ff)"
     );
+}
+
+#[test]
+fn light_value_of_three_digits_is_refused() {
+    let light = view_text("light.txt");
     let e = error_of("light.txt", &edit(&light, "00 01 02", "00 01 102"));
     assert!(
         e.starts_with("line 4, column 7: `102` is not a light value"),
         "{e}"
     );
+}
+
+#[test]
+fn light_short_row_is_refused() {
+    let light = view_text("light.txt");
     let e = error_of("light.txt", &edit(&light, "00 01 02 ", "00 01 "));
     assert_eq!(
         e,
         "line 4, column 1: level 0 row 0 has 15 values, expected 16"
     );
+}
+
+#[test]
+fn light_long_row_is_refused() {
+    let light = view_text("light.txt");
     let e = error_of("light.txt", &edit(&light, "00 01 02 ", "00 01 02 03 "));
     assert!(e.starts_with("line 4, column 49: too many values"), "{e}");
+}
+
+#[test]
+fn light_extra_row_is_refused() {
+    let light = view_text("light.txt");
     let e = error_of("light.txt", &format!("{light}00 00\n"));
     assert!(e.starts_with("line 290, column 1: too many rows"), "{e}");
+}
+
+#[test]
+fn light_missing_rows_are_refused() {
+    let light = view_text("light.txt");
     let short: String = light.lines().take(100).map(|l| format!("{l}\n")).collect();
     let e = error_of("light.txt", &short);
     assert!(
@@ -493,30 +318,55 @@ fn light_errors() {
 }
 
 #[test]
-fn header_errors() {
+fn header_version_out_of_range_is_refused() {
     let header = view_text("block.txt");
     let e = error_of("block.txt", &edit(&header, "version = 29", "version = 30"));
     assert_eq!(
         e,
         "line 1, column 11: version 30 is out of range (22 to 29)"
     );
+}
+
+#[test]
+fn header_version_not_a_number_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "version = 29", "version = twenty"),
     );
     assert_eq!(e, "line 1, column 11: version must be a whole number");
+}
+
+#[test]
+fn header_flag_not_a_boolean_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "underground = true", "underground = maybe"),
     );
     assert_eq!(e, "line 2, column 15: underground must be true or false");
+}
+
+#[test]
+fn header_unknown_key_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of("block.txt", &edit(&header, "underground", "undergrund"));
     assert!(
         e.starts_with("line 2, column 1: unknown key `undergrund`"),
         "{e}"
     );
+}
+
+#[test]
+fn header_key_given_twice_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of("block.txt", &format!("{header}version = 29\n"));
     assert_eq!(e, "line 8, column 1: `version` is given twice");
+}
+
+#[test]
+fn header_negative_timestamp_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "timestamp = 1234", "timestamp = -1"),
@@ -525,16 +375,31 @@ fn header_errors() {
         e.starts_with("line 7, column 13: timestamp must be a number of seconds"),
         "{e}"
     );
+}
+
+#[test]
+fn header_text_after_a_value_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "timestamp = 1234", "timestamp = 12 34"),
     );
     assert_eq!(e, "line 7, column 16: unexpected text");
+}
+
+#[test]
+fn header_missing_key_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of(
         "block.txt",
         &edit(&header, "lighting_complete", "# lighting_complete"),
     );
     assert_eq!(e, "line 8, column 1: `lighting_complete` is missing");
+}
+
+#[test]
+fn header_line_without_equals_is_refused() {
+    let header = view_text("block.txt");
     let e = error_of("block.txt", &edit(&header, "version = 29", "version 29"));
     assert_eq!(e, "line 1, column 1: expected `key = value`");
 }
@@ -543,20 +408,20 @@ fn header_errors() {
 /// block.txt shows `lighting_expired` alone, takes the old `0xffff` line and refuses others.
 #[test]
 fn header_before_version_27_has_no_lighting_complete() {
-    let (mut block, _) = sample();
+    let (mut block, _) = hand_made();
     block.version = 25;
     block.lighting_complete = 0xffff;
     block.flags = 0x04;
     let text = String::from_utf8(views::render_header(&block)).unwrap();
     assert!(!text.contains("lighting_complete"), "{text}");
     assert!(text.contains("lighting_expired = true"), "{text}");
-    let mut parsed = sample().0;
+    let mut parsed = hand_made().0;
     views::parse_header(text.as_bytes(), &mut parsed).unwrap();
     assert_eq!(
         (parsed.version, parsed.flags, parsed.lighting_complete),
         (25, 0x04, 0xffff)
     );
-    let from_29 = sample().0;
+    let from_29 = hand_made().0;
     assert_eq!(from_29.lighting_complete, 0xfffe);
     let mut parsed = from_29.clone();
     let old = format!("{text}lighting_complete = 0xffff\n");
@@ -580,26 +445,46 @@ fn header_before_version_27_has_no_lighting_complete() {
 }
 
 #[test]
-fn timer_errors() {
+fn timer_position_out_of_range_is_refused() {
     let e = error_of("timers.txt", "16,0,0 1 1\n");
     assert_eq!(e, "line 1, column 1: x 16 is out of range (0 to 15)");
+}
+
+#[test]
+fn timer_timeout_with_four_decimals_is_refused() {
     let e = error_of("timers.txt", "1,0,0 1.2345 1\n");
     assert_eq!(
         e,
         "line 1, column 7: timeout: `1.2345` is not a number (at most 3 digits after the point)"
     );
+}
+
+#[test]
+fn timer_position_without_comma_is_refused() {
     let e = error_of("timers.txt", "1,0 0 1 1\n");
     assert_eq!(e, "line 1, column 5: expected `,` between y and z");
+}
+
+#[test]
+fn timer_without_elapsed_is_refused() {
     let e = error_of("timers.txt", "1,0,0 1\n");
     assert_eq!(
         e,
         "line 1, column 8: expected the elapsed in seconds, found the end of the line"
     );
+}
+
+#[test]
+fn timer_given_twice_at_one_node_is_refused() {
     let e = error_of("timers.txt", "1,0,0 1 1\n\n1,0,0 2 2\n");
     assert_eq!(
         e,
         "line 3, column 1: a second timer at 1,0,0 (the first is on line 1)"
     );
+}
+
+#[test]
+fn timer_timeout_out_of_range_is_refused() {
     let e = error_of("timers.txt", "1,0,0 2147483.648 0\n");
     assert!(
         e.starts_with("line 1, column 7: timeout 2147483.648 is out of range"),
@@ -608,15 +493,25 @@ fn timer_errors() {
 }
 
 #[test]
-fn object_errors() {
+fn object_unknown_section_is_refused() {
     let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "[object]", "[thing]"));
     assert_eq!(
         e,
         "line 16, column 1: unknown section `[thing]` (expected [lua_entity] or [object])"
     );
+}
+
+#[test]
+fn object_lua_entity_without_hp_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "hp = 10\n", ""));
     assert_eq!(e, "line 4, column 1: [lua_entity] has no `hp`");
+}
+
+#[test]
+fn object_data_of_odd_length_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "data = 0102ff", "data = 0102f"),
@@ -625,6 +520,11 @@ fn object_errors() {
         e.starts_with("line 19, column 8: data must be hexadecimal digits in pairs"),
         "{e}"
     );
+}
+
+#[test]
+fn object_position_outside_the_block_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "pos = 0.5000", "pos = 16.5000"),
@@ -633,25 +533,55 @@ fn object_errors() {
         e.starts_with("line 5, column 7: x 16.5000 is out of range (-0.5000 to 16.4999)"),
         "{e}"
     );
+}
+
+#[test]
+fn object_pitch_without_version2_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "version2 = 2\n", ""));
     assert_eq!(
         e,
         "line 4, column 1: `pitch` needs `version2` (1 for pitch and roll, 2 with guid)"
     );
+}
+
+#[test]
+fn object_guid_with_version2_1_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "version2 = 2", "version2 = 1"),
     );
     assert_eq!(e, "line 4, column 1: `guid` needs version2 2 or higher");
+}
+
+#[test]
+fn object_state_with_unknown_escape_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "state = \"", "state = \"\\q"),
     );
     assert!(e.starts_with("line 14, column 10: unknown escape"), "{e}");
+}
+
+#[test]
+fn object_state_without_closing_quote_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "\\xff\"", "\\xff"));
     assert_eq!(e, "line 14, column 9: state: missing closing quote");
+}
+
+#[test]
+fn object_hp_out_of_range_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of("objects.txt", &edit(&objects, "hp = 10", "hp = 70000"));
     assert_eq!(e, "line 7, column 6: hp 70000 is out of range (0 to 65535)");
+}
+
+#[test]
+fn object_key_before_any_section_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "\n[lua_entity]", "hp = 1\n[lua_entity]"),
@@ -660,6 +590,11 @@ fn object_errors() {
         e,
         "line 3, column 1: expected a section header, [lua_entity] or [object]"
     );
+}
+
+#[test]
+fn object_key_given_twice_is_refused() {
+    let objects = view_text("objects.txt");
     let e = error_of(
         "objects.txt",
         &edit(&objects, "yaw = 1.571", "yaw = 1.571\nyaw = 2"),
@@ -673,7 +608,7 @@ fn not_utf8_is_rejected_with_its_place() {
     assert!(e.starts_with("line 2, column 3:"), "{e}");
     let mut bytes = b"0,0,0 1 1\n1,0".to_vec();
     bytes.push(0xff);
-    let (mut block, _) = sample();
+    let (mut block, _) = hand_made();
     let e = views::parse_timers(&bytes, &mut block)
         .unwrap_err()
         .to_string();
@@ -683,7 +618,7 @@ fn not_utf8_is_rejected_with_its_place() {
 /// Truncations at every length and random byte mutations: errors or blocks, never panics.
 #[test]
 fn malformed_views_never_panic() {
-    let (block, pos) = sample();
+    let (block, pos) = hand_made();
     let mut other = block.clone();
     other.names = vec!["a".into(), "é:\"\\".into(), "c".into()];
     other.content = (0..NODE_COUNT).map(|i| (i % 3) as u16).collect();
@@ -735,7 +670,7 @@ fn malformed_views_never_panic() {
 
 #[test]
 fn blocks_with_many_names_and_param2_values_round_trip() {
-    let (mut block, _) = sample();
+    let (mut block, _) = hand_made();
     block.names = (0..300).map(|i| format!("mod:node_{i}")).collect();
     block.content = (0..NODE_COUNT).map(|i| (i % 300) as u16).collect();
     block.param2 = (0..NODE_COUNT).map(|i| (i / 7 % 256) as u8).collect();
@@ -756,7 +691,7 @@ fn blocks_with_many_names_and_param2_values_round_trip() {
 
 #[test]
 fn content_without_a_name_is_not_silently_written() {
-    let (mut block, _) = sample();
+    let (mut block, _) = hand_made();
     block.content[77] = 9;
     let text = views::render_nodes(&block);
     let e = views::parse_nodes(&text, &mut blank())

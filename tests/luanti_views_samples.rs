@@ -4,28 +4,14 @@
 
 use std::time::{Duration, Instant};
 
-mod luanti_codec_common;
+#[allow(dead_code)]
+mod common;
 
-use luanti_codec_common::{block_pos, map_databases, read_blocks, samples};
+use common::maps::{block_pos, map_databases, read_blocks};
+use common::samples;
 use worldfs::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
 use worldfs::luanti::codec::decode_block;
 use worldfs::luanti::views;
-
-/// Single-blob samples that decode (the README's expected failures and the pre-22 block are
-/// not here); the position is the file name's where it has one.
-const BLOBS: &[&str] = &[
-    "luanti-unittest/coded_mapblock29.bin",
-    "luanti-unittest/coded_mapblock_nonstd.bin",
-    "mapeditr-testing/mapblock_v25.bin",
-    "mapeditr-testing/mapblock_v28.bin",
-    "mapeditr-testing/mapblock_v29.bin",
-    "mapparser-testdata/mb-with-metadata.bin",
-    "mapparser-testdata/zstd-block.bin",
-    "mapparser-testdata/0.-1.0",
-    "mapparser-testdata/11.0.2",
-    "minetestmapper-ci/test_block.bin",
-    "rust-minetestworld-TestWorld/testmapblock",
-];
 
 /// Where a single blob lies: from its file name (`x.y.z`), else from its first static object
 /// (the engine files an object under the block of its rounded node position), else the origin.
@@ -149,7 +135,7 @@ fn check(what: &str, block: &MapBlock, pos: BlockPos, tally: &mut Tally) {
 
 #[test]
 fn every_sample_block_survives_its_views() {
-    let dir = samples();
+    let dir = samples::path(samples::LUANTI);
     let maps = map_databases(&dir);
     assert!(maps.len() >= 5, "expected the sample maps, found {maps:?}");
     let mut total = Tally::default();
@@ -176,9 +162,9 @@ fn every_sample_block_survives_its_views() {
         total.objects += tally.objects;
         total.timers += tally.timers;
     }
-    for name in BLOBS {
-        let path = dir.join(name);
-        let blob = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    // The single-blob samples that decode; a blob's position is its file name's where it has one.
+    for name in samples::good_blocks() {
+        let blob = samples::read(name);
         let block = decode_block(&blob).unwrap_or_else(|e| panic!("{name}: {e}"));
         check(name, &block, blob_pos(name, &block), &mut total);
     }

@@ -4,8 +4,14 @@
 //! Each test names the sentence it pins; the call sequences of vim, `sed -i`, rsync and
 //! `cp -r` are replayed exactly as those tools issue them.
 
-use std::path::{Path, PathBuf};
+#[allow(dead_code)]
+mod common;
+
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use common::samples;
+use common::scratch::{copy_dir, state_dir};
 
 use worldfs::vfs::inodes::ROOT;
 use worldfs::vfs::{Kind, OpenMode, Vfs};
@@ -34,31 +40,6 @@ struct Fixture {
     bad: fn(&str) -> String,
 }
 
-fn samples() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples");
-    assert!(p.is_dir(), "samples missing: {}", p.display());
-    p
-}
-
-fn state_dir() {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let d = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-    std::env::set_var("WORLDFS_STATE_DIR", d.path());
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let t = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &t);
-        } else {
-            std::fs::copy(e.path(), &t).unwrap();
-        }
-    }
-}
-
 /// Replaces the first data token (after `#` comment lines) of a view by `token`.
 fn first_token(text: &str, token: &dyn Fn(&str) -> String) -> String {
     let mut out = String::new();
@@ -81,10 +62,7 @@ fn luanti() -> Fixture {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("world");
-    copy_dir(
-        &samples().join("luanti/cornernote-mesecons-circuits"),
-        &source,
-    );
+    copy_dir(&samples::path(samples::MESECONS_WORLD), &source);
     let tree = worlds::open(&source, Game::Luanti, true, 1 << 20).unwrap();
     let mut first = None;
     tree.list(&["blocks".to_string()], 0, &mut |e| {
@@ -113,10 +91,7 @@ fn survivalcraft() -> Fixture {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("world");
-    copy_dir(
-        &samples().join("survivalcraft/scnet-WorldBeforeTerritoryBlockRefactor"),
-        &source,
-    );
+    copy_dir(&samples::path(samples::SC_REGION_WORLD), &source);
     let tree = worlds::open(&source, Game::Survivalcraft, true, 1 << 20).unwrap();
     let mut first = None;
     tree.list(&["chunks".to_string()], 0, &mut |e| {
@@ -165,11 +140,7 @@ fn tvda() -> Fixture {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("disk.tvda");
-    std::fs::copy(
-        samples().join("tvda/synthetic_tvda-v254_world-min_zstd-chunks.tvda"),
-        &source,
-    )
-    .unwrap();
+    std::fs::copy(samples::path(samples::TVDA_WORLD), &source).unwrap();
     Fixture {
         name: "tvda",
         store: source.clone(),

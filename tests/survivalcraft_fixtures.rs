@@ -2,11 +2,13 @@
 //! public samples exist for the 32-bit chunk files), conversion of the real 1.27 sample to
 //! every later format, crash recovery and malformed stores.
 
-mod survivalcraft_common;
+#[allow(dead_code)]
+mod common;
 
 use std::fs;
 
-use survivalcraft_common::{ardoitia, i32_at};
+use common::samples;
+use common::survivalcraft::i32_at;
 
 use worldfs::survivalcraft::chunk::{Cell, Chunk, ChunkPos, Column};
 use worldfs::survivalcraft::codec;
@@ -189,7 +191,7 @@ fn generated_32_bit_worlds_round_trip_and_keep_their_structure() {
 
 #[test]
 fn a_converted_1x_world_reads_back_the_same_blocks() {
-    let source = World::open(&ardoitia(), true).unwrap();
+    let source = World::open(&samples::path(samples::SC_ARDOITIA), true).unwrap();
     let positions = source.chunks();
     let originals: Vec<Chunk> = positions
         .iter()
@@ -319,25 +321,39 @@ fn wrong_or_read_only_commits_are_refused() {
         libc::EROFS
     );
     assert!(ro.commit_project(b"<Project/>").is_err());
-    let mut zip = World::open(&ardoitia(), false).unwrap();
+    let mut zip = World::open(&samples::path(samples::SC_ARDOITIA), false).unwrap();
     assert!(zip.read_only());
     assert!(zip.commit_project(b"<Project/>").is_err());
 }
 
 #[test]
-fn unknown_worlds_get_clear_errors() {
+fn a_folder_without_terrain_or_project_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     assert!(
         World::open(dir.path(), true).is_err(),
         "no terrain, no project"
     );
+}
+
+#[test]
+fn an_unknown_terrain_file_is_named_in_the_error() {
+    let dir = tempfile::tempdir().unwrap();
     fs::write(dir.path().join("Chunks32fs.dat"), b"").unwrap();
     let e = World::open(dir.path(), true).err().unwrap();
     assert!(e.message().contains("Chunks32fs.dat"), "{e}");
+}
+
+#[test]
+fn a_scworld_that_is_not_a_zip_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("x.scworld");
     fs::write(&f, b"not a zip").unwrap();
     assert!(World::open(&f, true).is_err());
-    // A 32-bit file under the 16-bit name is caught by its first record's magic.
+}
+
+/// A 32-bit file under the 16-bit name is caught by its first record's magic.
+#[test]
+fn a_32_bit_chunk_file_under_the_16_bit_name_is_refused() {
     let d2 = new_world("1.29");
     let mut w = World::open(d2.path(), false).unwrap();
     w.commit_chunks(&[(ChunkPos::new(0, 0), &Chunk::empty(TerrainFormat::Chunks32))])

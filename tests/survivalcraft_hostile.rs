@@ -5,7 +5,12 @@
 //! through the tree: nothing panics, only the bad objects give errors, every good chunk
 //! reads, and the store stays byte-identical.
 
-mod hostile_common;
+#[allow(dead_code)]
+mod common;
+
+use common::hostile::read_whole;
+use common::samples;
+use common::scratch::state_dir;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -13,13 +18,7 @@ use std::path::{Path, PathBuf};
 
 use worldfs::survivalcraft::chunk::ChunkPos;
 use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
-use worldfs::vfs::{Kind, Tree};
-
-fn state_dir() {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let d = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-    std::env::set_var("WORLDFS_STATE_DIR", d.path());
-}
+use worldfs::vfs::Tree;
 
 /// Every file of a folder tree and its bytes (a link: its target), but worldfs's own
 /// temporary names, which it may clean up.
@@ -51,48 +50,6 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
-/// Reads the whole tree: every folder listed, every file read. Returns the paths that
-/// failed, with why.
-fn read_whole(tree: &dyn Tree) -> (usize, BTreeMap<String, String>) {
-    let mut errors = BTreeMap::new();
-    let mut files = 0;
-    let mut todo: Vec<Vec<String>> = vec![vec![]];
-    while let Some(dir) = todo.pop() {
-        let mut entries = Vec::new();
-        if let Err(e) = tree.list(&dir, 0, &mut |e| {
-            entries.push(e);
-            true
-        }) {
-            errors.insert(dir.join("/"), e.to_string());
-            continue;
-        }
-        for e in entries {
-            let mut path = dir.clone();
-            path.push(e.name);
-            match e.stat.kind {
-                Kind::Dir => todo.push(path),
-                // A planted link shows as one; its target is never read.
-                Kind::Symlink => {
-                    let target = tree.readlink(&path).unwrap();
-                    assert_eq!(e.stat.size, target.len() as u64, "{}", path.join("/"));
-                }
-                Kind::File => {
-                    files += 1;
-                    let read = tree.stat(&path).and_then(|s| {
-                        let data = tree.read(&path)?;
-                        assert_eq!(s.size, data.len() as u64, "{}", path.join("/"));
-                        Ok(())
-                    });
-                    if let Err(e) = read {
-                        errors.insert(path.join("/"), e.to_string());
-                    }
-                }
-            }
-        }
-    }
-    (files, errors)
-}
-
 fn open(dir: &Path, read_only: bool) -> SurvivalcraftTree {
     SurvivalcraftTree::open(
         dir,
@@ -109,7 +66,7 @@ fn survive(dir: &Path, good: &[ChunkPos], bad: &[&str]) {
     let before = snapshot(dir);
     for read_only in [true, false] {
         let tree = open(dir, read_only);
-        let (files, errors) = read_whole(&tree);
+        let (files, errors) = read_whole(&tree, true);
         assert!(files > 0);
         for (path, why) in &errors {
             assert!(
@@ -144,13 +101,13 @@ fn survive(dir: &Path, good: &[ChunkPos], bad: &[&str]) {
 fn a_hostile_chunks32h_world_is_read_without_harm() {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
-    let good = hostile_common::chunks32h_world(dir.path());
+    let good = common::hostile::chunks32h_world(dir.path());
     let path = dir.path().join("Chunks32h.dat");
     let outside = tempfile::tempdir().unwrap();
     let victim = outside.path().join("victim");
     fs::write(&victim, b"secret").unwrap();
-    hostile_common::plant_links(dir.path(), &victim);
-    survive(dir.path(), &good, &hostile_common::CHUNKS32H_BAD);
+    common::hostile::plant_links(dir.path(), &victim);
+    survive(dir.path(), &good, &common::hostile::CHUNKS32H_BAD);
     let tree = open(dir.path(), true);
     let e = tree.read(&["notes.txt".to_string()]).unwrap_err();
     assert_eq!(e.errno(), libc::ELOOP, "{e}");
@@ -170,10 +127,10 @@ fn a_hostile_chunks32h_world_is_read_without_harm() {
 fn a_hostile_region_world_is_read_without_harm() {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
-    let good = hostile_common::region_world(dir.path());
+    let good = common::hostile::region_world(dir.path());
     let regions = dir.path().join("Regions");
     let file = regions.join("Region 0,0.dat");
-    survive(dir.path(), &good, &hostile_common::REGIONS_BAD);
+    survive(dir.path(), &good, &common::hostile::REGIONS_BAD);
     // A commit to a chunk of a damaged region never rewrites the region.
     let tree = open(dir.path(), false);
     let before = fs::read(&file).unwrap();
@@ -200,7 +157,7 @@ fn store_files_that_are_links_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let world = dir.path().join("world");
     fs::create_dir(&world).unwrap();
-    hostile_common::chunks32h_world(&world);
+    common::hostile::chunks32h_world(&world);
     let moved = dir.path().join("elsewhere.dat");
     fs::rename(world.join("Chunks32h.dat"), &moved).unwrap();
     std::os::unix::fs::symlink(&moved, world.join("Chunks32h.dat")).unwrap();
@@ -225,8 +182,7 @@ fn a_regions_folder_that_is_a_link_is_refused() {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
     let world = dir.path().join("world");
-    let samples = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/samples/survivalcraft/scnet-WorldBeforeTerritoryBlockRefactor");
+    let samples = samples::path(samples::SC_REGION_WORLD);
     fs::create_dir(&world).unwrap();
     fs::copy(samples.join("Project.xml"), world.join("Project.xml")).unwrap();
     let elsewhere = dir.path().join("elsewhere");

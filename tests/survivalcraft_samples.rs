@@ -1,12 +1,15 @@
 //! Survivalcraft stores, codecs and views on the real sample worlds in ../shared/samples.
 
-mod survivalcraft_common;
+#[allow(dead_code)]
+mod common;
 
 use std::fs;
 use std::io::Read;
 use std::path::PathBuf;
 
-use survivalcraft_common::{ardoitia, copy_dir, i32_at, samples, unpack};
+use common::samples;
+use common::scratch::copy_dir;
+use common::survivalcraft::{i32_at, unpack};
 
 use flate2::read::DeflateDecoder;
 use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
@@ -16,13 +19,9 @@ use worldfs::survivalcraft::store::World;
 use worldfs::survivalcraft::views::{blocks, inventory, light, surface};
 
 fn region_worlds() -> Vec<PathBuf> {
-    [
-        "scnet-WorldBeforeTerritoryBlockRefactor",
-        "scnet-WorldUseJson",
-    ]
-    .iter()
-    .map(|n| samples().join(n))
-    .collect()
+    [samples::SC_REGION_WORLD, samples::SC_JSON_WORLD]
+        .map(samples::path)
+        .to_vec()
 }
 
 /// The spec's verification script for Chunks.dat (§11), in Rust: dense directory, zero
@@ -107,7 +106,7 @@ fn check_region(d: &[u8]) -> usize {
 
 #[test]
 fn every_chunk_of_the_scworld_decodes_and_reencodes_exactly() {
-    let world = World::open(&ardoitia(), false).unwrap();
+    let world = World::open(&samples::path(samples::SC_ARDOITIA), false).unwrap();
     assert!(world.read_only());
     assert_eq!(world.format(), TerrainFormat::Chunks16);
     let chunks = world.chunks();
@@ -181,7 +180,7 @@ fn region_samples_decode_and_round_trip() {
 
 #[test]
 fn a_no_op_commit_leaves_files_byte_identical() {
-    let dir = unpack(&ardoitia());
+    let dir = unpack(&samples::path(samples::SC_ARDOITIA));
     let before = fs::read(dir.path().join("Chunks.dat")).unwrap();
     let mut world = World::open(dir.path(), false).unwrap();
     assert!(!world.read_only());
@@ -220,7 +219,7 @@ fn a_no_op_commit_leaves_files_byte_identical() {
 
 #[test]
 fn chunks_dat_edits_round_trip_and_keep_the_structure() {
-    let dir = unpack(&ardoitia());
+    let dir = unpack(&samples::path(samples::SC_ARDOITIA));
     let path = dir.path().join("Chunks.dat");
     let before = fs::read(&path).unwrap();
     let (n0, ok0, _) = check_chunks_dat(&before);
@@ -356,7 +355,7 @@ fn region_edits_round_trip_and_keep_untouched_payloads() {
 
 #[test]
 fn project_inventories_edit_with_targeted_bytes() {
-    let dir = unpack(&ardoitia());
+    let dir = unpack(&samples::path(samples::SC_ARDOITIA));
     let mut world = World::open(dir.path(), false).unwrap();
     let xml = world.project_xml().unwrap().unwrap();
     let info = project::read(&xml).unwrap();
@@ -446,7 +445,7 @@ fn project_inventories_edit_with_targeted_bytes() {
 
 #[test]
 fn editing_blocks_cubeset_text_moves_the_top_height() {
-    let world = World::open(&ardoitia(), true).unwrap();
+    let world = World::open(&samples::path(samples::SC_ARDOITIA), true).unwrap();
     let pos = world.chunks()[20];
     let chunk = world.read_chunk(pos).unwrap();
     let top = chunk.computed_top(0, 0) as usize;

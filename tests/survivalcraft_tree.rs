@@ -3,15 +3,17 @@
 //! objects' bytes kept, bad input refused without a trace, read-only packed worlds, stable
 //! mtimes, and changes made underneath by another writer.
 
-mod survivalcraft_common;
+#[allow(dead_code)]
+mod common;
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use survivalcraft_common::{ardoitia, copy_dir, samples, unpack};
+use common::samples;
+use common::scratch::{copy_dir, state_dir};
+use common::survivalcraft::unpack;
 
 use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
 use worldfs::survivalcraft::store::World;
@@ -19,27 +21,18 @@ use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
 use worldfs::vfs::{Entry, Kind, NewFile, Tree};
 
 /// Keeps mtime records of these tests out of the user's state directory.
-fn state_dir() {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    let d = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-    std::env::set_var("WORLDFS_STATE_DIR", d.path());
-}
-
 /// A writable copy of the 2.3+ region sample with a Project.xml.
 fn region_world() -> tempfile::TempDir {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
-    copy_dir(
-        &samples().join("scnet-WorldBeforeTerritoryBlockRefactor"),
-        dir.path(),
-    );
+    copy_dir(&samples::path(samples::SC_REGION_WORLD), dir.path());
     dir
 }
 
 /// The 1.27 sample unpacked into a folder.
 fn chunks_dat_world() -> tempfile::TempDir {
     state_dir();
-    unpack(&ardoitia())
+    unpack(&samples::path(samples::SC_ARDOITIA))
 }
 
 fn open(path: &Path, read_only: bool) -> SurvivalcraftTree {
@@ -257,7 +250,7 @@ fn bad_input_is_refused_and_stores_nothing() {
 fn packed_worlds_are_read_only_and_say_how_to_unpack() {
     state_dir();
     let e = SurvivalcraftTree::open(
-        &ardoitia(),
+        &samples::path(samples::SC_ARDOITIA),
         &Options {
             read_only: false,
             cache_bytes: 1 << 20,
@@ -267,7 +260,7 @@ fn packed_worlds_are_read_only_and_say_how_to_unpack() {
     .unwrap();
     assert_eq!(e.errno(), libc::EROFS);
     assert!(e.to_string().contains("unzip"), "{e}");
-    let t = open(&ardoitia(), true);
+    let t = open(&samples::path(samples::SC_ARDOITIA), true);
     assert!(t.read_only());
     assert_eq!(list_paged(&t, "chunks", 50).len(), 132);
     let light = text(&t, "chunks/223,418/light.txt");

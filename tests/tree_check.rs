@@ -2,37 +2,18 @@
 //! game's tree; and through the core over a real tree, a lone truncating close reports the
 //! error its commit meets, and removing a file whose commit failed keeps the stored object.
 
-mod survivalcraft_common;
+#[allow(dead_code)]
+mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
+
+use common::samples;
+use common::scratch::copy_into as copy;
 
 use worldfs::vfs::inodes::ROOT;
 use worldfs::vfs::{Entry, OpenMode, Tree, Vfs};
 use worldfs::worlds::{self, Game};
-
-fn shared(part: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/samples")
-        .join(part);
-    assert!(dir.exists(), "sample missing: {}", dir.display());
-    dir
-}
-
-/// A writable copy of a sample world (folder or disk file) in `tmp`.
-fn copy(sample: &Path, tmp: &Path) -> PathBuf {
-    let dest = tmp.join(sample.file_name().unwrap());
-    if sample.is_dir() {
-        survivalcraft_common::copy_dir(sample, &dest);
-    } else {
-        std::fs::copy(sample, &dest).unwrap();
-        let mut perm = std::fs::metadata(&dest).unwrap().permissions();
-        #[allow(clippy::permissions_set_readonly_false)]
-        perm.set_readonly(false);
-        std::fs::set_permissions(&dest, perm).unwrap();
-    }
-    dest
-}
 
 fn open(source: &Path, game: Game) -> Arc<dyn Tree> {
     worlds::open(source, game, false, 1 << 20).unwrap()
@@ -70,7 +51,7 @@ fn sha(path: &Path) -> Vec<u8> {
 #[test]
 fn luanti_checks_parse_without_storing() {
     let tmp = tempfile::tempdir().unwrap();
-    let world = copy(&shared("luanti/cornernote-mesecons-circuits"), tmp.path());
+    let world = copy(&samples::path(samples::MESECONS_WORLD), tmp.path());
     let map = sha(&world.join("map.sqlite"));
     let tree = open(&world, Game::Luanti);
     checks(&*tree, "players/singleplayer", b"hp = twenty\n");
@@ -85,19 +66,13 @@ fn luanti_checks_parse_without_storing() {
 #[test]
 fn survivalcraft_terrarum_and_tevd_checks_parse_without_storing() {
     let tmp = tempfile::tempdir().unwrap();
-    let sc = copy(
-        &shared("survivalcraft/scnet-WorldBeforeTerritoryBlockRefactor"),
-        tmp.path(),
-    );
+    let sc = copy(&samples::path(samples::SC_REGION_WORLD), tmp.path());
     let tree = open(&sc, Game::Survivalcraft);
     let chunk = first(&*tree, "chunks");
     checks(&*tree, &format!("{chunk}/blocks.cubeset"), b"");
     checks(&*tree, "Project.xml", b"<Project");
 
-    let disk = copy(
-        &shared("tvda/synthetic_tvda-v254_world-min_zstd-chunks.tvda"),
-        tmp.path(),
-    );
+    let disk = copy(&samples::path(samples::TVDA_WORLD), tmp.path());
     let before = sha(&disk);
     let tree = open(&disk, Game::Tvda);
     checks(&*tree, "savegameinfo.json", b"{oops");
@@ -106,7 +81,7 @@ fn survivalcraft_terrarum_and_tevd_checks_parse_without_storing() {
     drop(tree);
     assert_eq!(sha(&disk), before, "the disk changed");
 
-    let tevd = copy(&shared("tvda/tevd-v3-2023_tsvm-DOSBOOT.tevd"), tmp.path());
+    let tevd = copy(&samples::path(samples::TEVD_V3), tmp.path());
     let tree = open(&tevd, Game::Tevd);
     tree.check(&p("NEW.TXT"), b"any bytes").unwrap();
     tree.check(&p("AUTOEXEC.BAT"), b"").unwrap();
@@ -119,7 +94,7 @@ fn survivalcraft_terrarum_and_tevd_checks_parse_without_storing() {
 #[test]
 fn through_the_core_rm_of_a_failed_player_edit_keeps_the_player() {
     let tmp = tempfile::tempdir().unwrap();
-    let world = copy(&shared("luanti/cornernote-mesecons-circuits"), tmp.path());
+    let world = copy(&samples::path(samples::MESECONS_WORLD), tmp.path());
     let stored = sha(&world.join("players/singleplayer"));
     let vfs = Vfs::new(open(&world, Game::Luanti), None);
     let players = vfs.lookup(ROOT, "players", 1).unwrap().0;

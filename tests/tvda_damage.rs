@@ -7,13 +7,15 @@
 //! byte-identical. A torn last append (the file ends inside its last entry) is the one
 //! thing a save may cut off.
 
-mod tvda_common;
+#[allow(dead_code)]
+mod common;
+
+use common::samples::{self, TEVD_V3_OLD, TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD};
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
-use tvda_common::{sample, CLEAN, DIRTY, WORLD};
 use worldfs::tvda::container::{Content, EntryKind, ENTRY_HEADER_LEN, ROOT_ID};
 use worldfs::tvda::store::{Change, Disk};
 use worldfs::tvda::tevd_store::TevdDisk;
@@ -94,8 +96,8 @@ fn every_corrupted_byte_of_every_tvda_sample_loses_nothing_intact() {
     let path = dir.path().join("disk");
     let put = b"basegame 9.9.9".to_vec();
     let mut problems = Vec::new();
-    for name in [CLEAN, DIRTY, WORLD] {
-        let good = std::fs::read(sample(name)).unwrap();
+    for name in [TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD] {
+        let good = std::fs::read(samples::path(name)).unwrap();
         std::fs::write(&path, &good).unwrap();
         let originals = originals(&path);
         let repeated = repeated_ids(&path);
@@ -180,7 +182,7 @@ fn byte_336_of_the_world_sample_is_damage_not_a_torn_append() {
     // `check` pass, and the next save truncate the disk to 344 bytes.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("disk");
-    let mut bad = std::fs::read(sample(WORLD)).unwrap();
+    let mut bad = std::fs::read(samples::path(TVDA_WORLD)).unwrap();
     assert_eq!(bad.len(), 1379);
     bad[336] = 0x01;
     std::fs::write(&path, &bad).unwrap();
@@ -217,7 +219,7 @@ fn byte_336_of_the_world_sample_is_damage_not_a_torn_append() {
 fn a_torn_append_is_cut_off_but_reported_by_check() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("disk");
-    let good = std::fs::read(sample(CLEAN)).unwrap();
+    let good = std::fs::read(samples::path(TVDA_CLEAN)).unwrap();
     let mut torn = good.clone();
     // Half of an appended entry: a valid header claiming 100 bytes, 10 of them written.
     let entry =
@@ -252,7 +254,7 @@ fn a_torn_append_is_cut_off_but_reported_by_check() {
 fn every_corrupted_byte_of_the_small_tevd_sample_is_caught() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("disk");
-    let good = std::fs::read(sample("tevd-v3-2018-footer_tevd-test-suite-00.tevd")).unwrap();
+    let good = std::fs::read(samples::path(TEVD_V3_OLD)).unwrap();
     std::fs::write(&path, &good).unwrap();
     let disk = TevdDisk::open(&path, false).unwrap();
     let files: Vec<(i32, Vec<u8>)> = disk
@@ -320,7 +322,7 @@ fn a_damaged_disk_mounts_read_only_and_shows_what_is_intact() {
     let dir = tempfile::tempdir().unwrap();
     std::env::set_var("WORLDFS_STATE_DIR", dir.path());
     let path = dir.path().join("disk");
-    let mut bad = std::fs::read(sample(WORLD)).unwrap();
+    let mut bad = std::fs::read(samples::path(TVDA_WORLD)).unwrap();
     bad[336] = 0x01;
     std::fs::write(&path, &bad).unwrap();
     let tree = TvdaTree::open(
@@ -333,7 +335,10 @@ fn a_damaged_disk_mounts_read_only_and_shows_what_is_intact() {
     .unwrap();
     assert!(tree.read_only(), "a damaged disk is mounted read-only");
     let path_of = |p: &str| p.split('/').map(String::from).collect::<Vec<_>>();
-    let original = Disk::open(&sample(WORLD), false).unwrap().read(-4).unwrap();
+    let original = Disk::open(&samples::path(TVDA_WORLD), false)
+        .unwrap()
+        .read(-4)
+        .unwrap();
     assert_eq!(*tree.read(&path_of("loadOrder.txt")).unwrap(), original);
     let e = tree.write(&path_of("loadOrder.txt"), b"x").unwrap_err();
     assert_eq!(e.errno(), libc::EROFS);
@@ -351,7 +356,7 @@ fn a_damaged_disk_mounts_read_only_and_shows_what_is_intact() {
 fn a_disk_is_never_written_through_a_link() {
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().join("real");
-    std::fs::copy(sample(CLEAN), &real).unwrap();
+    std::fs::copy(samples::path(TVDA_CLEAN), &real).unwrap();
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&real, &link).unwrap();
     assert_eq!(Disk::open(&link, true).unwrap_err().errno(), libc::ELOOP);
@@ -360,7 +365,7 @@ fn a_disk_is_never_written_through_a_link() {
         "reading the named source is fine"
     );
     let tevd = dir.path().join("tevd");
-    std::fs::copy(sample("tevd-v3-2018-footer_tevd-test-suite-00.tevd"), &tevd).unwrap();
+    std::fs::copy(samples::path(TEVD_V3_OLD), &tevd).unwrap();
     let tevd_link = dir.path().join("tevd-link");
     std::os::unix::fs::symlink(&tevd, &tevd_link).unwrap();
     assert_eq!(
@@ -369,6 +374,6 @@ fn a_disk_is_never_written_through_a_link() {
     );
     assert_eq!(
         std::fs::read(&real).unwrap(),
-        std::fs::read(sample(CLEAN)).unwrap()
+        std::fs::read(samples::path(TVDA_CLEAN)).unwrap()
     );
 }

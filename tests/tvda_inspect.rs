@@ -2,12 +2,13 @@
 //! broken entries are reported with their ID and reason, compaction drops dead bytes and
 //! refuses a locked (mounted) disk.
 
-mod tvda_common;
+#[allow(dead_code)]
+mod common;
+
+use common::samples::{self, TEVD_V3, TVDA_DIRTY};
 
 use std::path::Path;
 use std::process::ExitCode;
-
-use tvda_common::samples;
 
 use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
 use worldfs::tvda::compact::compact;
@@ -29,7 +30,7 @@ fn run(
 #[test]
 fn every_sample_checks_out() {
     let mut seen = 0;
-    for entry in std::fs::read_dir(samples()).unwrap() {
+    for entry in std::fs::read_dir(samples::path(samples::TVDA)).unwrap() {
         let path = entry.unwrap().path();
         if !matches!(
             path.extension().and_then(|e| e.to_str()),
@@ -106,11 +107,7 @@ fn broken_entries_are_reported_with_id_and_reason() {
 fn compact_drops_dead_bytes_and_refuses_mounted_disks() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("p");
-    std::fs::copy(
-        samples().join("synthetic_tvda-v254_player-min_dirty-after-skimmer.tvda"),
-        &path,
-    )
-    .unwrap();
+    std::fs::copy(samples::path(TVDA_DIRTY), &path).unwrap();
     let lock = StoreLock::mount(&path, true).unwrap();
     let mut out = Vec::new();
     let e = compact(&path, &mut out).unwrap_err();
@@ -131,7 +128,7 @@ fn compact_drops_dead_bytes_and_refuses_mounted_disks() {
     let (_, out) = run(compact, &path);
     assert!(out.contains("already compact"), "{out}");
     assert_eq!(std::fs::read(&path).unwrap(), before);
-    let tevd = samples().join("tevd-v3-2023_tsvm-DOSBOOT.tevd");
+    let tevd = samples::path(TEVD_V3);
     assert_eq!(
         compact(&tevd, &mut Vec::new()).unwrap_err().errno(),
         libc::EOPNOTSUPP

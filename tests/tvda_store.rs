@@ -1,30 +1,26 @@
 //! The TVDA store against the real-serializer samples and self-made disks: reading, no-op
 //! byte identity, append and rewrite commits, compaction, CRCs, torn tails, malformed input.
 
-mod tvda_common;
+#[allow(dead_code)]
+mod common;
+
+use common::samples::{self, TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD};
+use common::scratch::copy_sample;
+use common::tvda::assert_crcs_ok;
 
 use std::path::PathBuf;
-
-use tvda_common::{assert_crcs_ok, sample, CLEAN, DIRTY, WORLD};
 
 use worldfs::tvda::container::{Content, DiskKind, Header, ROOT_ID};
 use worldfs::tvda::store::{Change, Disk};
 
 /// A writable copy of a sample in a temporary directory.
 fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("disk");
-    std::fs::copy(sample(name), &path).unwrap();
-    let mut perms = std::fs::metadata(&path).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perms.set_readonly(false);
-    std::fs::set_permissions(&path, perms).unwrap();
-    (dir, path)
+    copy_sample(name, "disk")
 }
 
 #[test]
 fn clean_player_sample_reads_as_spec_says() {
-    let disk = Disk::open(&sample(CLEAN), false).unwrap();
+    let disk = Disk::open(&samples::path(TVDA_CLEAN), false).unwrap();
     assert_eq!(disk.header().name(), "Alice");
     assert_eq!(disk.header().kind(), DiskKind::Player);
     assert_eq!(disk.header().disk_crc(), 0xCE42_AA76);
@@ -44,7 +40,7 @@ fn clean_player_sample_reads_as_spec_says() {
 
 #[test]
 fn dirty_sample_ignores_discarded_and_last_duplicate_wins() {
-    let disk = Disk::open(&sample(DIRTY), false).unwrap();
+    let disk = Disk::open(&samples::path(TVDA_DIRTY), false).unwrap();
     let ids: Vec<i64> = disk.entries().map(|e| e.id).collect();
     assert_eq!(ids, [-1, 0], "discarded -4 must be gone");
     assert_eq!(disk.read(-1).unwrap(), br#"{"genver":2}"#);
@@ -59,7 +55,7 @@ fn dirty_sample_ignores_discarded_and_last_duplicate_wins() {
 
 #[test]
 fn world_sample_lists_chunks() {
-    let disk = Disk::open(&sample(WORLD), false).unwrap();
+    let disk = Disk::open(&samples::path(TVDA_WORLD), false).unwrap();
     assert_eq!(disk.header().name(), "Synthetic World");
     assert_eq!(disk.header().kind(), DiskKind::World);
     let ids: Vec<i64> = disk.entries().map(|e| e.id).collect();
@@ -87,7 +83,7 @@ fn world_sample_lists_chunks() {
 
 #[test]
 fn open_close_and_noop_commit_leave_every_sample_identical() {
-    for name in [CLEAN, DIRTY, WORLD] {
+    for name in [TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD] {
         let (_dir, path) = copy_of(name);
         let before = std::fs::read(&path).unwrap();
         {
@@ -112,7 +108,7 @@ fn open_close_and_noop_commit_leave_every_sample_identical() {
 
 #[test]
 fn single_change_appends_like_the_game_and_reopens() {
-    let (_dir, path) = copy_of(DIRTY);
+    let (_dir, path) = copy_of(TVDA_DIRTY);
     let len_before = std::fs::metadata(&path).unwrap().len();
     let mut disk = Disk::open(&path, true).unwrap();
     disk.commit(
@@ -142,7 +138,7 @@ fn single_change_appends_like_the_game_and_reopens() {
 
 #[test]
 fn single_removal_sets_the_discard_bit_only() {
-    let (_dir, path) = copy_of(CLEAN);
+    let (_dir, path) = copy_of(TVDA_CLEAN);
     let before = std::fs::read(&path).unwrap();
     let mut disk = Disk::open(&path, true).unwrap();
     disk.commit(&[Change::Remove { id: -4 }], 1_800_000_000)
@@ -163,7 +159,7 @@ fn single_removal_sets_the_discard_bit_only() {
 
 #[test]
 fn several_changes_rewrite_cleanly() {
-    let (_dir, path) = copy_of(DIRTY);
+    let (_dir, path) = copy_of(TVDA_DIRTY);
     let mut disk = Disk::open(&path, true).unwrap();
     disk.commit(
         &[
@@ -197,7 +193,7 @@ fn several_changes_rewrite_cleanly() {
 #[test]
 fn compaction_matches_the_clean_sample() {
     // The dirty sample compacted is the clean sample with -4 removed and -1 = genver 2.
-    let (_dir, path) = copy_of(DIRTY);
+    let (_dir, path) = copy_of(TVDA_DIRTY);
     let mut disk = Disk::open(&path, true).unwrap();
     disk.compact().unwrap();
     assert_eq!(disk.dead_bytes(), 0);
@@ -207,7 +203,7 @@ fn compaction_matches_the_clean_sample() {
     let (_d2, expect) = {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("expect");
-        let mut header = Header::parse(&std::fs::read(sample(CLEAN)).unwrap()).unwrap();
+        let mut header = Header::parse(&std::fs::read(samples::path(TVDA_CLEAN)).unwrap()).unwrap();
         header.set_disk_crc(0);
         Disk::create(
             &p,
@@ -249,13 +245,13 @@ fn clean_sample_is_reproduced_by_create() {
     .unwrap();
     assert_eq!(
         std::fs::read(&path).unwrap(),
-        std::fs::read(sample(CLEAN)).unwrap()
+        std::fs::read(samples::path(TVDA_CLEAN)).unwrap()
     );
 }
 
 #[test]
 fn torn_append_reads_as_the_old_state() {
-    let (_dir, path) = copy_of(CLEAN);
+    let (_dir, path) = copy_of(TVDA_CLEAN);
     let clean = std::fs::read(&path).unwrap();
     let mut disk = Disk::open(&path, true).unwrap();
     disk.commit(
@@ -356,7 +352,7 @@ fn many_and_large_entries_round_trip() {
 
 #[test]
 fn read_only_and_changed_underneath_are_refused() {
-    let (_dir, path) = copy_of(CLEAN);
+    let (_dir, path) = copy_of(TVDA_CLEAN);
     let mut ro = Disk::open(&path, false).unwrap();
     let put = [Change::Put {
         id: -4,
@@ -384,8 +380,8 @@ fn read_only_and_changed_underneath_are_refused() {
 fn malformed_disks_give_errors_never_panics() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad");
-    for name in [CLEAN, DIRTY, WORLD] {
-        let good = std::fs::read(sample(name)).unwrap();
+    for name in [TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD] {
+        let good = std::fs::read(samples::path(name)).unwrap();
         let mut cases: Vec<Vec<u8>> = (0..good.len())
             .step_by(7)
             .map(|n| good[..n].to_vec())
@@ -430,7 +426,7 @@ mod model {
         /// reads back like a plain map, after re-opening, with every CRC valid.
         #[test]
         fn commits_match_a_map(batches in proptest::collection::vec((proptest::collection::vec(change(), 1..4), any::<bool>()), 1..8)) {
-            let (_dir, path) = copy_of(DIRTY);
+            let (_dir, path) = copy_of(TVDA_DIRTY);
             let mut disk = Disk::open(&path, true).unwrap();
             let mut model: BTreeMap<i64, Vec<u8>> = BTreeMap::new();
             model.insert(-1, br#"{"genver":2}"#.to_vec());

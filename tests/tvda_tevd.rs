@@ -1,29 +1,20 @@
 //! TEVD v2 / old v3 / current v3 disks as directory trees: the real samples read as the
 //! spec says, stay byte-identical when untouched, and survive edits with every CRC valid.
 
-mod tvda_common;
+#[allow(dead_code)]
+mod common;
+
+use common::samples::{self, TEVD_V2, TEVD_V3, TEVD_V3_OLD, TVDA_CLEAN};
+use common::scratch::copy_sample;
+use common::tvda::assert_tevd_crcs_ok as assert_crcs_ok;
 
 use std::path::PathBuf;
-
-use tvda_common::sample;
 
 use worldfs::tvda::tevd::{Layout, TevdKind};
 use worldfs::tvda::tevd_store::{NewNode, TevdDisk, TEVD_ROOT};
 
-const V3: &str = "tevd-v3-2023_tsvm-DOSBOOT.tevd";
-const V2: &str = "tevd-v2_tsvm-DOSBOOT-2022-12-23.tevd";
-const V3_OLD: &str = "tevd-v3-2018-footer_tevd-test-suite-00.tevd";
-
 fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("disk.tevd");
-    std::fs::write(&path, std::fs::read(sample(name)).unwrap()).unwrap();
-    (dir, path)
-}
-
-fn assert_crcs_ok(disk: &TevdDisk) {
-    let c = disk.check().unwrap();
-    assert!(c.bad_entry_crcs.is_empty() && c.disk_crc_ok, "{c:?}");
+    copy_sample(name, "disk.tevd")
 }
 
 /// Every path under `dir`, sorted, with sizes of files.
@@ -43,11 +34,11 @@ fn tree(disk: &TevdDisk, dir: i32, prefix: &str, out: &mut Vec<String>) {
 #[test]
 fn samples_open_as_trees() {
     for (name, layout, files) in [
-        (V3, Layout::V3, 21),
-        (V2, Layout::V2, 21),
-        (V3_OLD, Layout::V3Footer, 4),
+        (TEVD_V3, Layout::V3, 21),
+        (TEVD_V2, Layout::V2, 21),
+        (TEVD_V3_OLD, Layout::V3Footer, 4),
     ] {
-        let disk = TevdDisk::open(&sample(name), false).unwrap();
+        let disk = TevdDisk::open(&samples::path(name), false).unwrap();
         assert_eq!(disk.layout(), layout, "{name}");
         assert_crcs_ok(&disk);
         let mut paths = Vec::new();
@@ -58,7 +49,7 @@ fn samples_open_as_trees() {
             "{name}: {paths:?}"
         );
     }
-    let v3 = TevdDisk::open(&sample(V3), false).unwrap();
+    let v3 = TevdDisk::open(&samples::path(TEVD_V3), false).unwrap();
     assert_eq!(v3.header().name(), "TVDOS");
     assert_eq!(v3.header().capacity(), 737_280);
     let edit = v3.resolve("tvdos/bin/edit.js").unwrap();
@@ -74,14 +65,14 @@ fn samples_open_as_trees() {
     );
     assert!(v3.list(TEVD_ROOT).unwrap().iter().all(|n| n.id != 1));
     // v2 and v3 DOSBOOT hold the same files.
-    let v2 = TevdDisk::open(&sample(V2), false).unwrap();
+    let v2 = TevdDisk::open(&samples::path(TEVD_V2), false).unwrap();
     let (mut a, mut b) = (Vec::new(), Vec::new());
     tree(&v2, TEVD_ROOT, "", &mut a);
     tree(&v3, TEVD_ROOT, "", &mut b);
     a.sort();
     b.sort();
     assert_eq!(a, b);
-    let old = TevdDisk::open(&sample(V3_OLD), false).unwrap();
+    let old = TevdDisk::open(&samples::path(TEVD_V3_OLD), false).unwrap();
     let hello = old.read(old.resolve("hello.txt").unwrap()).unwrap();
     assert!(!hello.is_empty());
     assert!(old.resolve("01_preamble/deleteme").is_ok());
@@ -89,7 +80,7 @@ fn samples_open_as_trees() {
 
 #[test]
 fn untouched_and_noop_writes_stay_identical() {
-    for name in [V3, V2, V3_OLD] {
+    for name in [TEVD_V3, TEVD_V2, TEVD_V3_OLD] {
         let (_d, path) = copy_of(name);
         let before = std::fs::read(&path).unwrap();
         let mut disk = TevdDisk::open(&path, true).unwrap();
@@ -111,7 +102,7 @@ fn untouched_and_noop_writes_stay_identical() {
 
 #[test]
 fn edits_round_trip_on_every_layout() {
-    for name in [V3, V2, V3_OLD] {
+    for name in [TEVD_V3, TEVD_V2, TEVD_V3_OLD] {
         let (_d, path) = copy_of(name);
         let mut disk = TevdDisk::open(&path, true).unwrap();
         let root_files = disk.list(TEVD_ROOT).unwrap();
@@ -163,19 +154,21 @@ fn edits_round_trip_on_every_layout() {
             disk.read(disk.resolve("moved.bin").unwrap()).unwrap().len(),
             70_000
         );
-        if name == V3 {
+        if name == TEVD_V3 {
             assert!(disk.info(1).is_ok(), "boot sector survives rewrites");
         }
         assert_eq!(
             disk.layout(),
-            TevdDisk::open(&sample(name), false).unwrap().layout()
+            TevdDisk::open(&samples::path(name), false)
+                .unwrap()
+                .layout()
         );
     }
 }
 
 #[test]
-fn capacity_read_only_and_rollback() {
-    let (_d, path) = copy_of(V3);
+fn a_commit_past_the_capacity_fails_with_enospc_and_rolls_back() {
+    let (_d, path) = copy_of(TEVD_V3);
     let mut disk = TevdDisk::open(&path, true).unwrap();
     let f = disk
         .create_node(TEVD_ROOT, "huge", NewNode::File, 1)
@@ -184,6 +177,11 @@ fn capacity_read_only_and_rollback() {
     assert_eq!(disk.commit().unwrap_err().errno(), libc::ENOSPC);
     disk.rollback().unwrap();
     assert!(disk.resolve("huge").is_err());
+}
+
+#[test]
+fn a_read_only_disk_refuses_a_new_file_with_erofs() {
+    let (_d, path) = copy_of(TEVD_V3);
     let mut ro = TevdDisk::open(&path, false).unwrap();
     assert_eq!(
         ro.create_node(TEVD_ROOT, "x", NewNode::File, 1)
@@ -191,7 +189,19 @@ fn capacity_read_only_and_rollback() {
             .errno(),
         libc::EROFS
     );
+}
+
+#[test]
+fn the_root_cannot_be_removed() {
+    let (_d, path) = copy_of(TEVD_V3);
+    let mut disk = TevdDisk::open(&path, true).unwrap();
     assert!(disk.remove(TEVD_ROOT, 1).is_err());
+}
+
+#[test]
+fn a_directory_cannot_move_inside_itself() {
+    let (_d, path) = copy_of(TEVD_V3);
+    let mut disk = TevdDisk::open(&path, true).unwrap();
     let bin = disk.resolve("tvdos/bin").unwrap();
     let tvdos = disk.resolve("tvdos").unwrap();
     assert!(
@@ -217,7 +227,7 @@ fn fresh_disk_and_tvda_are_told_apart() {
     assert_eq!(disk.list(TEVD_ROOT).unwrap().len(), 300);
     assert_eq!(disk.read(disk.resolve("f299").unwrap()).unwrap(), b"299");
     assert_crcs_ok(&disk);
-    let tvda = sample("synthetic_tvda-v254_player-min_clean.tvda");
+    let tvda = samples::path(TVDA_CLEAN);
     assert_eq!(
         TevdDisk::open(&tvda, false).unwrap_err().errno(),
         libc::EOPNOTSUPP
@@ -228,8 +238,8 @@ fn fresh_disk_and_tvda_are_told_apart() {
 fn malformed_tevd_gives_errors_never_panics() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad");
-    for name in [V3_OLD, V3] {
-        let good = std::fs::read(sample(name)).unwrap();
+    for name in [TEVD_V3_OLD, TEVD_V3] {
+        let good = std::fs::read(samples::path(name)).unwrap();
         let step = if good.len() > 10_000 { 331 } else { 1 };
         let mut cases: Vec<Vec<u8>> = (0..good.len())
             .step_by(step * 5)

@@ -2,12 +2,14 @@
 //! reads as the spec says, reading leaves each file byte-identical, edits commit one entry
 //! and re-read the same, bad input changes nothing.
 
-mod tvda_common;
+#[allow(dead_code)]
+mod common;
+
+use common::samples::{self, TEVD_V2, TEVD_V3, TEVD_V3_OLD, TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD};
+use common::scratch::state_dir;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
-
-use tvda_common::{sample, CLEAN, DIRTY, WORLD};
 
 use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
 use worldfs::tvda::compress::{compress, Codec};
@@ -18,12 +20,6 @@ use worldfs::tvda::tree::{Options, TvdaTree};
 use worldfs::vfs::{Kind, NewFile, Tree};
 
 /// One state folder (mtime records) for every test of this process.
-fn state_dir() {
-    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let d = DIR.get_or_init(|| tempfile::tempdir().unwrap());
-    std::env::set_var("WORLDFS_STATE_DIR", d.path());
-}
-
 struct Copy {
     _dir: tempfile::TempDir,
     path: PathBuf,
@@ -93,7 +89,7 @@ fn walk(tree: &dyn Tree, dir: &str, files: &mut Vec<String>) {
 fn samples_show_the_spec_tree_and_stay_identical() {
     for (name, want) in [
         (
-            CLEAN,
+            TVDA_CLEAN,
             vec![
                 "/entries/-1",
                 "/entries/-4",
@@ -101,9 +97,9 @@ fn samples_show_the_spec_tree_and_stay_identical() {
                 "/savegameinfo.json",
             ],
         ),
-        (DIRTY, vec!["/entries/-1", "/savegameinfo.json"]),
+        (TVDA_DIRTY, vec!["/entries/-1", "/savegameinfo.json"]),
         (
-            WORLD,
+            TVDA_WORLD,
             vec![
                 "/chunks/fluid/0,0.cubeset",
                 "/chunks/ores/0,0.cubeset",
@@ -122,7 +118,7 @@ fn samples_show_the_spec_tree_and_stay_identical() {
             ],
         ),
     ] {
-        let c = copy_of(&sample(name));
+        let c = copy_of(&samples::path(name));
         let before = std::fs::read(&c.path).unwrap();
         let tree = open(&c.path);
         let mut files = Vec::new();
@@ -143,7 +139,7 @@ fn samples_show_the_spec_tree_and_stay_identical() {
 
 #[test]
 fn dirty_sample_last_wins_and_discarded_is_absent() {
-    let c = copy_of(&sample(DIRTY));
+    let c = copy_of(&samples::path(TVDA_DIRTY));
     let tree = open(&c.path);
     assert!(text(&tree, "savegameinfo.json").contains("\"genver\": 2"));
     assert!(tree.stat(&p("loadOrder.txt")).is_err());
@@ -160,7 +156,7 @@ fn dirty_sample_last_wins_and_discarded_is_absent() {
 
 #[test]
 fn edits_commit_one_entry_and_bad_input_changes_nothing() {
-    let c = copy_of(&sample(WORLD));
+    let c = copy_of(&samples::path(TVDA_WORLD));
     let tree = open(&c.path);
     let json = text(&tree, "savegameinfo.json");
     let chunk = text(&tree, "chunks/terrain/0,0.cubeset");
@@ -340,12 +336,8 @@ fn player_inventory_edits_the_item_list() {
 
 #[test]
 fn tevd_samples_mount_as_their_folders() {
-    for name in [
-        "tevd-v3-2023_tsvm-DOSBOOT.tevd",
-        "tevd-v2_tsvm-DOSBOOT-2022-12-23.tevd",
-        "tevd-v3-2018-footer_tevd-test-suite-00.tevd",
-    ] {
-        let c = copy_of(&sample(name));
+    for name in [TEVD_V3, TEVD_V2, TEVD_V3_OLD] {
+        let c = copy_of(&samples::path(name));
         let before = std::fs::read(&c.path).unwrap();
         let tree = TevdTree::open(&c.path, false).unwrap();
         let mut files = Vec::new();

@@ -2,11 +2,13 @@
 //! by our own encoders for what the samples lack (every codec and layer, actors, images,
 //! player inventory), edited through the views, committed, re-opened and CRC-checked.
 
-mod tvda_common;
+#[allow(dead_code)]
+mod common;
+
+use common::samples::{self, TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD};
+use common::tvda::assert_crcs_ok;
 
 use std::path::Path;
-
-use tvda_common::{assert_crcs_ok, sample, WORLD};
 
 use worldfs::tvda::chunk::{
     chunk_entry_id, decode_chunk, encode_chunk, parse_chunk_entry_id, Layer, Tile, CHUNK_TILES,
@@ -23,12 +25,8 @@ use worldfs::tvda::store::{Change, Disk};
 
 #[test]
 fn every_sample_info_json_pretty_prints_with_genver_first() {
-    for name in [
-        "synthetic_tvda-v254_player-min_clean.tvda",
-        "synthetic_tvda-v254_player-min_dirty-after-skimmer.tvda",
-        WORLD,
-    ] {
-        let disk = Disk::open(&sample(name), false).unwrap();
+    for name in [TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD] {
+        let disk = Disk::open(&samples::path(name), false).unwrap();
         let w = names::by_id(disk.header().kind(), -1).unwrap();
         assert_eq!(w.name, "savegameinfo.json");
         let stored = disk.read(-1).unwrap();
@@ -41,7 +39,7 @@ fn every_sample_info_json_pretty_prints_with_genver_first() {
 
 #[test]
 fn world_sample_chunks_decode_and_render() {
-    let disk = Disk::open(&sample(WORLD), false).unwrap();
+    let disk = Disk::open(&samples::path(TVDA_WORLD), false).unwrap();
     let world = World::from_json(&disk.read(-1).unwrap()).unwrap();
     assert_eq!((world.geometry.chunks_x, world.geometry.chunks_y), (2, 2));
     assert_eq!(world.codec, Codec::Zstd);
@@ -342,7 +340,7 @@ fn player_inventory_edit_round_trips_through_the_disk() {
 
 #[test]
 fn corrupt_chunk_payloads_give_errors_never_panics() {
-    let disk = Disk::open(&sample(WORLD), false).unwrap();
+    let disk = Disk::open(&samples::path(TVDA_WORLD), false).unwrap();
     let world = World::from_json(&disk.read(-1).unwrap()).unwrap();
     for e in disk
         .entries()

@@ -1,8 +1,7 @@
 //! Hostile stores made with worldfs's own encoders, shared by the hostile-corpus tests and
-//! the mount tests (`examples/hostile_fixture.rs` includes this file).
+//! the mount tests (through `examples/hostile_fixture.rs`).
 
-#![allow(dead_code)]
-
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -15,6 +14,7 @@ use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILE
 use worldfs::tvda::compress::{compress, Codec};
 use worldfs::tvda::container::{encode_entry, Content, Header};
 use worldfs::tvda::store::Disk;
+use worldfs::vfs::{Kind, Tree};
 
 /// Paths below a TVDA mount that must fail to show on the hostile disk.
 pub const TVDA_BAD: [&str; 6] = [
@@ -187,4 +187,48 @@ pub fn region_world(dir: &Path) -> Vec<ChunkPos> {
         fs::copy(regions.join("Region 1,0.dat"), regions.join(edge)).unwrap();
     }
     good
+}
+
+/// Reads the whole tree: every folder listed, every file read (its size as stat said).
+/// Returns the number of files and the paths that failed, with why. `links`: the tree may
+/// show links (each must stat as long as its target); else a link fails the test.
+pub fn read_whole(tree: &dyn Tree, links: bool) -> (usize, BTreeMap<String, String>) {
+    let mut errors = BTreeMap::new();
+    let mut files = 0;
+    let mut todo: Vec<Vec<String>> = vec![vec![]];
+    while let Some(dir) = todo.pop() {
+        let mut entries = Vec::new();
+        if let Err(e) = tree.list(&dir, 0, &mut |e| {
+            entries.push(e);
+            true
+        }) {
+            errors.insert(dir.join("/"), e.to_string());
+            continue;
+        }
+        for e in entries {
+            let mut path = dir.clone();
+            path.push(e.name);
+            match e.stat.kind {
+                Kind::Dir => todo.push(path),
+                Kind::Symlink if !links => panic!("{}: no links in these worlds", path.join("/")),
+                // A planted link shows as one; its target is never read.
+                Kind::Symlink => {
+                    let target = tree.readlink(&path).unwrap();
+                    assert_eq!(e.stat.size, target.len() as u64, "{}", path.join("/"));
+                }
+                Kind::File => {
+                    files += 1;
+                    let read = tree.stat(&path).and_then(|s| {
+                        let data = tree.read(&path)?;
+                        assert_eq!(s.size, data.len() as u64, "{}", path.join("/"));
+                        Ok(())
+                    });
+                    if let Err(e) = read {
+                        errors.insert(path.join("/"), e.to_string());
+                    }
+                }
+            }
+        }
+    }
+    (files, errors)
 }

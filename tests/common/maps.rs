@@ -1,35 +1,13 @@
-//! Helpers shared by the map-block codec tests: sample paths, reading every block of a
-//! `map.sqlite` (both schemas), the decode → encode → decode check, and the real engine's
-//! world generator.
-
-#![allow(dead_code)]
+//! Every block of a Luanti `map.sqlite` (both schemas) and the decode → encode → decode
+//! check of the map-block codec.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use rusqlite::{Connection, OpenFlags};
 use worldfs::luanti::block::{BlockPos, MapBlock};
 use worldfs::luanti::codec::{decode_block, encode_block};
 use worldfs::luanti::map_store::int_to_pos;
-
-/// `shared/samples/luanti`; panics when the samples are missing.
-pub fn samples() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/samples/luanti");
-    assert!(
-        dir.is_dir(),
-        "samples folder {} is missing: the Luanti samples are required for this test",
-        dir.display()
-    );
-    dir
-}
-
-/// `shared/tools/luanti`; panics when missing.
-pub fn tools() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/luanti");
-    assert!(dir.is_dir(), "tools folder {} is missing", dir.display());
-    dir
-}
 
 /// Opens a database read-only without touching its journal files.
 pub fn open_ro(path: &Path) -> Connection {
@@ -149,47 +127,4 @@ pub fn round_trip_map(path: &Path) -> (VersionCounts, Vec<(Key, MapBlock)>) {
         blocks.push((key, block));
     }
     (counts, blocks)
-}
-
-/// Generates a world with the real engine (`mkworld.sh DIR RADIUS`).
-pub fn mkworld(dir: &Path, radius: u32) {
-    let status = engine_command()
-        .arg(tools().join("mkworld.sh"))
-        .arg(dir)
-        .arg(radius.to_string())
-        .status()
-        .expect("running mkworld.sh (is minetest-server installed?)");
-    assert!(status.success(), "mkworld.sh failed: {status}");
-    assert!(
-        dir.join("map.sqlite").is_file(),
-        "mkworld.sh wrote no map.sqlite (is minetest-server installed?)"
-    );
-}
-
-/// `bash` under the machine-wide engine lock: the engine scripts use fixed ports, so no two
-/// may run at once on one machine (other test binaries and the mount tests take it too).
-fn engine_command() -> Command {
-    let mut c = Command::new("flock");
-    c.arg("/tmp/worldfs-engine.lock").arg("bash");
-    c
-}
-
-/// Serialises runs of the real engine inside one test binary (the scripts use fixed ports).
-pub static ENGINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Runs `probe.sh WORLD P1 P2 POINTS` and returns its output; panics when the probe fails.
-pub fn probe(world: &Path, p1: &str, p2: &str, points: &str) -> String {
-    let out = engine_command()
-        .arg(tools().join("probe.sh"))
-        .args([world.as_os_str(), p1.as_ref(), p2.as_ref(), points.as_ref()])
-        .output()
-        .expect("running probe.sh");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "probe.sh failed on {}:\n{text}\n{}",
-        world.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
 }

@@ -6,8 +6,6 @@
 //! schema with its own bad rows. Made with the project's encoders (the valid parts) and by
 //! hand (the broken ones). Used by `tests/luanti_hostile.rs` and, through
 //! `examples/luanti_hostile.rs`, by `mount-tests/10-luanti-hostile.sh`.
-// The test and the example use different parts of this module.
-#![allow(dead_code)]
 
 use std::io::Write;
 use std::path::Path;
@@ -15,11 +13,11 @@ use std::path::Path;
 use rusqlite::types::Value;
 use rusqlite::{params, Connection};
 use worldfs::luanti::block::{
-    BlockPos, Inventory, InventoryList, ItemStack, LuaEntity, MapBlock, MetaVar, NodeMeta,
-    NodeTimer, ObjectData, RelPos, StaticObject, NODE_COUNT,
+    BlockPos, Inventory, MapBlock, MetaVar, NodeMeta, RelPos, NODE_COUNT,
 };
-use worldfs::luanti::blocks::new_block;
 use worldfs::luanti::codec::encode_block;
+
+use super::mapblock::{chest_v25, heavy_objects, lua_entity, stone};
 use worldfs::luanti::map_store::pos_to_int;
 
 /// What reading a row's block through the tree must give.
@@ -91,68 +89,6 @@ fn name_ids(names: &[Vec<u8>]) -> Vec<u8> {
 const NO_OBJECTS: &[u8] = &[0, 0, 0];
 const NO_TIMERS: &[u8] = &[10, 0, 0];
 
-fn stone() -> MapBlock {
-    let mut b = new_block();
-    b.names = vec!["default:stone".into()];
-    b.lighting_complete = 0xffff;
-    b
-}
-
-fn chest_v25() -> MapBlock {
-    let mut b = stone();
-    b.version = 25;
-    b.names = vec!["default:stone".into(), "default:chest".into()];
-    b.content[0x123] = 1;
-    b.metadata.push(NodeMeta {
-        pos: RelPos::from_index(0x123).unwrap(),
-        vars: vec![MetaVar {
-            key: b"infotext".to_vec(),
-            value: b"Chest".to_vec(),
-            private: false,
-        }],
-        inventory: Inventory {
-            lists: vec![InventoryList {
-                name: "main".into(),
-                width: 0,
-                slots: vec![
-                    ItemStack {
-                        name: b"default:diamond".to_vec(),
-                        count: 3,
-                        wear: 0,
-                        metadata: Vec::new(),
-                    },
-                    ItemStack::default(),
-                ],
-            }],
-        },
-    });
-    b.timers.push(NodeTimer {
-        pos: RelPos::from_index(0x123).unwrap(),
-        timeout: 5000,
-        elapsed: 0,
-    });
-    b
-}
-
-fn lua_entity(i: i32, origin: BlockPos) -> StaticObject {
-    StaticObject {
-        kind: 7,
-        pos: [
-            i32::from(origin.x) * 160_000 + i % 150_000,
-            i32::from(origin.y) * 160_000,
-            i32::from(origin.z) * 160_000,
-        ],
-        data: ObjectData::LuaEntity(LuaEntity {
-            name: "mobs:sheep".into(),
-            state: Vec::new(),
-            hp: 1,
-            velocity: [0; 3],
-            yaw: 0,
-            extra: None,
-        }),
-    }
-}
-
 /// The rows of the `pos` world: (case, pos value, data value).
 fn pos_rows() -> Vec<(Case, Value, Value)> {
     let mut rows = Vec::new();
@@ -195,13 +131,7 @@ fn pos_rows() -> Vec<(Case, Value, Value)> {
         blob(&crowded),
     );
     let mut heavy = stone();
-    heavy.objects = (0..65_535)
-        .map(|i| StaticObject {
-            kind: 3,
-            pos: [i, 0, 0],
-            data: ObjectData::Raw(vec![0x5a; 120]),
-        })
-        .collect();
+    heavy.objects = heavy_objects(65_535);
     add(
         "65,535 objects of 120 bytes (decodes past the bound)",
         Expect::Fails("at most 12 MiB are allowed per block"),
