@@ -3,10 +3,10 @@
 
 mod accounts_common;
 
-use worldfs::luanti::auth::files::FilesAuth;
-use worldfs::luanti::auth::sqlite::SqliteAuth;
-use worldfs::luanti::auth::{read_auth_file, AuthStore};
-use worldfs::luanti::players::world_mt::WorldMt;
+use worldfs::luanti::store::auth::{read_auth_file, AuthStore};
+use worldfs::luanti::store::auth_files::FilesAuth;
+use worldfs::luanti::store::auth_sqlite::SqliteAuth;
+use worldfs::luanti::store::world_mt::WorldMt;
 
 use accounts_common::{engine_migrate_copy, mkworld, samples};
 

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use worldfs::luanti::block::{Inventory, InventoryList, ItemStack};
+use worldfs::luanti::codec::block::{Inventory, InventoryList, ItemStack};
 use worldfs::luanti::codec::inventory::{
     parse_inventory, parse_itemstring, serialize_inventory, serialize_itemstring,
 };

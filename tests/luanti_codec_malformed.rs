@@ -212,9 +212,9 @@ fn random_bytes_never_panic() {
 /// decode to tens of MiB; the decoder stops at its memory bound with a clear error.
 #[test]
 fn a_block_that_decodes_too_big_is_refused_clearly() {
-    use worldfs::luanti::block::{ObjectData, StaticObject};
+    use worldfs::luanti::codec::block::{ObjectData, StaticObject};
     use worldfs::luanti::codec::MAX_DECODED;
-    let mut block = worldfs::luanti::blocks::new_block();
+    let mut block = worldfs::luanti::cache::new_block();
     block.objects = (0..65_535)
         .map(|i| StaticObject {
             kind: 3,

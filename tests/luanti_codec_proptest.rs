@@ -2,7 +2,7 @@
 //! invariants encodes at every writable version and decodes back equal.
 
 use proptest::prelude::*;
-use worldfs::luanti::block::{
+use worldfs::luanti::codec::block::{
     Inventory, InventoryList, ItemStack, LuaEntity, LuaEntityExtra, MapBlock, MetaVar, NodeMeta,
     NodeTimer, ObjectData, RelPos, StaticObject, NODE_COUNT,
 };

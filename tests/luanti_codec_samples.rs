@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use luanti_codec_common::{map_databases, round_trip, round_trip_map, samples};
-use worldfs::luanti::block::{MapBlock, ObjectData};
+use worldfs::luanti::codec::block::{MapBlock, ObjectData};
 use worldfs::luanti::codec::{decode_block, decompress_only};
 
 #[test]

@@ -4,7 +4,7 @@
 mod luanti_codec_common;
 
 use luanti_codec_common::{block_pos, mkworld, round_trip_map, ENGINE};
-use worldfs::luanti::block::{BlockPos, MapBlock, ObjectData};
+use worldfs::luanti::codec::block::{BlockPos, MapBlock, ObjectData};
 use worldfs::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use worldfs::luanti::views;
 
@@ -28,7 +28,7 @@ fn views_round_trip(block: &MapBlock, pos: BlockPos) {
             "block {pos:?}"
         );
     }
-    let mut copy = worldfs::luanti::blocks::new_block();
+    let mut copy = worldfs::luanti::cache::new_block();
     copy.metadata = block.metadata.clone();
     let at = |e: worldfs::Error| format!("block {pos:?}: {e}");
     views::parse_nodes(&texts[0], &mut copy)

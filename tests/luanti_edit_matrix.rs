@@ -23,12 +23,12 @@ use std::path::{Path, PathBuf};
 
 use luanti_codec_common::{block_pos, map_databases, mkworld, probe, read_blocks, samples, ENGINE};
 use rusqlite::{params, Connection};
-use worldfs::luanti::block::{
+use worldfs::luanti::codec::block::{
     BlockPos, Inventory, InventoryList, ItemStack, LuaEntity, MapBlock, MetaVar, NodeMeta,
     NodeTimer, ObjectData, RelPos, StaticObject, NODE_COUNT,
 };
 use worldfs::luanti::codec::{decode_block, encode_block};
-use worldfs::luanti::map_store::pos_to_int;
+use worldfs::luanti::store::map_sqlite::pos_to_int;
 use worldfs::luanti::tree::{block_name, LuantiTree, Options};
 use worldfs::luanti::views;
 use worldfs::names;

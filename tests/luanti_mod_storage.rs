@@ -5,10 +5,10 @@
 use std::collections::BTreeMap;
 mod accounts_common;
 
-use worldfs::luanti::mod_storage::files::FilesModStorage;
-use worldfs::luanti::mod_storage::sqlite::SqliteModStorage;
-use worldfs::luanti::mod_storage::ModStorage;
-use worldfs::luanti::players::world_mt::WorldMt;
+use worldfs::luanti::store::mod_storage::ModStorage;
+use worldfs::luanti::store::mod_storage_files::FilesModStorage;
+use worldfs::luanti::store::mod_storage_sqlite::SqliteModStorage;
+use worldfs::luanti::store::world_mt::WorldMt;
 
 use accounts_common::{engine_migrate, mkworld, samples};
 

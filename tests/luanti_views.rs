@@ -3,7 +3,7 @@
 //! of truncated and mutated views that must give errors, never panics.
 
 use proptest::prelude::*;
-use worldfs::luanti::block::{
+use worldfs::luanti::codec::block::{
     BlockPos, LuaEntity, LuaEntityExtra, MapBlock, NodeTimer, ObjectData, RelPos, StaticObject,
     NODE_COUNT,
 };

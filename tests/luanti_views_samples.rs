@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 mod luanti_codec_common;
 
 use luanti_codec_common::{block_pos, map_databases, read_blocks, samples};
-use worldfs::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
+use worldfs::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
 use worldfs::luanti::codec::decode_block;
 use worldfs::luanti::views;
 

@@ -11,23 +11,25 @@
 //! Paths are mapped to blocks and views here; decoding, caching and committing live in
 //! [`Blocks`], the formats in the codec and the views.
 
+pub mod accounts;
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::luanti::accounts_tree::{self, Accounts};
-use crate::luanti::block::{BlockPos, MapBlock, MetaVar, NodeMeta, RelPos};
-use crate::luanti::blocks::{Blocks, Cached};
+use crate::luanti::cache::{Blocks, Cached};
+use crate::luanti::codec::block::{BlockPos, MapBlock, MetaVar, NodeMeta, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
-use crate::luanti::map_store::{MapStore, LIST_BYTES};
+use crate::luanti::store::map_sqlite::{MapStore, LIST_BYTES};
 use crate::luanti::views;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath};
+use accounts::Accounts;
 
 /// The files of a block folder, in listing order, with how each is rendered and parsed.
 struct View {
@@ -97,7 +99,7 @@ const LIGHTING_EXPIRED: u8 = 0x04;
 
 /// The files hidden from the top level because the tree shows them decoded.
 fn hidden_world_file(name: &str) -> bool {
-    name.starts_with("map.sqlite") || accounts_tree::hidden_world_file(name)
+    name.starts_with("map.sqlite") || accounts::hidden_world_file(name)
 }
 
 /// Where a path points.

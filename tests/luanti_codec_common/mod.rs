@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rusqlite::{Connection, OpenFlags};
-use worldfs::luanti::block::{BlockPos, MapBlock};
+use worldfs::luanti::codec::block::{BlockPos, MapBlock};
 use worldfs::luanti::codec::{decode_block, encode_block};
-use worldfs::luanti::map_store::int_to_pos;
+use worldfs::luanti::store::map_sqlite::int_to_pos;
 
 /// `shared/samples/luanti`; panics when the samples are missing.
 pub fn samples() -> PathBuf {

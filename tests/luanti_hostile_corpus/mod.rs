@@ -14,13 +14,13 @@ use std::path::Path;
 
 use rusqlite::types::Value;
 use rusqlite::{params, Connection};
-use worldfs::luanti::block::{
+use worldfs::luanti::cache::new_block;
+use worldfs::luanti::codec::block::{
     BlockPos, Inventory, InventoryList, ItemStack, LuaEntity, MapBlock, MetaVar, NodeMeta,
     NodeTimer, ObjectData, RelPos, StaticObject, NODE_COUNT,
 };
-use worldfs::luanti::blocks::new_block;
 use worldfs::luanti::codec::encode_block;
-use worldfs::luanti::map_store::pos_to_int;
+use worldfs::luanti::store::map_sqlite::pos_to_int;
 
 /// What reading a row's block through the tree must give.
 #[derive(Debug, Clone, PartialEq)]

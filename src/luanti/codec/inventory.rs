@@ -18,7 +18,7 @@
 //! parse instead of being misread.
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::block::{Inventory, InventoryList, ItemStack};
+use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
 
 /// The most slots (sum of list sizes) one inventory may declare. A chest has 32, a player
 /// about 50; the bound keeps a hostile `List x 4294967295` from allocating gigabytes.

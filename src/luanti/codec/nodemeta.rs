@@ -12,7 +12,7 @@ use super::inventory::{check_inventory, read_inventory, serialize_inventory, MAX
 use super::reader::{put_string16, put_string32, put_u16, put_u32, Reader};
 use super::Budget;
 use crate::error::{Error, Result};
-use crate::luanti::block::{Inventory, MetaVar, NodeMeta, NodeTimer, RelPos};
+use crate::luanti::codec::block::{Inventory, MetaVar, NodeMeta, NodeTimer, RelPos};
 
 /// The position of a metadata entry or timer from its stored `u16`.
 pub fn rel_pos(p16: u16, what: &str) -> Result<RelPos> {
@@ -426,7 +426,7 @@ fn trim_zeros(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::luanti::block::{InventoryList, ItemStack};
+    use crate::luanti::codec::block::{InventoryList, ItemStack};
 
     #[test]
     fn g6_formatting_matches_ostream() {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use super::reader::{put_string16, put_u16, Reader};
 use crate::error::{Error, Result};
-use crate::luanti::block::{MapBlock, NODE_COUNT};
+use crate::luanti::codec::block::{MapBlock, NODE_COUNT};
 
 /// One stored name-id mapping entry.
 pub struct NameId<'a> {

@@ -22,7 +22,7 @@
 //! decimal or `0x` hexadecimal; `#` starts a comment.
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::block::MapBlock;
+use crate::luanti::codec::block::MapBlock;
 use crate::luanti::views::text::{key_value, lines, parse_int, Cursor};
 
 /// The flag bits with a name: (key, bit, shown inverted, comment).

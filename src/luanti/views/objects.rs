@@ -37,7 +37,7 @@
 //! one must fit the stored 32-bit integers.
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::block::{
+use crate::luanti::codec::block::{
     BlockPos, LuaEntity, LuaEntityExtra, MapBlock, ObjectData, StaticObject,
 };
 use crate::luanti::views::text::{format_fixed, key_value, lines, push_quoted, Cursor, Line};

@@ -14,7 +14,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 use crate::error::{Error, Result};
-use crate::luanti::block::BlockPos;
+use crate::luanti::codec::block::BlockPos;
 
 /// The two `map.sqlite` schemas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
-use crate::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
 use crate::luanti::codec;
-use crate::luanti::map_store::{Change, MapStore};
+use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
+use crate::luanti::store::map_sqlite::{Change, MapStore};
 use crate::luanti::views;
 use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, Mtimes};
@@ -423,7 +423,7 @@ mod tests {
     /// with tens of thousands of objects do not pile up in a cache sized for a few of them.
     #[test]
     fn the_cache_weighs_blocks_by_what_they_hold() {
-        use crate::luanti::block::{LuaEntity, ObjectData, StaticObject};
+        use crate::luanti::codec::block::{LuaEntity, ObjectData, StaticObject};
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("map.sqlite");
         rusqlite::Connection::open(&path)

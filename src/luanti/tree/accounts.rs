@@ -1,9 +1,10 @@
 //! The accounts part of the mounted Luanti tree: `players/NAME`, `auth.txt` and
 //! `mod_storage/MOD/KEY`, whatever backend `world.mt` names for each.
 //!
-//! [`Accounts`] maps these paths onto the stores of [`crate::luanti::players`],
-//! [`crate::luanti::auth`] and [`crate::luanti::mod_storage`] with the same operations as the
-//! [`crate::vfs::tree::Tree`] trait, so the Luanti tree only dispatches to it. Behaviour:
+//! [`Accounts`] maps these paths onto the stores of [`crate::luanti::store::players`],
+//! [`crate::luanti::store::auth`] and [`crate::luanti::store::mod_storage`] with the same
+//! operations as the [`crate::vfs::tree::Tree`] trait, so the Luanti tree only dispatches to
+//! it. Behaviour:
 //!
 //! - `players/NAME` is the player file format. Writing it parses the whole file strictly and
 //!   commits every table in one transaction (or replaces the player file); an unchanged file is
@@ -30,11 +31,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::luanti::auth::{parse_auth, AuthStore};
-use crate::luanti::mod_storage::ModStorage;
-use crate::luanti::players::player::check_name;
-use crate::luanti::players::world_mt::{Backend, WorldMt};
-use crate::luanti::players::{parse_player, render_player, Player, PlayerStore};
+use crate::luanti::codec::player::check_name;
+use crate::luanti::store::auth::{parse_auth, AuthStore};
+use crate::luanti::store::mod_storage::ModStorage;
+use crate::luanti::store::players::{parse_player, render_player, Player, PlayerStore};
+use crate::luanti::store::world_mt::{Backend, WorldMt};
 use crate::names;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
@@ -880,12 +881,12 @@ fn mtime_key(path: &TreePath) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::luanti::auth::sqlite::SqliteAuth;
-    use crate::luanti::auth::AuthEntry;
-    use crate::luanti::block::{Inventory, InventoryList, ItemStack};
-    use crate::luanti::mod_storage::sqlite::SqliteModStorage;
-    use crate::luanti::players::sqlite::SqlitePlayers;
-    use crate::luanti::players::Player;
+    use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
+    use crate::luanti::store::auth::AuthEntry;
+    use crate::luanti::store::auth_sqlite::SqliteAuth;
+    use crate::luanti::store::mod_storage_sqlite::SqliteModStorage;
+    use crate::luanti::store::players::Player;
+    use crate::luanti::store::players_sqlite::SqlitePlayers;
 
     fn p(parts: &[&str]) -> Vec<String> {
         parts.iter().map(|s| s.to_string()).collect()
