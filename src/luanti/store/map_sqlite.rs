@@ -9,12 +9,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::sqlite;
 
 /// The two `map.sqlite` schemas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,9 +58,6 @@ pub struct MapStore {
     /// Whether the rows left out of the listing were counted and reported.
     reported: AtomicBool,
 }
-
-/// How long our own statements wait for a lock held by another process.
-const BUSY_TIMEOUT: Duration = Duration::from_millis(2000);
 
 /// The engine's integer position (`getBlockAsInteger`).
 pub fn pos_to_int(p: BlockPos) -> i64 {
@@ -200,14 +197,7 @@ impl MapStore {
     }
 
     fn connect(&self, read_only: bool) -> Result<Connection> {
-        let flags = if read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        };
-        let conn = Connection::open_with_flags(&self.path, flags)
-            .map_err(|e| Error::from(e).context(self.path.display()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let conn = sqlite::open(&self.path, read_only)?;
         // Several pooled readers each keep a page cache; blobs are read once and decoded
         // objects are cached above, so a small one per connection is enough.
         conn.execute_batch("PRAGMA cache_size = -512")?;
@@ -424,7 +414,7 @@ impl MapStore {
         let conn = guard
             .as_ref()
             .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
-        Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        sqlite::data_version(conn)
     }
 
     /// Commits all changes in one transaction: every block ends up old or new together.
