@@ -244,6 +244,10 @@ impl Blocks {
         }
         self.store.commit(&encoded)?;
         self.cache.committed(encoded.iter().map(|(pos, _)| pos));
+        // The data_version read below also covers any commit another writer made since the
+        // last refresh: so that such a commit is not missed, cached blocks are checked
+        // against their stored bytes on their next use, as after a change underneath.
+        self.cache.changed_underneath();
         if let Ok(v) = self.store.data_version() {
             self.known_version.store(v, Ordering::Relaxed);
         }
@@ -471,5 +475,44 @@ mod tests {
         assert_eq!(gone.errno(), libc::ENOENT);
         assert!(!blocks.exists(c).expect("exists"));
         assert!(blocks.exists(b).expect("exists"));
+    }
+
+    /// Another writer's commit just before one of ours is not hidden by ours: our commit
+    /// reads the database's new `data_version`, which includes the other commit.
+    #[test]
+    fn another_writers_commit_just_before_ours_is_still_seen() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let (a, b) = (pos(0, 0, 0), pos(1, 0, 0));
+        let outside = MapStore::open(&path, false).expect("writer");
+        outside
+            .commit(&[
+                (a, Some(blob("default:stone"))),
+                (b, Some(blob("default:dirt"))),
+            ])
+            .expect("first commit");
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
+        assert!(blocks.get(a).is_ok());
+        assert_eq!(
+            blocks.get(b).expect("b").block.names,
+            vec!["default:dirt".to_string()]
+        );
+        outside
+            .commit(&[(b, Some(blob("default:sand")))])
+            .expect("outside commit");
+        blocks
+            .modify(a, |block| {
+                block.names = vec!["default:cobble".to_string()];
+                Ok(())
+            })
+            .expect("our commit");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
+        assert_eq!(
+            blocks.get(b).expect("b again").block.names,
+            vec!["default:sand".to_string()]
+        );
     }
 }
