@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use worldfs::luanti::codec;
-use worldfs::luanti::map_store::MapStore;
+use worldfs::luanti::store::map_sqlite::MapStore;
 use worldfs::luanti::tree::{LuantiTree, Options};
 use worldfs::luanti::views;
 use worldfs::vfs::Tree;

@@ -101,99 +101,120 @@ const FOOTER: &str = "\t\t\t},\n\t\t},\n\t},\n}\n";
 
 /// Renders a grid; `comment` gives the optional comment for a definition (e.g. a block name).
 pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> Vec<u8> {
-    let [sx, sy, sz] = grid.size;
-    let unique = first_equal(&grid.palette);
-    // Characters are assigned in one pass over the cells, in order of first use; `used`
-    // lists the (first equal) palette entries in character order.
-    let mut used: Vec<usize> = Vec::new();
-    let data = match ascii_table(&grid.palette) {
-        // Fast path: distinct palette entries, in order of first use (checked on the way),
-        // all with ASCII characters.
-        Some(table) => {
-            let mut next = 0u32;
-            let mut first_use = |c: u32| {
-                if c == next {
-                    next += 1;
-                }
-                c < next
-            };
-            block_data(grid, |row, out| {
-                let glyph = |c: u32| table.get(c as usize).copied().unwrap_or(b'?');
-                // Rows up to 64 cells are built on the stack and copied at once.
-                let mut buf = [0u8; 64];
-                let (Some(&first), Some(dst)) = (row.first(), buf.get_mut(..row.len())) else {
-                    return false;
-                };
-                if row.iter().fold(true, |same, &c| same & (c == first)) {
-                    // A row of one kind (common: air, stone): one lookup.
-                    if !first_use(first) {
-                        return false;
-                    }
-                    dst.fill(glyph(first));
-                } else {
-                    for (d, &c) in dst.iter_mut().zip(row) {
-                        if !first_use(c) {
-                            return false;
-                        }
-                        *d = glyph(c);
-                    }
-                }
-                out.extend_from_slice(dst);
-                row.len() == sx
-            })
-            .filter(|_| next as usize == grid.palette.len())
-        }
-        None => None,
+    // `used` lists the (first equal) palette entries in character order.
+    let (used, data) = match fast_block_data(grid) {
+        Some(data) => ((0..grid.palette.len()).collect(), data),
+        None => slow_block_data(grid),
     };
-    if data.is_some() {
-        used = (0..grid.palette.len()).collect();
-    }
-    let data = data.unwrap_or_else(|| {
-        used.clear();
-        let mut glyph_of: Vec<Option<Glyph>> = vec![None; grid.palette.len()];
-        let no_glyph = Glyph::new(NO_GLYPH);
-        block_data(grid, |row, out| {
-            for &cell in row {
-                let p = cell as usize;
-                let g = match glyph_of.get(p) {
-                    Some(Some(g)) => *g,
-                    Some(None) => {
-                        let u = unique[p];
-                        if glyph_of[u].is_none() {
-                            glyph_of[u] =
-                                Some(glyphs::glyph(used.len()).map_or(no_glyph, Glyph::new));
-                            used.push(u);
-                        }
-                        glyph_of[p] = glyph_of[u];
-                        glyph_of[p].unwrap_or(no_glyph)
-                    }
-                    None => no_glyph,
-                };
-                out.extend_from_slice(g.bytes());
-            }
-            for _ in row.len()..sx {
-                out.extend_from_slice(no_glyph.bytes());
-            }
-            true
-        })
-        .unwrap_or_default()
-    });
-
     let mut out = Vec::with_capacity(HEADER.len() + 300 + used.len() * 40 + data.len());
+    push_head(&mut out, grid.size);
+    push_definitions(&mut out, grid, &used, comment);
+    out.extend_from_slice(b"\t\t\t},\n\t\t\tBlockData =\n\t\t\t{\n");
+    out.extend_from_slice(&data);
+    out.extend_from_slice(FOOTER.as_bytes());
+    out
+}
+
+/// The fast path of `BlockData`: distinct palette entries, in order of first use (checked on
+/// the way), all with ASCII characters; `None` when the grid is not like that.
+fn fast_block_data(grid: &Grid) -> Option<Vec<u8>> {
+    let sx = grid.size[0];
+    let table = ascii_table(&grid.palette)?;
+    let mut next = 0u32;
+    let mut first_use = |c: u32| {
+        if c == next {
+            next += 1;
+        }
+        c < next
+    };
+    block_data(grid, |row, out| {
+        let glyph = |c: u32| table.get(c as usize).copied().unwrap_or(b'?');
+        // Rows up to 64 cells are built on the stack and copied at once.
+        let mut buf = [0u8; 64];
+        let (Some(&first), Some(dst)) = (row.first(), buf.get_mut(..row.len())) else {
+            return false;
+        };
+        if row.iter().fold(true, |same, &c| same & (c == first)) {
+            // A row of one kind (common: air, stone): one lookup.
+            if !first_use(first) {
+                return false;
+            }
+            dst.fill(glyph(first));
+        } else {
+            for (d, &c) in dst.iter_mut().zip(row) {
+                if !first_use(c) {
+                    return false;
+                }
+                *d = glyph(c);
+            }
+        }
+        out.extend_from_slice(dst);
+        row.len() == sx
+    })
+    .filter(|_| next as usize == grid.palette.len())
+}
+
+/// The general path of `BlockData`: characters are assigned in one pass over the cells, in
+/// order of first use, equal palette entries sharing one. Returns the (first equal) palette
+/// entries in character order and the data.
+fn slow_block_data(grid: &Grid) -> (Vec<usize>, Vec<u8>) {
+    let sx = grid.size[0];
+    let unique = first_equal(&grid.palette);
+    let mut used: Vec<usize> = Vec::new();
+    let mut glyph_of: Vec<Option<Glyph>> = vec![None; grid.palette.len()];
+    let no_glyph = Glyph::new(NO_GLYPH);
+    let data = block_data(grid, |row, out| {
+        for &cell in row {
+            let p = cell as usize;
+            let g = match glyph_of.get(p) {
+                Some(Some(g)) => *g,
+                Some(None) => {
+                    let u = unique[p];
+                    if glyph_of[u].is_none() {
+                        glyph_of[u] = Some(glyphs::glyph(used.len()).map_or(no_glyph, Glyph::new));
+                        used.push(u);
+                    }
+                    glyph_of[p] = glyph_of[u];
+                    glyph_of[p].unwrap_or(no_glyph)
+                }
+                None => no_glyph,
+            };
+            out.extend_from_slice(g.bytes());
+        }
+        for _ in row.len()..sx {
+            out.extend_from_slice(no_glyph.bytes());
+        }
+        true
+    })
+    .unwrap_or_default();
+    (used, data)
+}
+
+/// The file up to `BlockDefinitions`: header, size, hitbox, connectors, metadata.
+fn push_head(out: &mut Vec<u8>, [sx, sy, sz]: [usize; 3]) {
     out.extend_from_slice(HEADER.as_bytes());
     out.extend_from_slice(b"\t\t\tSize = { x = ");
-    push_number(&mut out, sx);
+    push_number(out, sx);
     out.extend_from_slice(b", y = ");
-    push_number(&mut out, sy);
+    push_number(out, sy);
     out.extend_from_slice(b", z = ");
-    push_number(&mut out, sz);
+    push_number(out, sz);
     out.extend_from_slice(b" },\n\t\t\tHitbox = { MinX = 0, MinY = 0, MinZ = 0, MaxX = ");
-    push_number(&mut out, sx.saturating_sub(1));
+    push_number(out, sx.saturating_sub(1));
     out.extend_from_slice(b", MaxY = ");
-    push_number(&mut out, sy.saturating_sub(1));
+    push_number(out, sy.saturating_sub(1));
     out.extend_from_slice(b", MaxZ = ");
-    push_number(&mut out, sz.saturating_sub(1));
+    push_number(out, sz.saturating_sub(1));
     out.extend_from_slice(b" },\n\t\t\tConnectors = {},\n\t\t\tMetadata = {},\n");
+}
+
+/// `BlockDefinitions`: one line per used palette entry, in character order.
+fn push_definitions(
+    out: &mut Vec<u8>,
+    grid: &Grid,
+    used: &[usize],
+    comment: &dyn Fn(&Definition) -> Option<String>,
+) {
     out.extend_from_slice(b"\t\t\tBlockDefinitions =\n\t\t\t{\n");
     for (i, &u) in used.iter().enumerate() {
         let def = &grid.palette[u];
@@ -201,9 +222,9 @@ pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> V
         let glyph = glyphs::glyph(i).map_or(Glyph::new(NO_GLYPH), Glyph::new);
         out.extend_from_slice(glyph.bytes());
         out.extend_from_slice(b": ");
-        push_lua_escaped(&mut out, &def.kind);
+        push_lua_escaped(out, &def.kind);
         out.extend_from_slice(b": ");
-        push_number(&mut out, def.meta as usize);
+        push_number(out, def.meta as usize);
         out.extend_from_slice(b"\",");
         if let Some(text) = comment(def) {
             out.extend_from_slice(b"  -- ");
@@ -215,10 +236,6 @@ pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> V
         }
         out.push(b'\n');
     }
-    out.extend_from_slice(b"\t\t\t},\n\t\t\tBlockData =\n\t\t\t{\n");
-    out.extend_from_slice(&data);
-    out.extend_from_slice(FOOTER.as_bytes());
-    out
 }
 
 /// The character of each palette entry when the entries are distinct and all get ASCII
@@ -354,21 +371,7 @@ pub fn parse_checked(
     if !matches!(version.kind, Kind::Num("1")) {
         return Err(src.error(version.at, "only CubesetFormatVersion = 1 is supported"));
     }
-    let pieces = top.required("Pieces")?;
-    let piece = match &pieces.kind {
-        Kind::Table(fields) => match fields.as_slice() {
-            [Field {
-                key: None, value, ..
-            }] => value,
-            [] => return Err(src.error(pieces.at, "Pieces must hold one piece")),
-            [_, second, ..] => {
-                return Err(src.error(second.key_at, "a worldfs Cubeset holds exactly one piece"))
-            }
-            [other] => return Err(src.error(other.key_at, "a piece must be a table without key")),
-        },
-        _ => return Err(src.error(pieces.at, "Pieces must be a table")),
-    };
-    let piece = Fields::of(&src, piece, "a piece")?;
+    let piece = Fields::of(&src, the_piece(&src, top.required("Pieces")?)?, "a piece")?;
     piece.only(&[
         "Size",
         "Hitbox",
@@ -382,8 +385,36 @@ pub fn parse_checked(
             Fields::of(&src, v, name)?;
         }
     }
-    let size_value = piece.required("Size")?;
-    let size_fields = Fields::of(&src, size_value, "Size")?;
+    let dims = read_size(&src, piece.required("Size")?, size)?;
+    let definitions = Definitions::parse(&src, piece.required("BlockDefinitions")?, check)?;
+    let raw_cells = read_cells(&src, piece.required("BlockData")?, dims, &definitions)?;
+    Ok(definitions.canonical(dims, raw_cells))
+}
+
+/// The one piece of `Pieces` (a worldfs Cubeset holds exactly one).
+fn the_piece<'v, 'a>(src: &Source<'a>, pieces: &'v Value<'a>) -> Result<&'v Value<'a>> {
+    match &pieces.kind {
+        Kind::Table(fields) => match fields.as_slice() {
+            [Field {
+                key: None, value, ..
+            }] => Ok(value),
+            [] => Err(src.error(pieces.at, "Pieces must hold one piece")),
+            [_, second, ..] => {
+                Err(src.error(second.key_at, "a worldfs Cubeset holds exactly one piece"))
+            }
+            [other] => Err(src.error(other.key_at, "a piece must be a table without key")),
+        },
+        _ => Err(src.error(pieces.at, "Pieces must be a table")),
+    }
+}
+
+/// The piece's `Size`, which must be `expected` when given.
+fn read_size(
+    src: &Source<'_>,
+    size_value: &Value<'_>,
+    expected: Option<[usize; 3]>,
+) -> Result<[usize; 3]> {
+    let size_fields = Fields::of(src, size_value, "Size")?;
     size_fields.only(&["x", "y", "z"])?;
     let mut dims = [0usize; 3];
     for (dim, axis) in dims.iter_mut().zip(["x", "y", "z"]) {
@@ -402,7 +433,7 @@ pub fn parse_checked(
             )
         })?;
     }
-    if let Some(expected) = size {
+    if let Some(expected) = expected {
         if expected != dims {
             return Err(src.error(
                 size_value.at,
@@ -413,9 +444,7 @@ pub fn parse_checked(
             ));
         }
     }
-    let definitions = Definitions::parse(&src, piece.required("BlockDefinitions")?, check)?;
-    let raw_cells = read_cells(&src, piece.required("BlockData")?, dims, &definitions)?;
-    Ok(definitions.canonical(dims, raw_cells))
+    Ok(dims)
 }
 
 /// The UTF-8 bytes of one character.
@@ -738,58 +767,4 @@ fn read_cells(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn def(kind: &str, meta: u32) -> Definition {
-        Definition {
-            kind: kind.into(),
-            meta,
-        }
-    }
-
-    #[test]
-    fn renders_in_first_use_order_and_merges_duplicates() {
-        let grid = Grid {
-            size: [2, 1, 2],
-            palette: vec![def("x", 0), def("unused", 1), def("y", 0), def("x", 0)],
-            cells: vec![2, 0, 3, 2],
-        };
-        let text = String::from_utf8(render(&grid, &|_| None)).unwrap();
-        assert!(
-            text.contains("\"a: y: 0\",\n\t\t\t\t\"b: x: 0\",\n"),
-            "{text}"
-        );
-        assert!(!text.contains("unused"));
-        assert!(
-            text.contains("\"ab\",  -- 0\n\t\t\t\t\"ba\",  -- 1\n"),
-            "{text}"
-        );
-        let parsed = parse(text.as_bytes()).unwrap();
-        assert_eq!(parsed.palette, vec![def("y", 0), def("x", 0)]);
-        assert_eq!(parsed.cells, vec![0, 1, 1, 0]);
-    }
-
-    #[test]
-    fn meta_is_after_the_last_colon() {
-        assert_eq!(
-            split_definition(" q :  default:stone:with:colons :  17 "),
-            Ok(('q', "default:stone:with:colons", 17))
-        );
-        assert!(split_definition("q: stone").is_err());
-        assert!(split_definition("q: stone: -1").is_err());
-        assert!(split_definition("q stone: 1").is_err());
-    }
-
-    #[test]
-    fn out_of_range_cells_are_written_as_undefined() {
-        let grid = Grid {
-            size: [2, 1, 1],
-            palette: vec![def("x", 0)],
-            cells: vec![0, 5],
-        };
-        let text = render(&grid, &|_| None);
-        let err = parse(&text).unwrap_err().to_string();
-        assert!(err.contains("unknown character"), "{err}");
-    }
-}
+mod tests;

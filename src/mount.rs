@@ -283,7 +283,7 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         &args.source,
         game,
         read_only,
-        crate::vfs::cache::mib(args.cache_size),
+        crate::vfs::objects::mib(args.cache_size),
     )?;
     if let Some(state) = state_dir() {
         keep_orphaned_held(&state);

@@ -4,10 +4,10 @@
 #[allow(dead_code)]
 mod common;
 
-use worldfs::luanti::auth::files::FilesAuth;
-use worldfs::luanti::auth::sqlite::SqliteAuth;
-use worldfs::luanti::auth::{read_auth_file, AuthStore};
-use worldfs::luanti::players::world_mt::WorldMt;
+use worldfs::luanti::store::auth::{read_auth_file, AuthStore};
+use worldfs::luanti::store::auth_files::FilesAuth;
+use worldfs::luanti::store::auth_sqlite::SqliteAuth;
+use worldfs::luanti::store::world_mt::WorldMt;
 
 use common::engine::{migrate_copy, mkworld_with};
 use common::samples;

@@ -6,7 +6,7 @@ mod common;
 
 use common::samples;
 use proptest::prelude::*;
-use worldfs::luanti::block::{Inventory, InventoryList, ItemStack};
+use worldfs::luanti::codec::block::{Inventory, InventoryList, ItemStack};
 use worldfs::luanti::codec::inventory::{
     parse_inventory, parse_itemstring, serialize_inventory, serialize_itemstring,
 };

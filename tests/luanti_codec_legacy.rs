@@ -6,7 +6,7 @@ use std::io::Write;
 
 use flate2::write::ZlibEncoder;
 use flate2::Compression;
-use worldfs::luanti::block::{MapBlock, NODE_COUNT};
+use worldfs::luanti::codec::block::{MapBlock, NODE_COUNT};
 use worldfs::luanti::codec::{decode_block, encode_block};
 
 fn zlib(data: &[u8]) -> Vec<u8> {

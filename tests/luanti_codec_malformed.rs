@@ -195,7 +195,7 @@ fn random_bytes_never_panic() {
 #[test]
 fn a_block_that_decodes_too_big_is_refused_clearly() {
     use worldfs::luanti::codec::MAX_DECODED;
-    let mut block = worldfs::luanti::blocks::new_block();
+    let mut block = worldfs::luanti::cache::new_block();
     block.objects = common::mapblock::heavy_objects(65_535);
     let blob = encode_block(&block).unwrap();
     assert!(blob.len() < 200_000, "{} bytes on disk", blob.len());

@@ -6,7 +6,7 @@ mod common;
 
 use common::mapblock::arb::stored_block;
 use proptest::prelude::*;
-use worldfs::luanti::block::{MapBlock, NODE_COUNT};
+use worldfs::luanti::codec::block::{MapBlock, NODE_COUNT};
 use worldfs::luanti::codec::{decode_block, decompress_only, encode_block};
 
 /// `block` made storable at `version`: no private variables before 28, no

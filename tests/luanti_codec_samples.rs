@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use common::maps::{map_databases, round_trip, round_trip_map};
 use common::samples;
-use worldfs::luanti::block::{MapBlock, ObjectData};
+use worldfs::luanti::codec::block::{MapBlock, ObjectData};
 use worldfs::luanti::codec::{decode_block, decompress_only};
 
 #[test]

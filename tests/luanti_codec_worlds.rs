@@ -6,7 +6,7 @@ mod common;
 
 use common::engine::{mkworld, ENGINE_RUNS};
 use common::maps::{block_pos, round_trip_map};
-use worldfs::luanti::block::{BlockPos, MapBlock, ObjectData};
+use worldfs::luanti::codec::block::{BlockPos, MapBlock, ObjectData};
 use worldfs::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use worldfs::luanti::views;
 
@@ -30,7 +30,7 @@ fn views_round_trip(block: &MapBlock, pos: BlockPos) {
             "block {pos:?}"
         );
     }
-    let mut copy = worldfs::luanti::blocks::new_block();
+    let mut copy = worldfs::luanti::cache::new_block();
     copy.metadata = block.metadata.clone();
     let at = |e: worldfs::Error| format!("block {pos:?}: {e}");
     views::parse_nodes(&texts[0], &mut copy)

@@ -26,12 +26,12 @@ use common::engine::{mkworld, probe, ENGINE_RUNS};
 use common::maps::{block_pos, map_databases, read_blocks};
 use common::samples;
 use rusqlite::{params, Connection};
-use worldfs::luanti::block::{
+use worldfs::luanti::codec::block::{
     BlockPos, Inventory, InventoryList, ItemStack, LuaEntity, MapBlock, MetaVar, NodeMeta,
     NodeTimer, ObjectData, RelPos, StaticObject, NODE_COUNT,
 };
 use worldfs::luanti::codec::{decode_block, encode_block};
-use worldfs::luanti::map_store::pos_to_int;
+use worldfs::luanti::store::map_sqlite::pos_to_int;
 use worldfs::luanti::tree::{block_name, LuantiTree, Options};
 use worldfs::luanti::views;
 use worldfs::names;

@@ -5,9 +5,9 @@
 
 use std::sync::{Arc, Mutex};
 
-use worldfs::luanti::blocks::new_block;
+use worldfs::luanti::cache::new_block;
 use worldfs::luanti::codec::encode_block;
-use worldfs::luanti::map_store::pos_to_int;
+use worldfs::luanti::store::map_sqlite::pos_to_int;
 use worldfs::luanti::tree::{LuantiTree, Options};
 use worldfs::vfs::core::{OpenMode, Vfs};
 use worldfs::vfs::inodes::ROOT;
@@ -40,7 +40,7 @@ fn a_huge_bad_token_is_quoted_short_and_logged_once() {
     let conn = rusqlite::Connection::open(&map).unwrap();
     conn.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", [])
         .unwrap();
-    let origin = worldfs::luanti::block::BlockPos { x: 0, y: 0, z: 0 };
+    let origin = worldfs::luanti::codec::block::BlockPos { x: 0, y: 0, z: 0 };
     conn.execute(
         "INSERT INTO blocks VALUES (?1, ?2)",
         rusqlite::params![pos_to_int(origin), encode_block(&new_block()).unwrap()],

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 #[allow(dead_code)]
 mod common;
 
-use worldfs::luanti::mod_storage::files::FilesModStorage;
-use worldfs::luanti::mod_storage::sqlite::SqliteModStorage;
-use worldfs::luanti::mod_storage::ModStorage;
-use worldfs::luanti::players::world_mt::WorldMt;
+use worldfs::luanti::store::mod_storage::ModStorage;
+use worldfs::luanti::store::mod_storage_files::FilesModStorage;
+use worldfs::luanti::store::mod_storage_sqlite::SqliteModStorage;
+use worldfs::luanti::store::world_mt::WorldMt;
 
 use common::engine::{migrate, mkworld_with};
 use common::samples;

@@ -11,11 +11,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rusqlite::Connection;
-use worldfs::luanti::block::{BlockPos, MetaVar, NodeMeta, RelPos};
-use worldfs::luanti::blocks::new_block;
+use worldfs::luanti::cache::new_block;
+use worldfs::luanti::codec::block::{BlockPos, MetaVar, NodeMeta, RelPos};
 use worldfs::luanti::codec::{decode_block, encode_block};
-use worldfs::luanti::map_store::pos_to_int;
-use worldfs::luanti::mod_storage::sqlite::SqliteModStorage;
+use worldfs::luanti::store::map_sqlite::pos_to_int;
+use worldfs::luanti::store::mod_storage_sqlite::SqliteModStorage;
 use worldfs::luanti::tree::{LuantiTree, Options};
 use worldfs::names::NAME_MAX;
 use worldfs::vfs::core::{OpenMode, Vfs};

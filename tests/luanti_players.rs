@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 
 use common::engine::{migrate_copy, mkworld_with};
 use common::samples;
-use worldfs::luanti::block::ItemStack;
+use worldfs::luanti::codec::block::ItemStack;
 use worldfs::luanti::codec::inventory::parse_itemstring;
-use worldfs::luanti::players::files::FilesPlayers;
-use worldfs::luanti::players::sqlite::SqlitePlayers;
-use worldfs::luanti::players::world_mt::WorldMt;
-use worldfs::luanti::players::{
+use worldfs::luanti::store::players_files::FilesPlayers;
+use worldfs::luanti::store::players_sqlite::SqlitePlayers;
+use worldfs::luanti::store::world_mt::WorldMt;
+use worldfs::luanti::store::players::{
     parse_player, read_player_file, render_player, Player, PlayerStore,
 };
 
@@ -293,7 +293,7 @@ fn bad_player_files_fail_with_their_line_and_store_nothing() {
 mod properties {
     use super::*;
     use proptest::prelude::*;
-    use worldfs::luanti::block::{Inventory, InventoryList};
+    use worldfs::luanti::codec::block::{Inventory, InventoryList};
 
     fn item_strategy() -> impl Strategy<Value = ItemStack> {
         prop_oneof![

@@ -8,7 +8,7 @@ mod common;
 use common::mapblock::arb::{block_pos, viewed_block};
 use common::mapblock::{blank, hand_made};
 use proptest::prelude::*;
-use worldfs::luanti::block::{BlockPos, MapBlock, ObjectData, NODE_COUNT};
+use worldfs::luanti::codec::block::{BlockPos, MapBlock, ObjectData, NODE_COUNT};
 use worldfs::luanti::views;
 
 type Render = fn(&MapBlock, BlockPos) -> Vec<u8>;

@@ -9,7 +9,7 @@ mod common;
 
 use common::maps::{block_pos, map_databases, read_blocks};
 use common::samples;
-use worldfs::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
+use worldfs::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
 use worldfs::luanti::codec::decode_block;
 use worldfs::luanti::views;
 

@@ -356,33 +356,9 @@ impl<'a> Parser<'_, 'a> {
                 self.pos += 2;
                 out.push(value);
             }
-            b'0'..=b'9' => {
-                let mut value = u32::from(b - b'0');
-                for _ in 0..2 {
-                    match self.peek() {
-                        Some(d @ b'0'..=b'9') => {
-                            value = value * 10 + u32::from(d - b'0');
-                            self.pos += 1;
-                        }
-                        _ => break,
-                    }
-                }
-                let byte = u8::try_from(value)
-                    .map_err(|_| self.error(at, "decimal escape larger than 255"))?;
-                out.push(byte);
-            }
+            b'0'..=b'9' => out.push(self.decimal_escape(b, at)?),
             b'u' => {
-                let rest = self.src.text.get(self.pos..).unwrap_or("");
-                let c = rest
-                    .strip_prefix('{')
-                    .and_then(|r| r.split_once('}'))
-                    .filter(|(h, _)| !h.is_empty() && h.len() <= 8)
-                    .and_then(|(h, _)| u32::from_str_radix(h, 16).ok().map(|v| (h.len(), v)))
-                    .and_then(|(len, v)| char::from_u32(v).map(|c| (len, c)));
-                let (len, c) = c.ok_or_else(|| {
-                    self.error(at, "`\\u` needs a code point in braces, like \\u{E9}")
-                })?;
-                self.pos += len + 2;
+                let c = self.unicode_escape(at)?;
                 let mut buf = [0; 4];
                 out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
             }
@@ -397,6 +373,36 @@ impl<'a> Parser<'_, 'a> {
             }
         }
         Ok(())
+    }
+
+    /// `\ddd` (up to three decimal digits, the first `first`) as one byte; `at` is the backslash.
+    fn decimal_escape(&mut self, first: u8, at: usize) -> Result<u8> {
+        let mut value = u32::from(first - b'0');
+        for _ in 0..2 {
+            match self.peek() {
+                Some(d @ b'0'..=b'9') => {
+                    value = value * 10 + u32::from(d - b'0');
+                    self.pos += 1;
+                }
+                _ => break,
+            }
+        }
+        u8::try_from(value).map_err(|_| self.error(at, "decimal escape larger than 255"))
+    }
+
+    /// `\u{XXX}` (after the `u`) as a character; `at` is the backslash.
+    fn unicode_escape(&mut self, at: usize) -> Result<char> {
+        let rest = self.src.text.get(self.pos..).unwrap_or("");
+        let c = rest
+            .strip_prefix('{')
+            .and_then(|r| r.split_once('}'))
+            .filter(|(h, _)| !h.is_empty() && h.len() <= 8)
+            .and_then(|(h, _)| u32::from_str_radix(h, 16).ok().map(|v| (h.len(), v)))
+            .and_then(|(len, v)| char::from_u32(v).map(|c| (len, c)));
+        let (len, c) =
+            c.ok_or_else(|| self.error(at, "`\\u` needs a code point in braces, like \\u{E9}"))?;
+        self.pos += len + 2;
+        Ok(c)
     }
 
     fn table(&mut self, depth: usize) -> Result<Vec<Field<'a>>> {

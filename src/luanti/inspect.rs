@@ -8,9 +8,9 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
-use crate::luanti::accounts_tree::Accounts;
 use crate::luanti::codec;
-use crate::luanti::map_store::MapStore;
+use crate::luanti::store::map_sqlite::MapStore;
+use crate::luanti::tree::accounts::Accounts;
 use crate::luanti::tree::{block_name, locate};
 
 fn out_err(e: std::io::Error) -> Error {

@@ -1,14 +1,17 @@
 //! Luanti (formerly Minetest) worlds: map-block codec, text views, stores and the mounted tree.
+//!
+//! - `codec/`: bytes ⇄ structs (map blocks, player files, Settings syntax, auth.txt lines);
+//!   pure, no I/O.
+//! - `views/`: decoded blocks ⇄ the text files shown in a block's folder; pure.
+//! - `store/`: the containers and their transactions: `map.sqlite`, the players, auth and
+//!   mod storage backends `world.mt` names, and the `world.mt` reader.
+//! - `cache.rs`: decoded blocks on demand, per-block locks and read-modify-write commits.
+//! - `tree.rs` (+ `tree/`): paths → blocks and accounts (the `Tree` the mount serves).
+//! - `inspect.rs`: `worldfs info` and `worldfs check`.
 
-pub mod accounts_tree;
-pub mod auth;
-pub mod block;
-pub mod blocks;
+pub mod cache;
 pub mod codec;
 pub mod inspect;
-pub mod map_store;
-pub mod mod_storage;
-pub mod players;
-pub mod sqlite_db;
+pub mod store;
 pub mod tree;
 pub mod views;

@@ -8,8 +8,12 @@
 //! players/NAME, auth.txt, mod_storage/MOD/KEY     see [`Accounts`]
 //! ```
 //!
-//! Paths are mapped to blocks and views here; decoding, caching and committing live in
-//! [`Blocks`], the formats in the codec and the views.
+//! Paths are mapped to places here and dispatched: the block side (views, node metadata,
+//! listings of block folders) is in [`blocks`], the accounts side in [`accounts`]; decoding,
+//! caching and committing live in [`Blocks`], the formats in the codec and the views.
+
+pub mod accounts;
+mod blocks;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -17,87 +21,25 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::luanti::accounts_tree::{self, Accounts};
-use crate::luanti::block::{BlockPos, MapBlock, MetaVar, NodeMeta, RelPos};
-use crate::luanti::blocks::{Blocks, Cached};
+use crate::luanti::cache::Blocks;
+use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
-use crate::luanti::map_store::{MapStore, LIST_BYTES};
-use crate::luanti::views;
+use crate::luanti::store::map_sqlite::MapStore;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath};
-
-/// The files of a block folder, in listing order, with how each is rendered and parsed.
-struct View {
-    name: &'static str,
-    render: fn(&MapBlock, BlockPos) -> Vec<u8>,
-    parse: fn(&[u8], BlockPos, &mut MapBlock) -> Result<()>,
-}
-
-const VIEWS: [View; 5] = [
-    View {
-        name: "block.txt",
-        render: |b, _| views::render_header(b),
-        parse: |t, _, b| views::parse_header(t, b),
-    },
-    View {
-        name: "light.txt",
-        render: |b, _| views::render_light(b),
-        parse: |t, _, b| views::parse_light(t, b),
-    },
-    View {
-        name: "nodes.cubeset",
-        render: |b, _| views::render_nodes(b),
-        parse: parse_nodes_clearing_light,
-    },
-    View {
-        name: "objects.txt",
-        render: views::render_objects,
-        parse: |t, p, b| views::parse_objects(t, p, b),
-    },
-    View {
-        name: "timers.txt",
-        render: |b, _| views::render_timers(b),
-        parse: |t, _, b| views::parse_timers(t, b),
-    },
-];
-
-/// Nodes changed by hand get their lighting recomputed by the engine, as after a game edit.
-///
-/// From version 27 on that is `lighting_complete = 0`: the engine relights every face of the
-/// block (`voxalgo::update_block_border_lighting`). Blocks before 27 have no
-/// `lighting_complete` (the engine's `MapBlock::deSerialize` reads it only `if (version >= 27)`
-/// and takes 0xFFFF otherwise); the engines that wrote them kept "light needs updating" in the
-/// flags instead — `if (m_lighting_expired) flags |= 0x04;` in `MapBlock::serialize`
-/// (luanti-org/luanti `src/mapblock.cpp` before f17c9c45, which introduced version 27; the
-/// bit is `lighting_expired` in `doc/world_format.md`). So those get that flag, and their
-/// version and format stay as they were.
-fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock) -> Result<()> {
-    let before = (block.names.clone(), block.content.clone());
-    views::parse_nodes(text, block)?;
-    if before.0 != block.names || before.1 != block.content {
-        if block.version >= 27 {
-            block.lighting_complete = 0;
-        } else {
-            block.flags |= LIGHTING_EXPIRED;
-        }
-    }
-    Ok(())
-}
-
-/// How long a `block.txt` written through the mount stands against the relighting rule of
-/// [`parse_nodes_clearing_light`]: a copy or a restore (`cp -r`, `rsync -a`) writes every file
-/// of a block within it, and the header it wrote is the one it wants, flags included.
-const HEADER_WINDOW: Duration = Duration::from_secs(60);
-
-/// The flags bit "lighting expired" of blocks before version 27.
-const LIGHTING_EXPIRED: u8 = 0x04;
+use accounts::Accounts;
+pub use blocks::{block_name, parse_block_name};
+use blocks::{
+    check_key, dir_hash, meta_at, meta_entry, parse_rel_name, sub_path, value_from_file,
+    value_to_file, Page, View, VIEWS,
+};
 
 /// The files hidden from the top level because the tree shows them decoded.
 fn hidden_world_file(name: &str) -> bool {
-    name.starts_with("map.sqlite") || accounts_tree::hidden_world_file(name)
+    name.starts_with("map.sqlite") || accounts::hidden_world_file(name)
 }
 
 /// Where a path points.
@@ -116,46 +58,6 @@ enum Place<'a> {
     Inventory(BlockPos, RelPos),
 }
 
-/// Refuses a metadata key the block format cannot hold.
-fn check_key(key: &[u8]) -> Result<()> {
-    if key.len() > usize::from(u16::MAX) {
-        return Err(Error::invalid("metadata key longer than 65535 bytes"));
-    }
-    Ok(())
-}
-
-/// Parses `X,Y,Z` exactly as the tree writes it (so there is one name per block).
-pub fn parse_block_name(name: &str) -> Option<BlockPos> {
-    let mut it = name.split(',');
-    let x: i16 = it.next()?.parse().ok()?;
-    let y: i16 = it.next()?.parse().ok()?;
-    let z: i16 = it.next()?.parse().ok()?;
-    if it.next().is_some() || format!("{x},{y},{z}") != name {
-        return None;
-    }
-    Some(BlockPos { x, y, z })
-}
-
-/// The folder name of a block.
-pub fn block_name(p: BlockPos) -> String {
-    format!("{},{},{}", p.x, p.y, p.z)
-}
-
-fn parse_rel_name(name: &str) -> Option<RelPos> {
-    let mut it = name.split(',');
-    let x: u8 = it.next()?.parse().ok()?;
-    let y: u8 = it.next()?.parse().ok()?;
-    let z: u8 = it.next()?.parse().ok()?;
-    if it.next().is_some() || x > 15 || y > 15 || z > 15 || format!("{x},{y},{z}") != name {
-        return None;
-    }
-    Some(RelPos { x, y, z })
-}
-
-fn rel_name(p: RelPos) -> String {
-    format!("{},{},{}", p.x, p.y, p.z)
-}
-
 fn not_found(path: &TreePath) -> Error {
     Error::not_found(format!("{}: no such file or directory", path.join("/")))
 }
@@ -163,42 +65,6 @@ fn not_found(path: &TreePath) -> Error {
 /// The base time of folders that have none of their own.
 fn base_time() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_577_836_800)
-}
-
-/// Strips the one trailing newline a value file gets when shown.
-fn value_from_file(data: &[u8]) -> Vec<u8> {
-    data.strip_suffix(b"\n").unwrap_or(data).to_vec()
-}
-
-fn value_to_file(v: &[u8]) -> Vec<u8> {
-    let mut out = v.to_vec();
-    out.push(b'\n');
-    out
-}
-
-fn meta_at(block: &MapBlock, rel: RelPos) -> Option<&NodeMeta> {
-    block.metadata.iter().find(|m| m.pos == rel)
-}
-
-fn meta_entry(block: &mut MapBlock, rel: RelPos) -> &mut NodeMeta {
-    let idx = match block
-        .metadata
-        .binary_search_by_key(&rel.index(), |m| m.pos.index())
-    {
-        Ok(i) => i,
-        Err(i) => {
-            block.metadata.insert(
-                i,
-                NodeMeta {
-                    pos: rel,
-                    vars: Vec::new(),
-                    inventory: Default::default(),
-                },
-            );
-            i
-        }
-    };
-    &mut block.metadata[idx]
 }
 
 /// A Luanti world (or a bare `map.sqlite`) as a tree.
@@ -213,23 +79,9 @@ pub struct LuantiTree {
     /// call, and a page read from SQLite serves many consecutive calls.
     pages: Mutex<Vec<Arc<Page>>>,
     /// Blocks whose `block.txt` was written through the mount, and when (within
-    /// [`HEADER_WINDOW`]): a node edit then keeps the lighting flags that file set.
+    /// [`blocks::HEADER_WINDOW`]): a node edit then keeps the lighting flags that file set.
     headers: Mutex<HashMap<BlockPos, Instant>>,
 }
-
-/// One page of the `blocks/` listing: the entries with cookies after `after`.
-struct Page {
-    generation: u64,
-    after: u64,
-    entries: Vec<Entry>,
-    /// Whether the listing ends with this page.
-    last: bool,
-}
-
-/// Blocks read from SQLite per page of the `blocks/` listing.
-const PAGE_SIZE: usize = 512;
-/// Pages kept (several listings may run at once).
-const PAGES_KEPT: usize = 8;
 
 /// How to open a Luanti world.
 pub struct Options {
@@ -279,31 +131,6 @@ impl LuantiTree {
         })
     }
 
-    /// Writes one view of a block. The derived-data rule (a node edit clears the lighting
-    /// flags) applies only where the user did not write `block.txt` itself: within
-    /// [`HEADER_WINDOW`] of a `block.txt` written through the mount, `nodes.cubeset` keeps the
-    /// flags that file set, so `cp -r` and an rsync restore give the block back exactly.
-    fn write_view(&self, pos: BlockPos, view: &'static View, data: &[u8]) -> Result<()> {
-        let mut headers = self
-            .headers
-            .lock()
-            .map_err(|_| Error::corrupt("header times lock poisoned"))?;
-        headers.retain(|_, t| t.elapsed() < HEADER_WINDOW);
-        let header_written = headers.contains_key(&pos);
-        drop(headers);
-        if view.name == "nodes.cubeset" && header_written {
-            self.modify(pos, |b| views::parse_nodes(data, b))?;
-        } else {
-            self.modify(pos, |b| (view.parse)(data, pos, b))?;
-        }
-        if view.name == "block.txt" {
-            if let Ok(mut headers) = self.headers.lock() {
-                headers.insert(pos, Instant::now());
-            }
-        }
-        Ok(())
-    }
-
     /// The blocks under this tree.
     pub fn blocks(&self) -> &Blocks {
         &self.blocks
@@ -346,120 +173,6 @@ impl LuantiTree {
         })
     }
 
-    /// The stored key of a field whose file name is a long form (see [`names`]).
-    fn long_key(&self, pos: BlockPos, rel: RelPos, private: bool, file: &str) -> Option<Vec<u8>> {
-        let c = self.blocks.get(pos).ok()?;
-        let vars = &meta_at(&c.block, rel)?.vars;
-        names::find(
-            file,
-            vars.iter().filter(|v| v.private == private).map(|v| &v.key),
-        )
-        .cloned()
-    }
-
-    fn dir_stat(&self, mtime: SystemTime) -> Stat {
-        Stat::dir(mtime, self.read_only)
-    }
-
-    fn file_stat(&self, size: usize, mtime: SystemTime) -> Stat {
-        Stat::file(size as u64, mtime, self.read_only)
-    }
-
-    /// Stat of the file `sub` (its path inside the block folder) holding `data`.
-    fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
-        let mtime = if self.blocks.entry_recorded(pos, sub) {
-            self.blocks
-                .entry_mtime(pos, c.mtime, c.hash, sub, Some(content_hash(data)))
-        } else {
-            c.mtime
-        };
-        self.file_stat(data.len(), mtime)
-    }
-
-    /// Stat of the folder `sub` inside the block folder.
-    fn entry_dir(&self, pos: BlockPos, c: &Cached, sub: &str) -> Stat {
-        let hash = dir_hash(c, sub);
-        self.dir_stat(
-            self.blocks
-                .entry_mtime(pos, c.mtime, c.hash, sub, Some(hash)),
-        )
-    }
-
-    /// Stat of a block folder from the block's stored bytes.
-    fn block_dir(&self, pos: BlockPos, blob: &[u8]) -> Stat {
-        let mtime = self.blocks.mtime_of(pos, blob);
-        self.dir_stat(
-            self.blocks
-                .entry_mtime(pos, mtime, content_hash(blob), "", None),
-        )
-    }
-
-    /// Every entry inside a block folder: its path inside the folder and the hash of its
-    /// content (a file) or of its listing (a folder).
-    fn block_files(&self, pos: BlockPos, c: &Cached) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> = VIEWS
-            .iter()
-            .map(|v| {
-                let data = c.view(v.name, |b| (v.render)(b, pos));
-                (v.name.to_string(), content_hash(&data))
-            })
-            .collect();
-        out.push(("meta".to_string(), dir_hash(c, "meta")));
-        for m in &c.block.metadata {
-            let dir = format!("meta/{}", rel_name(m.pos));
-            for sub in [
-                dir.clone(),
-                format!("{dir}/fields"),
-                format!("{dir}/private"),
-            ] {
-                let hash = dir_hash(c, &sub);
-                out.push((sub, hash));
-            }
-            out.push((
-                format!("{dir}/inventory"),
-                content_hash(&serialize_inventory(&m.inventory)),
-            ));
-            for v in &m.vars {
-                let kind = if v.private { "private" } else { "fields" };
-                out.push((
-                    format!("{dir}/{kind}/{}", names::escape(&v.key)),
-                    content_hash(&value_to_file(&v.value)),
-                ));
-            }
-        }
-        out
-    }
-
-    /// Edits a block; the files whose content the edit leaves unchanged keep their mtimes, so
-    /// an incremental rsync sends only the changed files.
-    fn modify(&self, pos: BlockPos, edit: impl FnOnce(&mut MapBlock) -> Result<()>) -> Result<()> {
-        let before = self.blocks.get(pos)?;
-        let times: HashMap<String, (u64, SystemTime)> = self
-            .block_files(pos, &before)
-            .into_iter()
-            .map(|(sub, hash)| {
-                let t = self
-                    .blocks
-                    .entry_mtime(pos, before.mtime, before.hash, &sub, Some(hash));
-                (sub, (hash, t))
-            })
-            .collect();
-        self.blocks.modify(pos, edit)?;
-        let after = self.blocks.get(pos)?;
-        if after.hash == before.hash {
-            return Ok(());
-        }
-        let keep: Vec<(String, Option<u64>, SystemTime)> = self
-            .block_files(pos, &after)
-            .into_iter()
-            .filter_map(|(sub, hash)| match times.get(&sub) {
-                Some(&(h, t)) if h == hash => Some((sub, Some(hash), t)),
-                _ => None,
-            })
-            .collect();
-        self.blocks.set_entry_mtimes(pos, &keep)
-    }
-
     fn accounts(&self) -> Result<&Accounts> {
         self.accounts
             .as_ref()
@@ -470,15 +183,6 @@ impl LuantiTree {
         self.files
             .as_ref()
             .ok_or_else(|| Error::not_found("a bare map.sqlite has no world folder"))
-    }
-
-    fn meta_exists(&self, pos: BlockPos, c: &Cached, rel: RelPos) -> bool {
-        meta_at(&c.block, rel).is_some()
-            || self
-                .empty_meta
-                .lock()
-                .map(|s| s.contains(&(pos, rel.index())))
-                .unwrap_or(false)
     }
 
     fn read_place(&self, place: &Place<'_>, path: &TreePath) -> Result<Arc<Vec<u8>>> {
@@ -514,99 +218,6 @@ impl LuantiTree {
             _ => Err(Error::new(libc::EISDIR, "is a directory")),
         }
     }
-
-    fn block_listing(&self, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
-        let mut cursor = after;
-        loop {
-            let page = self.page_containing(cursor)?;
-            for e in page.entries.iter().filter(|e| e.cookie > cursor) {
-                if !sink(e.clone()) {
-                    return Ok(());
-                }
-            }
-            match page.entries.last() {
-                Some(e) if !page.last => cursor = e.cookie,
-                _ => return Ok(()),
-            }
-        }
-    }
-
-    /// The cached page holding the entries after `cursor`, reading one when none does.
-    fn page_containing(&self, cursor: u64) -> Result<Arc<Page>> {
-        let generation = self.blocks.generation();
-        if let Ok(pages) = self.pages.lock() {
-            let hit = pages.iter().find(|p| {
-                p.generation == generation
-                    && p.after <= cursor
-                    && (p.last || p.entries.last().is_some_and(|e| e.cookie > cursor))
-            });
-            if let Some(p) = hit {
-                return Ok(p.clone());
-            }
-        }
-        // Cookies are the store's listing keys plus one (a key may be 0).
-        let listed = self
-            .blocks
-            .store()
-            .list(cursor.saturating_sub(1), PAGE_SIZE, true)?;
-        let bytes: usize = listed
-            .iter()
-            .map(|l| l.data.as_ref().map_or(0, Vec::len))
-            .sum();
-        let last = listed.len() < PAGE_SIZE && bytes < LIST_BYTES;
-        let entries = listed
-            .into_iter()
-            .filter(|l| l.key + 1 > cursor)
-            .map(|l| Entry {
-                name: block_name(l.pos),
-                cookie: l.key + 1,
-                stat: match &l.data {
-                    Some(d) => self.block_dir(l.pos, d),
-                    None => self.dir_stat(base_time()),
-                },
-            })
-            .collect();
-        let page = Arc::new(Page {
-            generation,
-            after: cursor,
-            entries,
-            last,
-        });
-        if let Ok(mut pages) = self.pages.lock() {
-            pages.retain(|p| p.generation == generation);
-            if pages.len() >= PAGES_KEPT {
-                pages.remove(0);
-            }
-            pages.push(page.clone());
-        }
-        Ok(page)
-    }
-}
-
-/// The hash of the listing of folder `sub` inside a block folder: a folder keeps its mtime
-/// while its entries stay the same.
-fn dir_hash(c: &Cached, sub: &str) -> u64 {
-    let parts: Vec<&str> = sub.split('/').collect();
-    let entries: Vec<String> = match parts.as_slice() {
-        ["meta"] => c.block.metadata.iter().map(|m| rel_name(m.pos)).collect(),
-        ["meta", r, kind @ ("fields" | "private")] => parse_rel_name(r)
-            .and_then(|rel| meta_at(&c.block, rel))
-            .map(|m| {
-                m.vars
-                    .iter()
-                    .filter(|v| v.private == (*kind == "private"))
-                    .map(|v| names::escape(&v.key))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
-    content_hash(entries.join("/").as_bytes())
-}
-
-/// The path of an entry of a block folder inside that folder (`meta/1,10,1/inventory`).
-fn sub_path(path: &TreePath) -> String {
-    path.get(2..).map(|p| p.join("/")).unwrap_or_default()
 }
 
 impl Tree for LuantiTree {
@@ -641,152 +252,14 @@ impl Tree for LuantiTree {
     }
 
     fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
-        let place = self.place(dir)?;
-        match place {
-            Place::Root => {
-                let mut entries = vec![Entry {
-                    name: "blocks".into(),
-                    cookie: 1,
-                    stat: self.dir_stat(base_time()),
-                }];
-                if let Some(accounts) = &self.accounts {
-                    for (i, name) in accounts.top_names().into_iter().enumerate() {
-                        if let Ok(stat) = accounts.stat(&[name.to_string()]) {
-                            entries.push(Entry {
-                                name: name.into(),
-                                cookie: i as u64 + 2,
-                                stat,
-                            });
-                        }
-                    }
-                }
-                if let Some(files) = &self.files {
-                    entries.extend(files.entries(5)?);
-                }
-                stream(entries, after, sink);
-                Ok(())
-            }
-            Place::Blocks => {
-                self.blocks.refresh();
-                self.block_listing(after, sink)
-            }
+        match self.place(dir)? {
+            Place::Root => self.list_root(after, sink),
+            Place::Blocks => self.list_blocks(after, sink),
             Place::Accounts => self.accounts()?.list(dir, after, sink),
-            Place::Block(pos) => {
-                let c = self.blocks.get(pos)?;
-                // Views are not rendered to be listed: a listing's file sizes are not used
-                // (see `Tree::list`), and `find` or `ls` should not render five views a block.
-                let mut entries = Vec::new();
-                for (i, v) in VIEWS.iter().enumerate() {
-                    entries.push(Entry {
-                        name: v.name.into(),
-                        cookie: i as u64 + 1,
-                        stat: self.file_stat(0, c.mtime),
-                    });
-                }
-                entries.push(Entry {
-                    name: "meta".into(),
-                    cookie: VIEWS.len() as u64 + 1,
-                    stat: self.entry_dir(pos, &c, "meta"),
-                });
-                entries.sort_by_key(|e| e.cookie);
-                stream(entries, after, sink);
-                Ok(())
-            }
-            Place::Meta(pos) => {
-                let c = self.blocks.get(pos)?;
-                let mut idx: BTreeSet<u16> =
-                    c.block.metadata.iter().map(|m| m.pos.index()).collect();
-                if let Ok(extra) = self.empty_meta.lock() {
-                    idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
-                }
-                let entries = idx
-                    .into_iter()
-                    .filter_map(|i| RelPos::from_index(i).map(|r| (i, r)))
-                    .map(|(i, r)| Entry {
-                        name: rel_name(r),
-                        cookie: u64::from(i) + 1,
-                        stat: self.entry_dir(pos, &c, &format!("meta/{}", rel_name(r))),
-                    })
-                    .collect();
-                stream(entries, after, sink);
-                Ok(())
-            }
-            Place::MetaNode(pos, rel) => {
-                let c = self.blocks.get(pos)?;
-                if !self.meta_exists(pos, &c, rel) {
-                    return Err(not_found(dir));
-                }
-                let inv = meta_at(&c.block, rel)
-                    .map(|m| m.inventory.clone())
-                    .unwrap_or_default();
-                let sub = sub_path(dir);
-                let entries = vec![
-                    Entry {
-                        name: "fields".into(),
-                        cookie: 1,
-                        stat: self.entry_dir(pos, &c, &format!("{sub}/fields")),
-                    },
-                    Entry {
-                        name: "inventory".into(),
-                        cookie: 2,
-                        stat: self.entry_file(
-                            pos,
-                            &c,
-                            &format!("{sub}/inventory"),
-                            &serialize_inventory(&inv),
-                        ),
-                    },
-                    Entry {
-                        name: "private".into(),
-                        cookie: 3,
-                        stat: self.entry_dir(pos, &c, &format!("{sub}/private")),
-                    },
-                ];
-                stream(entries, after, sink);
-                Ok(())
-            }
-            Place::Vars(pos, rel, private) => {
-                let c = self.blocks.get(pos)?;
-                if !self.meta_exists(pos, &c, rel) {
-                    return Err(not_found(dir));
-                }
-                let sub = sub_path(dir);
-                let mut shown = BTreeSet::new();
-                let entries = meta_at(&c.block, rel)
-                    .map(|m| {
-                        m.vars
-                            .iter()
-                            .filter(|v| v.private == private)
-                            .enumerate()
-                            .filter_map(|(i, v)| {
-                                let name = names::escape(&v.key);
-                                // Two long keys whose long forms collide: the first one shows.
-                                if !shown.insert(name.clone()) {
-                                    log::warn!(
-                                        "{}/{name}: a second field with this long file name is \
-                                         not shown",
-                                        dir.join("/")
-                                    );
-                                    return None;
-                                }
-                                let stat = self.entry_file(
-                                    pos,
-                                    &c,
-                                    &format!("{sub}/{name}"),
-                                    &value_to_file(&v.value),
-                                );
-                                Some(Entry {
-                                    name,
-                                    cookie: i as u64 + 1,
-                                    stat,
-                                })
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                stream(entries, after, sink);
-                Ok(())
-            }
+            Place::Block(pos) => self.list_block(pos, after, sink),
+            Place::Meta(pos) => self.list_meta(pos, after, sink),
+            Place::MetaNode(pos, rel) => self.list_meta_node(dir, (pos, rel), after, sink),
+            Place::Vars(pos, rel, private) => self.list_vars(dir, (pos, rel, private), after, sink),
             _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
         }
     }
@@ -1072,6 +545,31 @@ impl Tree for LuantiTree {
 }
 
 impl LuantiTree {
+    /// Lists the top level: `blocks`, the accounts' names and the world folder's other files.
+    fn list_root(&self, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        let mut entries = vec![Entry {
+            name: "blocks".into(),
+            cookie: 1,
+            stat: self.dir_stat(base_time()),
+        }];
+        if let Some(accounts) = &self.accounts {
+            for (i, name) in accounts.top_names().into_iter().enumerate() {
+                if let Ok(stat) = accounts.stat(&[name.to_string()]) {
+                    entries.push(Entry {
+                        name: name.into(),
+                        cookie: i as u64 + 2,
+                        stat,
+                    });
+                }
+            }
+        }
+        if let Some(files) = &self.files {
+            entries.extend(files.entries(5)?);
+        }
+        stream(entries, after, sink);
+        Ok(())
+    }
+
     /// Keeps a meta folder visible while its node has no stored metadata.
     fn keep_meta_dir(&self, pos: BlockPos, rel: RelPos) {
         if let Ok(mut s) = self.empty_meta.lock() {

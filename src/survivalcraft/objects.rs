@@ -27,7 +27,7 @@ use crate::survivalcraft::codec::project::{self, ProjectInfo};
 use crate::survivalcraft::format::TerrainFormat;
 use crate::survivalcraft::store::World;
 use crate::vfs::mtimes::{content_hash, Mtimes};
-use crate::vfs::objects::{ObjectCache, Weigh};
+use crate::vfs::objects::{ObjectCache, Views, Weigh};
 use crate::vfs::throttle::Throttle;
 use std::time::Duration;
 
@@ -39,40 +39,15 @@ pub struct CachedChunk {
     pub chunk: Chunk,
     pub mtime: SystemTime,
     /// Rendered views by file name, filled on first use.
-    views: Mutex<HashMap<&'static str, Arc<Vec<u8>>>>,
-}
-
-impl CachedChunk {
-    /// The rendered view `name`, rendering it once with `render`; whether it was rendered now.
-    fn view(
-        &self,
-        name: &'static str,
-        render: impl FnOnce(&Chunk) -> Vec<u8>,
-    ) -> (Arc<Vec<u8>>, bool) {
-        if let Ok(v) = self.views.lock() {
-            if let Some(data) = v.get(name) {
-                return (data.clone(), false);
-            }
-        }
-        let data = Arc::new(render(&self.chunk));
-        if let Ok(mut v) = self.views.lock() {
-            v.insert(name, data.clone());
-        }
-        (data, true)
-    }
+    views: Views,
 }
 
 impl Weigh for CachedChunk {
     fn weight(&self) -> usize {
-        let views: usize = self
-            .views
-            .lock()
-            .map(|v| v.values().map(|d| d.weight() + 64).sum())
-            .unwrap_or(0);
         std::mem::size_of::<CachedChunk>()
             + std::mem::size_of_val(self.chunk.cells())
             + std::mem::size_of_val(self.chunk.columns())
-            + views
+            + self.views.weight()
     }
 }
 
@@ -277,7 +252,7 @@ impl Objects {
                 Ok(CachedChunk {
                     chunk,
                     mtime: self.mtimes.mtime(chunk_key(pos), hash),
-                    views: Mutex::new(HashMap::new()),
+                    views: Views::default(),
                 })
             },
         )
@@ -292,7 +267,7 @@ impl Objects {
         render: impl FnOnce(&Chunk) -> Vec<u8>,
     ) -> Result<(Arc<Vec<u8>>, SystemTime)> {
         let cached = self.chunk(pos)?;
-        let (data, rendered) = cached.view(name, render);
+        let (data, rendered) = cached.views.get_or_render(name, || render(&cached.chunk));
         if rendered {
             self.cache.reweigh(&pos);
         }

@@ -1,7 +1,6 @@
 //! The FUSE-agnostic filesystem core shared by every game: the [`Tree`] contract, inodes,
 //! handles, scratch files and write-back. The FUSE adapter (`crate::fuse`) only translates.
 
-pub mod cache;
 pub mod core;
 pub mod folder;
 pub mod fresh;

@@ -23,7 +23,16 @@
 //! counts it again. Least recently used entries are evicted past the capacity; an evicted
 //! object is freed as soon as no open file holds it. This is the model of Luanti's block
 //! cache (`Cached::seen_in`), made generic so every game can use one implementation.
+//!
+//! An object heavier than the whole cache is refused, unless the cache was made with
+//! [`ObjectCache::keeping_oversized`]: then it is kept alone (everything else is evicted)
+//! until [`ObjectCache::drop_oversized`], so a file of a huge object is not decoded again on
+//! every read, and the caller drops it before decoding the next object, so at most one such
+//! object is in memory at a time.
+//!
+//! [`Views`] holds the rendered text views of one cached object, each rendered once.
 
+use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -66,6 +75,9 @@ struct Inner<K: Hash + Eq, V> {
     used: usize,
     commits: u64,
     epoch: u64,
+    /// The entry heavier than the capacity kept by a cache made with
+    /// [`ObjectCache::keeping_oversized`].
+    oversized: Option<K>,
 }
 
 impl<K: Hash + Eq, V> Inner<K, V> {
@@ -75,8 +87,10 @@ impl<K: Hash + Eq, V> Inner<K, V> {
         }
     }
 
-    fn evict(&mut self, capacity: usize) {
-        while self.used > capacity {
+    /// Evicts least recently used entries past `capacity`, but never the last one when
+    /// `keep_last` (the newest entry, which alone may weigh more than the capacity).
+    fn evict(&mut self, capacity: usize, keep_last: bool) {
+        while self.used > capacity && !(keep_last && self.lru.len() == 1) {
             match self.lru.pop_lru() {
                 Some((_, slot)) => self.used -= slot.weight,
                 None => break,
@@ -107,6 +121,8 @@ pub enum Lookup<V> {
 pub struct ObjectCache<K: Hash + Eq, V> {
     inner: Mutex<Inner<K, V>>,
     capacity: usize,
+    /// Whether an object heavier than the capacity is kept (alone) rather than refused.
+    keep_oversized: bool,
 }
 
 impl<K: Hash + Eq + Clone, V: Weigh> ObjectCache<K, V> {
@@ -118,9 +134,38 @@ impl<K: Hash + Eq + Clone, V: Weigh> ObjectCache<K, V> {
                 used: 0,
                 commits: 0,
                 epoch: 0,
+                oversized: None,
             }),
             capacity,
+            keep_oversized: false,
         }
+    }
+
+    /// An empty cache of `capacity` bytes that keeps one object heavier than the capacity
+    /// (alone) until [`ObjectCache::drop_oversized`] (see the module doc).
+    pub fn keeping_oversized(capacity: usize) -> Self {
+        ObjectCache {
+            keep_oversized: true,
+            ..ObjectCache::new(capacity)
+        }
+    }
+
+    /// Drops the object kept because it weighs more than the capacity; whether there was one
+    /// (its memory is then free once no open file holds it).
+    pub fn drop_oversized(&self) -> bool {
+        let mut inner = self.lock();
+        let Some(key) = inner.oversized.take() else {
+            return false;
+        };
+        inner.drop_key(&key);
+        true
+    }
+
+    /// A number that changes with every commit and every change underneath: what a caller
+    /// derived from the store (a listing) is current while it stays the same.
+    pub fn generation(&self) -> u64 {
+        let inner = self.lock();
+        inner.commits.wrapping_add(inner.epoch)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner<K, V>> {
@@ -167,9 +212,12 @@ impl<K: Hash + Eq + Clone, V: Weigh> ObjectCache<K, V> {
         }
         let weight = value.weight() + ENTRY_OVERHEAD;
         if weight > self.capacity {
-            // Never cache what alone exceeds the capacity; callers bound objects anyway.
-            inner.drop_key(&key);
-            return false;
+            if !self.keep_oversized {
+                // Never cache what alone exceeds the capacity; callers bound objects anyway.
+                inner.drop_key(&key);
+                return false;
+            }
+            inner.oversized = Some(key.clone());
         }
         let slot = Slot {
             value,
@@ -181,7 +229,7 @@ impl<K: Hash + Eq + Clone, V: Weigh> ObjectCache<K, V> {
             inner.used -= old.weight;
         }
         inner.used += weight;
-        inner.evict(self.capacity);
+        inner.evict(self.capacity, self.keep_oversized);
         true
     }
 
@@ -255,7 +303,7 @@ impl<K: Hash + Eq + Clone, V: Weigh> ObjectCache<K, V> {
         let weight = slot.value.weight() + ENTRY_OVERHEAD;
         let old = std::mem::replace(&mut slot.weight, weight);
         inner.used = inner.used - old + weight;
-        inner.evict(self.capacity);
+        inner.evict(self.capacity, self.keep_oversized);
     }
 
     /// Bytes held by cached objects, as weighed.
@@ -272,6 +320,47 @@ impl<K: Hash + Eq + Clone, V: Weigh> ObjectCache<K, V> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// The rendered views of one cached object by file name, each rendered on first use and
+/// kept with the object (so the cache weighs them with it).
+#[derive(Default)]
+pub struct Views(Mutex<HashMap<&'static str, Arc<Vec<u8>>>>);
+
+impl Views {
+    /// The view `name`, rendered with `render` when it is not yet; whether it was rendered
+    /// now (the object grew: [`ObjectCache::reweigh`] it).
+    pub fn get_or_render(
+        &self,
+        name: &'static str,
+        render: impl FnOnce() -> Vec<u8>,
+    ) -> (Arc<Vec<u8>>, bool) {
+        if let Ok(v) = self.0.lock() {
+            if let Some(data) = v.get(name) {
+                return (data.clone(), false);
+            }
+        }
+        let data = Arc::new(render());
+        if let Ok(mut v) = self.0.lock() {
+            v.insert(name, data.clone());
+        }
+        (data, true)
+    }
+}
+
+impl Weigh for Views {
+    /// The rendered bytes plus what the map spends per view.
+    fn weight(&self) -> usize {
+        self.0
+            .lock()
+            .map(|v| v.values().map(|d| d.weight() + 64).sum())
+            .unwrap_or(0)
+    }
+}
+
+/// The capacity used when a cache is sized in MiB.
+pub fn mib(n: usize) -> usize {
+    n.saturating_mul(1 << 20)
 }
 
 #[cfg(test)]
@@ -398,5 +487,51 @@ mod tests {
             !cache.insert(1, Arc::new(vec![1]), 0, t),
             "cleared since the ticket"
         );
+    }
+
+    #[test]
+    fn an_oversized_object_is_kept_alone_until_dropped_when_asked() {
+        let plain: ObjectCache<u32, Vec<u8>> = ObjectCache::new(10_000);
+        let t = plain.lookup(&0).0;
+        assert!(!plain.insert(1, Arc::new(vec![0; 20_000]), 0, t));
+        let cache: ObjectCache<u32, Vec<u8>> = ObjectCache::keeping_oversized(10_000);
+        let t = cache.lookup(&0).0;
+        assert!(!cache.drop_oversized(), "nothing oversized yet");
+        for k in 0..3 {
+            assert!(cache.insert(k, Arc::new(vec![0; 2_000]), 0, t));
+        }
+        assert!(cache.insert(9, Arc::new(vec![0; 20_000]), 0, t));
+        assert_eq!(cache.len(), 1, "the others were evicted, the big one stays");
+        assert!(matches!(cache.lookup(&9).1, Lookup::Fresh(_)));
+        assert!(cache.insert(1, Arc::new(vec![0; 2_000]), 0, t));
+        assert_eq!(cache.len(), 1, "the next object evicts it");
+        assert!(cache.insert(9, Arc::new(vec![0; 20_000]), 0, t));
+        assert!(cache.drop_oversized());
+        assert!(cache.is_empty());
+        assert_eq!(cache.used(), 0);
+        assert!(!cache.drop_oversized(), "dropped once");
+    }
+
+    #[test]
+    fn the_generation_changes_with_commits_and_changes_underneath() {
+        let cache: ObjectCache<u32, Vec<u8>> = ObjectCache::new(10_000);
+        let g0 = cache.generation();
+        cache.committed([&1]);
+        let g1 = cache.generation();
+        assert_ne!(g0, g1);
+        cache.changed_underneath();
+        assert_ne!(cache.generation(), g1);
+    }
+
+    #[test]
+    fn views_render_once_and_weigh_what_they_hold() {
+        let views = Views::default();
+        assert_eq!(views.weight(), 0);
+        let (a, rendered) = views.get_or_render("a.txt", || b"hello".to_vec());
+        assert!(rendered);
+        let (b, rendered) = views.get_or_render("a.txt", || unreachable!("rendered once"));
+        assert!(!rendered);
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(views.weight(), a.weight() + 64);
     }
 }

@@ -12,13 +12,13 @@ use std::path::Path;
 
 use rusqlite::types::Value;
 use rusqlite::{params, Connection};
-use worldfs::luanti::block::{
+use worldfs::luanti::codec::block::{
     BlockPos, Inventory, MapBlock, MetaVar, NodeMeta, RelPos, NODE_COUNT,
 };
 use worldfs::luanti::codec::encode_block;
 
 use super::mapblock::{chest_v25, heavy_objects, lua_entity, stone};
-use worldfs::luanti::map_store::pos_to_int;
+use worldfs::luanti::store::map_sqlite::pos_to_int;
 
 /// What reading a row's block through the tree must give.
 #[derive(Debug, Clone, PartialEq)]

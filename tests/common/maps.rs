@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
-use worldfs::luanti::block::{BlockPos, MapBlock};
+use worldfs::luanti::codec::block::{BlockPos, MapBlock};
 use worldfs::luanti::codec::{decode_block, encode_block};
-use worldfs::luanti::map_store::int_to_pos;
+use worldfs::luanti::store::map_sqlite::int_to_pos;
 
 /// Opens a database read-only without touching its journal files.
 pub fn open_ro(path: &Path) -> Connection {

@@ -18,7 +18,7 @@
 //! parse instead of being misread.
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::block::{Inventory, InventoryList, ItemStack};
+use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
 
 /// The most slots (sum of list sizes) one inventory may declare. A chest has 32, a player
 /// about 50; the bound keeps a hostile `List x 4294967295` from allocating gigabytes.
@@ -149,30 +149,7 @@ fn read_list(
     header: &[u8],
     slot_budget: &mut usize,
 ) -> Result<InventoryList> {
-    let full = [b"List ".as_slice(), header].concat();
-    let (name, size_text) = match header.iter().position(|&b| b == b' ') {
-        Some(i) => (&header[..i], &header[i + 1..]),
-        None => return Err(Error::at(header_line, 1, "expected \"List NAME SIZE\"")),
-    };
-    let name = String::from_utf8(name.to_vec())
-        .map_err(|_| Error::at(header_line, 6, "list name is not valid UTF-8"))?;
-    let size_col = column(&full, 6 + name.len());
-    let size = parse_decimal(size_text, u64::from(u32::MAX))
-        .ok_or_else(|| Error::at(header_line, size_col, "list size must be a number"))?;
-    let size = usize::try_from(size).unwrap_or(usize::MAX);
-    if size > *slot_budget {
-        return Err(Error::at(
-            header_line,
-            size_col,
-            format!(
-                "list size {size} is more than the {} slots left (at most {MAX_SLOTS} per \
-                 inventory, {} per map block)",
-                *slot_budget,
-                super::MAX_BLOCK_SLOTS
-            ),
-        ));
-    }
-    *slot_budget -= size;
+    let (name, size) = read_list_header(header_line, header, slot_budget)?;
     let mut width = 0u32;
     let mut slots: Vec<ItemStack> = Vec::new();
     loop {
@@ -210,43 +187,80 @@ fn read_list(
                         format!("too many items: list {:?} has {size} slots", excerpt(&name)),
                     ));
                 }
-                let item = if keyword == b"Empty" {
-                    if rest.is_some_and(|r| !r.is_empty()) {
-                        return Err(Error::at(n, 6, "unexpected text after Empty"));
-                    }
-                    ItemStack::default()
-                } else {
-                    let s = rest.unwrap_or_default();
-                    read_itemstring(s).map_err(|(offset, msg)| {
-                        Error::at(n, column(line, 5 + offset), msg)
-                    })?
-                };
-                slots.push(item);
+                slots.push(read_slot(n, line, keyword, rest)?);
             }
             _ if is_blank(line) => {}
-            b"EndInventory" | b"List" => {
-                return Err(Error::at(
-                    n,
-                    1,
-                    format!(
-                        "list {:?} has no EndInventoryList before this line",
-                        excerpt(&name)
-                    ),
-                ))
-            }
-            _ => {
-                return Err(Error::at(
-                    n,
-                    1,
-                    format!(
-                        "unknown keyword {:?} in list {:?} (expected Item, Empty, Width or EndInventoryList)",
-                        excerpt(&String::from_utf8_lossy(keyword)),
-                        excerpt(&name)
-                    ),
-                ))
-            }
+            _ => return Err(unexpected_in_list(n, keyword, &name)),
         }
     }
+}
+
+/// The name and size of a list from its header line, taking its slots from `slot_budget`.
+fn read_list_header(
+    header_line: usize,
+    header: &[u8],
+    slot_budget: &mut usize,
+) -> Result<(String, usize)> {
+    let full = [b"List ".as_slice(), header].concat();
+    let (name, size_text) = match header.iter().position(|&b| b == b' ') {
+        Some(i) => (&header[..i], &header[i + 1..]),
+        None => return Err(Error::at(header_line, 1, "expected \"List NAME SIZE\"")),
+    };
+    let name = String::from_utf8(name.to_vec())
+        .map_err(|_| Error::at(header_line, 6, "list name is not valid UTF-8"))?;
+    let size_col = column(&full, 6 + name.len());
+    let size = parse_decimal(size_text, u64::from(u32::MAX))
+        .ok_or_else(|| Error::at(header_line, size_col, "list size must be a number"))?;
+    let size = usize::try_from(size).unwrap_or(usize::MAX);
+    if size > *slot_budget {
+        return Err(Error::at(
+            header_line,
+            size_col,
+            format!(
+                "list size {size} is more than the {} slots left (at most {MAX_SLOTS} per \
+                 inventory, {} per map block)",
+                *slot_budget,
+                super::MAX_BLOCK_SLOTS
+            ),
+        ));
+    }
+    *slot_budget -= size;
+    Ok((name, size))
+}
+
+/// One `Item ITEMSTRING` or `Empty` line (line `n`) of a list.
+fn read_slot(n: usize, line: &[u8], keyword: &[u8], rest: Option<&[u8]>) -> Result<ItemStack> {
+    if keyword == b"Empty" {
+        if rest.is_some_and(|r| !r.is_empty()) {
+            return Err(Error::at(n, 6, "unexpected text after Empty"));
+        }
+        return Ok(ItemStack::default());
+    }
+    let s = rest.unwrap_or_default();
+    read_itemstring(s).map_err(|(offset, msg)| Error::at(n, column(line, 5 + offset), msg))
+}
+
+/// The error for line `n` of list `name`, which starts with `keyword` that no list line has.
+fn unexpected_in_list(n: usize, keyword: &[u8], name: &str) -> Error {
+    if keyword == b"EndInventory" || keyword == b"List" {
+        return Error::at(
+            n,
+            1,
+            format!(
+                "list {:?} has no EndInventoryList before this line",
+                excerpt(name)
+            ),
+        );
+    }
+    Error::at(
+        n,
+        1,
+        format!(
+            "unknown keyword {:?} in list {:?} (expected Item, Empty, Width or EndInventoryList)",
+            excerpt(&String::from_utf8_lossy(keyword)),
+            excerpt(name)
+        ),
+    )
 }
 
 fn write_inventory(inv: &Inventory, out: &mut Vec<u8>) {

@@ -21,7 +21,11 @@
 //! 65,535 objects or a million slots into a few bytes costs a bounded amount of memory and
 //! fails with a clear error.
 
+pub mod auth_line;
+pub mod block;
 pub mod inventory;
+pub mod player;
+pub mod settings;
 
 mod compress;
 mod nodemeta;
@@ -31,7 +35,7 @@ mod reader;
 mod timers;
 
 use crate::error::{Error, Result};
-use crate::luanti::block::MapBlock;
+use crate::luanti::codec::block::MapBlock;
 use compress::{decode_zstd, deflate_zlib, encode_zstd, inflate_zlib};
 use reader::{put_u16, put_u32, Reader};
 

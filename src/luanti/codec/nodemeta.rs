@@ -12,7 +12,7 @@ use super::inventory::{check_inventory, read_inventory, serialize_inventory, MAX
 use super::reader::{put_string16, put_string32, put_u16, put_u32, Reader};
 use super::Budget;
 use crate::error::{Error, Result};
-use crate::luanti::block::{Inventory, MetaVar, NodeMeta, NodeTimer, RelPos};
+use crate::luanti::codec::block::{Inventory, MetaVar, NodeMeta, NodeTimer, RelPos};
 
 /// The position of a metadata entry or timer from its stored `u16`.
 pub fn rel_pos(p16: u16, what: &str) -> Result<RelPos> {
@@ -267,28 +267,7 @@ pub(crate) fn read_legacy_meta_list(
         let mut vars = Vars::default();
         let mut inv = Inventory::default();
         match type_id {
-            LEGACY_GENERIC => {
-                inv = inventory(&mut b, limits, pos)?;
-                b.string32(&what)?; // text
-                b.string16(&what)?; // owner
-                let infotext = b.string16(&what)?;
-                vars.set_string(b"infotext", infotext);
-                let formspec = b.string16(&what)?;
-                vars.set_string(b"formspec", formspec);
-                b.bytes(3, &what)?; // allow_text_input, allow_removal, enforce_owner
-                let num_vars = usize::try_from(b.u32(&what)?).unwrap_or(usize::MAX);
-                if num_vars > b.remaining() / 6 {
-                    return Err(Error::corrupt(format!(
-                        "{what}: {num_vars} variables cannot fit"
-                    )));
-                }
-                for _ in 0..num_vars {
-                    let key = b.string16(&what)?;
-                    let value = b.string32(&what)?;
-                    limits.charge(key.len() + value.len() + VAR_OVERHEAD, &what)?;
-                    vars.set_string(key, value);
-                }
-            }
+            LEGACY_GENERIC => (vars, inv) = legacy_generic(&mut b, limits, pos, &what)?,
             LEGACY_SIGN => {
                 let text = b.string16(&what)?;
                 vars.set_string(b"text", text);
@@ -310,16 +289,7 @@ pub(crate) fn read_legacy_meta_list(
                 vars.set_string(b"formspec", CHEST_FORMSPEC);
             }
             LEGACY_FURNACE => {
-                inv = inventory(&mut b, limits, pos)?;
-                let mut numbers = StreamInts::new(b.rest());
-                let fuel_totaltime = numbers.next();
-                let fuel_time = numbers.next();
-                numbers.next(); // src_totaltime, not kept by the engine
-                let src_time = numbers.next();
-                vars.set_string(b"fuel_totaltime", tenths(fuel_totaltime).as_bytes());
-                vars.set_string(b"fuel_time", tenths(fuel_time).as_bytes());
-                vars.set_string(b"src_time", tenths(src_time).as_bytes());
-                vars.set_string(b"formspec", FURNACE_FORMSPEC);
+                (vars, inv) = legacy_furnace(&mut b, limits, pos)?;
                 timers.push(NodeTimer {
                     pos,
                     timeout: 1000,
@@ -336,6 +306,57 @@ pub(crate) fn read_legacy_meta_list(
     }
     timers.sort_by_key(|t| t.pos.index());
     Ok((entries.into_vec(), timers))
+}
+
+/// The body of a generic (type 1) legacy entry: an inventory, texts, flags and variables.
+fn legacy_generic(
+    b: &mut Reader<'_>,
+    limits: &mut Budget,
+    pos: RelPos,
+    what: &str,
+) -> Result<(Vars, Inventory)> {
+    let mut vars = Vars::default();
+    let inv = inventory(b, limits, pos)?;
+    b.string32(what)?; // text
+    b.string16(what)?; // owner
+    let infotext = b.string16(what)?;
+    vars.set_string(b"infotext", infotext);
+    let formspec = b.string16(what)?;
+    vars.set_string(b"formspec", formspec);
+    b.bytes(3, what)?; // allow_text_input, allow_removal, enforce_owner
+    let num_vars = usize::try_from(b.u32(what)?).unwrap_or(usize::MAX);
+    if num_vars > b.remaining() / 6 {
+        return Err(Error::corrupt(format!(
+            "{what}: {num_vars} variables cannot fit"
+        )));
+    }
+    for _ in 0..num_vars {
+        let key = b.string16(what)?;
+        let value = b.string32(what)?;
+        limits.charge(key.len() + value.len() + VAR_OVERHEAD, what)?;
+        vars.set_string(key, value);
+    }
+    Ok((vars, inv))
+}
+
+/// The body of a legacy furnace: its inventory, then its times as text.
+fn legacy_furnace(
+    b: &mut Reader<'_>,
+    limits: &mut Budget,
+    pos: RelPos,
+) -> Result<(Vars, Inventory)> {
+    let mut vars = Vars::default();
+    let inv = inventory(b, limits, pos)?;
+    let mut numbers = StreamInts::new(b.rest());
+    let fuel_totaltime = numbers.next();
+    let fuel_time = numbers.next();
+    numbers.next(); // src_totaltime, not kept by the engine
+    let src_time = numbers.next();
+    vars.set_string(b"fuel_totaltime", tenths(fuel_totaltime).as_bytes());
+    vars.set_string(b"fuel_time", tenths(fuel_time).as_bytes());
+    vars.set_string(b"src_time", tenths(src_time).as_bytes());
+    vars.set_string(b"formspec", FURNACE_FORMSPEC);
+    Ok((vars, inv))
 }
 
 /// `is >> int` repeated on a text stream: whitespace-separated decimal integers; after the
@@ -426,7 +447,7 @@ fn trim_zeros(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::luanti::block::{InventoryList, ItemStack};
+    use crate::luanti::codec::block::{InventoryList, ItemStack};
 
     #[test]
     fn g6_formatting_matches_ostream() {

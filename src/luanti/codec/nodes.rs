@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use super::reader::{put_string16, put_u16, Reader};
 use crate::error::{Error, Result};
-use crate::luanti::block::{MapBlock, NODE_COUNT};
+use crate::luanti::codec::block::{MapBlock, NODE_COUNT};
 
 /// One stored name-id mapping entry.
 pub struct NameId<'a> {
@@ -66,9 +66,20 @@ pub fn decode_nodes(raw: &[u8], content_width: u8, name_ids: &[NameId<'_>]) -> R
     }
     let param1 = raw[cw * NODE_COUNT..(cw + 1) * NODE_COUNT].to_vec();
     let mut param2 = raw[(cw + 1) * NODE_COUNT..].to_vec();
+    let mut content = stored_ids(raw, cw, &mut param2);
+    let names = canonical_ids(&mut content, name_ids)?;
+    Ok(Nodes {
+        names,
+        content,
+        param1,
+        param2,
+    })
+}
 
-    // The stored id of every node.
-    let mut content: Vec<u16> = if cw == 2 {
+/// The stored id of every node (content width `cw`); with width 1, ids above 0x7F take the
+/// high nibble of `param2`, which is cleared.
+fn stored_ids(raw: &[u8], cw: usize, param2: &mut [u8]) -> Vec<u16> {
+    if cw == 2 {
         // A plain loop into a sized vector: much faster than collecting the iterator.
         let mut ids = vec![0u16; NODE_COUNT];
         for (id, b) in ids.iter_mut().zip(raw.chunks_exact(2)) {
@@ -92,8 +103,12 @@ pub fn decode_nodes(raw: &[u8], content_width: u8, name_ids: &[NameId<'_>]) -> R
                 }
             })
             .collect()
-    };
+    }
+}
 
+/// Replaces the stored ids in `content` by indices into the returned names, in order of
+/// first use.
+fn canonical_ids(content: &mut [u16], name_ids: &[NameId<'_>]) -> Result<Vec<String>> {
     // Later entries for the same id win, as in NameIdMapping::deSerialize.
     let by_id: HashMap<u16, &[u8]> = name_ids.iter().map(|e| (e.id, e.name)).collect();
     let mut names: Vec<String> = Vec::new();
@@ -133,12 +148,7 @@ pub fn decode_nodes(raw: &[u8], content_width: u8, name_ids: &[NameId<'_>]) -> R
         }
         *node = *slot;
     }
-    Ok(Nodes {
-        names,
-        content,
-        param1,
-        param2,
-    })
+    Ok(names)
 }
 
 /// The encoded name-id mapping and node arrays (content_width 2, params_width 2 — the

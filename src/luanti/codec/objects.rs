@@ -8,7 +8,7 @@
 use super::reader::{put_i32, put_string16, put_string32, put_u16, Reader};
 use super::Budget;
 use crate::error::{Error, Result};
-use crate::luanti::block::{LuaEntity, LuaEntityExtra, ObjectData, StaticObject};
+use crate::luanti::codec::block::{LuaEntity, LuaEntityExtra, ObjectData, StaticObject};
 
 /// The object type of Lua entities.
 pub const LUA_ENTITY: u8 = 7;

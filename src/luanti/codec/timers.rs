@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::nodemeta::{pos_index, rel_pos};
 use super::reader::{put_i32, put_u16, Reader};
 use crate::error::{Error, Result};
-use crate::luanti::block::NodeTimer;
+use crate::luanti::codec::block::NodeTimer;
 
 /// Reads the timers of a block of `version` (24 or ≥ 25).
 pub fn read_timers(r: &mut Reader<'_>, version: u8) -> Result<Vec<NodeTimer>> {
@@ -93,7 +93,7 @@ pub fn write_timers(timers: &[NodeTimer], version: u8, out: &mut Vec<u8>) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::luanti::block::RelPos;
+    use crate::luanti::codec::block::RelPos;
 
     fn timer(index: u16, timeout: i32) -> NodeTimer {
         NodeTimer {

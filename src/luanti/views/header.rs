@@ -22,7 +22,7 @@
 //! decimal or `0x` hexadecimal; `#` starts a comment.
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::block::MapBlock;
+use crate::luanti::codec::block::MapBlock;
 use crate::luanti::views::text::{key_value, lines, parse_int, Cursor};
 
 /// The flag bits with a name: (key, bit, shown inverted, comment).
@@ -103,25 +103,41 @@ pub fn render_header(block: &MapBlock) -> Vec<u8> {
 
 /// Parses `block.txt` into `block`.
 pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
-    let mut version = None;
-    let mut flags = [None; 4];
-    let mut other = None;
-    let mut lighting_complete = None;
-    let mut timestamp = None;
-    let mut last_line = 0;
+    let mut fields = Fields::default();
     for line in lines(text)? {
-        last_line = line.number;
+        fields.last_line = line.number;
         if line.content().is_empty() {
             continue;
         }
         let (key, mut value) = key_value(&line)?;
-        let duplicate = || line.error(format!("`{key}` is given twice"));
-        match key {
+        if !fields.take(key, &mut value)? {
+            return Err(line.error(format!("`{key}` is given twice")));
+        }
+        value.end()?;
+    }
+    fields.apply(block)
+}
+
+/// The keys of `block.txt` as read so far.
+#[derive(Default)]
+struct Fields {
+    version: Option<u8>,
+    flags: [Option<bool>; 4],
+    other: Option<u8>,
+    /// The value and its line.
+    lighting_complete: Option<(u16, usize)>,
+    timestamp: Option<u32>,
+    last_line: usize,
+}
+
+impl Fields {
+    /// Reads the value of `key`; false when the key was given before.
+    fn take(&mut self, key: &str, value: &mut Cursor<'_>) -> Result<bool> {
+        let line = value.line;
+        let fresh = match key {
             "version" => {
                 let v = value.int("version", 22, 29)? as u8;
-                if version.replace(v).is_some() {
-                    return Err(duplicate());
-                }
+                self.version.replace(v).is_none()
             }
             "other_flags" => {
                 let v = value.int("other_flags", 0, 255)? as u8;
@@ -130,33 +146,15 @@ pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
                         "other_flags may only hold bits 0x10-0x80, not {v:#04x}"
                     )));
                 }
-                if other.replace(v).is_some() {
-                    return Err(duplicate());
-                }
+                self.other.replace(v).is_none()
             }
             "lighting_complete" => {
                 let v = value.int("lighting_complete", 0, 0xffff)? as u16;
-                if lighting_complete.replace((v, line.number)).is_some() {
-                    return Err(duplicate());
-                }
+                self.lighting_complete.replace((v, line.number)).is_none()
             }
             "timestamp" => {
-                let word = value.word(&[]);
-                let v = if word == "undefined" {
-                    u32::MAX
-                } else {
-                    parse_int(word)
-                        .and_then(|v| u32::try_from(v).ok())
-                        .ok_or_else(|| {
-                            line.error_at(
-                                word,
-                                "timestamp must be a number of seconds (0 to 4294967295) or `undefined`",
-                            )
-                        })?
-                };
-                if timestamp.replace(v).is_some() {
-                    return Err(duplicate());
-                }
+                let v = timestamp(value)?;
+                self.timestamp.replace(v).is_none()
             }
             _ => {
                 let Some(i) = FLAGS.iter().position(|f| f.0 == key) else {
@@ -166,45 +164,64 @@ pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
                         FLAGS.map(|f| f.0).join(", ")
                     )));
                 };
-                let v = boolean(&mut value, key)?;
-                if flags[i].replace(v).is_some() {
-                    return Err(duplicate());
+                let v = boolean(value, key)?;
+                self.flags[i].replace(v).is_none()
+            }
+        };
+        Ok(fresh)
+    }
+
+    /// Stores what was read into `block`, or says which key is missing or wrong.
+    fn apply(self, block: &mut MapBlock) -> Result<()> {
+        let last_line = self.last_line;
+        let missing = |key: &str| Error::at(last_line + 1, 1, format!("`{key}` is missing"));
+        let version = self.version.ok_or_else(|| missing("version"))?;
+        let mut bits = self.other.unwrap_or(0);
+        for ((key, bit, inverted, _), value) in FLAGS.iter().zip(self.flags) {
+            if value.ok_or_else(|| missing(key))? != *inverted {
+                bits |= bit;
+            }
+        }
+        block.lighting_complete = if version >= LIGHTING_COMPLETE_SINCE {
+            self.lighting_complete
+                .map(|(v, _)| v)
+                .ok_or_else(|| missing("lighting_complete"))?
+        } else {
+            match self.lighting_complete {
+                None | Some((0xffff, _)) => 0xffff,
+                Some((v, line)) => {
+                    return Err(Error::at(
+                        line,
+                        1,
+                        format!(
+                            "lighting_complete = {v:#06x}: blocks before version 27 have no \
+                             lighting_complete (it is always 0xffff); use lighting_expired"
+                        ),
+                    ))
                 }
             }
-        }
-        value.end()?;
+        };
+        block.version = version;
+        block.flags = bits;
+        block.timestamp = self.timestamp.ok_or_else(|| missing("timestamp"))?;
+        Ok(())
     }
-    let missing = |key: &str| Error::at(last_line + 1, 1, format!("`{key}` is missing"));
-    let version = version.ok_or_else(|| missing("version"))?;
-    let mut bits = other.unwrap_or(0);
-    for ((key, bit, inverted, _), value) in FLAGS.iter().zip(flags) {
-        if value.ok_or_else(|| missing(key))? != *inverted {
-            bits |= bit;
-        }
+}
+
+/// A timestamp: seconds, or `undefined` (0xffffffff).
+fn timestamp(value: &mut Cursor<'_>) -> Result<u32> {
+    let word = value.word(&[]);
+    if word == "undefined" {
+        return Ok(u32::MAX);
     }
-    block.lighting_complete = if version >= LIGHTING_COMPLETE_SINCE {
-        lighting_complete
-            .map(|(v, _)| v)
-            .ok_or_else(|| missing("lighting_complete"))?
-    } else {
-        match lighting_complete {
-            None | Some((0xffff, _)) => 0xffff,
-            Some((v, line)) => {
-                return Err(Error::at(
-                    line,
-                    1,
-                    format!(
-                        "lighting_complete = {v:#06x}: blocks before version 27 have no \
-                         lighting_complete (it is always 0xffff); use lighting_expired"
-                    ),
-                ))
-            }
-        }
-    };
-    block.version = version;
-    block.flags = bits;
-    block.timestamp = timestamp.ok_or_else(|| missing("timestamp"))?;
-    Ok(())
+    parse_int(word)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| {
+            value.line.error_at(
+                word,
+                "timestamp must be a number of seconds (0 to 4294967295) or `undefined`",
+            )
+        })
 }
 
 fn boolean(value: &mut Cursor<'_>, key: &str) -> Result<bool> {

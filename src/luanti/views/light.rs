@@ -17,7 +17,7 @@
 //! by whitespace, either case.
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::block::{MapBlock, NODE_COUNT};
+use crate::luanti::codec::block::{MapBlock, NODE_COUNT};
 use crate::luanti::views::text::lines;
 
 const HEADER: &str = "\

@@ -18,7 +18,7 @@ pub use nodes::{parse_nodes, render_nodes};
 pub use objects::{parse_objects, render_objects};
 pub use timers::{parse_timers, render_timers};
 
-use crate::luanti::block::{MapBlock, ObjectData, NODE_COUNT};
+use crate::luanti::codec::block::{MapBlock, ObjectData, NODE_COUNT};
 
 /// About how many bytes the five views of `block` take once rendered: what a cached block
 /// holds besides its decoded form. Never far over; under by at most some KiB, and never
@@ -89,8 +89,8 @@ fn quoted_len(bytes: &[u8]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::luanti::block::{BlockPos, LuaEntity, NodeTimer, RelPos, StaticObject};
-    use crate::luanti::blocks::new_block;
+    use crate::luanti::cache::new_block;
+    use crate::luanti::codec::block::{BlockPos, LuaEntity, NodeTimer, RelPos, StaticObject};
 
     fn rendered(block: &MapBlock) -> usize {
         let pos = BlockPos { x: 3, y: -1, z: 7 };

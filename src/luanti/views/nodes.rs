@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use crate::cubeset::{self, Definition, Grid};
 use crate::error::{Error, Result};
-use crate::luanti::block::{MapBlock, BLOCK_SIZE, NODE_COUNT};
+use crate::luanti::codec::block::{MapBlock, BLOCK_SIZE, NODE_COUNT};
 
 const SIZE: [usize; 3] = [BLOCK_SIZE; 3];
 
@@ -190,7 +190,7 @@ mod tests {
             .map(|_| (next() % names as u64) as u16)
             .collect();
         let param2: Vec<u8> = (0..NODE_COUNT).map(|_| (next() % 3) as u8).collect();
-        let mut b = crate::luanti::blocks::new_block();
+        let mut b = crate::luanti::cache::new_block();
         b.names = (0..names).map(|i| format!("mod:node{i}")).collect();
         b.content = content;
         b.param2 = param2;
@@ -212,7 +212,7 @@ mod tests {
     fn blocks_with_many_names_round_trip() {
         let b = block(DENSE_NAMES * 3, 5);
         let text = render_nodes(&b);
-        let mut back = crate::luanti::blocks::new_block();
+        let mut back = crate::luanti::cache::new_block();
         parse_nodes(&text, &mut back).unwrap();
         for i in 0..NODE_COUNT {
             let name = |m: &MapBlock| m.names[usize::from(m.content[i])].clone();
@@ -229,7 +229,7 @@ mod tests {
             assert_eq!(grid.cells[5], u32::MAX);
             assert_ne!(grid.cells[4], u32::MAX);
         }
-        let mut back = crate::luanti::blocks::new_block();
+        let mut back = crate::luanti::cache::new_block();
         assert!(parse_nodes(&render_nodes(&b), &mut back).is_err());
     }
 }

@@ -37,7 +37,7 @@
 //! one must fit the stored 32-bit integers.
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::block::{
+use crate::luanti::codec::block::{
     BlockPos, LuaEntity, LuaEntityExtra, MapBlock, ObjectData, StaticObject,
 };
 use crate::luanti::views::text::{format_fixed, key_value, lines, push_quoted, Cursor, Line};
@@ -182,6 +182,37 @@ struct Values {
     data: Option<Vec<u8>>,
 }
 
+/// `pos = X, Y, Z`: coordinates relative to the block's origin, made absolute.
+fn read_pos(c: &mut Cursor<'_>, origin: [i64; 3]) -> Result<[i32; 3]> {
+    let mut pos = [0i32; 3];
+    for (i, (p, o)) in pos.iter_mut().zip(origin).enumerate() {
+        if i > 0 {
+            c.expect(',', "`,` between the coordinates")?;
+        }
+        let what = ["x", "y", "z"][i];
+        let rel = c.fixed(what, 4, REL_MIN, REL_MAX)?;
+        *p = i32::try_from(o + rel).map_err(|_| {
+            c.error(format!(
+                "the absolute {what} is out of range for this block"
+            ))
+        })?;
+    }
+    Ok(pos)
+}
+
+/// `name = "..."` (quoted) or the rest of the line.
+fn read_name(c: &mut Cursor<'_>, line: &Line<'_>) -> Result<String> {
+    let bytes = if c.next_is('"') {
+        c.quoted("name")?
+    } else {
+        c.rest().as_bytes().to_vec()
+    };
+    if bytes.len() > usize::from(u16::MAX) {
+        return Err(line.error("name longer than 65535 bytes"));
+    }
+    String::from_utf8(bytes).map_err(|_| line.error("the name is not UTF-8 text"))
+}
+
 struct Section<'a> {
     line: Line<'a>,
     lua: bool,
@@ -210,35 +241,8 @@ impl<'a> Section<'a> {
             Ok(c.fixed(what, 3, i64::from(i32::MIN), i64::from(i32::MAX))? as i32)
         };
         match key {
-            "pos" => {
-                let mut pos = [0i32; 3];
-                for (i, (p, o)) in pos.iter_mut().zip(origin).enumerate() {
-                    if i > 0 {
-                        c.expect(',', "`,` between the coordinates")?;
-                    }
-                    let what = ["x", "y", "z"][i];
-                    let rel = c.fixed(what, 4, REL_MIN, REL_MAX)?;
-                    *p = i32::try_from(o + rel).map_err(|_| {
-                        c.error(format!(
-                            "the absolute {what} is out of range for this block"
-                        ))
-                    })?;
-                }
-                v.pos = Some(pos);
-            }
-            "name" => {
-                let bytes = if c.next_is('"') {
-                    c.quoted("name")?
-                } else {
-                    c.rest().as_bytes().to_vec()
-                };
-                if bytes.len() > usize::from(u16::MAX) {
-                    return Err(line.error("name longer than 65535 bytes"));
-                }
-                let name = String::from_utf8(bytes)
-                    .map_err(|_| line.error("the name is not UTF-8 text"))?;
-                v.name = Some(name);
-            }
+            "pos" => v.pos = Some(read_pos(&mut c, origin)?),
+            "name" => v.name = Some(read_name(&mut c, line)?),
             "hp" => v.hp = Some(c.int("hp", 0, i64::from(u16::MAX))? as u16),
             "velocity" => {
                 let mut vel = [0i32; 3];

@@ -11,7 +11,7 @@
 //! outside 0–15 and a time outside ±2,147,483.647 s or with more than three decimals.
 
 use crate::error::Result;
-use crate::luanti::block::{MapBlock, NodeTimer, RelPos};
+use crate::luanti::codec::block::{MapBlock, NodeTimer, RelPos};
 use crate::luanti::views::text::{format_fixed, lines, Cursor};
 
 const HEADER: &str =

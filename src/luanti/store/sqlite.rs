@@ -1,6 +1,7 @@
-//! Opening a world's SQLite databases (players, auth, mod storage) one way: existing files
-//! only unless creating, a busy timeout shorter than the engine's 3 s give-up, and
-//! `PRAGMA data_version` to notice commits by another process.
+//! Opening a world's SQLite databases (map, players, auth, mod storage) one way: existing
+//! files only unless creating, the one busy timeout (shorter than the engine's 3 s give-up,
+//! so our statement fails before the engine's does), and `PRAGMA data_version` to notice
+//! commits by another process.
 
 use std::path::Path;
 use std::time::Duration;

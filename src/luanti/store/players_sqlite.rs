@@ -13,10 +13,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
-use crate::luanti::block::{Inventory, InventoryList, ItemStack};
+use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
 use crate::luanti::codec::inventory::{parse_itemstring, serialize_itemstring, MAX_SLOTS};
-use crate::luanti::players::player::Player;
-use crate::luanti::sqlite_db;
+use crate::luanti::codec::player::Player;
+use crate::luanti::store::sqlite;
 
 /// The schema a new `players.sqlite` gets (the engine's current one).
 const CREATE_SCHEMA: &str = "
@@ -35,20 +35,20 @@ impl SqlitePlayers {
     /// Opens an existing database.
     pub fn open(path: &Path, read_only: bool) -> Result<SqlitePlayers> {
         Ok(SqlitePlayers {
-            conn: sqlite_db::open(path, read_only)?,
+            conn: sqlite::open(path, read_only)?,
         })
     }
 
     /// Opens the database, creating it with the current schema when it does not exist.
     pub fn open_or_create(path: &Path) -> Result<SqlitePlayers> {
         Ok(SqlitePlayers {
-            conn: sqlite_db::open_or_create(path, CREATE_SCHEMA)?,
+            conn: sqlite::open_or_create(path, CREATE_SCHEMA)?,
         })
     }
 
     /// SQLite's `PRAGMA data_version`: changes when another connection commits.
     pub fn data_version(&self) -> Result<i64> {
-        sqlite_db::data_version(&self.conn)
+        sqlite::data_version(&self.conn)
     }
 
     /// The names of all players, sorted.

@@ -9,7 +9,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
-use crate::luanti::sqlite_db;
+use crate::luanti::store::sqlite;
 
 /// The schema a new `mod_storage.sqlite` gets (the engine's).
 const CREATE_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS `entries` (
@@ -41,20 +41,20 @@ impl SqliteModStorage {
     /// Opens an existing database.
     pub fn open(path: &Path, read_only: bool) -> Result<SqliteModStorage> {
         Ok(SqliteModStorage {
-            conn: sqlite_db::open(path, read_only)?,
+            conn: sqlite::open(path, read_only)?,
         })
     }
 
     /// Opens the database, creating it when it does not exist.
     pub fn open_or_create(path: &Path) -> Result<SqliteModStorage> {
         Ok(SqliteModStorage {
-            conn: sqlite_db::open_or_create(path, CREATE_SCHEMA)?,
+            conn: sqlite::open_or_create(path, CREATE_SCHEMA)?,
         })
     }
 
     /// SQLite's `PRAGMA data_version`: changes when another connection commits.
     pub fn data_version(&self) -> Result<i64> {
-        sqlite_db::data_version(&self.conn)
+        sqlite::data_version(&self.conn)
     }
 
     /// Mods with at least one entry, sorted.

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::luanti::mod_storage::sqlite::not_found;
+use crate::luanti::store::mod_storage_sqlite::not_found;
 use crate::vfs::replace::{read_no_follow, remove_durably, write_atomic};
 
 /// The mode of a new mod file.

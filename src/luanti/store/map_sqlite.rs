@@ -9,12 +9,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
 
-use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Error, Result};
-use crate::luanti::block::BlockPos;
+use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::sqlite;
 
 /// The two `map.sqlite` schemas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,8 +59,78 @@ pub struct MapStore {
     reported: AtomicBool,
 }
 
-/// How long our own statements wait for a lock held by another process.
-const BUSY_TIMEOUT: Duration = Duration::from_millis(2000);
+/// Adds a listed block to a page; whether the page is full ([`LIST_BYTES`] of data).
+fn push_listed(out: &mut Vec<Listed>, bytes: &mut usize, listed: Listed) -> bool {
+    *bytes += listed.data.as_ref().map_or(0, Vec::len);
+    out.push(listed);
+    *bytes >= LIST_BYTES
+}
+
+/// A page of [`MapStore::list`] in the `pos` schema; `data` is the data column or `NULL`.
+fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Listed>> {
+    let sql = format!(
+        "SELECT pos, {data} FROM blocks WHERE pos > ?1 AND {} ORDER BY pos LIMIT ?2",
+        loadable_rows(Schema::Pos)
+    );
+    let after = if after == 0 {
+        i64::MIN
+    } else {
+        after as i64 - POS_KEY_OFFSET
+    };
+    let mut stmt = c.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params![after, limit])?;
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while let Some(r) = rows.next()? {
+        let p: i64 = r.get(0)?;
+        let listed = Listed {
+            pos: int_to_pos(p),
+            key: (p + POS_KEY_OFFSET) as u64,
+            data: r.get(1)?,
+        };
+        if push_listed(&mut out, &mut bytes, listed) {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+/// A page of [`MapStore::list`] in the `x, y, z` schema; `data` is the data column or `NULL`.
+fn list_xyz(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Listed>> {
+    let sql = format!(
+        "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) AND {} \
+         ORDER BY x, z, y LIMIT ?4",
+        loadable_rows(Schema::Xyz)
+    );
+    let a = if after == 0 {
+        (i64::MIN, i64::MIN, i64::MIN)
+    } else {
+        let p = xyz_from_key(after);
+        (i64::from(p.x), i64::from(p.z), i64::from(p.y))
+    };
+    let mut stmt = c.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params![a.0, a.1, a.2, limit])?;
+    let coord = |v: i64| {
+        i16::try_from(v).map_err(|_| Error::corrupt(format!("block coordinate {v} out of range")))
+    };
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while let Some(r) = rows.next()? {
+        let (x, y, z): (i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
+        let pos = BlockPos {
+            x: coord(x)?,
+            y: coord(y)?,
+            z: coord(z)?,
+        };
+        let listed = Listed {
+            pos,
+            key: xyz_key(pos),
+            data: r.get(3)?,
+        };
+        if push_listed(&mut out, &mut bytes, listed) {
+            break;
+        }
+    }
+    Ok(out)
+}
 
 /// The engine's integer position (`getBlockAsInteger`).
 pub fn pos_to_int(p: BlockPos) -> i64 {
@@ -200,14 +270,7 @@ impl MapStore {
     }
 
     fn connect(&self, read_only: bool) -> Result<Connection> {
-        let flags = if read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX
-        };
-        let conn = Connection::open_with_flags(&self.path, flags)
-            .map_err(|e| Error::from(e).context(self.path.display()))?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
+        let conn = sqlite::open(&self.path, read_only)?;
         // Several pooled readers each keep a page cache; blobs are read once and decoded
         // objects are cached above, so a small one per connection is enough.
         conn.execute_batch("PRAGMA cache_size = -512")?;
@@ -286,88 +349,19 @@ impl MapStore {
     /// goes on after its last key.
     pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let mut bytes = 0usize;
-        let listed = self.with_reader(|c| {
-            let mut out = Vec::new();
-            match self.schema {
-                Schema::Pos => {
-                    let data = if with_data {
-                        data_column()
-                    } else {
-                        "NULL".to_string()
-                    };
-                    let sql = format!(
-                        "SELECT pos, {data} FROM blocks WHERE pos > ?1 AND {} \
-                         ORDER BY pos LIMIT ?2",
-                        loadable_rows(self.schema)
-                    );
-                    let after = if after == 0 {
-                        i64::MIN
-                    } else {
-                        after as i64 - POS_KEY_OFFSET
-                    };
-                    let mut stmt = c.prepare_cached(&sql)?;
-                    let mut rows = stmt.query(params![after, limit])?;
-                    while let Some(r) = rows.next()? {
-                        let p: i64 = r.get(0)?;
-                        let data: Option<Vec<u8>> = r.get(1)?;
-                        bytes += data.as_ref().map_or(0, Vec::len);
-                        out.push(Listed {
-                            pos: int_to_pos(p),
-                            key: (p + POS_KEY_OFFSET) as u64,
-                            data,
-                        });
-                        if bytes >= LIST_BYTES {
-                            break;
-                        }
-                    }
-                }
-                Schema::Xyz => {
-                    let data = if with_data {
-                        data_column()
-                    } else {
-                        "NULL".to_string()
-                    };
-                    let sql = format!(
-                        "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) \
-                         AND {} ORDER BY x, z, y LIMIT ?4",
-                        loadable_rows(self.schema)
-                    );
-                    let a = if after == 0 {
-                        (i64::MIN, i64::MIN, i64::MIN)
-                    } else {
-                        let p = xyz_from_key(after);
-                        (i64::from(p.x), i64::from(p.z), i64::from(p.y))
-                    };
-                    let mut stmt = c.prepare_cached(&sql)?;
-                    let mut rows = stmt.query(params![a.0, a.1, a.2, limit])?;
-                    while let Some(r) = rows.next()? {
-                        let (x, y, z): (i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
-                        let coord = |v: i64| {
-                            i16::try_from(v).map_err(|_| {
-                                Error::corrupt(format!("block coordinate {v} out of range"))
-                            })
-                        };
-                        let pos = BlockPos {
-                            x: coord(x)?,
-                            y: coord(y)?,
-                            z: coord(z)?,
-                        };
-                        let data: Option<Vec<u8>> = r.get(3)?;
-                        bytes += data.as_ref().map_or(0, Vec::len);
-                        out.push(Listed {
-                            pos,
-                            key: xyz_key(pos),
-                            data,
-                        });
-                        if bytes >= LIST_BYTES {
-                            break;
-                        }
-                    }
-                }
-            }
-            Ok(out)
+        let data = if with_data {
+            data_column()
+        } else {
+            "NULL".to_string()
+        };
+        let listed = self.with_reader(|c| match self.schema {
+            Schema::Pos => list_pos(c, after, limit, &data),
+            Schema::Xyz => list_xyz(c, after, limit, &data),
         })?;
+        let bytes: usize = listed
+            .iter()
+            .map(|l| l.data.as_ref().map_or(0, Vec::len))
+            .sum();
         if listed.len() < usize::try_from(limit).unwrap_or(usize::MAX) && bytes < LIST_BYTES {
             self.report_out_of_range();
         }
@@ -424,7 +418,7 @@ impl MapStore {
         let conn = guard
             .as_ref()
             .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
-        Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+        sqlite::data_version(conn)
     }
 
     /// Commits all changes in one transaction: every block ends up old or new together.
@@ -586,73 +580,80 @@ mod tests {
         out
     }
 
+    /// A database of `schema` with rows of every kind of trouble: data that is no blob (text,
+    /// an integer, NULL), positions the engine cannot load, and a row too long to be read.
+    fn bad_rows_db(dir: &Path, schema: Schema) -> PathBuf {
+        let far = 1i64 << 60;
+        let path = make_db(dir, schema);
+        let c = Connection::open(&path).unwrap();
+        let rows: Vec<(i64, i64, i64, rusqlite::types::Value)> = vec![
+            (0, 0, 0, rusqlite::types::Value::Blob(vec![29, 1, 2])),
+            (1, 0, 0, rusqlite::types::Value::Text("not a block".into())),
+            (2, 0, 0, rusqlite::types::Value::Integer(12345)),
+            (3, 0, 0, rusqlite::types::Value::Blob(vec![25])),
+        ];
+        for (x, y, z, data) in &rows {
+            match schema {
+                Schema::Pos => c.execute(
+                    "INSERT INTO blocks (pos, data) VALUES (?1, ?2)",
+                    params![pos_to_int(pos(*x as i16, *y as i16, *z as i16)), data],
+                ),
+                Schema::Xyz => c.execute(
+                    "INSERT INTO blocks (x, y, z, data) VALUES (?1, ?2, ?3, ?4)",
+                    params![x, y, z, data],
+                ),
+            }
+            .unwrap();
+        }
+        match schema {
+            Schema::Pos => {
+                c.execute("INSERT INTO blocks VALUES (4, NULL)", [])
+                    .unwrap();
+                for bad in [far, -far, POS_MAX + 1, POS_MIN - 1] {
+                    c.execute("INSERT INTO blocks VALUES (?1, X'1d')", [bad])
+                        .unwrap();
+                }
+                c.execute("INSERT INTO blocks VALUES ('a', X'1d')", [])
+                    .unwrap();
+                c.execute("INSERT INTO blocks VALUES (5.5, X'1d')", [])
+                    .unwrap();
+                c.execute("INSERT INTO blocks VALUES (NULL, X'1d')", [])
+                    .unwrap();
+            }
+            Schema::Xyz => {
+                for (x, y, z) in [(far, 0, 0), (0, -far, 0), (0, 0, 40000), (-40000, 1, 1)] {
+                    c.execute("INSERT INTO blocks VALUES (?1, ?2, ?3, X'1d')", [x, y, z])
+                        .unwrap();
+                }
+                c.execute("INSERT INTO blocks VALUES ('a', 0, 0, X'1d')", [])
+                    .unwrap();
+                c.execute("INSERT INTO blocks VALUES (0, 0.5, 0, X'1d')", [])
+                    .unwrap();
+            }
+        }
+        // A row too long to be read.
+        match schema {
+            Schema::Pos => c.execute(
+                "INSERT INTO blocks VALUES (?1, zeroblob(?2))",
+                params![pos_to_int(pos(5, 0, 0)), MAX_STORED as i64 + 1],
+            ),
+            Schema::Xyz => c.execute(
+                "INSERT INTO blocks VALUES (5, 0, 0, zeroblob(?1))",
+                params![MAX_STORED as i64 + 1],
+            ),
+        }
+        .unwrap();
+        path
+    }
+
     /// A row whose data is not a blob costs only its own block; rows whose position the
     /// engine can never load are left out of the listing (they used to fail it or show up
     /// as a second block of another position).
     #[test]
     fn bad_rows_cost_only_themselves() {
-        let far = 1i64 << 60;
         for schema in [Schema::Pos, Schema::Xyz] {
             let dir = tempfile::tempdir().unwrap();
-            let path = make_db(dir.path(), schema);
-            let c = Connection::open(&path).unwrap();
-            let rows: Vec<(i64, i64, i64, rusqlite::types::Value)> = vec![
-                (0, 0, 0, rusqlite::types::Value::Blob(vec![29, 1, 2])),
-                (1, 0, 0, rusqlite::types::Value::Text("not a block".into())),
-                (2, 0, 0, rusqlite::types::Value::Integer(12345)),
-                (3, 0, 0, rusqlite::types::Value::Blob(vec![25])),
-            ];
-            for (x, y, z, data) in &rows {
-                match schema {
-                    Schema::Pos => c.execute(
-                        "INSERT INTO blocks (pos, data) VALUES (?1, ?2)",
-                        params![pos_to_int(pos(*x as i16, *y as i16, *z as i16)), data],
-                    ),
-                    Schema::Xyz => c.execute(
-                        "INSERT INTO blocks (x, y, z, data) VALUES (?1, ?2, ?3, ?4)",
-                        params![x, y, z, data],
-                    ),
-                }
-                .unwrap();
-            }
-            match schema {
-                Schema::Pos => {
-                    c.execute("INSERT INTO blocks VALUES (4, NULL)", [])
-                        .unwrap();
-                    for bad in [far, -far, POS_MAX + 1, POS_MIN - 1] {
-                        c.execute("INSERT INTO blocks VALUES (?1, X'1d')", [bad])
-                            .unwrap();
-                    }
-                    c.execute("INSERT INTO blocks VALUES ('a', X'1d')", [])
-                        .unwrap();
-                    c.execute("INSERT INTO blocks VALUES (5.5, X'1d')", [])
-                        .unwrap();
-                    c.execute("INSERT INTO blocks VALUES (NULL, X'1d')", [])
-                        .unwrap();
-                }
-                Schema::Xyz => {
-                    for (x, y, z) in [(far, 0, 0), (0, -far, 0), (0, 0, 40000), (-40000, 1, 1)] {
-                        c.execute("INSERT INTO blocks VALUES (?1, ?2, ?3, X'1d')", [x, y, z])
-                            .unwrap();
-                    }
-                    c.execute("INSERT INTO blocks VALUES ('a', 0, 0, X'1d')", [])
-                        .unwrap();
-                    c.execute("INSERT INTO blocks VALUES (0, 0.5, 0, X'1d')", [])
-                        .unwrap();
-                }
-            }
-            // A row too long to be read.
-            match schema {
-                Schema::Pos => c.execute(
-                    "INSERT INTO blocks VALUES (?1, zeroblob(?2))",
-                    params![pos_to_int(pos(5, 0, 0)), MAX_STORED as i64 + 1],
-                ),
-                Schema::Xyz => c.execute(
-                    "INSERT INTO blocks VALUES (5, 0, 0, zeroblob(?1))",
-                    params![MAX_STORED as i64 + 1],
-                ),
-            }
-            .unwrap();
+            let path = bad_rows_db(dir.path(), schema);
             let store = MapStore::open(&path, true).unwrap();
             for page in [1, 2, 512] {
                 let got = listed(&store, page);

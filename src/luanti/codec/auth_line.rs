@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::players::player::check_name;
+use crate::luanti::codec::player::check_name;
 
 /// One player's authentication data.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -14,9 +14,9 @@
 use std::collections::BTreeMap;
 
 use crate::error::{excerpt, Error, Result};
-use crate::luanti::block::Inventory;
+use crate::luanti::codec::block::Inventory;
 use crate::luanti::codec::inventory::{check_inventory, parse_inventory, serialize_inventory};
-use crate::luanti::players::settings::{self, Entry, Mode, Value};
+use crate::luanti::codec::settings::{self, Entry, Mode, Value};
 
 /// The line that ends the settings part of a player file.
 pub const END_LINE: &str = "PlayerArgsEnd";

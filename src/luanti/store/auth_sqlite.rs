@@ -14,9 +14,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, TransactionBehavior};
 
 use crate::error::{Error, Result};
-use crate::luanti::auth::line::AuthEntry;
-use crate::luanti::auth::{diff, AuthChanges};
-use crate::luanti::sqlite_db;
+use crate::luanti::codec::auth_line::AuthEntry;
+use crate::luanti::store::auth::{diff, AuthChanges};
+use crate::luanti::store::sqlite;
 
 /// The schema a new `auth.sqlite` gets (the engine's current one).
 const CREATE_SCHEMA: &str = "
@@ -33,20 +33,20 @@ impl SqliteAuth {
     /// Opens an existing database.
     pub fn open(path: &Path, read_only: bool) -> Result<SqliteAuth> {
         Ok(SqliteAuth {
-            conn: sqlite_db::open(path, read_only)?,
+            conn: sqlite::open(path, read_only)?,
         })
     }
 
     /// Opens the database, creating it with the current schema when it does not exist.
     pub fn open_or_create(path: &Path) -> Result<SqliteAuth> {
         Ok(SqliteAuth {
-            conn: sqlite_db::open_or_create(path, CREATE_SCHEMA)?,
+            conn: sqlite::open_or_create(path, CREATE_SCHEMA)?,
         })
     }
 
     /// SQLite's `PRAGMA data_version`: changes when another connection commits.
     pub fn data_version(&self) -> Result<i64> {
-        sqlite_db::data_version(&self.conn)
+        sqlite::data_version(&self.conn)
     }
 
     /// Every player, sorted by name, privileges sorted.

@@ -1,9 +1,10 @@
 //! The accounts part of the mounted Luanti tree: `players/NAME`, `auth.txt` and
 //! `mod_storage/MOD/KEY`, whatever backend `world.mt` names for each.
 //!
-//! [`Accounts`] maps these paths onto the stores of [`crate::luanti::players`],
-//! [`crate::luanti::auth`] and [`crate::luanti::mod_storage`] with the same operations as the
-//! [`crate::vfs::tree::Tree`] trait, so the Luanti tree only dispatches to it. Behaviour:
+//! [`Accounts`] maps these paths onto the stores of [`crate::luanti::store::players`],
+//! [`crate::luanti::store::auth`] and [`crate::luanti::store::mod_storage`] with the same
+//! operations as the [`crate::vfs::tree::Tree`] trait, so the Luanti tree only dispatches to
+//! it. Behaviour:
 //!
 //! - `players/NAME` is the player file format. Writing it parses the whole file strictly and
 //!   commits every table in one transaction (or replaces the player file); an unchanged file is
@@ -25,20 +26,28 @@
 //! from [`crate::vfs::mtimes`]: derived from the content, the commit time once edited here.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::luanti::auth::{parse_auth, AuthStore};
-use crate::luanti::mod_storage::ModStorage;
-use crate::luanti::players::player::check_name;
-use crate::luanti::players::world_mt::{Backend, WorldMt};
-use crate::luanti::players::{parse_player, render_player, Player, PlayerStore};
+use crate::luanti::codec::player::check_name;
+use crate::luanti::store::auth::{parse_auth, AuthStore};
+use crate::luanti::store::mod_storage::ModStorage;
+use crate::luanti::store::players::{render_player, PlayerStore};
+use crate::luanti::store::world_mt::WorldMt;
 use crate::names;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{stream, Entry, Kind, NewFile, Stat, TreePath, MAX_TREE_COOKIE};
+use crate::vfs::tree::{stream, Entry, Kind, NewFile, Stat, TreePath};
+use files::{
+    check_mod_name, cookie, object_name, parse_player_file, text_name, value_from_file,
+    value_to_file,
+};
+use lazy::Lazy;
+
+mod files;
+mod lazy;
 
 /// The top-level name of the players folder.
 pub const PLAYERS: &str = "players";
@@ -56,96 +65,9 @@ pub fn hidden_world_file(name: &str) -> bool {
         || name.starts_with("mod_storage.sqlite")
 }
 
-type Opener<S> = fn(&Path, &WorldMt, bool) -> Result<S>;
-
-/// A store opened on first use. While its database file does not exist, reads see no data
-/// and only a write creates it.
-struct Lazy<S> {
-    world: PathBuf,
-    world_mt: WorldMt,
-    read_only: bool,
-    database: Option<PathBuf>,
-    /// What holds the data in the world folder (`players.sqlite`, `auth.txt`, …).
-    label: String,
-    open: Opener<S>,
-    store: Mutex<Option<S>>,
-}
-
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
     m.lock()
         .map_err(|_| Error::corrupt("accounts store lock poisoned"))
-}
-
-impl<S> Lazy<S> {
-    /// The store for `key`'s backend, or `None` when worldfs cannot open that backend.
-    fn new(
-        world: &Path,
-        world_mt: &WorldMt,
-        read_only: bool,
-        key: &str,
-        (database_file, files_label): (&str, &str),
-        open: Opener<S>,
-    ) -> Option<Lazy<S>> {
-        let (database, label) = match world_mt.backend(key) {
-            Backend::Sqlite3 => (Some(world.join(database_file)), database_file),
-            Backend::Files => (None, files_label),
-            Backend::Other(_) => return None,
-        };
-        Some(Lazy {
-            world: world.to_path_buf(),
-            world_mt: world_mt.clone(),
-            read_only,
-            database,
-            label: label.to_string(),
-            open,
-            store: Mutex::new(None),
-        })
-    }
-
-    /// Runs `f` on the store; `absent` gives the answer while a database to be read does
-    /// not exist.
-    fn with<R>(
-        &self,
-        write: bool,
-        absent: impl FnOnce() -> Result<R>,
-        f: impl FnOnce(&mut S) -> Result<R>,
-    ) -> Result<R> {
-        let mut guard = lock(&self.store)?;
-        if guard.is_none() {
-            if !write && self.database.as_ref().is_some_and(|p| !p.exists()) {
-                return absent();
-            }
-            *guard = Some((self.open)(&self.world, &self.world_mt, self.read_only)?);
-        }
-        match guard.as_mut() {
-            Some(store) => f(store),
-            None => absent(),
-        }
-    }
-}
-
-/// The player an edited file `data` of player `name` describes (`stored`: the player as
-/// stored, if it exists).
-fn parse_player_file(name: &str, data: &[u8], stored: Option<&Player>) -> Result<Player> {
-    if stored.is_none() && data.iter().all(u8::is_ascii_whitespace) {
-        return Err(Error::invalid(format!(
-            "an empty file is no player: a new player {name:?} needs a whole player file (copy \
-             another player's file and change its name line)"
-        )));
-    }
-    let player = parse_player(data, stored)?;
-    if player.name != name {
-        return Err(Error::at(
-            name_line(data),
-            1,
-            format!(
-                "name {:?} differs from the file name {name:?} (rename the file to rename a \
-                 player)",
-                player.name
-            ),
-        ));
-    }
-    Ok(player)
 }
 
 /// Where an accounts path points.
@@ -180,59 +102,6 @@ fn read_only_error() -> Error {
 /// The time of folders that have none of their own (as the rest of the Luanti tree).
 fn base_time() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_577_836_800)
-}
-
-/// A stable listing cookie for a name.
-fn cookie(name: &str) -> u64 {
-    content_hash(name.as_bytes()) % (MAX_TREE_COOKIE - 1) + 1
-}
-
-/// The object name a file name stands for, if it is that name's canonical escape.
-fn object_name(file_name: &str) -> Option<Vec<u8>> {
-    let name = names::unescape(file_name).ok()?;
-    (names::escape(&name) == file_name).then_some(name)
-}
-
-/// A player or mod name from a file name.
-fn text_name(file_name: &str) -> Option<String> {
-    String::from_utf8(object_name(file_name)?).ok()
-}
-
-/// Mod names as the engine allows them (`[a-z0-9_]+`).
-fn check_mod_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid(format!(
-            "{name:?} is not a mod name (only a-z, 0-9 and _)"
-        )))
-    }
-}
-
-/// A value file shows the value plus one `\n`.
-fn value_to_file(value: &[u8]) -> Vec<u8> {
-    let mut out = value.to_vec();
-    out.push(b'\n');
-    out
-}
-
-fn value_from_file(data: &[u8]) -> &[u8] {
-    data.strip_suffix(b"\n").unwrap_or(data)
-}
-
-/// The line of the first `name =` setting in a player file (1 when there is none).
-fn name_line(text: &[u8]) -> usize {
-    text.split(|&b| b == b'\n')
-        .position(|line| {
-            let line = String::from_utf8_lossy(line);
-            line.split_once('=')
-                .is_some_and(|(key, _)| key.trim() == "name")
-        })
-        .map_or(1, |i| i + 1)
 }
 
 fn is_not_found(e: &Error) -> bool {
@@ -878,195 +747,4 @@ fn mtime_key(path: &TreePath) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::luanti::auth::sqlite::SqliteAuth;
-    use crate::luanti::auth::AuthEntry;
-    use crate::luanti::block::{Inventory, InventoryList, ItemStack};
-    use crate::luanti::mod_storage::sqlite::SqliteModStorage;
-    use crate::luanti::players::sqlite::SqlitePlayers;
-    use crate::luanti::players::Player;
-
-    fn p(parts: &[&str]) -> Vec<String> {
-        parts.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn player(name: &str) -> Player {
-        let stack = ItemStack {
-            name: b"default:dirt".to_vec(),
-            count: 3,
-            ..ItemStack::default()
-        };
-        Player {
-            name: name.to_string(),
-            hp: 20,
-            breath: 10,
-            position: [10.0, 20.5, -30.0],
-            inventory: Inventory {
-                lists: vec![InventoryList {
-                    name: "main".into(),
-                    width: 0,
-                    slots: vec![stack, ItemStack::default()],
-                }],
-            },
-            ..Player::default()
-        }
-    }
-
-    /// A world whose three stores are SQLite databases, made with the project's own stores.
-    fn sqlite_world() -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        let w = dir.path();
-        std::fs::write(
-            w.join("world.mt"),
-            "player_backend = sqlite3\nauth_backend = sqlite3\nmod_storage_backend = sqlite3\n",
-        )
-        .unwrap();
-        let mut players = SqlitePlayers::open_or_create(&w.join("players.sqlite")).unwrap();
-        players.create(&player("alice")).unwrap();
-        let mut auth = SqliteAuth::open_or_create(&w.join("auth.sqlite")).unwrap();
-        let entry = AuthEntry {
-            name: "alice".into(),
-            password: "#1#salt#verifier".into(),
-            privileges: vec!["interact".into()],
-            last_login: 5,
-        };
-        auth.apply(&[entry]).unwrap();
-        let mut mods = SqliteModStorage::open_or_create(&w.join("mod_storage.sqlite")).unwrap();
-        mods.write("mymod", b"a/b", b"value").unwrap();
-        dir
-    }
-
-    fn names_in(a: &Accounts, dir: &[&str]) -> Vec<String> {
-        let mut out = Vec::new();
-        a.list(&p(dir), 0, &mut |e| {
-            out.push(e.name);
-            true
-        })
-        .unwrap();
-        out.sort();
-        out
-    }
-
-    #[test]
-    fn shows_and_edits_every_store() {
-        let state = tempfile::tempdir().unwrap();
-        std::env::set_var("WORLDFS_STATE_DIR", state.path());
-        let dir = sqlite_world();
-        let a = Accounts::open(dir.path(), false).unwrap();
-        assert_eq!(a.top_names(), vec![AUTH, MOD_STORAGE, PLAYERS]);
-        assert_eq!(names_in(&a, &["players"]), vec!["alice"]);
-        assert_eq!(names_in(&a, &["mod_storage", "mymod"]), vec!["a%2Fb"]);
-        assert_eq!(
-            &**a.read(&p(&["mod_storage", "mymod", "a%2Fb"])).unwrap(),
-            b"value\n"
-        );
-        assert!(a.stat(&p(&["mod_storage", "mymod", "a%2fb"])).is_err());
-
-        let auth = a.stat(&p(&["auth.txt"])).unwrap();
-        assert_eq!(auth.perm, 0o600);
-        let text = a.read(&p(&["auth.txt"])).unwrap();
-        assert_eq!(&**text, b"alice:#1#salt#verifier:interact:5\n");
-        a.write(
-            &p(&["auth.txt"]),
-            b"alice:#1#salt#verifier:fly,interact:5\nbob::shout\n",
-        )
-        .unwrap();
-        assert_eq!(
-            &**a.read(&p(&["auth.txt"])).unwrap(),
-            b"alice:#1#salt#verifier:fly,interact:5\nbob::shout:0\n"
-        );
-
-        let path = p(&["players", "alice"]);
-        let shown = String::from_utf8(a.read(&path).unwrap().to_vec()).unwrap();
-        assert!(shown.contains("position = (10,20.5,-30)"), "{shown}");
-        let before = a.stat(&path).unwrap().mtime;
-        a.write(&path, shown.replace("hp = 20", "hp = 5").as_bytes())
-            .unwrap();
-        assert!(String::from_utf8_lossy(&a.read(&path).unwrap()).contains("hp = 5"));
-        assert!(a.stat(&path).unwrap().mtime > before);
-
-        let e = a
-            .write(&p(&["players", "carol"]), shown.as_bytes())
-            .unwrap_err();
-        assert!(e.message().contains("differs from the file name"), "{e}");
-        assert_eq!(
-            a.classify(&p(&["players"]), "carol").unwrap(),
-            NewFile::Object
-        );
-        assert_eq!(
-            a.classify(&p(&["players"]), ".carol.swp").unwrap(),
-            NewFile::Scratch
-        );
-        assert!(a.classify(&p(&["players"]), "a:b").is_err());
-        a.write(
-            &p(&["players", "carol"]),
-            shown.replace("name = alice", "name = carol").as_bytes(),
-        )
-        .unwrap();
-        a.rename(&p(&["players", "carol"]), &p(&["players", "dave"]))
-            .unwrap();
-        assert_eq!(names_in(&a, &["players"]), vec!["alice", "dave"]);
-        a.remove(&p(&["players", "alice"])).unwrap();
-        assert_eq!(names_in(&a, &["players"]), vec!["dave"]);
-
-        assert!(a.mkdir(&p(&["mod_storage", "Bad"])).is_err());
-        a.mkdir(&p(&["mod_storage", "other"])).unwrap();
-        assert!(names_in(&a, &["mod_storage", "other"]).is_empty());
-        a.write(&p(&["mod_storage", "other", "k"]), b"v\n").unwrap();
-        a.rename(
-            &p(&["mod_storage", "other", "k"]),
-            &p(&["mod_storage", "mymod", "k2"]),
-        )
-        .unwrap();
-        assert_eq!(names_in(&a, &["mod_storage", "mymod"]), vec!["a%2Fb", "k2"]);
-        assert_eq!(names_in(&a, &["mod_storage"]), vec!["mymod", "other"]);
-        a.rmdir(&p(&["mod_storage", "other"])).unwrap();
-        assert_eq!(names_in(&a, &["mod_storage"]), vec!["mymod"]);
-        assert_eq!(
-            a.rmdir(&p(&["mod_storage", "mymod"])).unwrap_err().errno(),
-            libc::ENOTEMPTY
-        );
-    }
-
-    #[test]
-    fn reading_creates_no_database_and_read_only_refuses_writes() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join("world.mt"),
-            "player_backend = sqlite3\nauth_backend = sqlite3\nmod_storage_backend = leveldb\n",
-        )
-        .unwrap();
-        let a = Accounts::open(dir.path(), true).unwrap();
-        assert_eq!(a.top_names(), vec![AUTH, PLAYERS]);
-        assert!(names_in(&a, &["players"]).is_empty());
-        assert!(a.read(&p(&["auth.txt"])).unwrap().is_empty());
-        assert_eq!(a.stat(&p(&["auth.txt"])).unwrap().perm, 0o400);
-        assert!(!dir.path().join("players.sqlite").exists());
-        assert!(!dir.path().join("auth.sqlite").exists());
-        let e = a.write(&p(&["auth.txt"]), b"x::\n").unwrap_err();
-        assert_eq!(e.errno(), libc::EROFS);
-        assert!(a.stat(&p(&["mod_storage"])).is_err());
-    }
-
-    #[test]
-    fn hidden_files_are_the_ones_shown_decoded() {
-        for name in [
-            "auth.txt",
-            "players.sqlite",
-            "auth.sqlite-journal",
-            "mod_storage.sqlite",
-        ] {
-            assert!(hidden_world_file(name), "{name}");
-        }
-        for name in ["world.mt", "env_meta.txt", "auth.txt.bak"] {
-            assert!(!hidden_world_file(name), "{name}");
-        }
-    }
-
-    #[test]
-    fn name_line_finds_the_name_setting() {
-        assert_eq!(name_line(b"hp = 1\n  name = x\n"), 2);
-        assert_eq!(name_line(b"hp = 1\n"), 1);
-    }
-}
+mod tests;

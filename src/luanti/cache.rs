@@ -1,23 +1,30 @@
-//! Decoded blocks on demand: the LRU cache over `map.sqlite`, per-block locking, change
+//! Decoded blocks on demand: the cache over `map.sqlite`, per-block locking, change
 //! detection and atomic read-modify-write of one block.
 //!
 //! Nothing is decoded until a path inside a block folder is touched. Reads take no global
 //! lock while decoding (only the cache's map, briefly). Writes to one block are serialised by
 //! a per-block lock, re-read the current block, apply the edit, and commit only when the
 //! decoded block really changed, so untouched blocks keep their stored bytes exactly.
+//!
+//! Blocks live in the shared [`ObjectCache`]: a read racing a commit cannot cache the block
+//! from before the commit, and when another writer commits (`PRAGMA data_version`, looked at
+//! at most every [`REFRESH_INTERVAL_MS`]) cached blocks are checked against their stored
+//! bytes before their next use and kept when unchanged. A block is weighed with all its
+//! views up front; one heavier than the whole cache is kept alone until the next block is
+//! decoded ([`ObjectCache::keeping_oversized`]), and the memory of such a block is given back
+//! to the system when it goes.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
-use crate::luanti::block::{BlockPos, MapBlock, NODE_COUNT};
 use crate::luanti::codec;
-use crate::luanti::map_store::{Change, MapStore};
+use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
+use crate::luanti::store::map_sqlite::{Change, MapStore};
 use crate::luanti::views;
-use crate::vfs::cache::Cache;
 use crate::vfs::mtimes::{content_hash, Mtimes};
+use crate::vfs::objects::{Lookup, ObjectCache, Views, Weigh};
 use crate::vfs::throttle::Throttle;
 use std::time::Duration;
 
@@ -35,54 +42,39 @@ pub struct Cached {
     pub mtime: SystemTime,
     /// The hash of the stored bytes.
     pub hash: u64,
-    /// The [`Blocks::generation`] at which the stored bytes were last seen to hash to `hash`:
-    /// after any commit (ours or another writer's), a cached block is checked against the
-    /// store once before it is used again, and kept if its bytes did not change.
-    seen: AtomicU64,
     /// Rendered views by file name, filled on first use.
-    views: Mutex<HashMap<&'static str, Arc<Vec<u8>>>>,
+    views: Views,
+    /// What the block weighs with all its views rendered (see [`cost`]).
+    weight: usize,
 }
 
 impl Cached {
-    /// Whether the stored bytes are known to be this block's in `generation`.
-    fn seen_in(&self, generation: u64) -> bool {
-        self.seen.load(Ordering::Relaxed) == generation
-    }
-
     /// The rendered view `name`, rendering it once with `render`.
     pub fn view(
         &self,
         name: &'static str,
         render: impl FnOnce(&MapBlock) -> Vec<u8>,
     ) -> Arc<Vec<u8>> {
-        if let Ok(v) = self.views.lock() {
-            if let Some(data) = v.get(name) {
-                return data.clone();
-            }
-        }
-        let data = Arc::new(render(&self.block));
-        if let Ok(mut v) = self.views.lock() {
-            v.insert(name, data.clone());
-        }
-        data
+        self.views.get_or_render(name, || render(&self.block)).0
+    }
+}
+
+impl Weigh for Cached {
+    /// Weighed once, views included, so rendering a view does not change it.
+    fn weight(&self) -> usize {
+        self.weight
     }
 }
 
 /// The blocks of one map database.
 pub struct Blocks {
     store: MapStore,
-    cache: Cache<BlockPos, Cached>,
-    /// The cache's capacity.
-    cache_bytes: usize,
-    /// A cached block that weighs more than the whole cache (the cache keeps its newest entry
-    /// whatever it weighs): it is dropped before another block is decoded, so at most one
-    /// such block is in memory at a time.
-    oversized: Mutex<Option<BlockPos>>,
+    /// Decoded blocks; one that weighs more than the whole cache is kept alone, and dropped
+    /// before another block is decoded, so at most one such block is in memory at a time.
+    cache: ObjectCache<BlockPos, Cached>,
     mtimes: Mtimes,
     locks: Vec<Mutex<()>>,
     known_version: AtomicI64,
-    /// Bumped whenever stored blocks may have changed (our commits, another writer's).
-    generation: AtomicU64,
     changes: Throttle,
 }
 
@@ -146,20 +138,17 @@ impl Blocks {
         let known = store.data_version().unwrap_or(0);
         Blocks {
             store,
-            cache: Cache::new(cache_bytes),
-            cache_bytes,
-            oversized: Mutex::new(None),
+            cache: ObjectCache::keeping_oversized(cache_bytes),
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             known_version: AtomicI64::new(known),
-            generation: AtomicU64::new(0),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
         }
     }
 
     /// A number that changes whenever stored blocks may have changed.
     pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Relaxed)
+        self.cache.generation()
     }
 
     /// The underlying store.
@@ -176,7 +165,7 @@ impl Blocks {
         if let Ok(v) = self.store.data_version() {
             if self.known_version.swap(v, Ordering::Relaxed) != v {
                 log::debug!("map database changed underneath; checking cached blocks on use");
-                self.generation.fetch_add(1, Ordering::Relaxed);
+                self.cache.changed_underneath();
             }
         }
     }
@@ -190,64 +179,46 @@ impl Blocks {
     /// The decoded block at `pos`, or `Error::not_found`.
     pub fn get(&self, pos: BlockPos) -> Result<Arc<Cached>> {
         self.refresh();
-        // Read before the store: a commit racing this read starts a newer generation, so
-        // what is cached here is checked again on its next use.
-        let generation = self.generation();
-        let cached = self.cache.get(&pos);
-        if let Some(c) = cached.as_ref().filter(|c| c.seen_in(generation)) {
-            return Ok(c.clone());
+        self.cache.get_or_load(
+            &pos,
+            || {
+                let blob = self.store.get(pos)?.ok_or_else(|| {
+                    Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z))
+                })?;
+                let hash = content_hash(&blob);
+                Ok((blob, hash))
+            },
+            |(_, hash)| *hash,
+            |(blob, hash)| self.decode(pos, &blob, hash),
+        )
+    }
+
+    /// Decodes stored bytes, first dropping the cached block that weighs more than the cache
+    /// (if any) and giving its memory back to the system.
+    fn decode(&self, pos: BlockPos, blob: &[u8], hash: u64) -> Result<Cached> {
+        if self.cache.drop_oversized() {
+            return_freed_memory();
         }
-        let Some(blob) = self.store.get(pos)? else {
-            self.cache.remove(&pos);
-            return Err(Error::not_found(format!(
-                "no block at {},{},{}",
-                pos.x, pos.y, pos.z
-            )));
-        };
-        let hash = content_hash(&blob);
-        if let Some(c) = cached.filter(|c| c.hash == hash) {
-            c.seen.store(generation, Ordering::Relaxed);
-            return Ok(c);
-        }
-        self.drop_oversized();
         let context = |e: Error| {
             // What the failed decode allocated (up to the codec's bounds) is free again.
             return_freed_memory();
             e.context(format!("block {},{},{}", pos.x, pos.y, pos.z))
         };
-        let block = codec::decode_block(&blob).map_err(context)?;
-        let cost = cost(&block).map_err(context)?;
-        let cached = Arc::new(Cached {
+        let block = codec::decode_block(blob).map_err(context)?;
+        let weight = cost(&block).map_err(context)?;
+        Ok(Cached {
             block,
-            mtime: self.mtime_of(pos, &blob),
+            mtime: self.mtime_of(pos, blob),
             hash,
-            seen: AtomicU64::new(generation),
-            views: Mutex::new(HashMap::new()),
-        });
-        self.cache.insert(pos, cached.clone(), cost);
-        if cost > self.cache_bytes {
-            if let Ok(mut o) = self.oversized.lock() {
-                *o = Some(pos);
-            }
-        }
-        Ok(cached)
-    }
-
-    /// Drops the cached block that weighs more than the cache, if any, and gives its memory
-    /// back to the system.
-    fn drop_oversized(&self) {
-        let Some(pos) = self.oversized.lock().ok().and_then(|mut o| o.take()) else {
-            return;
-        };
-        self.cache.remove(&pos);
-        return_freed_memory();
+            views: Views::default(),
+            weight,
+        })
     }
 
     /// Whether a block is stored at `pos` (without decoding it).
     pub fn exists(&self, pos: BlockPos) -> Result<bool> {
         self.refresh();
-        let generation = self.generation();
-        if self.cache.get(&pos).is_some_and(|c| c.seen_in(generation)) {
+        if matches!(self.cache.lookup(&pos).1, Lookup::Fresh(_)) {
             return Ok(true);
         }
         Ok(self.store.get(pos)?.is_some())
@@ -272,12 +243,15 @@ impl Blocks {
             encoded.push((*pos, blob));
         }
         self.store.commit(&encoded)?;
-        self.generation.fetch_add(1, Ordering::Relaxed);
+        self.cache.committed(encoded.iter().map(|(pos, _)| pos));
+        // The data_version read below also covers any commit another writer made since the
+        // last refresh: so that such a commit is not missed, cached blocks are checked
+        // against their stored bytes on their next use, as after a change underneath.
+        self.cache.changed_underneath();
         if let Ok(v) = self.store.data_version() {
             self.known_version.store(v, Ordering::Relaxed);
         }
         for (pos, blob) in encoded {
-            self.cache.remove(&pos);
             if let Some(blob) = blob {
                 self.mtimes
                     .record(self.store.key_of(pos), content_hash(&blob), mtime);
@@ -423,7 +397,7 @@ mod tests {
     /// with tens of thousands of objects do not pile up in a cache sized for a few of them.
     #[test]
     fn the_cache_weighs_blocks_by_what_they_hold() {
-        use crate::luanti::block::{LuaEntity, ObjectData, StaticObject};
+        use crate::luanti::codec::block::{LuaEntity, ObjectData, StaticObject};
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("map.sqlite");
         rusqlite::Connection::open(&path)
@@ -501,5 +475,44 @@ mod tests {
         assert_eq!(gone.errno(), libc::ENOENT);
         assert!(!blocks.exists(c).expect("exists"));
         assert!(blocks.exists(b).expect("exists"));
+    }
+
+    /// Another writer's commit just before one of ours is not hidden by ours: our commit
+    /// reads the database's new `data_version`, which includes the other commit.
+    #[test]
+    fn another_writers_commit_just_before_ours_is_still_seen() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let (a, b) = (pos(0, 0, 0), pos(1, 0, 0));
+        let outside = MapStore::open(&path, false).expect("writer");
+        outside
+            .commit(&[
+                (a, Some(blob("default:stone"))),
+                (b, Some(blob("default:dirt"))),
+            ])
+            .expect("first commit");
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
+        assert!(blocks.get(a).is_ok());
+        assert_eq!(
+            blocks.get(b).expect("b").block.names,
+            vec!["default:dirt".to_string()]
+        );
+        outside
+            .commit(&[(b, Some(blob("default:sand")))])
+            .expect("outside commit");
+        blocks
+            .modify(a, |block| {
+                block.names = vec!["default:cobble".to_string()];
+                Ok(())
+            })
+            .expect("our commit");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
+        assert_eq!(
+            blocks.get(b).expect("b again").block.names,
+            vec!["default:sand".to_string()]
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::luanti::players::player::{read_player_file, render_player, Player};
+use crate::luanti::codec::player::{read_player_file, render_player, Player};
 use crate::vfs::replace::{read_no_follow, remove_durably, write_atomic};
 
 /// How many alternative file names the engine tries (`PLAYER_FILE_ALTERNATE_TRIES`).

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::luanti::players::settings::{self, Mode, Value};
+use crate::luanti::codec::settings::{self, Mode, Value};
 
 /// The settings of a `world.mt` file (last occurrence of a key wins, as in the engine).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

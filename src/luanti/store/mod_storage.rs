@@ -5,15 +5,12 @@
 //! mods, list a mod's keys, read, write, create and delete one entry. Keys and values are
 //! bytes; the mount escapes keys into file names with `crate::names`.
 
-pub mod files;
-pub mod sqlite;
-
 use std::path::Path;
 
 use crate::error::Result;
-use crate::luanti::players::world_mt::{Backend, WorldMt};
-use files::FilesModStorage;
-use sqlite::SqliteModStorage;
+use crate::luanti::store::mod_storage_files::FilesModStorage;
+use crate::luanti::store::mod_storage_sqlite::SqliteModStorage;
+use crate::luanti::store::world_mt::{Backend, WorldMt};
 
 /// The mod storage of a world, in whichever backend holds it.
 pub enum ModStorage {

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::Result;
-use crate::luanti::auth::line::{read_auth_file, render_auth, AuthEntry};
-use crate::luanti::auth::{diff, AuthChanges};
+use crate::luanti::codec::auth_line::{read_auth_file, render_auth, AuthEntry};
+use crate::luanti::store::auth::{diff, AuthChanges};
 use crate::vfs::replace::{read_no_follow, write_atomic};
 
 /// The mode of a new auth.txt: it holds password hashes.

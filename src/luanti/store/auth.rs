@@ -7,18 +7,14 @@
 //! atomic file replacement. Password hashes are text that passes through unchanged unless the
 //! line's password field was edited.
 
-pub mod files;
-pub mod line;
-pub mod sqlite;
-
 use std::collections::HashMap;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::luanti::players::world_mt::{Backend, WorldMt};
-use files::FilesAuth;
-pub use line::{parse_auth, read_auth_file, render_auth, AuthEntry};
-use sqlite::SqliteAuth;
+pub use crate::luanti::codec::auth_line::{parse_auth, read_auth_file, render_auth, AuthEntry};
+use crate::luanti::store::auth_files::FilesAuth;
+use crate::luanti::store::auth_sqlite::SqliteAuth;
+use crate::luanti::store::world_mt::{Backend, WorldMt};
 
 /// What applying an edited auth.txt changed, by player name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -5,19 +5,13 @@
 //! text file whatever stores it. This module also holds the Settings syntax and the `world.mt`
 //! reader, which auth and mod storage use too.
 
-pub mod files;
-pub mod player;
-pub mod settings;
-pub mod sqlite;
-pub mod world_mt;
-
 use std::path::Path;
 
 use crate::error::Result;
-use files::FilesPlayers;
-pub use player::{parse_player, read_player_file, render_player, Player};
-use sqlite::SqlitePlayers;
-use world_mt::{Backend, WorldMt};
+pub use crate::luanti::codec::player::{parse_player, read_player_file, render_player, Player};
+use crate::luanti::store::players_files::FilesPlayers;
+use crate::luanti::store::players_sqlite::SqlitePlayers;
+use crate::luanti::store::world_mt::{Backend, WorldMt};
 
 /// The players of a world, in whichever backend holds them.
 pub enum PlayerStore {

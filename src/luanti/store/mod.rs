@@ -1,0 +1,18 @@
+//! The containers of a Luanti world and their transactions: the map database
+//! ([`map_sqlite`]), and for players, auth and mod storage one enum each over the backends
+//! `world.mt` can name ([`players`], [`auth`], [`mod_storage`]), with one file per backend.
+//! [`sqlite`] opens every SQLite database the same way (one busy timeout); [`world_mt`] reads
+//! the backend names. Formats are in `codec/`, never here.
+
+pub mod auth;
+pub mod auth_files;
+pub mod auth_sqlite;
+pub mod map_sqlite;
+pub mod mod_storage;
+pub mod mod_storage_files;
+pub mod mod_storage_sqlite;
+pub mod players;
+pub mod players_files;
+pub mod players_sqlite;
+pub mod sqlite;
+pub mod world_mt;

@@ -1,0 +1,72 @@
+//! A backend store opened on first use: reading a world never creates a database, and a
+//! store whose database file does not exist yet reads as empty until the first write.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::lock;
+use crate::error::Result;
+use crate::luanti::store::world_mt::{Backend, WorldMt};
+
+pub(super) type Opener<S> = fn(&Path, &WorldMt, bool) -> Result<S>;
+
+/// A store opened on first use. While its database file does not exist, reads see no data
+/// and only a write creates it.
+pub(super) struct Lazy<S> {
+    world: PathBuf,
+    world_mt: WorldMt,
+    read_only: bool,
+    database: Option<PathBuf>,
+    /// What holds the data in the world folder (`players.sqlite`, `auth.txt`, …).
+    pub(super) label: String,
+    open: Opener<S>,
+    store: Mutex<Option<S>>,
+}
+
+impl<S> Lazy<S> {
+    /// The store for `key`'s backend, or `None` when worldfs cannot open that backend.
+    pub(super) fn new(
+        world: &Path,
+        world_mt: &WorldMt,
+        read_only: bool,
+        key: &str,
+        (database_file, files_label): (&str, &str),
+        open: Opener<S>,
+    ) -> Option<Lazy<S>> {
+        let (database, label) = match world_mt.backend(key) {
+            Backend::Sqlite3 => (Some(world.join(database_file)), database_file),
+            Backend::Files => (None, files_label),
+            Backend::Other(_) => return None,
+        };
+        Some(Lazy {
+            world: world.to_path_buf(),
+            world_mt: world_mt.clone(),
+            read_only,
+            database,
+            label: label.to_string(),
+            open,
+            store: Mutex::new(None),
+        })
+    }
+
+    /// Runs `f` on the store; `absent` gives the answer while a database to be read does
+    /// not exist.
+    pub(super) fn with<R>(
+        &self,
+        write: bool,
+        absent: impl FnOnce() -> Result<R>,
+        f: impl FnOnce(&mut S) -> Result<R>,
+    ) -> Result<R> {
+        let mut guard = lock(&self.store)?;
+        if guard.is_none() {
+            if !write && self.database.as_ref().is_some_and(|p| !p.exists()) {
+                return absent();
+            }
+            *guard = Some((self.open)(&self.world, &self.world_mt, self.read_only)?);
+        }
+        match guard.as_mut() {
+            Some(store) => f(store),
+            None => absent(),
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Accounts on real stores of both backends: listing, editing, read-only and hidden files.
+
+use super::files::name_line;
+use super::*;
+use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
+use crate::luanti::store::auth::AuthEntry;
+use crate::luanti::store::auth_sqlite::SqliteAuth;
+use crate::luanti::store::mod_storage_sqlite::SqliteModStorage;
+use crate::luanti::store::players::Player;
+use crate::luanti::store::players_sqlite::SqlitePlayers;
+
+fn p(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|s| s.to_string()).collect()
+}
+
+fn player(name: &str) -> Player {
+    let stack = ItemStack {
+        name: b"default:dirt".to_vec(),
+        count: 3,
+        ..ItemStack::default()
+    };
+    Player {
+        name: name.to_string(),
+        hp: 20,
+        breath: 10,
+        position: [10.0, 20.5, -30.0],
+        inventory: Inventory {
+            lists: vec![InventoryList {
+                name: "main".into(),
+                width: 0,
+                slots: vec![stack, ItemStack::default()],
+            }],
+        },
+        ..Player::default()
+    }
+}
+
+/// A world whose three stores are SQLite databases, made with the project's own stores.
+fn sqlite_world() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let w = dir.path();
+    std::fs::write(
+        w.join("world.mt"),
+        "player_backend = sqlite3\nauth_backend = sqlite3\nmod_storage_backend = sqlite3\n",
+    )
+    .unwrap();
+    let mut players = SqlitePlayers::open_or_create(&w.join("players.sqlite")).unwrap();
+    players.create(&player("alice")).unwrap();
+    let mut auth = SqliteAuth::open_or_create(&w.join("auth.sqlite")).unwrap();
+    let entry = AuthEntry {
+        name: "alice".into(),
+        password: "#1#salt#verifier".into(),
+        privileges: vec!["interact".into()],
+        last_login: 5,
+    };
+    auth.apply(&[entry]).unwrap();
+    let mut mods = SqliteModStorage::open_or_create(&w.join("mod_storage.sqlite")).unwrap();
+    mods.write("mymod", b"a/b", b"value").unwrap();
+    dir
+}
+
+fn names_in(a: &Accounts, dir: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    a.list(&p(dir), 0, &mut |e| {
+        out.push(e.name);
+        true
+    })
+    .unwrap();
+    out.sort();
+    out
+}
+
+#[test]
+fn shows_and_edits_every_store() {
+    let state = tempfile::tempdir().unwrap();
+    std::env::set_var("WORLDFS_STATE_DIR", state.path());
+    let dir = sqlite_world();
+    let a = Accounts::open(dir.path(), false).unwrap();
+    assert_eq!(a.top_names(), vec![AUTH, MOD_STORAGE, PLAYERS]);
+    assert_eq!(names_in(&a, &["players"]), vec!["alice"]);
+    assert_eq!(names_in(&a, &["mod_storage", "mymod"]), vec!["a%2Fb"]);
+    assert_eq!(
+        &**a.read(&p(&["mod_storage", "mymod", "a%2Fb"])).unwrap(),
+        b"value\n"
+    );
+    assert!(a.stat(&p(&["mod_storage", "mymod", "a%2fb"])).is_err());
+
+    let auth = a.stat(&p(&["auth.txt"])).unwrap();
+    assert_eq!(auth.perm, 0o600);
+    let text = a.read(&p(&["auth.txt"])).unwrap();
+    assert_eq!(&**text, b"alice:#1#salt#verifier:interact:5\n");
+    a.write(
+        &p(&["auth.txt"]),
+        b"alice:#1#salt#verifier:fly,interact:5\nbob::shout\n",
+    )
+    .unwrap();
+    assert_eq!(
+        &**a.read(&p(&["auth.txt"])).unwrap(),
+        b"alice:#1#salt#verifier:fly,interact:5\nbob::shout:0\n"
+    );
+
+    let path = p(&["players", "alice"]);
+    let shown = String::from_utf8(a.read(&path).unwrap().to_vec()).unwrap();
+    assert!(shown.contains("position = (10,20.5,-30)"), "{shown}");
+    let before = a.stat(&path).unwrap().mtime;
+    a.write(&path, shown.replace("hp = 20", "hp = 5").as_bytes())
+        .unwrap();
+    assert!(String::from_utf8_lossy(&a.read(&path).unwrap()).contains("hp = 5"));
+    assert!(a.stat(&path).unwrap().mtime > before);
+
+    let e = a
+        .write(&p(&["players", "carol"]), shown.as_bytes())
+        .unwrap_err();
+    assert!(e.message().contains("differs from the file name"), "{e}");
+    assert_eq!(
+        a.classify(&p(&["players"]), "carol").unwrap(),
+        NewFile::Object
+    );
+    assert_eq!(
+        a.classify(&p(&["players"]), ".carol.swp").unwrap(),
+        NewFile::Scratch
+    );
+    assert!(a.classify(&p(&["players"]), "a:b").is_err());
+    a.write(
+        &p(&["players", "carol"]),
+        shown.replace("name = alice", "name = carol").as_bytes(),
+    )
+    .unwrap();
+    a.rename(&p(&["players", "carol"]), &p(&["players", "dave"]))
+        .unwrap();
+    assert_eq!(names_in(&a, &["players"]), vec!["alice", "dave"]);
+    a.remove(&p(&["players", "alice"])).unwrap();
+    assert_eq!(names_in(&a, &["players"]), vec!["dave"]);
+
+    assert!(a.mkdir(&p(&["mod_storage", "Bad"])).is_err());
+    a.mkdir(&p(&["mod_storage", "other"])).unwrap();
+    assert!(names_in(&a, &["mod_storage", "other"]).is_empty());
+    a.write(&p(&["mod_storage", "other", "k"]), b"v\n").unwrap();
+    a.rename(
+        &p(&["mod_storage", "other", "k"]),
+        &p(&["mod_storage", "mymod", "k2"]),
+    )
+    .unwrap();
+    assert_eq!(names_in(&a, &["mod_storage", "mymod"]), vec!["a%2Fb", "k2"]);
+    assert_eq!(names_in(&a, &["mod_storage"]), vec!["mymod", "other"]);
+    a.rmdir(&p(&["mod_storage", "other"])).unwrap();
+    assert_eq!(names_in(&a, &["mod_storage"]), vec!["mymod"]);
+    assert_eq!(
+        a.rmdir(&p(&["mod_storage", "mymod"])).unwrap_err().errno(),
+        libc::ENOTEMPTY
+    );
+}
+
+#[test]
+fn reading_creates_no_database_and_read_only_refuses_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("world.mt"),
+        "player_backend = sqlite3\nauth_backend = sqlite3\nmod_storage_backend = leveldb\n",
+    )
+    .unwrap();
+    let a = Accounts::open(dir.path(), true).unwrap();
+    assert_eq!(a.top_names(), vec![AUTH, PLAYERS]);
+    assert!(names_in(&a, &["players"]).is_empty());
+    assert!(a.read(&p(&["auth.txt"])).unwrap().is_empty());
+    assert_eq!(a.stat(&p(&["auth.txt"])).unwrap().perm, 0o400);
+    assert!(!dir.path().join("players.sqlite").exists());
+    assert!(!dir.path().join("auth.sqlite").exists());
+    let e = a.write(&p(&["auth.txt"]), b"x::\n").unwrap_err();
+    assert_eq!(e.errno(), libc::EROFS);
+    assert!(a.stat(&p(&["mod_storage"])).is_err());
+}
+
+#[test]
+fn hidden_files_are_the_ones_shown_decoded() {
+    for name in [
+        "auth.txt",
+        "players.sqlite",
+        "auth.sqlite-journal",
+        "mod_storage.sqlite",
+    ] {
+        assert!(hidden_world_file(name), "{name}");
+    }
+    for name in ["world.mt", "env_meta.txt", "auth.txt.bak"] {
+        assert!(!hidden_world_file(name), "{name}");
+    }
+}
+
+#[test]
+fn name_line_finds_the_name_setting() {
+    assert_eq!(name_line(b"hp = 1\n  name = x\n"), 2);
+    assert_eq!(name_line(b"hp = 1\n"), 1);
+}

@@ -1,0 +1,584 @@
+//! The `blocks/` part of the mounted Luanti tree: block folders, their views and the
+//! `meta/x,y,z/` folders of node metadata.
+//!
+//! The paths are parsed in `tree.rs` into a `Place`; here are the views a block folder shows
+//! (and how each is parsed back), the listings of the block-side folders (one function per
+//! folder, each a page of the store's listing or one decoded block), and the mtimes of a
+//! block folder's entries: an entry keeps a time set on it while its content is unchanged,
+//! so an rsync after an edit sends only the files that changed.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{base_time, not_found, LuantiTree};
+use crate::error::{Error, Result};
+use crate::luanti::cache::Cached;
+use crate::luanti::codec::block::{BlockPos, MapBlock, NodeMeta, RelPos};
+use crate::luanti::codec::inventory::serialize_inventory;
+use crate::luanti::store::map_sqlite::LIST_BYTES;
+use crate::luanti::views;
+use crate::names;
+use crate::vfs::mtimes::content_hash;
+use crate::vfs::tree::{stream, Entry, Stat, TreePath};
+
+/// The files of a block folder, in listing order, with how each is rendered and parsed.
+pub(super) struct View {
+    pub(super) name: &'static str,
+    pub(super) render: fn(&MapBlock, BlockPos) -> Vec<u8>,
+    pub(super) parse: fn(&[u8], BlockPos, &mut MapBlock) -> Result<()>,
+}
+
+pub(super) const VIEWS: [View; 5] = [
+    View {
+        name: "block.txt",
+        render: |b, _| views::render_header(b),
+        parse: |t, _, b| views::parse_header(t, b),
+    },
+    View {
+        name: "light.txt",
+        render: |b, _| views::render_light(b),
+        parse: |t, _, b| views::parse_light(t, b),
+    },
+    View {
+        name: "nodes.cubeset",
+        render: |b, _| views::render_nodes(b),
+        parse: parse_nodes_clearing_light,
+    },
+    View {
+        name: "objects.txt",
+        render: views::render_objects,
+        parse: |t, p, b| views::parse_objects(t, p, b),
+    },
+    View {
+        name: "timers.txt",
+        render: |b, _| views::render_timers(b),
+        parse: |t, _, b| views::parse_timers(t, b),
+    },
+];
+
+/// Nodes changed by hand get their lighting recomputed by the engine, as after a game edit.
+///
+/// From version 27 on that is `lighting_complete = 0`: the engine relights every face of the
+/// block (`voxalgo::update_block_border_lighting`). Blocks before 27 have no
+/// `lighting_complete` (the engine's `MapBlock::deSerialize` reads it only `if (version >= 27)`
+/// and takes 0xFFFF otherwise); the engines that wrote them kept "light needs updating" in the
+/// flags instead — `if (m_lighting_expired) flags |= 0x04;` in `MapBlock::serialize`
+/// (luanti-org/luanti `src/mapblock.cpp` before f17c9c45, which introduced version 27; the
+/// bit is `lighting_expired` in `doc/world_format.md`). So those get that flag, and their
+/// version and format stay as they were.
+fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock) -> Result<()> {
+    let before = (block.names.clone(), block.content.clone());
+    views::parse_nodes(text, block)?;
+    if before.0 != block.names || before.1 != block.content {
+        if block.version >= 27 {
+            block.lighting_complete = 0;
+        } else {
+            block.flags |= LIGHTING_EXPIRED;
+        }
+    }
+    Ok(())
+}
+
+/// How long a `block.txt` written through the mount stands against the relighting rule of
+/// [`parse_nodes_clearing_light`]: a copy or a restore (`cp -r`, `rsync -a`) writes every file
+/// of a block within it, and the header it wrote is the one it wants, flags included.
+pub(super) const HEADER_WINDOW: Duration = Duration::from_secs(60);
+
+/// The flags bit "lighting expired" of blocks before version 27.
+const LIGHTING_EXPIRED: u8 = 0x04;
+
+/// Refuses a metadata key the block format cannot hold.
+pub(super) fn check_key(key: &[u8]) -> Result<()> {
+    if key.len() > usize::from(u16::MAX) {
+        return Err(Error::invalid("metadata key longer than 65535 bytes"));
+    }
+    Ok(())
+}
+
+/// Parses `X,Y,Z` exactly as the tree writes it (so there is one name per block).
+pub fn parse_block_name(name: &str) -> Option<BlockPos> {
+    let mut it = name.split(',');
+    let x: i16 = it.next()?.parse().ok()?;
+    let y: i16 = it.next()?.parse().ok()?;
+    let z: i16 = it.next()?.parse().ok()?;
+    if it.next().is_some() || format!("{x},{y},{z}") != name {
+        return None;
+    }
+    Some(BlockPos { x, y, z })
+}
+
+/// The folder name of a block.
+pub fn block_name(p: BlockPos) -> String {
+    format!("{},{},{}", p.x, p.y, p.z)
+}
+
+pub(super) fn parse_rel_name(name: &str) -> Option<RelPos> {
+    let mut it = name.split(',');
+    let x: u8 = it.next()?.parse().ok()?;
+    let y: u8 = it.next()?.parse().ok()?;
+    let z: u8 = it.next()?.parse().ok()?;
+    if it.next().is_some() || x > 15 || y > 15 || z > 15 || format!("{x},{y},{z}") != name {
+        return None;
+    }
+    Some(RelPos { x, y, z })
+}
+
+pub(super) fn rel_name(p: RelPos) -> String {
+    format!("{},{},{}", p.x, p.y, p.z)
+}
+
+/// Strips the one trailing newline a value file gets when shown.
+pub(super) fn value_from_file(data: &[u8]) -> Vec<u8> {
+    data.strip_suffix(b"\n").unwrap_or(data).to_vec()
+}
+
+pub(super) fn value_to_file(v: &[u8]) -> Vec<u8> {
+    let mut out = v.to_vec();
+    out.push(b'\n');
+    out
+}
+
+pub(super) fn meta_at(block: &MapBlock, rel: RelPos) -> Option<&NodeMeta> {
+    block.metadata.iter().find(|m| m.pos == rel)
+}
+
+pub(super) fn meta_entry(block: &mut MapBlock, rel: RelPos) -> &mut NodeMeta {
+    let idx = match block
+        .metadata
+        .binary_search_by_key(&rel.index(), |m| m.pos.index())
+    {
+        Ok(i) => i,
+        Err(i) => {
+            block.metadata.insert(
+                i,
+                NodeMeta {
+                    pos: rel,
+                    vars: Vec::new(),
+                    inventory: Default::default(),
+                },
+            );
+            i
+        }
+    };
+    &mut block.metadata[idx]
+}
+
+/// One page of the `blocks/` listing: the entries with cookies after `after`.
+pub(super) struct Page {
+    generation: u64,
+    after: u64,
+    entries: Vec<Entry>,
+    /// Whether the listing ends with this page.
+    last: bool,
+}
+
+/// Blocks read from SQLite per page of the `blocks/` listing.
+const PAGE_SIZE: usize = 512;
+
+/// Pages kept (several listings may run at once).
+const PAGES_KEPT: usize = 8;
+
+/// The hash of the listing of folder `sub` inside a block folder: a folder keeps its mtime
+/// while its entries stay the same.
+pub(super) fn dir_hash(c: &Cached, sub: &str) -> u64 {
+    let parts: Vec<&str> = sub.split('/').collect();
+    let entries: Vec<String> = match parts.as_slice() {
+        ["meta"] => c.block.metadata.iter().map(|m| rel_name(m.pos)).collect(),
+        ["meta", r, kind @ ("fields" | "private")] => parse_rel_name(r)
+            .and_then(|rel| meta_at(&c.block, rel))
+            .map(|m| {
+                m.vars
+                    .iter()
+                    .filter(|v| v.private == (*kind == "private"))
+                    .map(|v| names::escape(&v.key))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    content_hash(entries.join("/").as_bytes())
+}
+
+/// The path of an entry of a block folder inside that folder (`meta/1,10,1/inventory`).
+pub(super) fn sub_path(path: &TreePath) -> String {
+    path.get(2..).map(|p| p.join("/")).unwrap_or_default()
+}
+
+impl LuantiTree {
+    /// Writes one view of a block. The derived-data rule (a node edit clears the lighting
+    /// flags) applies only where the user did not write `block.txt` itself: within
+    /// [`HEADER_WINDOW`] of a `block.txt` written through the mount, `nodes.cubeset` keeps the
+    /// flags that file set, so `cp -r` and an rsync restore give the block back exactly.
+    pub(super) fn write_view(&self, pos: BlockPos, view: &'static View, data: &[u8]) -> Result<()> {
+        let mut headers = self
+            .headers
+            .lock()
+            .map_err(|_| Error::corrupt("header times lock poisoned"))?;
+        headers.retain(|_, t| t.elapsed() < HEADER_WINDOW);
+        let header_written = headers.contains_key(&pos);
+        drop(headers);
+        if view.name == "nodes.cubeset" && header_written {
+            self.modify(pos, |b| views::parse_nodes(data, b))?;
+        } else {
+            self.modify(pos, |b| (view.parse)(data, pos, b))?;
+        }
+        if view.name == "block.txt" {
+            if let Ok(mut headers) = self.headers.lock() {
+                headers.insert(pos, Instant::now());
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored key of a field whose file name is a long form (see [`names`]).
+    pub(super) fn long_key(
+        &self,
+        pos: BlockPos,
+        rel: RelPos,
+        private: bool,
+        file: &str,
+    ) -> Option<Vec<u8>> {
+        let c = self.blocks.get(pos).ok()?;
+        let vars = &meta_at(&c.block, rel)?.vars;
+        names::find(
+            file,
+            vars.iter().filter(|v| v.private == private).map(|v| &v.key),
+        )
+        .cloned()
+    }
+
+    pub(super) fn dir_stat(&self, mtime: SystemTime) -> Stat {
+        Stat::dir(mtime, self.read_only)
+    }
+
+    pub(super) fn file_stat(&self, size: usize, mtime: SystemTime) -> Stat {
+        Stat::file(size as u64, mtime, self.read_only)
+    }
+
+    /// Stat of the file `sub` (its path inside the block folder) holding `data`.
+    pub(super) fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
+        let mtime = if self.blocks.entry_recorded(pos, sub) {
+            self.blocks
+                .entry_mtime(pos, c.mtime, c.hash, sub, Some(content_hash(data)))
+        } else {
+            c.mtime
+        };
+        self.file_stat(data.len(), mtime)
+    }
+
+    /// Stat of the folder `sub` inside the block folder.
+    pub(super) fn entry_dir(&self, pos: BlockPos, c: &Cached, sub: &str) -> Stat {
+        let hash = dir_hash(c, sub);
+        self.dir_stat(
+            self.blocks
+                .entry_mtime(pos, c.mtime, c.hash, sub, Some(hash)),
+        )
+    }
+
+    /// Stat of a block folder from the block's stored bytes.
+    pub(super) fn block_dir(&self, pos: BlockPos, blob: &[u8]) -> Stat {
+        let mtime = self.blocks.mtime_of(pos, blob);
+        self.dir_stat(
+            self.blocks
+                .entry_mtime(pos, mtime, content_hash(blob), "", None),
+        )
+    }
+
+    /// Every entry inside a block folder: its path inside the folder and the hash of its
+    /// content (a file) or of its listing (a folder).
+    fn block_files(&self, pos: BlockPos, c: &Cached) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = VIEWS
+            .iter()
+            .map(|v| {
+                let data = c.view(v.name, |b| (v.render)(b, pos));
+                (v.name.to_string(), content_hash(&data))
+            })
+            .collect();
+        out.push(("meta".to_string(), dir_hash(c, "meta")));
+        for m in &c.block.metadata {
+            let dir = format!("meta/{}", rel_name(m.pos));
+            for sub in [
+                dir.clone(),
+                format!("{dir}/fields"),
+                format!("{dir}/private"),
+            ] {
+                let hash = dir_hash(c, &sub);
+                out.push((sub, hash));
+            }
+            out.push((
+                format!("{dir}/inventory"),
+                content_hash(&serialize_inventory(&m.inventory)),
+            ));
+            for v in &m.vars {
+                let kind = if v.private { "private" } else { "fields" };
+                out.push((
+                    format!("{dir}/{kind}/{}", names::escape(&v.key)),
+                    content_hash(&value_to_file(&v.value)),
+                ));
+            }
+        }
+        out
+    }
+
+    /// Edits a block; the files whose content the edit leaves unchanged keep their mtimes, so
+    /// an incremental rsync sends only the changed files.
+    pub(super) fn modify(
+        &self,
+        pos: BlockPos,
+        edit: impl FnOnce(&mut MapBlock) -> Result<()>,
+    ) -> Result<()> {
+        let before = self.blocks.get(pos)?;
+        let times: HashMap<String, (u64, SystemTime)> = self
+            .block_files(pos, &before)
+            .into_iter()
+            .map(|(sub, hash)| {
+                let t = self
+                    .blocks
+                    .entry_mtime(pos, before.mtime, before.hash, &sub, Some(hash));
+                (sub, (hash, t))
+            })
+            .collect();
+        self.blocks.modify(pos, edit)?;
+        let after = self.blocks.get(pos)?;
+        if after.hash == before.hash {
+            return Ok(());
+        }
+        let keep: Vec<(String, Option<u64>, SystemTime)> = self
+            .block_files(pos, &after)
+            .into_iter()
+            .filter_map(|(sub, hash)| match times.get(&sub) {
+                Some(&(h, t)) if h == hash => Some((sub, Some(hash), t)),
+                _ => None,
+            })
+            .collect();
+        self.blocks.set_entry_mtimes(pos, &keep)
+    }
+
+    pub(super) fn meta_exists(&self, pos: BlockPos, c: &Cached, rel: RelPos) -> bool {
+        meta_at(&c.block, rel).is_some()
+            || self
+                .empty_meta
+                .lock()
+                .map(|s| s.contains(&(pos, rel.index())))
+                .unwrap_or(false)
+    }
+
+    pub(super) fn block_listing(
+        &self,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        let mut cursor = after;
+        loop {
+            let page = self.page_containing(cursor)?;
+            for e in page.entries.iter().filter(|e| e.cookie > cursor) {
+                if !sink(e.clone()) {
+                    return Ok(());
+                }
+            }
+            match page.entries.last() {
+                Some(e) if !page.last => cursor = e.cookie,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// The cached page holding the entries after `cursor`, reading one when none does.
+    fn page_containing(&self, cursor: u64) -> Result<Arc<Page>> {
+        let generation = self.blocks.generation();
+        if let Ok(pages) = self.pages.lock() {
+            let hit = pages.iter().find(|p| {
+                p.generation == generation
+                    && p.after <= cursor
+                    && (p.last || p.entries.last().is_some_and(|e| e.cookie > cursor))
+            });
+            if let Some(p) = hit {
+                return Ok(p.clone());
+            }
+        }
+        // Cookies are the store's listing keys plus one (a key may be 0).
+        let listed = self
+            .blocks
+            .store()
+            .list(cursor.saturating_sub(1), PAGE_SIZE, true)?;
+        let bytes: usize = listed
+            .iter()
+            .map(|l| l.data.as_ref().map_or(0, Vec::len))
+            .sum();
+        let last = listed.len() < PAGE_SIZE && bytes < LIST_BYTES;
+        let entries = listed
+            .into_iter()
+            .filter(|l| l.key + 1 > cursor)
+            .map(|l| Entry {
+                name: block_name(l.pos),
+                cookie: l.key + 1,
+                stat: match &l.data {
+                    Some(d) => self.block_dir(l.pos, d),
+                    None => self.dir_stat(base_time()),
+                },
+            })
+            .collect();
+        let page = Arc::new(Page {
+            generation,
+            after: cursor,
+            entries,
+            last,
+        });
+        if let Ok(mut pages) = self.pages.lock() {
+            pages.retain(|p| p.generation == generation);
+            if pages.len() >= PAGES_KEPT {
+                pages.remove(0);
+            }
+            pages.push(page.clone());
+        }
+        Ok(page)
+    }
+
+    /// Lists `blocks/`: pages of the stored blocks, read from the store as the kernel asks.
+    pub(super) fn list_blocks(
+        &self,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        self.blocks.refresh();
+        self.block_listing(after, sink)
+    }
+
+    /// Lists a block folder: its views and `meta`.
+    pub(super) fn list_block(
+        &self,
+        pos: BlockPos,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        let c = self.blocks.get(pos)?;
+        // Views are not rendered to be listed: a listing's file sizes are not used
+        // (see `Tree::list`), and `find` or `ls` should not render five views a block.
+        let mut entries = Vec::new();
+        for (i, v) in VIEWS.iter().enumerate() {
+            entries.push(Entry {
+                name: v.name.into(),
+                cookie: i as u64 + 1,
+                stat: self.file_stat(0, c.mtime),
+            });
+        }
+        entries.push(Entry {
+            name: "meta".into(),
+            cookie: VIEWS.len() as u64 + 1,
+            stat: self.entry_dir(pos, &c, "meta"),
+        });
+        entries.sort_by_key(|e| e.cookie);
+        stream(entries, after, sink);
+        Ok(())
+    }
+
+    /// Lists `meta/` of a block: one folder per node with metadata (or made by mkdir).
+    pub(super) fn list_meta(
+        &self,
+        pos: BlockPos,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        let c = self.blocks.get(pos)?;
+        let mut idx: BTreeSet<u16> = c.block.metadata.iter().map(|m| m.pos.index()).collect();
+        if let Ok(extra) = self.empty_meta.lock() {
+            idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
+        }
+        let entries = idx
+            .into_iter()
+            .filter_map(|i| RelPos::from_index(i).map(|r| (i, r)))
+            .map(|(i, r)| Entry {
+                name: rel_name(r),
+                cookie: u64::from(i) + 1,
+                stat: self.entry_dir(pos, &c, &format!("meta/{}", rel_name(r))),
+            })
+            .collect();
+        stream(entries, after, sink);
+        Ok(())
+    }
+
+    /// Lists the folder of one node's metadata: `fields`, `inventory`, `private`.
+    pub(super) fn list_meta_node(
+        &self,
+        dir: &TreePath,
+        (pos, rel): (BlockPos, RelPos),
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        let c = self.blocks.get(pos)?;
+        if !self.meta_exists(pos, &c, rel) {
+            return Err(not_found(dir));
+        }
+        let inv = meta_at(&c.block, rel)
+            .map(|m| m.inventory.clone())
+            .unwrap_or_default();
+        let sub = sub_path(dir);
+        let entries = vec![
+            Entry {
+                name: "fields".into(),
+                cookie: 1,
+                stat: self.entry_dir(pos, &c, &format!("{sub}/fields")),
+            },
+            Entry {
+                name: "inventory".into(),
+                cookie: 2,
+                stat: self.entry_file(
+                    pos,
+                    &c,
+                    &format!("{sub}/inventory"),
+                    &serialize_inventory(&inv),
+                ),
+            },
+            Entry {
+                name: "private".into(),
+                cookie: 3,
+                stat: self.entry_dir(pos, &c, &format!("{sub}/private")),
+            },
+        ];
+        stream(entries, after, sink);
+        Ok(())
+    }
+
+    /// Lists `fields/` or `private/` of one node: one file per metadata variable.
+    pub(super) fn list_vars(
+        &self,
+        dir: &TreePath,
+        (pos, rel, private): (BlockPos, RelPos, bool),
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        let c = self.blocks.get(pos)?;
+        if !self.meta_exists(pos, &c, rel) {
+            return Err(not_found(dir));
+        }
+        let sub = sub_path(dir);
+        let mut shown = BTreeSet::new();
+        let vars = meta_at(&c.block, rel).map_or(&[][..], |m| &m.vars[..]);
+        let entries = vars
+            .iter()
+            .filter(|v| v.private == private)
+            .enumerate()
+            .filter_map(|(i, v)| {
+                let name = names::escape(&v.key);
+                // Two long keys whose long forms collide: the first one shows.
+                if !shown.insert(name.clone()) {
+                    log::warn!(
+                        "{}/{name}: a second field with this long file name is not shown",
+                        dir.join("/")
+                    );
+                    return None;
+                }
+                let data = value_to_file(&v.value);
+                let stat = self.entry_file(pos, &c, &format!("{sub}/{name}"), &data);
+                Some(Entry {
+                    name,
+                    cookie: i as u64 + 1,
+                    stat,
+                })
+            })
+            .collect();
+        stream(entries, after, sink);
+        Ok(())
+    }
+}
