@@ -10,12 +10,12 @@ use common::engine::{migrate_copy, mkworld_with};
 use common::samples;
 use worldfs::luanti::codec::block::ItemStack;
 use worldfs::luanti::codec::inventory::parse_itemstring;
-use worldfs::luanti::store::players_files::FilesPlayers;
-use worldfs::luanti::store::players_sqlite::SqlitePlayers;
-use worldfs::luanti::store::world_mt::WorldMt;
 use worldfs::luanti::store::players::{
     parse_player, read_player_file, render_player, Player, PlayerStore,
 };
+use worldfs::luanti::store::players_files::FilesPlayers;
+use worldfs::luanti::store::players_sqlite::SqlitePlayers;
+use worldfs::luanti::store::world_mt::WorldMt;
 
 fn copy_to_temp(src: &Path, dir: &Path) -> PathBuf {
     let dst = dir.join(src.file_name().unwrap());

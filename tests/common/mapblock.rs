@@ -3,11 +3,11 @@
 //! in [`arb`], the proptest strategies of blocks the codec stores and of blocks the text
 //! views cover.
 
+use worldfs::luanti::cache::new_block;
 use worldfs::luanti::codec::block::{
     BlockPos, Inventory, InventoryList, ItemStack, LuaEntity, LuaEntityExtra, MapBlock, MetaVar,
     NodeMeta, NodeTimer, ObjectData, RelPos, StaticObject, NODE_COUNT,
 };
-use worldfs::luanti::cache::new_block;
 
 /// An all-stone block of version 29, lighting complete.
 pub fn stone() -> MapBlock {
