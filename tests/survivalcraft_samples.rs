@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use survivalcraft_common::{ardoitia, copy_dir, i32_at, samples, unpack};
 
 use flate2::read::DeflateDecoder;
-use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
+use worldfs::survivalcraft::codec::chunk::{Cell, ChunkPos};
+use worldfs::survivalcraft::codec::format::TerrainFormat;
 use worldfs::survivalcraft::codec::{self, project};
-use worldfs::survivalcraft::format::TerrainFormat;
 use worldfs::survivalcraft::store::World;
 use worldfs::survivalcraft::views::{blocks, inventory, light, surface};
 
@@ -246,7 +246,7 @@ fn chunks_dat_edits_round_trip_and_keep_the_structure() {
     chunk.follow_tops(&old);
     // A new chunk beyond the existing ones.
     let new_pos = ChunkPos::new(-40, 7);
-    let mut fresh = worldfs::survivalcraft::chunk::Chunk::empty(TerrainFormat::Chunks16);
+    let mut fresh = worldfs::survivalcraft::codec::chunk::Chunk::empty(TerrainFormat::Chunks16);
     fresh
         .set_cell(
             0,
@@ -331,7 +331,7 @@ fn region_edits_round_trip_and_keep_untouched_payloads() {
     }
     chunk.follow_tops(&old);
     let new_pos = ChunkPos::new(-100, 300);
-    let fresh = worldfs::survivalcraft::chunk::Chunk::empty(TerrainFormat::Regions);
+    let fresh = worldfs::survivalcraft::codec::chunk::Chunk::empty(TerrainFormat::Regions);
     world
         .commit_chunks(&[(target, &chunk), (new_pos, &fresh)])
         .unwrap();

@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use survivalcraft_common::{ardoitia, copy_dir, samples, unpack};
 
-use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
+use worldfs::survivalcraft::codec::chunk::{Cell, ChunkPos};
 use worldfs::survivalcraft::store::World;
 use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
 use worldfs::vfs::{Entry, Kind, NewFile, Tree};

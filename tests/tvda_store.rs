@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use tvda_common::{assert_crcs_ok, sample, CLEAN, DIRTY, WORLD};
 
-use worldfs::tvda::container::{Content, DiskKind, Header, ROOT_ID};
-use worldfs::tvda::store::{Change, Disk};
+use worldfs::tvda::codec::tvda::{Content, DiskKind, Header, ROOT_ID};
+use worldfs::tvda::store::tvda::{Change, Disk};
 
 /// A writable copy of a sample in a temporary directory.
 fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {

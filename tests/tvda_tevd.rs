@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use tvda_common::sample;
 
-use worldfs::tvda::tevd::{Layout, TevdKind};
-use worldfs::tvda::tevd_store::{NewNode, TevdDisk, TEVD_ROOT};
+use worldfs::tvda::codec::tevd::{Layout, TevdKind};
+use worldfs::tvda::store::tevd::{NewNode, TevdDisk, TEVD_ROOT};
 
 const V3: &str = "tevd-v3-2023_tsvm-DOSBOOT.tevd";
 const V2: &str = "tevd-v2_tsvm-DOSBOOT-2022-12-23.tevd";
@@ -310,10 +310,10 @@ type HandEntry<'a> = (i32, i32, TevdKind, &'a [u8], &'a [i32], &'a [u8]);
 /// A disk of `entries`, root first, with every CRC right: what a hostile or broken writer
 /// could make.
 fn hand_made(path: &std::path::Path, entries: &[HandEntry]) {
-    use worldfs::tvda::container::disk_crc;
-    use worldfs::tvda::tevd::{
+    use worldfs::tvda::codec::tevd::{
         dir_content, file_content, tevd_entry_crc, TevdEntryHeader, TevdHeader,
     };
+    use worldfs::tvda::codec::tvda::disk_crc;
     let mut header = TevdHeader::new_v3("hand", 1 << 20).unwrap();
     let (mut body, mut crcs) = (Vec::new(), Vec::new());
     for (id, parent, kind, name, children, data) in entries {

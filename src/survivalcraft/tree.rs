@@ -24,10 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::names;
-use crate::survivalcraft::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::cache::Objects;
+use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::survivalcraft::codec::project::{self, Holder, ProjectInfo};
-use crate::survivalcraft::format::TerrainFormat;
-use crate::survivalcraft::objects::Objects;
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::scratch::looks_like_scratch;

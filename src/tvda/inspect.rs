@@ -14,18 +14,18 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
-use crate::tvda::chunk::{decode_chunk, encode_chunk, parse_chunk_entry_id, Layer};
-use crate::tvda::chunk_view::World;
-use crate::tvda::compress::gunzip;
-use crate::tvda::container::{DiskKind, EntryKind, ROOT_ID};
-use crate::tvda::format::{sniff, DiskFormat};
-use crate::tvda::inventory::{has_inventory, render_inventory};
-use crate::tvda::json_view::parse_stored;
-use crate::tvda::names::{self, Presentation, ACTOR_IDS};
-use crate::tvda::store::Disk;
-use crate::tvda::tevd::{Layout, TevdKind};
-use crate::tvda::tevd_store::TevdDisk;
+use crate::tvda::codec::chunk::{decode_chunk, encode_chunk, parse_chunk_entry_id, Layer};
+use crate::tvda::codec::compress::gunzip;
+use crate::tvda::codec::tevd::{Layout, TevdKind};
+use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
+use crate::tvda::store::format::{sniff, DiskFormat};
+use crate::tvda::store::tevd::TevdDisk;
+use crate::tvda::store::tvda::Disk;
 use crate::tvda::tree::IMAGE_LIMIT;
+use crate::tvda::views::chunk::World;
+use crate::tvda::views::inventory::{has_inventory, render_inventory};
+use crate::tvda::views::json::parse_stored;
+use crate::tvda::views::names::{self, Presentation, ACTOR_IDS};
 
 fn out_err(e: std::io::Error) -> Error {
     Error::from(e).context("writing the report")

@@ -20,20 +20,22 @@
 //! on the disk ([`StoreLock`]: exclusive when it writes) so a second writer and `worldfs
 //! compact` refuse to run beside it.
 
+pub mod tevd;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::tvda::chunk::{chunk_entry_id, parse_chunk_entry_id, Layer};
-use crate::tvda::chunk_view::{render_stored_chunk, store_chunk, World};
-use crate::tvda::compress::{compress, gunzip, Codec};
-use crate::tvda::container::{DiskKind, EntryKind, ROOT_ID};
-use crate::tvda::inventory::{apply_inventory, render_inventory};
-use crate::tvda::json_view::{parse_actor_json, parse_info_json, render_json};
-use crate::tvda::names::{self, Presentation, WellKnown, ACTOR_IDS};
-use crate::tvda::store::{Change, Disk, EntryInfo};
+use crate::tvda::codec::chunk::{chunk_entry_id, parse_chunk_entry_id, Layer};
+use crate::tvda::codec::compress::{compress, gunzip, Codec};
+use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
+use crate::tvda::store::tvda::{Change, Disk, EntryInfo};
+use crate::tvda::views::chunk::{render_stored_chunk, store_chunk, World};
+use crate::tvda::views::inventory::{apply_inventory, render_inventory};
+use crate::tvda::views::json::{parse_actor_json, parse_info_json, render_json};
+use crate::tvda::views::names::{self, Presentation, WellKnown, ACTOR_IDS};
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::objects::{Lookup, ObjectCache};
@@ -850,7 +852,7 @@ impl Tree for TvdaTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tvda::container::{Content, Header};
+    use crate::tvda::codec::tvda::{Content, Header};
 
     #[test]
     fn a_render_racing_a_commit_never_caches_the_old_rendering() {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use worldfs::tvda::store::Disk;
+use worldfs::tvda::store::tvda::Disk;
 
 /// `shared/samples/tvda`; panics when the samples are missing.
 pub fn samples() -> PathBuf {

@@ -20,8 +20,8 @@ use flate2::write::DeflateEncoder;
 use flate2::Compression;
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Cell, Chunk, ChunkPos, Column};
-use crate::survivalcraft::format::TerrainFormat;
+use crate::survivalcraft::codec::chunk::{Cell, Chunk, ChunkPos, Column};
+use crate::survivalcraft::codec::format::TerrainFormat;
 
 /// Bytes before the first record: magic and directory.
 pub const HEADER_BYTES: usize = 4 + 256 * 8;

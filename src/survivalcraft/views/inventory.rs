@@ -10,7 +10,7 @@
 //! lines are ignored.
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::block_names::block_name;
+use crate::survivalcraft::codec::block_names::block_name;
 use crate::survivalcraft::codec::project::{Inventory, Slot, MAX_SLOT};
 use crate::survivalcraft::views::{lines, utf8};
 

@@ -8,7 +8,7 @@
 //! digit is an error.
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Cell, Chunk};
+use crate::survivalcraft::codec::chunk::{Cell, Chunk};
 use crate::survivalcraft::views::{lines, utf8};
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -97,7 +97,7 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::survivalcraft::format::TerrainFormat;
+    use crate::survivalcraft::codec::format::TerrainFormat;
 
     #[test]
     fn light_round_trips() {

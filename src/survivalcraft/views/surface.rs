@@ -9,7 +9,7 @@
 //! Shaft bytes the file does not show (bottom and sunlight heights) are kept.
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Chunk, Column};
+use crate::survivalcraft::codec::chunk::{Chunk, Column};
 use crate::survivalcraft::views::{lines, utf8};
 
 /// Renders `surface.txt`.
@@ -134,8 +134,8 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::survivalcraft::chunk::Cell;
-    use crate::survivalcraft::format::TerrainFormat;
+    use crate::survivalcraft::codec::chunk::Cell;
+    use crate::survivalcraft::codec::format::TerrainFormat;
 
     fn chunk(format: TerrainFormat) -> Chunk {
         let mut c = Chunk::empty(format);

@@ -4,7 +4,7 @@
 //! A TVDA has no index: entries follow the header back to back until EOF, the discard bit
 //! (type bit 7) kills an entry, and the last live occurrence of an ID wins (tvda.md §2–§3).
 //! `scan` reads only entry headers and size fields, never payloads, so opening a disk costs
-//! one small read per entry. Everything here is pure bytes ⇄ structs; `store` does the I/O.
+//! one small read per entry. Everything here is pure bytes ⇄ structs; `store::tvda` does the I/O.
 
 use crate::error::{Error, Result};
 use crate::tvda::bytes::{put_u48, Cursor, ReadAt, INT48_MAX};

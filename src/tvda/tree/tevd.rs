@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::tvda::tevd::TevdKind;
-use crate::tvda::tevd_store::{NewNode, NodeInfo, TevdDisk};
+use crate::tvda::codec::tevd::TevdKind;
+use crate::tvda::store::tevd::{NewNode, NodeInfo, TevdDisk};
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;

@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::tvda::json_view::{parse_stored, store_object};
+use crate::tvda::views::json::{parse_stored, store_object};
 
 const HEADER: &str = "# ITEM QUANTITY, one item per line; lines starting with # are ignored\n";
 

@@ -28,12 +28,12 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::names::{escape, unescape};
 use crate::tvda::bytes::{read_vec, ReadAt};
-use crate::tvda::container::disk_crc;
+use crate::tvda::codec::tvda::disk_crc;
 use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic_with};
 
 /// Mode of a disk file worldfs creates (less the umask).
 const NEW_DISK_MODE: u32 = 0o644;
-use crate::tvda::tevd::{
+use crate::tvda::codec::tevd::{
     decode_dir, dir_content, file_content, scan, tevd_entry_crc, Layout, TevdEntryHeader,
     TevdHeader, TevdKind, NAME_LEN,
 };

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::tvda::bytes::{put_u48, read_vec, ReadAt};
-use crate::tvda::container::{
+use crate::tvda::codec::tvda::{
     disk_crc, encode_entry, entry_crc, live_index, scan, Content, DiskKind, EntryHeader, EntryKind,
     Header, Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID,
     ROOT_MTIME_OFFSET,
