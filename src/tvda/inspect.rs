@@ -14,6 +14,7 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
+use crate::tvda::cache::IMAGE_LIMIT;
 use crate::tvda::codec::chunk::{decode_chunk, encode_chunk, parse_chunk_entry_id, Layer};
 use crate::tvda::codec::compress::gunzip;
 use crate::tvda::codec::tevd::{Layout, TevdKind};
@@ -21,7 +22,6 @@ use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
 use crate::tvda::store::format::{sniff, DiskFormat};
 use crate::tvda::store::tevd::TevdDisk;
 use crate::tvda::store::tvda::Disk;
-use crate::tvda::tree::IMAGE_LIMIT;
 use crate::tvda::views::chunk::World;
 use crate::tvda::views::inventory::{has_inventory, render_inventory};
 use crate::tvda::views::json::parse_stored;

@@ -13,6 +13,7 @@
 //! - [`inspect`]: `worldfs info` and `worldfs check`.
 
 pub mod bytes;
+pub mod cache;
 pub mod codec;
 pub mod inspect;
 pub mod store;
