@@ -11,6 +11,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod bytes;
 pub mod cli;
 pub mod cubeset;
 pub mod error;

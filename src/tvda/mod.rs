@@ -12,7 +12,6 @@
 //!   TEVD disk);
 //! - [`inspect`]: `worldfs info` and `worldfs check`.
 
-pub mod bytes;
 pub mod cache;
 pub mod codec;
 pub mod inspect;

@@ -25,9 +25,9 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::bytes::{read_vec, ReadAt};
 use crate::error::{Error, Result};
 use crate::names::{escape, unescape};
-use crate::tvda::bytes::{read_vec, ReadAt};
 use crate::tvda::codec::tvda::disk_crc;
 use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic_with};
 
@@ -280,7 +280,7 @@ impl TevdDisk {
             (TevdKind::Compressed, Body::Stored(off, _)) => {
                 let mut sizes = [0u8; 12];
                 ReadAt::read_exact_at(&self.file, &mut sizes, *off)?;
-                crate::tvda::bytes::Cursor::new(sizes.get(6..).unwrap_or(&[])).u48()?
+                crate::bytes::Reader::new(sizes.get(6..).unwrap_or(&[])).u48("file size")?
             }
             (TevdKind::Compressed, Body::Owned(_)) => 0,
         };
@@ -389,7 +389,7 @@ impl TevdDisk {
             Body::Stored(off, len) => read_vec(&self.file, *off, *len)?,
             Body::Owned(c) => c.clone(),
         };
-        crate::tvda::bytes::Cursor::new(&content).i32()
+        crate::bytes::Reader::new(&content).i32("symlink target")
     }
 
     /// Why the disk must not be written, when it was opened for writing and is damaged.

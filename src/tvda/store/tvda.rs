@@ -23,8 +23,8 @@ use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use crate::bytes::{put_u48, read_vec, ReadAt};
 use crate::error::{Error, Result};
-use crate::tvda::bytes::{put_u48, read_vec, ReadAt};
 use crate::tvda::codec::tvda::{
     disk_crc, encode_entry, entry_crc, live_index, scan, Content, DiskKind, EntryHeader, EntryKind,
     Header, Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID,
