@@ -22,6 +22,7 @@ pub mod manpage;
 pub mod mount;
 pub mod names;
 pub mod survivalcraft;
+pub mod text;
 pub mod tvda;
 pub mod vfs;
 pub mod worlds;

@@ -9,7 +9,8 @@
 
 use crate::error::{Error, Result};
 use crate::survivalcraft::codec::chunk::{Cell, Chunk};
-use crate::survivalcraft::views::{lines, utf8};
+use crate::survivalcraft::views::NOT_UTF8;
+use crate::text;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -34,41 +35,34 @@ pub fn render(chunk: &Chunk) -> Vec<u8> {
 
 /// Parses an edited `light.txt` onto `base` (ids, data and columns kept).
 pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
-    let text = utf8(text)?;
+    let text = text::decode(text, NOT_UTF8)?;
     let rows_needed = 16 * base.height();
     let mut cells: Vec<Cell> = base.cells().to_vec();
     let mut row = 0;
     let mut last_line = 0;
-    for (n, line) in lines(text) {
+    for line in text::numbered(text) {
+        let line = line.trim_end();
+        let n = line.number;
         last_line = n;
-        let t = line.trim_start();
-        if t.is_empty() || t.starts_with('#') {
+        if line.is_blank_or_comment() {
             continue;
         }
         if row >= rows_needed {
             return Err(Error::at(n, 1, format!("more than {rows_needed} rows")));
         }
-        let indent = line.len() - t.len();
+        let t = line.text.trim_start();
         let (y, z) = (row / 16, row % 16);
         let mut x = 0;
         for (i, ch) in t.char_indices() {
-            let col = indent + t[..i].chars().count() + 1;
+            let at = t.get(i..).unwrap_or(t);
             let Some(l) = ch.to_digit(16) else {
-                return Err(Error::at(
-                    n,
-                    col,
-                    format!("unknown character {ch:?} (a light is 0-f)"),
-                ));
+                return Err(line.error_at(at, format!("unknown character {ch:?} (a light is 0-f)")));
             };
             if x >= 16 {
-                return Err(Error::at(n, col, "a row has 16 cells"));
+                return Err(line.error_at(at, "a row has 16 cells"));
             }
             if l != 0 && !base.format().stores_light() {
-                return Err(Error::at(
-                    n,
-                    col,
-                    "region chunks do not store light (it must be 0)",
-                ));
+                return Err(line.error_at(at, "region chunks do not store light (it must be 0)"));
             }
             if let Some(c) = cells.get_mut(Chunk::index(x, y, z)) {
                 c.light = l as u8;
@@ -76,11 +70,7 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
             x += 1;
         }
         if x < 16 {
-            return Err(Error::at(
-                n,
-                indent + t.chars().count() + 1,
-                format!("row has {x} cells, not 16"),
-            ));
+            return Err(line.error_at_end(format!("row has {x} cells, not 16")));
         }
         row += 1;
     }

@@ -10,7 +10,8 @@
 
 use crate::error::{Error, Result};
 use crate::survivalcraft::codec::chunk::{Chunk, Column};
-use crate::survivalcraft::views::{lines, utf8};
+use crate::survivalcraft::views::NOT_UTF8;
+use crate::text::{self, Line};
 
 /// Renders `surface.txt`.
 pub fn render(chunk: &Chunk) -> Vec<u8> {
@@ -30,80 +31,23 @@ pub fn render(chunk: &Chunk) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// The numbers of a line, in order.
+const NAMES: [&str; 5] = ["X", "Z", "TOP", "TEMPERATURE", "HUMIDITY"];
+
 /// Parses an edited `surface.txt` onto `base`.
 pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
-    let text = utf8(text)?;
+    let text = text::decode(text, NOT_UTF8)?;
     let mut out = base.clone();
     let mut seen = [false; 256];
     let mut last_line = 0;
-    let names = ["X", "Z", "TOP", "TEMPERATURE", "HUMIDITY"];
-    // A stored top is a byte; keep any byte the file holds so every chunk round trips.
-    let top_max = if base.format().stores_heights() {
-        255
-    } else {
-        base.height() as u32 - 1
-    };
-    let max = [15, 15, top_max, 15, 15];
-    for (n, line) in lines(text) {
+    for line in text::numbered(text) {
+        let line = line.trim_end();
+        let n = line.number;
         last_line = n;
-        let t = line.trim_start();
-        if t.is_empty() || t.starts_with('#') {
+        if line.is_blank_or_comment() {
             continue;
         }
-        let mut v = [0u32; 5];
-        let mut fields = 0;
-        let mut rest = line;
-        while let Some(start) = rest.find(|c: char| c != ' ' && c != '\t') {
-            let col = line.len() - rest.len() + start + 1;
-            let field = &rest[start..];
-            let end = field.find([' ', '\t']).unwrap_or(field.len());
-            let word = &field[..end];
-            rest = &field[end..];
-            if fields == 5 {
-                return Err(Error::at(
-                    n,
-                    col,
-                    "a line has 5 numbers: X Z TOP TEMPERATURE HUMIDITY",
-                ));
-            }
-            if let Some((i, ch)) = word.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-                return Err(Error::at(
-                    n,
-                    col + word[..i].chars().count(),
-                    format!("unknown character {ch:?}"),
-                ));
-            }
-            let num = word
-                .parse::<u32>()
-                .ok()
-                .filter(|&x| x <= max[fields])
-                .ok_or_else(|| {
-                    Error::at(
-                        n,
-                        col,
-                        format!("{} {word} is out of range 0-{}", names[fields], max[fields]),
-                    )
-                })?;
-            if fields == 2 && !base.format().stores_heights() {
-                let (x, z) = (v[0] as usize, v[1] as usize);
-                if num != u32::from(base.computed_top(x, z)) {
-                    return Err(Error::at(
-                        n,
-                        col,
-                        "region chunks do not store TOP; it follows the cells",
-                    ));
-                }
-            }
-            v[fields] = num;
-            fields += 1;
-        }
-        if fields < 5 {
-            return Err(Error::at(
-                n,
-                line.len() + 1,
-                format!("missing {}", names[fields]),
-            ));
-        }
+        let v = numbers(base, &line)?;
         let (x, z) = (v[0] as usize, v[1] as usize);
         let Some(s) = seen.get_mut(z * 16 + x) else {
             return Err(Error::at(n, 1, "column outside the chunk"));
@@ -129,6 +73,52 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
         ));
     }
     Ok(out)
+}
+
+/// The five numbers of a `X Z TOP TEMPERATURE HUMIDITY` line, each within its range.
+fn numbers(base: &Chunk, line: &Line<'_>) -> Result<[u32; 5]> {
+    // A stored top is a byte; keep any byte the file holds so every chunk round trips.
+    let top_max = if base.format().stores_heights() {
+        255
+    } else {
+        base.height() as u32 - 1
+    };
+    let max = [15, 15, top_max, 15, 15];
+    let mut v = [0u32; 5];
+    let mut fields = 0;
+    for word in line.words() {
+        if fields == 5 {
+            return Err(line.error_at(word, "a line has 5 numbers: X Z TOP TEMPERATURE HUMIDITY"));
+        }
+        if let Some((i, ch)) = word.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+            let at = word.get(i..).unwrap_or(word);
+            return Err(line.error_at(at, format!("unknown character {ch:?}")));
+        }
+        let num = word
+            .parse::<u32>()
+            .ok()
+            .filter(|&x| x <= max[fields])
+            .ok_or_else(|| {
+                line.error_at(
+                    word,
+                    format!("{} {word} is out of range 0-{}", NAMES[fields], max[fields]),
+                )
+            })?;
+        if fields == 2 && !base.format().stores_heights() {
+            let (x, z) = (v[0] as usize, v[1] as usize);
+            if num != u32::from(base.computed_top(x, z)) {
+                return Err(
+                    line.error_at(word, "region chunks do not store TOP; it follows the cells")
+                );
+            }
+        }
+        v[fields] = num;
+        fields += 1;
+    }
+    if fields < 5 {
+        return Err(line.error_at_end(format!("missing {}", NAMES[fields])));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]
