@@ -21,7 +21,7 @@ use crate::tvda::codec::tevd::{Layout, TevdKind};
 use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
 use crate::tvda::store::format::{sniff, DiskFormat};
 use crate::tvda::store::tevd::TevdDisk;
-use crate::tvda::store::tvda::Disk;
+use crate::tvda::store::tvda::{CheckReport, Disk};
 use crate::tvda::views::chunk::World;
 use crate::tvda::views::inventory::{has_inventory, render_inventory};
 use crate::tvda::views::json::parse_stored;
@@ -226,7 +226,32 @@ fn check_tvda(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    broken += write_disk_report(&report, out)?;
     let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(out_err);
+    w(
+        out,
+        format!(
+            "{} entries checked, {broken} broken; entry CRCs {}; disk CRC {}",
+            entries.len(),
+            if report.bad_entry_crcs.is_empty() {
+                "valid"
+            } else {
+                "INVALID"
+            },
+            if report.disk_crc_ok { "valid" } else { "stale" }
+        ),
+    )?;
+    Ok(if broken == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Writes what `Disk::check` found beyond the entries; the number of broken findings.
+fn write_disk_report(report: &CheckReport, out: &mut dyn Write) -> Result<u64> {
+    let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(out_err);
+    let mut broken = 0;
     for d in &report.damage {
         broken += 1;
         w(out, format!("damage: {d}"))?;
@@ -260,24 +285,7 @@ fn check_tvda(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
             "note: the root listing is stale (normal after a game quicksave)".into(),
         )?;
     }
-    w(
-        out,
-        format!(
-            "{} entries checked, {broken} broken; entry CRCs {}; disk CRC {}",
-            entries.len(),
-            if report.bad_entry_crcs.is_empty() {
-                "valid"
-            } else {
-                "INVALID"
-            },
-            if report.disk_crc_ok { "valid" } else { "stale" }
-        ),
-    )?;
-    Ok(if broken == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(broken)
 }
 
 fn check_tevd(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
