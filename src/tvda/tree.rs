@@ -100,7 +100,8 @@ fn is_dir() -> Error {
     Error::new(libc::EISDIR, "is a directory")
 }
 
-fn now_secs() -> u64 {
+/// The time now in whole seconds, as the disks store entry times.
+pub(super) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())

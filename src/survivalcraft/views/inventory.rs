@@ -12,8 +12,8 @@
 use crate::error::Result;
 use crate::survivalcraft::codec::block_names::block_name;
 use crate::survivalcraft::codec::project::{Inventory, Slot, MAX_SLOT};
-use crate::survivalcraft::views::NOT_UTF8;
-use crate::text::{self, Line};
+use crate::survivalcraft::views::data_lines;
+use crate::text::Line;
 
 /// How block values are packed (16-bit cells in 1.x, 32-bit in 1.29+).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,14 +71,10 @@ fn number<T: std::str::FromStr>(line: &Line<'_>, word: &str, what: &str) -> Resu
 
 /// Parses an edited inventory file into the inventories it lists.
 pub fn parse(text: &[u8]) -> Result<Vec<Inventory>> {
-    let text = text::decode(text, NOT_UTF8)?;
     let mut out: Vec<Inventory> = Vec::new();
-    for line in text::numbered(text) {
+    for line in data_lines(text)?.0 {
         let line = line.before_hash();
         let t = line.text.trim_start();
-        if t.is_empty() {
-            continue;
-        }
         if let Some(rest) = t.strip_prefix('[') {
             let inv = section(&line, t, rest, &out)?;
             out.push(inv);

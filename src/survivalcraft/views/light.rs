@@ -9,8 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::survivalcraft::codec::chunk::{Cell, Chunk};
-use crate::survivalcraft::views::NOT_UTF8;
-use crate::text;
+use crate::survivalcraft::views::data_lines;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -35,18 +34,12 @@ pub fn render(chunk: &Chunk) -> Vec<u8> {
 
 /// Parses an edited `light.txt` onto `base` (ids, data and columns kept).
 pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
-    let text = text::decode(text, NOT_UTF8)?;
+    let (lines, end_line) = data_lines(text)?;
     let rows_needed = 16 * base.height();
     let mut cells: Vec<Cell> = base.cells().to_vec();
     let mut row = 0;
-    let mut last_line = 0;
-    for line in text::numbered(text) {
-        let line = line.trim_end();
+    for line in lines {
         let n = line.number;
-        last_line = n;
-        if line.is_blank_or_comment() {
-            continue;
-        }
         if row >= rows_needed {
             return Err(Error::at(n, 1, format!("more than {rows_needed} rows")));
         }
@@ -76,7 +69,7 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
     }
     if row < rows_needed {
         return Err(Error::at(
-            last_line + 1,
+            end_line,
             1,
             format!("{row} rows, expected {rows_needed}"),
         ));

@@ -8,5 +8,15 @@ pub mod inventory;
 pub mod light;
 pub mod surface;
 
-/// What a view says about text that is not UTF-8 (at the first bad byte's position).
-const NOT_UTF8: &str = "text is not UTF-8";
+use crate::error::Result;
+use crate::text::{self, Line};
+
+/// The lines of a view file that hold data (without trailing blanks; blank lines and lines
+/// starting with `#` left out), and the number of the line after the last one.
+fn data_lines(text: &[u8]) -> Result<(impl Iterator<Item = Line<'_>>, usize)> {
+    let text = text::decode(text, "text is not UTF-8")?;
+    let lines = text::numbered(text)
+        .map(Line::trim_end)
+        .filter(|l| !l.is_blank_or_comment());
+    Ok((lines, text.lines().count() + 1))
+}

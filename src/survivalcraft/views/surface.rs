@@ -10,8 +10,8 @@
 
 use crate::error::{Error, Result};
 use crate::survivalcraft::codec::chunk::{Chunk, Column};
-use crate::survivalcraft::views::NOT_UTF8;
-use crate::text::{self, Line};
+use crate::survivalcraft::views::data_lines;
+use crate::text::Line;
 
 /// Renders `surface.txt`.
 pub fn render(chunk: &Chunk) -> Vec<u8> {
@@ -36,17 +36,11 @@ const NAMES: [&str; 5] = ["X", "Z", "TOP", "TEMPERATURE", "HUMIDITY"];
 
 /// Parses an edited `surface.txt` onto `base`.
 pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
-    let text = text::decode(text, NOT_UTF8)?;
+    let (lines, end_line) = data_lines(text)?;
     let mut out = base.clone();
     let mut seen = [false; 256];
-    let mut last_line = 0;
-    for line in text::numbered(text) {
-        let line = line.trim_end();
+    for line in lines {
         let n = line.number;
-        last_line = n;
-        if line.is_blank_or_comment() {
-            continue;
-        }
         let v = numbers(base, &line)?;
         let (x, z) = (v[0] as usize, v[1] as usize);
         let Some(s) = seen.get_mut(z * 16 + x) else {
@@ -67,7 +61,7 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
     }
     if let Some(i) = seen.iter().position(|s| !s) {
         return Err(Error::at(
-            last_line + 1,
+            end_line,
             1,
             format!("column {} {} is missing", i % 16, i / 16),
         ));
