@@ -13,11 +13,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use worldfs::error::{Error, Result};
-use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
-use worldfs::tvda::compress::{compress, Codec};
-use worldfs::tvda::container::{Content, Header};
-use worldfs::tvda::store::Disk;
-use worldfs::tvda::tevd_store::TevdDisk;
+use worldfs::tvda::codec::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
+use worldfs::tvda::codec::compress::{compress, Codec};
+use worldfs::tvda::codec::tvda::{Content, Header};
+use worldfs::tvda::store::tevd::TevdDisk;
+use worldfs::tvda::store::tvda::Disk;
 
 const NOW: u64 = 1_700_000_000;
 

@@ -11,6 +11,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod bytes;
 pub mod cli;
 pub mod cubeset;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod manpage;
 pub mod mount;
 pub mod names;
 pub mod survivalcraft;
+pub mod text;
 pub mod tvda;
 pub mod vfs;
 pub mod worlds;

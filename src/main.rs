@@ -21,7 +21,7 @@ fn main() -> ExitCode {
         Command::Check { source } => worldfs::inspect::check(&source),
         Command::Info { source } => worldfs::inspect::info(&source),
         Command::Compact { source } => {
-            worldfs::tvda::compact::compact(&source, &mut std::io::stdout())
+            worldfs::tvda::store::compact::compact(&source, &mut std::io::stdout())
         }
     };
     match result {

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::luanti;
 use crate::survivalcraft;
 use crate::tvda;
-use crate::tvda::format::DiskFormat;
+use crate::tvda::store::format::DiskFormat;
 use crate::vfs::Tree;
 
 /// The games worldfs mounts.
@@ -53,7 +53,7 @@ pub fn detect(source: &Path) -> Result<Game> {
         if survivalcraft::store::is_scworld(source) {
             return Ok(Game::Survivalcraft);
         }
-        match tvda::format::sniff(source)? {
+        match tvda::store::format::sniff(source)? {
             Some(DiskFormat::Tvda) => return Ok(Game::Tvda),
             Some(DiskFormat::Tevd) => return Ok(Game::Tevd),
             None => {}
@@ -99,7 +99,7 @@ pub fn open(
                 cache_bytes,
             },
         )?)),
-        Game::Tevd => Ok(Arc::new(tvda::tevd_tree::TevdTree::open(
+        Game::Tevd => Ok(Arc::new(tvda::tree::tevd::TevdTree::open(
             source, read_only,
         )?)),
     }

@@ -551,7 +551,7 @@ fn a_new_file_exists_once_its_first_close_returns() {
     state_dir();
     let dir = tempfile::tempdir().unwrap();
     let disk = dir.path().join("disk.tevd");
-    worldfs::tvda::tevd_store::TevdDisk::create(&disk, "t", 1 << 20, 1_700_000_000).unwrap();
+    worldfs::tvda::store::tevd::TevdDisk::create(&disk, "t", 1 << 20, 1_700_000_000).unwrap();
     let vfs = Vfs::new(
         worlds::open(&disk, Game::Tevd, false, 1 << 20).unwrap(),
         None,

@@ -10,9 +10,9 @@ use std::fs;
 use common::samples;
 use common::survivalcraft::i32_at;
 
-use worldfs::survivalcraft::chunk::{Cell, Chunk, ChunkPos, Column};
 use worldfs::survivalcraft::codec;
-use worldfs::survivalcraft::format::TerrainFormat;
+use worldfs::survivalcraft::codec::chunk::{Cell, Chunk, ChunkPos, Column};
+use worldfs::survivalcraft::codec::format::TerrainFormat;
 use worldfs::survivalcraft::store::World;
 
 fn new_world(version: &str) -> tempfile::TempDir {

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use worldfs::survivalcraft::chunk::ChunkPos;
+use worldfs::survivalcraft::codec::chunk::ChunkPos;
 use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
 use worldfs::vfs::Tree;
 

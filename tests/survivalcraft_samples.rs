@@ -12,9 +12,9 @@ use common::scratch::copy_dir;
 use common::survivalcraft::{i32_at, unpack};
 
 use flate2::read::DeflateDecoder;
-use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
+use worldfs::survivalcraft::codec::chunk::{Cell, ChunkPos};
+use worldfs::survivalcraft::codec::format::TerrainFormat;
 use worldfs::survivalcraft::codec::{self, project};
-use worldfs::survivalcraft::format::TerrainFormat;
 use worldfs::survivalcraft::store::World;
 use worldfs::survivalcraft::views::{blocks, inventory, light, surface};
 
@@ -245,7 +245,7 @@ fn chunks_dat_edits_round_trip_and_keep_the_structure() {
     chunk.follow_tops(&old);
     // A new chunk beyond the existing ones.
     let new_pos = ChunkPos::new(-40, 7);
-    let mut fresh = worldfs::survivalcraft::chunk::Chunk::empty(TerrainFormat::Chunks16);
+    let mut fresh = worldfs::survivalcraft::codec::chunk::Chunk::empty(TerrainFormat::Chunks16);
     fresh
         .set_cell(
             0,
@@ -330,7 +330,7 @@ fn region_edits_round_trip_and_keep_untouched_payloads() {
     }
     chunk.follow_tops(&old);
     let new_pos = ChunkPos::new(-100, 300);
-    let fresh = worldfs::survivalcraft::chunk::Chunk::empty(TerrainFormat::Regions);
+    let fresh = worldfs::survivalcraft::codec::chunk::Chunk::empty(TerrainFormat::Regions);
     world
         .commit_chunks(&[(target, &chunk), (new_pos, &fresh)])
         .unwrap();

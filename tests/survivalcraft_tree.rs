@@ -15,7 +15,7 @@ use common::samples;
 use common::scratch::{copy_dir, state_dir};
 use common::survivalcraft::unpack;
 
-use worldfs::survivalcraft::chunk::{Cell, ChunkPos};
+use worldfs::survivalcraft::codec::chunk::{Cell, ChunkPos};
 use worldfs::survivalcraft::store::World;
 use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
 use worldfs::vfs::{Entry, Kind, NewFile, Tree};

@@ -1,9 +1,9 @@
 //! Property tests of the Survivalcraft views and codecs, and malformed text inputs.
 
 use proptest::prelude::*;
-use worldfs::survivalcraft::chunk::{Cell, Chunk, ChunkPos, Column};
+use worldfs::survivalcraft::codec::chunk::{Cell, Chunk, ChunkPos, Column};
+use worldfs::survivalcraft::codec::format::TerrainFormat;
 use worldfs::survivalcraft::codec::{self, project};
-use worldfs::survivalcraft::format::TerrainFormat;
 use worldfs::survivalcraft::views::{blocks, inventory, light, surface};
 
 fn any_format() -> impl Strategy<Value = TerrainFormat> {

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::ExitCode;
 
-use worldfs::tvda::container::{Content, EntryKind, ENTRY_HEADER_LEN, ROOT_ID};
-use worldfs::tvda::store::{Change, Disk};
-use worldfs::tvda::tevd_store::TevdDisk;
+use worldfs::tvda::codec::tvda::{Content, EntryKind, ENTRY_HEADER_LEN, ROOT_ID};
+use worldfs::tvda::store::tevd::TevdDisk;
+use worldfs::tvda::store::tvda::{Change, Disk};
 
 /// A live entry of the undamaged disk: where its bytes are and what it holds.
 struct Original {
@@ -78,7 +78,7 @@ fn undetectable(pos: u64, id: i64, o: &Original, listed: &[i64], repeated: &[i64
 fn repeated_ids(path: &Path) -> Vec<i64> {
     let file = std::fs::File::open(path).unwrap();
     let len = file.metadata().unwrap().len();
-    let found = worldfs::tvda::container::scan(&file, len).unwrap();
+    let found = worldfs::tvda::codec::tvda::scan(&file, len).unwrap();
     let mut ids: Vec<i64> = found.records.iter().map(|r| r.header.id).collect();
     ids.sort_unstable();
     let mut repeated: Vec<i64> = ids
@@ -222,8 +222,8 @@ fn a_torn_append_is_cut_off_but_reported_by_check() {
     let good = std::fs::read(samples::path(TVDA_CLEAN)).unwrap();
     let mut torn = good.clone();
     // Half of an appended entry: a valid header claiming 100 bytes, 10 of them written.
-    let entry =
-        worldfs::tvda::container::encode_entry(-7, 0, 1, 1, &Content::File(vec![5; 100])).unwrap();
+    let entry = worldfs::tvda::codec::tvda::encode_entry(-7, 0, 1, 1, &Content::File(vec![5; 100]))
+        .unwrap();
     torn.extend_from_slice(&entry[..ENTRY_HEADER_LEN as usize + 16]);
     std::fs::write(&path, &torn).unwrap();
     assert!(!check_passes(&path), "a torn append is reported");
@@ -263,7 +263,7 @@ fn every_corrupted_byte_of_the_small_tevd_sample_is_caught() {
         .filter_map(|id| disk.read(id).ok().map(|d| (id, d)))
         .collect();
     assert!(!files.is_empty());
-    let found = worldfs::tvda::tevd::scan(&good[..], good.len() as u64).unwrap();
+    let found = worldfs::tvda::codec::tevd::scan(&good[..], good.len() as u64).unwrap();
     // The TerranVirtualDisk entry CRC reads only every fourth content byte: a change to one
     // of the other three leaves a disk nothing can tell from a real one.
     let unprotected = |pos: u64| {
@@ -293,7 +293,7 @@ fn every_corrupted_byte_of_the_small_tevd_sample_is_caught() {
             d.create_node(
                 root,
                 "new-file",
-                worldfs::tvda::tevd_store::NewNode::File,
+                worldfs::tvda::store::tevd::NewNode::File,
                 1,
             )?;
             d.commit()

@@ -10,12 +10,12 @@ use common::samples::{self, TEVD_V3, TVDA_DIRTY};
 use std::path::Path;
 use std::process::ExitCode;
 
-use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
-use worldfs::tvda::compact::compact;
-use worldfs::tvda::compress::{compress, Codec};
-use worldfs::tvda::container::{Content, Header};
+use worldfs::tvda::codec::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
+use worldfs::tvda::codec::compress::{compress, Codec};
+use worldfs::tvda::codec::tvda::{Content, Header};
 use worldfs::tvda::inspect::{check, info};
-use worldfs::tvda::store::{Change, Disk};
+use worldfs::tvda::store::compact::compact;
+use worldfs::tvda::store::tvda::{Change, Disk};
 use worldfs::vfs::lock::StoreLock;
 
 fn run(

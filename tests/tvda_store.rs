@@ -10,8 +10,8 @@ use common::tvda::assert_crcs_ok;
 
 use std::path::PathBuf;
 
-use worldfs::tvda::container::{Content, DiskKind, Header, ROOT_ID};
-use worldfs::tvda::store::{Change, Disk};
+use worldfs::tvda::codec::tvda::{Content, DiskKind, Header, ROOT_ID};
+use worldfs::tvda::store::tvda::{Change, Disk};
 
 /// A writable copy of a sample in a temporary directory.
 fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {

@@ -10,8 +10,8 @@ use common::tvda::assert_tevd_crcs_ok as assert_crcs_ok;
 
 use std::path::PathBuf;
 
-use worldfs::tvda::tevd::{Layout, TevdKind};
-use worldfs::tvda::tevd_store::{NewNode, TevdDisk, TEVD_ROOT};
+use worldfs::tvda::codec::tevd::{Layout, TevdKind};
+use worldfs::tvda::store::tevd::{NewNode, TevdDisk, TEVD_ROOT};
 
 fn copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
     copy_sample(name, "disk.tevd")
@@ -320,10 +320,10 @@ type HandEntry<'a> = (i32, i32, TevdKind, &'a [u8], &'a [i32], &'a [u8]);
 /// A disk of `entries`, root first, with every CRC right: what a hostile or broken writer
 /// could make.
 fn hand_made(path: &std::path::Path, entries: &[HandEntry]) {
-    use worldfs::tvda::container::disk_crc;
-    use worldfs::tvda::tevd::{
+    use worldfs::tvda::codec::tevd::{
         dir_content, file_content, tevd_entry_crc, TevdEntryHeader, TevdHeader,
     };
+    use worldfs::tvda::codec::tvda::disk_crc;
     let mut header = TevdHeader::new_v3("hand", 1 << 20).unwrap();
     let (mut body, mut crcs) = (Vec::new(), Vec::new());
     for (id, parent, kind, name, children, data) in entries {

@@ -11,11 +11,11 @@ use common::scratch::state_dir;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
-use worldfs::tvda::compress::{compress, Codec};
-use worldfs::tvda::container::{Content, Header};
-use worldfs::tvda::store::Disk;
-use worldfs::tvda::tevd_tree::TevdTree;
+use worldfs::tvda::codec::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
+use worldfs::tvda::codec::compress::{compress, Codec};
+use worldfs::tvda::codec::tvda::{Content, Header};
+use worldfs::tvda::store::tvda::Disk;
+use worldfs::tvda::tree::tevd::TevdTree;
 use worldfs::tvda::tree::{Options, TvdaTree};
 use worldfs::vfs::{Kind, NewFile, Tree};
 

@@ -10,18 +10,18 @@ use common::tvda::assert_crcs_ok;
 
 use std::path::Path;
 
-use worldfs::tvda::chunk::{
+use worldfs::tvda::codec::chunk::{
     chunk_entry_id, decode_chunk, encode_chunk, parse_chunk_entry_id, Layer, Tile, CHUNK_TILES,
 };
-use worldfs::tvda::chunk_view::{
+use worldfs::tvda::codec::compress::{compress, gunzip, Codec};
+use worldfs::tvda::codec::tvda::{Content, DiskKind, Header};
+use worldfs::tvda::store::tvda::{Change, Disk};
+use worldfs::tvda::views::chunk::{
     parse_chunk, render_chunk, render_stored_chunk, store_chunk, World,
 };
-use worldfs::tvda::compress::{compress, gunzip, Codec};
-use worldfs::tvda::container::{Content, DiskKind, Header};
-use worldfs::tvda::inventory::{apply_inventory, render_inventory};
-use worldfs::tvda::json_view::{parse_actor_json, parse_info_json, render_json};
-use worldfs::tvda::names;
-use worldfs::tvda::store::{Change, Disk};
+use worldfs::tvda::views::inventory::{apply_inventory, render_inventory};
+use worldfs::tvda::views::json::{parse_actor_json, parse_info_json, render_json};
+use worldfs::tvda::views::names;
 
 #[test]
 fn every_sample_info_json_pretty_prints_with_genver_first() {

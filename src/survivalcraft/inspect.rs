@@ -12,9 +12,9 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::survivalcraft::codec::{self, project};
-use crate::survivalcraft::format::TerrainFormat;
 use crate::survivalcraft::store::World;
 
 fn out_err(e: std::io::Error) -> Error {

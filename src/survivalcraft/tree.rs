@@ -24,10 +24,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::names;
-use crate::survivalcraft::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::cache::Objects;
+use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::survivalcraft::codec::project::{self, Holder, ProjectInfo};
-use crate::survivalcraft::format::TerrainFormat;
-use crate::survivalcraft::objects::Objects;
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::scratch::looks_like_scratch;
@@ -329,6 +329,37 @@ impl SurvivalcraftTree {
         }
         Ok(())
     }
+
+    /// The root folder: Project.xml, `chunks`, the holder folders, the world's other files.
+    fn root_entries(&self) -> Result<Vec<Entry>> {
+        let mut entries = Vec::new();
+        let project = self.objects.project()?;
+        if let Some(p) = &project {
+            entries.push(Entry {
+                name: PROJECT.into(),
+                cookie: 1,
+                stat: self.file_stat(p.xml.len(), p.mtime),
+            });
+        }
+        entries.push(Entry {
+            name: "chunks".into(),
+            cookie: 2,
+            stat: self.dir_stat(base_time()),
+        });
+        if project.is_some() {
+            for (cookie, kind) in [(3, HolderKind::Container), (4, HolderKind::Player)] {
+                entries.push(Entry {
+                    name: kind.dir().into(),
+                    cookie,
+                    stat: self.dir_stat(base_time()),
+                });
+            }
+        }
+        if let Some(files) = &self.files {
+            entries.extend(files.entries(5)?);
+        }
+        Ok(entries)
+    }
 }
 
 impl Tree for SurvivalcraftTree {
@@ -371,33 +402,7 @@ impl Tree for SurvivalcraftTree {
     fn list(&self, dir: &TreePath, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
         match self.place(dir)? {
             Place::Root => {
-                let mut entries = Vec::new();
-                let project = self.objects.project()?;
-                if let Some(p) = &project {
-                    entries.push(Entry {
-                        name: PROJECT.into(),
-                        cookie: 1,
-                        stat: self.file_stat(p.xml.len(), p.mtime),
-                    });
-                }
-                entries.push(Entry {
-                    name: "chunks".into(),
-                    cookie: 2,
-                    stat: self.dir_stat(base_time()),
-                });
-                if project.is_some() {
-                    for (cookie, kind) in [(3, HolderKind::Container), (4, HolderKind::Player)] {
-                        entries.push(Entry {
-                            name: kind.dir().into(),
-                            cookie,
-                            stat: self.dir_stat(base_time()),
-                        });
-                    }
-                }
-                if let Some(files) = &self.files {
-                    entries.extend(files.entries(5)?);
-                }
-                stream(entries, after, sink);
+                stream(self.root_entries()?, after, sink);
                 Ok(())
             }
             Place::Chunks => self.chunk_listing(after, sink),

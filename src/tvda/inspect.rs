@@ -14,18 +14,18 @@ use std::process::ExitCode;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
-use crate::tvda::chunk::{decode_chunk, encode_chunk, parse_chunk_entry_id, Layer};
-use crate::tvda::chunk_view::World;
-use crate::tvda::compress::gunzip;
-use crate::tvda::container::{DiskKind, EntryKind, ROOT_ID};
-use crate::tvda::format::{sniff, DiskFormat};
-use crate::tvda::inventory::{has_inventory, render_inventory};
-use crate::tvda::json_view::parse_stored;
-use crate::tvda::names::{self, Presentation, ACTOR_IDS};
-use crate::tvda::store::Disk;
-use crate::tvda::tevd::{Layout, TevdKind};
-use crate::tvda::tevd_store::TevdDisk;
-use crate::tvda::tree::IMAGE_LIMIT;
+use crate::tvda::cache::IMAGE_LIMIT;
+use crate::tvda::codec::chunk::{decode_chunk, encode_chunk, parse_chunk_entry_id, Layer};
+use crate::tvda::codec::compress::gunzip;
+use crate::tvda::codec::tevd::{Layout, TevdKind};
+use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
+use crate::tvda::store::format::{sniff, DiskFormat};
+use crate::tvda::store::tevd::TevdDisk;
+use crate::tvda::store::tvda::{CheckReport, Disk};
+use crate::tvda::views::chunk::World;
+use crate::tvda::views::inventory::{has_inventory, render_inventory};
+use crate::tvda::views::json::parse_stored;
+use crate::tvda::views::names::{self, Presentation, ACTOR_IDS};
 
 fn out_err(e: std::io::Error) -> Error {
     Error::from(e).context("writing the report")
@@ -226,7 +226,32 @@ fn check_tvda(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
         bar.inc(1);
     }
     bar.finish_and_clear();
+    broken += write_disk_report(&report, out)?;
     let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(out_err);
+    w(
+        out,
+        format!(
+            "{} entries checked, {broken} broken; entry CRCs {}; disk CRC {}",
+            entries.len(),
+            if report.bad_entry_crcs.is_empty() {
+                "valid"
+            } else {
+                "INVALID"
+            },
+            if report.disk_crc_ok { "valid" } else { "stale" }
+        ),
+    )?;
+    Ok(if broken == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// Writes what `Disk::check` found beyond the entries; the number of broken findings.
+fn write_disk_report(report: &CheckReport, out: &mut dyn Write) -> Result<u64> {
+    let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(out_err);
+    let mut broken = 0;
     for d in &report.damage {
         broken += 1;
         w(out, format!("damage: {d}"))?;
@@ -260,24 +285,7 @@ fn check_tvda(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
             "note: the root listing is stale (normal after a game quicksave)".into(),
         )?;
     }
-    w(
-        out,
-        format!(
-            "{} entries checked, {broken} broken; entry CRCs {}; disk CRC {}",
-            entries.len(),
-            if report.bad_entry_crcs.is_empty() {
-                "valid"
-            } else {
-                "INVALID"
-            },
-            if report.disk_crc_ok { "valid" } else { "stale" }
-        ),
-    )?;
-    Ok(if broken == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    })
+    Ok(broken)
 }
 
 fn check_tevd(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {

@@ -1,29 +1,20 @@
-//! Terrarum TVDA disks (spec version 254) and TEVD v3 disks.
+//! Terrarum TVDA disks (spec version 254) and TEVD v2/v3 disks: the TEVd disk family.
 //!
-//! Layers, each usable without the ones above it:
-//! - codecs: `container` (the TVDA header, entries, CRCs, index scan), `chunk` (chunk entry
-//!   IDs, tile layers), `compress` (gzip, zstd, Snappy framing), `tevd` (TEVD v2/v3 disks);
-//! - views: `names` (readable names of entries), `json_view` (savegameinfo and actor JSON),
-//!   `inventory` (a player's item list), `chunk_view` (chunk tiles as Cubeset grids);
-//! - stores: `store` (a TVDA file, crash-safe commits, compaction), `tevd_store` (a TEVD
-//!   disk as a directory tree), `lock` (keeps compaction away from a mounted disk);
-//! - trees: `tree` (a TVDA disk's decoded files), `tevd_tree` (a TEVD disk's folders);
-//! - commands: `format` (which TEVd disk a file is), `inspect` (`info`, `check`),
-//!   `compact`.
+//! The same layers as every game, each usable without the ones above it:
+//! - [`codec`]: bytes ⇄ structs, pure: the TVDA and TEVD containers (headers, entries,
+//!   CRCs, index scans), chunk entries and their tile layers, compression framings;
+//! - [`views`]: structs ⇄ the text files of the tree: entry names, JSON documents, a
+//!   player's inventory, chunk tiles as Cubeset grids;
+//! - [`store`]: the disk files: which member of the family a file is, a TVDA disk with its
+//!   crash-safe commits, a TEVD disk as a directory tree, compaction;
+//! - [`cache`]: decoded and rendered entries of a TVDA disk, kept while the disk is unchanged;
+//! - [`tree`]: paths → entries, the mounted tree of a TVDA disk (and in [`tree::tevd`] of a
+//!   TEVD disk);
+//! - [`inspect`]: `worldfs info` and `worldfs check`.
 
-pub mod bytes;
-pub mod chunk;
-pub mod chunk_view;
-pub mod compact;
-pub mod compress;
-pub mod container;
-pub mod format;
+pub mod cache;
+pub mod codec;
 pub mod inspect;
-pub mod inventory;
-pub mod json_view;
-pub mod names;
 pub mod store;
-pub mod tevd;
-pub mod tevd_store;
-pub mod tevd_tree;
 pub mod tree;
+pub mod views;

@@ -11,14 +11,17 @@
 //! ```
 //!
 //! Paths map to entries here; the formats live in the views, the file in [`Disk`]. Nothing
-//! is decoded before a file is touched, rendered files sit in the shared [`ObjectCache`]
+//! is decoded before a file is touched, rendered files sit in [`crate::tvda::cache`]
 //! (which a render racing a commit cannot fill with what it rendered from the old bytes),
-//! and a
-//! write commits the one entry it changes through `Disk::commit` (appended, older copies
+//! and a write commits the one entry it changes through `Disk::commit` (appended, older copies
 //! discarded) only when its stored bytes differ, so an untouched disk stays byte-identical.
 //! Renaming an entry to another ID rewrites the disk (two changes). The mount holds a lock
 //! on the disk ([`StoreLock`]: exclusive when it writes) so a second writer and `worldfs
-//! compact` refuse to run beside it.
+//! compact` refuse to run beside it. The folder listings are in `listing`; [`tevd`] is the tree
+//! of a TEVD disk.
+
+mod listing;
+pub mod tevd;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,54 +29,26 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::tvda::chunk::{chunk_entry_id, parse_chunk_entry_id, Layer};
-use crate::tvda::chunk_view::{render_stored_chunk, store_chunk, World};
-use crate::tvda::compress::{compress, gunzip, Codec};
-use crate::tvda::container::{DiskKind, EntryKind, ROOT_ID};
-use crate::tvda::inventory::{apply_inventory, render_inventory};
-use crate::tvda::json_view::{parse_actor_json, parse_info_json, render_json};
-use crate::tvda::names::{self, Presentation, WellKnown, ACTOR_IDS};
-use crate::tvda::store::{Change, Disk, EntryInfo};
+use crate::tvda::cache::{Renders, Stored, View, IMAGE_LIMIT};
+use crate::tvda::codec::chunk::{chunk_entry_id, Layer};
+use crate::tvda::codec::compress::{compress, gunzip, Codec};
+use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
+use crate::tvda::store::tvda::{Change, Disk, EntryInfo};
+use crate::tvda::views::chunk::{store_chunk, World};
+use crate::tvda::views::inventory::apply_inventory;
+use crate::tvda::views::json::{parse_actor_json, parse_info_json};
+use crate::tvda::views::names::{self, Presentation, WellKnown};
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
-use crate::vfs::objects::{Lookup, ObjectCache};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
 use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
+use listing::id_cookie;
 
-/// Largest decoded image shown (Terrarum's thumbnails and screenshots are a few MiB).
-pub const IMAGE_LIMIT: usize = 16 << 20;
 /// Largest stored entry read to show a file (Terrarum's entries are at most a few MiB).
 const ENTRY_LIMIT: u64 = 16 << 20;
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
-/// Cookies of the root folder's fixed names (well-known entries use 1..).
-const COOKIE_INVENTORY: u64 = 100;
-const COOKIE_ACTORS: u64 = 101;
-const COOKIE_CHUNKS: u64 = 102;
-const COOKIE_ENTRIES: u64 = 103;
-
-/// How an entry's bytes are shown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum View {
-    Json,
-    Gunzip,
-    Inventory,
-    Chunk(Layer),
-    Raw,
-}
-
-const ALL_VIEWS: [View; 8] = [
-    View::Json,
-    View::Gunzip,
-    View::Inventory,
-    View::Chunk(Layer::Terrain),
-    View::Chunk(Layer::Wall),
-    View::Chunk(Layer::Ores),
-    View::Chunk(Layer::Fluid),
-    View::Raw,
-];
-
 /// Where a path points.
 #[derive(Debug, Clone, Copy)]
 enum Place {
@@ -106,10 +81,7 @@ pub struct Options {
 pub struct TvdaTree {
     state: Mutex<State>,
     kind: DiskKind,
-    cache: ObjectCache<(i64, View), Vec<u8>>,
-    /// Sizes of rendered files, kept longer than the files so `ls -l` of a big folder
-    /// renders each file once.
-    sizes: ObjectCache<(i64, View), u64>,
+    renders: Renders,
     mtimes: Mtimes,
     /// Set at open on a read-only mount or a damaged disk, and when a commit finds damage.
     read_only: AtomicBool,
@@ -128,7 +100,8 @@ fn is_dir() -> Error {
     Error::new(libc::EISDIR, "is a directory")
 }
 
-fn now_secs() -> u64 {
+/// The time now in whole seconds, as the disks store entry times.
+pub(super) fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -143,12 +116,6 @@ fn entry_hash(info: &EntryInfo) -> u64 {
     b.extend_from_slice(&info.ctime.to_be_bytes());
     b.extend_from_slice(&info.mtime.to_be_bytes());
     content_hash(&b)
-}
-
-/// A stable cookie for an entry ID: order-preserving and distinct for IDs within ±2^61
-/// (every ID Terrarum uses); IDs outside that window share cookies with others.
-fn id_cookie(id: i64) -> u64 {
-    (i128::from(id) + (1 << 61)).rem_euclid(1 << 62) as u64 + 1
 }
 
 impl TvdaTree {
@@ -172,8 +139,7 @@ impl TvdaTree {
                 world: None,
             }),
             kind,
-            cache: ObjectCache::new(options.cache_bytes),
-            sizes: ObjectCache::new(options.cache_bytes / 8),
+            renders: Renders::new(options.cache_bytes),
             mtimes: Mtimes::open(path, options.read_only || damaged),
             read_only: AtomicBool::new(options.read_only || damaged),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
@@ -194,7 +160,7 @@ impl TvdaTree {
             let path = s.disk.path().to_path_buf();
             s.lock.follow(&path)?;
             s.world = None;
-            self.forget_all();
+            self.renders.clear();
         }
         Ok(s)
     }
@@ -287,57 +253,41 @@ impl TvdaTree {
             .ok_or_else(|| not_found(path))
     }
 
-    /// The rendered file of entry `id` shown as `view`. The caches' tickets are taken before
-    /// the disk is read, so a commit racing this render keeps its result out of them.
+    /// The rendered file of entry `id` shown as `view`.
     fn render(&self, id: i64, view: View) -> Result<Arc<Vec<u8>>> {
-        let key = (id, view);
-        let size_ticket = self.sizes.lookup(&key).0;
-        let data = self.cache.get_or_load(
-            &key,
+        self.renders.render(
+            id,
+            view,
+            || self.read_for_render(id, view),
             || {
-                let mut s = self.state()?;
-                let world = match view {
-                    View::Chunk(_) => Some(self.world(&mut s)?),
-                    _ => None,
-                };
-                let size = s.disk.entry(id).map_or(0, |e| e.size);
-                if size > ENTRY_LIMIT {
-                    return Err(Error::new(
-                        libc::EFBIG,
-                        format!(
-                            "entry {id} holds {size} bytes; worldfs shows entries of at most {} MiB",
-                            ENTRY_LIMIT >> 20
-                        ),
-                    ));
-                }
-                Ok((s.disk.read(id)?, world))
-            },
-            // A chunk's rendering also depends on entry -1, whose commits clear the cache.
-            |(stored, _)| content_hash(stored),
-            |(stored, world)| {
                 #[cfg(test)]
                 self.after_read.run(self);
-                Ok(match (view, world) {
-                    (View::Json, _) => render_json(&stored)?,
-                    (View::Gunzip, _) => gunzip(&stored, IMAGE_LIMIT)?,
-                    (View::Inventory, _) => render_inventory(&stored)?,
-                    (View::Chunk(layer), Some(world)) => {
-                        render_stored_chunk(layer, &stored, &world.names)?
-                    }
-                    (View::Chunk(_), None) => return Err(Error::corrupt("no world for a chunk")),
-                    (View::Raw, _) => stored,
-                })
             },
-        )?;
-        self.sizes
-            .insert(key, Arc::new(data.len() as u64), 0, size_ticket);
-        Ok(data)
+        )
     }
 
-    /// Drops every rendered file and size (the disk or the world JSON changed).
-    fn forget_all(&self) {
-        self.cache.clear();
-        self.sizes.clear();
+    /// Entry `id`'s stored bytes (at most [`ENTRY_LIMIT`]) and what rendering it as `view`
+    /// needs besides.
+    fn read_for_render(&self, id: i64, view: View) -> Result<Stored> {
+        let mut s = self.state()?;
+        let world = match view {
+            View::Chunk(_) => Some(self.world(&mut s)?),
+            _ => None,
+        };
+        let size = s.disk.entry(id).map_or(0, |e| e.size);
+        if size > ENTRY_LIMIT {
+            return Err(Error::new(
+                libc::EFBIG,
+                format!(
+                    "entry {id} holds {size} bytes; worldfs shows entries of at most {} MiB",
+                    ENTRY_LIMIT >> 20
+                ),
+            ));
+        }
+        Ok(Stored {
+            bytes: s.disk.read(id)?,
+            world,
+        })
     }
 
     /// The time shown for an entry: the time recorded when worldfs (or rsync, touch) last
@@ -369,70 +319,12 @@ impl TvdaTree {
     }
 
     fn file_entry_stat(&self, info: &EntryInfo, view: View) -> Result<Stat> {
-        let size = match (view, self.sizes.lookup(&(info.id, view)).1) {
+        let size = match (view, self.renders.size(info.id, view)) {
             (View::Raw, _) => info.size,
-            (_, Lookup::Fresh(size)) => *size,
+            (_, Some(size)) => size,
             _ => self.render(info.id, view)?.len() as u64,
         };
         Ok(self.file_stat(size, self.mtime(info)))
-    }
-
-    /// Live file entries for which `keep` gives a cookie and a name, in cookie order.
-    fn entries_where(
-        &self,
-        keep: impl Fn(&EntryInfo) -> Option<(u64, String)>,
-    ) -> Result<Vec<(u64, String, EntryInfo)>> {
-        let s = self.state()?;
-        let mut out: Vec<(u64, String, EntryInfo)> = s
-            .disk
-            .entries()
-            .filter(|e| e.kind == EntryKind::File && e.id != ROOT_ID)
-            .filter_map(|e| keep(&e).map(|(c, n)| (c, n, e)))
-            .collect();
-        out.sort_by_key(|(c, _, e)| (*c, e.id));
-        Ok(out)
-    }
-
-    /// Streams listed entries, rendering each only when it is sent.
-    fn stream_entries(
-        &self,
-        entries: Vec<(u64, String, EntryInfo)>,
-        view: View,
-        after: u64,
-        sink: &mut dyn FnMut(Entry) -> bool,
-    ) {
-        for (cookie, name, info) in entries {
-            if cookie <= after {
-                continue;
-            }
-            match self.file_entry_stat(&info, view) {
-                Ok(stat) => {
-                    if !sink(Entry { name, cookie, stat }) {
-                        return;
-                    }
-                }
-                Err(e) => log::warn!("entry {} cannot be shown as {name}: {e}", info.id),
-            }
-        }
-    }
-
-    fn chunk_entries(&self, layer: Layer) -> Result<Vec<(u64, String, EntryInfo)>> {
-        let world = {
-            let mut s = self.state()?;
-            self.world(&mut s)?
-        };
-        self.entries_where(|e| {
-            let (li, no) = parse_chunk_entry_id(e.id)?;
-            let (cx, cy) = world.geometry.coords(no)?;
-            (li == layer.index()).then(|| (u64::from(no) + 1, names::chunk_file_name(cx, cy)))
-        })
-    }
-
-    fn actor_entries(&self) -> Result<Vec<(u64, String, EntryInfo)>> {
-        self.entries_where(|e| {
-            let name = names::actor_file_name(e.id)?;
-            Some(((e.id - ACTOR_IDS.start() + 1) as u64, name))
-        })
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -459,7 +351,7 @@ impl TvdaTree {
         }
         let path = s.disk.path().to_path_buf();
         s.lock.follow(&path)?;
-        let mut keys = Vec::new();
+        let mut ids = Vec::new();
         for change in changes {
             let id = match change {
                 Change::Put { id, .. } | Change::Remove { id } => *id,
@@ -469,13 +361,12 @@ impl TvdaTree {
             }
             if id == -1 {
                 s.world = None;
-                self.forget_all();
+                self.renders.clear();
             }
-            keys.extend(ALL_VIEWS.map(|view| (id, view)));
+            ids.push(id);
         }
         // Still under the state lock: no render reads the disk between the commit and this.
-        self.cache.committed(&keys);
-        self.sizes.committed(&keys);
+        self.renders.committed(&ids);
         Ok(())
     }
 
@@ -592,57 +483,6 @@ impl TvdaTree {
             &mut s,
             &[Change::Put { id: to, data }, Change::Remove { id: from }],
         )
-    }
-
-    fn root_entries(&self) -> Result<Vec<Entry>> {
-        let dir_time = self.root_mtime()?;
-        let mut entries = Vec::new();
-        for (i, w) in names::well_known(self.kind).iter().enumerate() {
-            let Ok((id, view)) = self.target(Place::WellKnown(*w), &[]) else {
-                continue;
-            };
-            let Some(info) = self.state()?.disk.entry(id) else {
-                continue;
-            };
-            match self.file_entry_stat(&info, view) {
-                Ok(stat) => entries.push(Entry {
-                    name: w.name.to_string(),
-                    cookie: i as u64 + 1,
-                    stat,
-                }),
-                Err(e) => log::warn!("entry {id} cannot be shown as {}: {e}", w.name),
-            }
-        }
-        let info_json = self.state()?.disk.entry(-1);
-        if self.kind == DiskKind::Player {
-            if let Some(info) = info_json {
-                if let Ok(stat) = self.file_entry_stat(&info, View::Inventory) {
-                    entries.push(Entry {
-                        name: "inventory".into(),
-                        cookie: COOKIE_INVENTORY,
-                        stat,
-                    });
-                }
-            }
-        }
-        entries.push(Entry {
-            name: "actors".into(),
-            cookie: COOKIE_ACTORS,
-            stat: self.dir_stat(dir_time),
-        });
-        if self.has_chunks()? {
-            entries.push(Entry {
-                name: "chunks".into(),
-                cookie: COOKIE_CHUNKS,
-                stat: self.dir_stat(dir_time),
-            });
-        }
-        entries.push(Entry {
-            name: "entries".into(),
-            cookie: COOKIE_ENTRIES,
-            stat: self.dir_stat(dir_time),
-        });
-        Ok(entries)
     }
 }
 
@@ -850,7 +690,7 @@ impl Tree for TvdaTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tvda::container::{Content, Header};
+    use crate::tvda::codec::tvda::{Content, Header};
 
     #[test]
     fn a_render_racing_a_commit_never_caches_the_old_rendering() {
@@ -880,26 +720,5 @@ mod tests {
         assert_eq!(*tree.read(&file).unwrap(), b"old");
         assert_eq!(*tree.read(&file).unwrap(), b"new, longer");
         assert_eq!(tree.stat(&file).unwrap().size, 11);
-    }
-
-    use crate::vfs::tree::MAX_TREE_COOKIE;
-
-    #[test]
-    fn id_cookies_keep_order_and_stay_in_range() {
-        let ids = [
-            i64::MIN / 4,
-            -2_147_483_648,
-            -1025,
-            -4,
-            -1,
-            1,
-            0x1_0300_0003,
-            1 << 60,
-        ];
-        let cookies: Vec<u64> = ids.iter().map(|&i| id_cookie(i)).collect();
-        assert!(cookies.windows(2).all(|w| w[0] < w[1]), "{cookies:?}");
-        assert!(cookies.iter().all(|&c| (1..=MAX_TREE_COOKIE).contains(&c)));
-        assert!(id_cookie(i64::MAX) <= MAX_TREE_COOKIE);
-        assert!(id_cookie(i64::MIN) >= 1);
     }
 }

@@ -6,14 +6,14 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use worldfs::survivalcraft::chunk::{Cell, Chunk, ChunkPos};
+use worldfs::survivalcraft::codec::chunk::{Cell, Chunk, ChunkPos};
+use worldfs::survivalcraft::codec::format::TerrainFormat;
 use worldfs::survivalcraft::codec::{fixed, region};
-use worldfs::survivalcraft::format::TerrainFormat;
 use worldfs::survivalcraft::store::World;
-use worldfs::tvda::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
-use worldfs::tvda::compress::{compress, Codec};
-use worldfs::tvda::container::{encode_entry, Content, Header};
-use worldfs::tvda::store::Disk;
+use worldfs::tvda::codec::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
+use worldfs::tvda::codec::compress::{compress, Codec};
+use worldfs::tvda::codec::tvda::{encode_entry, Content, Header};
+use worldfs::tvda::store::tvda::Disk;
 use worldfs::vfs::{Kind, Tree};
 
 /// Paths below a TVDA mount that must fail to show on the hostile disk.

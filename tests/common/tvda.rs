@@ -1,7 +1,7 @@
 //! TVDA and TEVD helpers: the CRC checks of both kinds of disk.
 
-use worldfs::tvda::store::Disk;
-use worldfs::tvda::tevd_store::TevdDisk;
+use worldfs::tvda::store::tevd::TevdDisk;
+use worldfs::tvda::store::tvda::Disk;
 
 /// Asserts every stored CRC of a TVDA disk checks out.
 pub fn assert_crcs_ok(disk: &Disk) {

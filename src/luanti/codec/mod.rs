@@ -31,13 +31,12 @@ mod compress;
 mod nodemeta;
 mod nodes;
 mod objects;
-mod reader;
 mod timers;
 
+use crate::bytes::{put_u16, put_u32, Reader};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::MapBlock;
 use compress::{decode_zstd, deflate_zlib, encode_zstd, inflate_zlib};
-use reader::{put_u16, put_u32, Reader};
 
 /// The most bytes decompressed from one block. Real blocks hold about 16 KiB of node data
 /// plus their metadata (a block full of chests: a few MiB) and objects (the engine stores at

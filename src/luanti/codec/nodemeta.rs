@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::inventory::{check_inventory, read_inventory, serialize_inventory, MAX_SLOTS};
-use super::reader::{put_string16, put_string32, put_u16, put_u32, Reader};
 use super::Budget;
+use crate::bytes::{put_string16, put_string32, put_u16, put_u32, Reader};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::{Inventory, MetaVar, NodeMeta, NodeTimer, RelPos};
 

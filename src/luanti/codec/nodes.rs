@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::reader::{put_string16, put_u16, Reader};
+use crate::bytes::{put_string16, put_u16, Reader};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::{MapBlock, NODE_COUNT};
 

@@ -5,8 +5,8 @@
 //! the stored bytes; anything else stays [`ObjectData::Raw`], so re-encoding never changes
 //! an object.
 
-use super::reader::{put_i32, put_string16, put_string32, put_u16, Reader};
 use super::Budget;
+use crate::bytes::{put_i32, put_string16, put_string32, put_u16, Reader};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::{LuaEntity, LuaEntityExtra, ObjectData, StaticObject};
 

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use super::nodemeta::{pos_index, rel_pos};
-use super::reader::{put_i32, put_u16, Reader};
+use crate::bytes::{put_i32, put_u16, Reader};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::NodeTimer;
 

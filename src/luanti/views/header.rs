@@ -23,7 +23,7 @@
 
 use crate::error::{excerpt, Error, Result};
 use crate::luanti::codec::block::MapBlock;
-use crate::luanti::views::text::{key_value, lines, parse_int, Cursor};
+use crate::text::{key_value, lines, parse_int, Cursor};
 
 /// The flag bits with a name: (key, bit, shown inverted, comment).
 const FLAGS: [(&str, u8, bool, &str); 4] = [

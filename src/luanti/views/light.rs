@@ -18,7 +18,7 @@
 
 use crate::error::{excerpt, Error, Result};
 use crate::luanti::codec::block::{MapBlock, NODE_COUNT};
-use crate::luanti::views::text::lines;
+use crate::text::lines;
 
 const HEADER: &str = "\
 # param1 of every node as two hexadecimal digits (for lit nodes: night light, day light).

@@ -9,7 +9,6 @@ mod header;
 mod light;
 mod nodes;
 mod objects;
-mod text;
 mod timers;
 
 pub use header::{parse_header, render_header};

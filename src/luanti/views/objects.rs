@@ -40,7 +40,7 @@ use crate::error::{excerpt, Error, Result};
 use crate::luanti::codec::block::{
     BlockPos, LuaEntity, LuaEntityExtra, MapBlock, ObjectData, StaticObject,
 };
-use crate::luanti::views::text::{format_fixed, key_value, lines, push_quoted, Cursor, Line};
+use crate::text::{format_fixed, key_value, lines, push_quoted, Cursor, Line};
 
 const HEADER: &str = "\
 # Static objects. pos is in nodes relative to the block origin (node = 16 * block + pos);

@@ -12,7 +12,7 @@
 
 use crate::error::Result;
 use crate::luanti::codec::block::{MapBlock, NodeTimer, RelPos};
-use crate::luanti::views::text::{format_fixed, lines, Cursor};
+use crate::text::{format_fixed, lines, Cursor};
 
 const HEADER: &str =
     "# Node timers: x,y,z (relative to the block, 0-15), timeout and elapsed time in seconds.\n";

@@ -9,8 +9,8 @@
 //! bytes: every bit of the record is held by [`Chunk`] or is the header.
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Cell, Chunk, ChunkPos, Column};
-use crate::survivalcraft::format::{TerrainFormat, DIRECTORY_BYTES, MAX_DIRECTORY_CHUNKS};
+use crate::survivalcraft::codec::chunk::{Cell, Chunk, ChunkPos, Column};
+use crate::survivalcraft::codec::format::{TerrainFormat, DIRECTORY_BYTES, MAX_DIRECTORY_CHUNKS};
 
 const MAGIC1: u32 = 0xDEAD_BEEF;
 

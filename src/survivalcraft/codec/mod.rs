@@ -1,13 +1,19 @@
-//! Pure byte codecs of the Survivalcraft formats: chunk records, region files, Project.xml.
+//! Pure byte codecs of the Survivalcraft formats: the terrain formats and their limits
+//! ([`format`]), chunks ([`chunk`]), fixed-size chunk records ([`fixed`]), region files
+//! ([`region`]), Project.xml ([`xml`], [`project`]) and the block names shown in comments
+//! ([`block_names`]).
 
+pub mod block_names;
+pub mod chunk;
 pub mod fixed;
+pub mod format;
 pub mod project;
 pub mod region;
 pub mod xml;
 
 use crate::error::Result;
-use crate::survivalcraft::chunk::{Chunk, ChunkPos};
-use crate::survivalcraft::format::TerrainFormat;
+use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::format::TerrainFormat;
 
 /// Decodes a chunk's stored bytes: a whole record of a fixed-size chunk file, or a region
 /// chunk's compressed payload (after `CHK1`).

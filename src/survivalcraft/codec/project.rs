@@ -266,6 +266,20 @@ fn value_span(slot: &Element, name: &str) -> Result<Range<usize>> {
         .ok_or_else(|| Error::corrupt(format!("slot has no {name}")))
 }
 
+/// The start tag of `el` without its closing `>` or `/>` and the blanks before it.
+fn open_tag(src: &[u8], el: &Element) -> Vec<u8> {
+    let tag = &src[el.start_tag.clone()];
+    let body = tag
+        .strip_suffix(b"/>")
+        .or_else(|| tag.strip_suffix(b">"))
+        .unwrap_or(tag);
+    let trimmed = body
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(body, |p| &body[..=p]);
+    trimmed.to_vec()
+}
+
 fn slots_edits(
     src: &[u8],
     slots_el: &Element,
@@ -277,28 +291,16 @@ fn slots_edits(
     }
     let (nl, indent) = layout(src, slots_el.span.start);
     let inner = format!("{indent}  ");
-    let open_tag = || -> Vec<u8> {
-        let tag = &src[slots_el.start_tag.clone()];
-        let body = tag
-            .strip_suffix(b"/>")
-            .or_else(|| tag.strip_suffix(b">"))
-            .unwrap_or(tag);
-        let trimmed = body
-            .iter()
-            .rposition(|b| !b.is_ascii_whitespace())
-            .map_or(body, |p| &body[..=p]);
-        trimmed.to_vec()
-    };
     if new.is_empty() {
         if slots_el.self_closing {
             return Ok(Vec::new());
         }
-        let mut text = open_tag();
+        let mut text = open_tag(src, slots_el);
         text.extend_from_slice(b" />");
         return Ok(vec![(slots_el.span.clone(), text)]);
     }
     if slots_el.self_closing {
-        let mut text = open_tag();
+        let mut text = open_tag(src, slots_el);
         text.push(b'>');
         for s in new {
             text.extend_from_slice(format!("{nl}{inner}{}", slot_xml(s, nl, &inner)).as_bytes());

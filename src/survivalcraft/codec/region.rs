@@ -20,8 +20,8 @@ use flate2::write::DeflateEncoder;
 use flate2::Compression;
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Cell, Chunk, ChunkPos, Column};
-use crate::survivalcraft::format::TerrainFormat;
+use crate::survivalcraft::codec::chunk::{Cell, Chunk, ChunkPos, Column};
+use crate::survivalcraft::codec::format::TerrainFormat;
 
 /// Bytes before the first record: magic and directory.
 pub const HEADER_BYTES: usize = 4 + 256 * 8;
@@ -389,6 +389,20 @@ fn rewrite_region(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the store goes by to open a region file (its name, then its magic); other files
+    /// of a world folder are not regions.
+    #[test]
+    fn region_files_are_told_by_name_and_magic() {
+        assert!(region_coords("Chunks32fs.dat").is_none());
+        assert!(region_coords("Project.xml").is_none());
+        assert_eq!(region_coords("Region -1,2.dat"), Some((-1, 2)));
+        let mut head = vec![0; HEADER_BYTES];
+        head[..4].copy_from_slice(b"XXXX");
+        assert!(parse_header(&head).is_err());
+        head[..4].copy_from_slice(b"RGN1");
+        assert_eq!(parse_header(&head).unwrap(), []);
+    }
 
     fn terrain() -> Chunk {
         let mut c = Chunk::empty(TerrainFormat::Regions);

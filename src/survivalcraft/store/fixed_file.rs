@@ -11,9 +11,9 @@ use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::ChunkPos;
+use crate::survivalcraft::codec::chunk::ChunkPos;
 use crate::survivalcraft::codec::fixed::{self, DirectoryEntry};
-use crate::survivalcraft::format::{TerrainFormat, DIRECTORY_BYTES, MAX_DIRECTORY_CHUNKS};
+use crate::survivalcraft::codec::format::{TerrainFormat, DIRECTORY_BYTES, MAX_DIRECTORY_CHUNKS};
 use crate::survivalcraft::store::blob::Blob;
 use crate::survivalcraft::store::durable;
 use crate::vfs::replace::open_no_follow;

@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Chunk, ChunkPos};
 use crate::survivalcraft::codec;
-use crate::survivalcraft::format::TerrainFormat;
+use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic};
 use blob::{Archive, Blob};
 use fixed_file::FixedFile;

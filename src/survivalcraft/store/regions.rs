@@ -16,7 +16,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::ChunkPos;
+use crate::survivalcraft::codec::chunk::ChunkPos;
 use crate::survivalcraft::codec::region::{self, RegionEntry, HEADER_BYTES, MAX_REGION_BYTES};
 use crate::survivalcraft::store::blob::{Archive, Blob};
 use crate::survivalcraft::store::durable;

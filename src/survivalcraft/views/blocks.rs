@@ -7,9 +7,9 @@
 
 use crate::cubeset::{self, Definition, Grid};
 use crate::error::{Error, Result};
-use crate::survivalcraft::block_names::block_name;
-use crate::survivalcraft::chunk::{Cell, Chunk};
-use crate::survivalcraft::format::TerrainFormat;
+use crate::survivalcraft::codec::block_names::block_name;
+use crate::survivalcraft::codec::chunk::{Cell, Chunk};
+use crate::survivalcraft::codec::format::TerrainFormat;
 
 /// The chunk as a grid; palette sorted by (id, data).
 pub fn to_grid(chunk: &Chunk) -> Grid {

@@ -9,10 +9,11 @@
 //! the entity does not have is an error when written. Lines starting with `#` and blank
 //! lines are ignored.
 
-use crate::error::{Error, Result};
-use crate::survivalcraft::block_names::block_name;
+use crate::error::Result;
+use crate::survivalcraft::codec::block_names::block_name;
 use crate::survivalcraft::codec::project::{Inventory, Slot, MAX_SLOT};
-use crate::survivalcraft::views::{lines, utf8};
+use crate::survivalcraft::views::data_lines;
+use crate::text::Line;
 
 /// How block values are packed (16-bit cells in 1.x, 32-bit in 1.29+).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,104 +57,83 @@ pub fn render(inventories: &[Inventory], layout: ValueLayout) -> Vec<u8> {
     out.into_bytes()
 }
 
-fn number<T: std::str::FromStr>(word: &str, n: usize, col: usize, what: &str) -> Result<T> {
+fn number<T: std::str::FromStr>(line: &Line<'_>, word: &str, what: &str) -> Result<T> {
     if let Some((i, ch)) = word
         .char_indices()
         .find(|&(i, c)| !(c.is_ascii_digit() || (i == 0 && c == '-')))
     {
-        return Err(Error::at(
-            n,
-            col + word[..i].chars().count(),
-            format!("unknown character {ch:?}"),
-        ));
+        let at = word.get(i..).unwrap_or(word);
+        return Err(line.error_at(at, format!("unknown character {ch:?}")));
     }
     word.parse()
-        .map_err(|_| Error::at(n, col, format!("{what} {word} is out of range")))
+        .map_err(|_| line.error_at(word, format!("{what} {word} is out of range")))
 }
 
 /// Parses an edited inventory file into the inventories it lists.
 pub fn parse(text: &[u8]) -> Result<Vec<Inventory>> {
-    let text = utf8(text)?;
     let mut out: Vec<Inventory> = Vec::new();
-    for (n, line) in lines(text) {
-        let body = line.split_once('#').map_or(line, |(b, _)| b).trim_end();
-        let t = body.trim_start();
-        if t.is_empty() {
-            continue;
-        }
-        let indent = body.len() - t.len();
+    for line in data_lines(text)?.0 {
+        let line = line.before_hash();
+        let t = line.text.trim_start();
         if let Some(rest) = t.strip_prefix('[') {
-            let name = rest
-                .strip_suffix(']')
-                .filter(|s| {
-                    !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                })
-                .ok_or_else(|| Error::at(n, indent + 1, "a section header is [COMPONENT]"))?;
-            if out.iter().any(|i| i.component == name) {
-                return Err(Error::at(
-                    n,
-                    indent + 1,
-                    format!("section [{name}] appears twice"),
-                ));
-            }
-            out.push(Inventory {
-                component: name.to_string(),
-                slots: Vec::new(),
-            });
+            let inv = section(&line, t, rest, &out)?;
+            out.push(inv);
             continue;
         }
         let Some(inv) = out.last_mut() else {
-            return Err(Error::at(
-                n,
-                indent + 1,
-                "a slot line before any [COMPONENT] header",
-            ));
+            return Err(line.error_at(t, "a slot line before any [COMPONENT] header"));
         };
-        let mut words = Vec::new();
-        let mut rest = body;
-        while let Some(start) = rest.find(|c: char| c != ' ' && c != '\t') {
-            let col = body.len() - rest.len() + start + 1;
-            let w = &rest[start..];
-            let end = w.find([' ', '\t']).unwrap_or(w.len());
-            words.push((col, &w[..end]));
-            rest = &w[end..];
-        }
-        if words.len() != 3 {
-            let col = words.get(3).map_or(body.len() + 1, |w| w.0);
-            return Err(Error::at(n, col, "a slot line is SLOT CONTENTS COUNT"));
-        }
-        let index: u32 = number(words[0].1, n, words[0].0, "SLOT")?;
-        let contents: i32 = number(words[1].1, n, words[1].0, "CONTENTS")?;
-        let count: i32 = number(words[2].1, n, words[2].0, "COUNT")?;
-        if index > MAX_SLOT {
-            return Err(Error::at(
-                n,
-                words[0].0,
-                format!("SLOT {index} is over {MAX_SLOT}"),
-            ));
-        }
-        if count < 0 {
-            return Err(Error::at(n, words[2].0, "COUNT is negative"));
-        }
-        if inv.slots.iter().any(|s| s.index == index) {
-            return Err(Error::at(
-                n,
-                words[0].0,
-                format!("slot {index} is listed twice"),
-            ));
-        }
-        if count > 0 {
-            inv.slots.push(Slot {
-                index,
-                contents,
-                count,
-            });
+        if let Some(slot) = slot(&line, inv)? {
+            inv.slots.push(slot);
         }
     }
     for inv in &mut out {
         inv.slots.sort_by_key(|s| s.index);
     }
     Ok(out)
+}
+
+/// A `[COMPONENT]` section header (`t` the line from `[`, `rest` after it), new in `out`.
+fn section(line: &Line<'_>, t: &str, rest: &str, out: &[Inventory]) -> Result<Inventory> {
+    let name = rest
+        .strip_suffix(']')
+        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .ok_or_else(|| line.error_at(t, "a section header is [COMPONENT]"))?;
+    if out.iter().any(|i| i.component == name) {
+        return Err(line.error_at(t, format!("section [{name}] appears twice")));
+    }
+    Ok(Inventory {
+        component: name.to_string(),
+        slots: Vec::new(),
+    })
+}
+
+/// A `SLOT CONTENTS COUNT` line of `inv`: the slot it fills, `None` for COUNT 0.
+fn slot(line: &Line<'_>, inv: &Inventory) -> Result<Option<Slot>> {
+    let words: Vec<&str> = line.words().collect();
+    let [slot, contents, count] = words[..] else {
+        return Err(match words.get(3) {
+            Some(extra) => line.error_at(extra, "a slot line is SLOT CONTENTS COUNT"),
+            None => line.error_at_end("a slot line is SLOT CONTENTS COUNT"),
+        });
+    };
+    let index: u32 = number(line, slot, "SLOT")?;
+    let contents_value: i32 = number(line, contents, "CONTENTS")?;
+    let count_value: i32 = number(line, count, "COUNT")?;
+    if index > MAX_SLOT {
+        return Err(line.error_at(slot, format!("SLOT {index} is over {MAX_SLOT}")));
+    }
+    if count_value < 0 {
+        return Err(line.error_at(count, "COUNT is negative"));
+    }
+    if inv.slots.iter().any(|s| s.index == index) {
+        return Err(line.error_at(slot, format!("slot {index} is listed twice")));
+    }
+    Ok((count_value > 0).then_some(Slot {
+        index,
+        contents: contents_value,
+        count: count_value,
+    }))
 }
 
 #[cfg(test)]

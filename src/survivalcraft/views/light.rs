@@ -8,8 +8,8 @@
 //! digit is an error.
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Cell, Chunk};
-use crate::survivalcraft::views::{lines, utf8};
+use crate::survivalcraft::codec::chunk::{Cell, Chunk};
+use crate::survivalcraft::views::data_lines;
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -34,41 +34,28 @@ pub fn render(chunk: &Chunk) -> Vec<u8> {
 
 /// Parses an edited `light.txt` onto `base` (ids, data and columns kept).
 pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
-    let text = utf8(text)?;
+    let (lines, end_line) = data_lines(text)?;
     let rows_needed = 16 * base.height();
     let mut cells: Vec<Cell> = base.cells().to_vec();
     let mut row = 0;
-    let mut last_line = 0;
-    for (n, line) in lines(text) {
-        last_line = n;
-        let t = line.trim_start();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
-        }
+    for line in lines {
+        let n = line.number;
         if row >= rows_needed {
             return Err(Error::at(n, 1, format!("more than {rows_needed} rows")));
         }
-        let indent = line.len() - t.len();
+        let t = line.text.trim_start();
         let (y, z) = (row / 16, row % 16);
         let mut x = 0;
         for (i, ch) in t.char_indices() {
-            let col = indent + t[..i].chars().count() + 1;
+            let at = t.get(i..).unwrap_or(t);
             let Some(l) = ch.to_digit(16) else {
-                return Err(Error::at(
-                    n,
-                    col,
-                    format!("unknown character {ch:?} (a light is 0-f)"),
-                ));
+                return Err(line.error_at(at, format!("unknown character {ch:?} (a light is 0-f)")));
             };
             if x >= 16 {
-                return Err(Error::at(n, col, "a row has 16 cells"));
+                return Err(line.error_at(at, "a row has 16 cells"));
             }
             if l != 0 && !base.format().stores_light() {
-                return Err(Error::at(
-                    n,
-                    col,
-                    "region chunks do not store light (it must be 0)",
-                ));
+                return Err(line.error_at(at, "region chunks do not store light (it must be 0)"));
             }
             if let Some(c) = cells.get_mut(Chunk::index(x, y, z)) {
                 c.light = l as u8;
@@ -76,17 +63,13 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
             x += 1;
         }
         if x < 16 {
-            return Err(Error::at(
-                n,
-                indent + t.chars().count() + 1,
-                format!("row has {x} cells, not 16"),
-            ));
+            return Err(line.error_at_end(format!("row has {x} cells, not 16")));
         }
         row += 1;
     }
     if row < rows_needed {
         return Err(Error::at(
-            last_line + 1,
+            end_line,
             1,
             format!("{row} rows, expected {rows_needed}"),
         ));
@@ -97,7 +80,7 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::survivalcraft::format::TerrainFormat;
+    use crate::survivalcraft::codec::format::TerrainFormat;
 
     #[test]
     fn light_round_trips() {

@@ -8,17 +8,15 @@ pub mod inventory;
 pub mod light;
 pub mod surface;
 
-/// Splits text into lines numbered from 1 with `\r` and trailing whitespace removed.
-fn lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
-    text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end()))
-}
+use crate::error::Result;
+use crate::text::{self, Line};
 
-/// Text as UTF-8, or an error at the first bad byte.
-fn utf8(text: &[u8]) -> crate::error::Result<&str> {
-    std::str::from_utf8(text).map_err(|e| {
-        let before = &text[..e.valid_up_to()];
-        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-        let col = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
-        crate::error::Error::at(line, col, "text is not UTF-8")
-    })
+/// The lines of a view file that hold data (without trailing blanks; blank lines and lines
+/// starting with `#` left out), and the number of the line after the last one.
+fn data_lines(text: &[u8]) -> Result<(impl Iterator<Item = Line<'_>>, usize)> {
+    let text = text::decode(text, "text is not UTF-8")?;
+    let lines = text::numbered(text)
+        .map(Line::trim_end)
+        .filter(|l| !l.is_blank_or_comment());
+    Ok((lines, text.lines().count() + 1))
 }

@@ -9,8 +9,9 @@
 //! Shaft bytes the file does not show (bottom and sunlight heights) are kept.
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Chunk, Column};
-use crate::survivalcraft::views::{lines, utf8};
+use crate::survivalcraft::codec::chunk::{Chunk, Column};
+use crate::survivalcraft::views::data_lines;
+use crate::text::Line;
 
 /// Renders `surface.txt`.
 pub fn render(chunk: &Chunk) -> Vec<u8> {
@@ -30,80 +31,17 @@ pub fn render(chunk: &Chunk) -> Vec<u8> {
     out.into_bytes()
 }
 
+/// The numbers of a line, in order.
+const NAMES: [&str; 5] = ["X", "Z", "TOP", "TEMPERATURE", "HUMIDITY"];
+
 /// Parses an edited `surface.txt` onto `base`.
 pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
-    let text = utf8(text)?;
+    let (lines, end_line) = data_lines(text)?;
     let mut out = base.clone();
     let mut seen = [false; 256];
-    let mut last_line = 0;
-    let names = ["X", "Z", "TOP", "TEMPERATURE", "HUMIDITY"];
-    // A stored top is a byte; keep any byte the file holds so every chunk round trips.
-    let top_max = if base.format().stores_heights() {
-        255
-    } else {
-        base.height() as u32 - 1
-    };
-    let max = [15, 15, top_max, 15, 15];
-    for (n, line) in lines(text) {
-        last_line = n;
-        let t = line.trim_start();
-        if t.is_empty() || t.starts_with('#') {
-            continue;
-        }
-        let mut v = [0u32; 5];
-        let mut fields = 0;
-        let mut rest = line;
-        while let Some(start) = rest.find(|c: char| c != ' ' && c != '\t') {
-            let col = line.len() - rest.len() + start + 1;
-            let field = &rest[start..];
-            let end = field.find([' ', '\t']).unwrap_or(field.len());
-            let word = &field[..end];
-            rest = &field[end..];
-            if fields == 5 {
-                return Err(Error::at(
-                    n,
-                    col,
-                    "a line has 5 numbers: X Z TOP TEMPERATURE HUMIDITY",
-                ));
-            }
-            if let Some((i, ch)) = word.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
-                return Err(Error::at(
-                    n,
-                    col + word[..i].chars().count(),
-                    format!("unknown character {ch:?}"),
-                ));
-            }
-            let num = word
-                .parse::<u32>()
-                .ok()
-                .filter(|&x| x <= max[fields])
-                .ok_or_else(|| {
-                    Error::at(
-                        n,
-                        col,
-                        format!("{} {word} is out of range 0-{}", names[fields], max[fields]),
-                    )
-                })?;
-            if fields == 2 && !base.format().stores_heights() {
-                let (x, z) = (v[0] as usize, v[1] as usize);
-                if num != u32::from(base.computed_top(x, z)) {
-                    return Err(Error::at(
-                        n,
-                        col,
-                        "region chunks do not store TOP; it follows the cells",
-                    ));
-                }
-            }
-            v[fields] = num;
-            fields += 1;
-        }
-        if fields < 5 {
-            return Err(Error::at(
-                n,
-                line.len() + 1,
-                format!("missing {}", names[fields]),
-            ));
-        }
+    for line in lines {
+        let n = line.number;
+        let v = numbers(base, &line)?;
         let (x, z) = (v[0] as usize, v[1] as usize);
         let Some(s) = seen.get_mut(z * 16 + x) else {
             return Err(Error::at(n, 1, "column outside the chunk"));
@@ -123,7 +61,7 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
     }
     if let Some(i) = seen.iter().position(|s| !s) {
         return Err(Error::at(
-            last_line + 1,
+            end_line,
             1,
             format!("column {} {} is missing", i % 16, i / 16),
         ));
@@ -131,11 +69,57 @@ pub fn parse(base: &Chunk, text: &[u8]) -> Result<Chunk> {
     Ok(out)
 }
 
+/// The five numbers of a `X Z TOP TEMPERATURE HUMIDITY` line, each within its range.
+fn numbers(base: &Chunk, line: &Line<'_>) -> Result<[u32; 5]> {
+    // A stored top is a byte; keep any byte the file holds so every chunk round trips.
+    let top_max = if base.format().stores_heights() {
+        255
+    } else {
+        base.height() as u32 - 1
+    };
+    let max = [15, 15, top_max, 15, 15];
+    let mut v = [0u32; 5];
+    let mut fields = 0;
+    for word in line.words() {
+        if fields == 5 {
+            return Err(line.error_at(word, "a line has 5 numbers: X Z TOP TEMPERATURE HUMIDITY"));
+        }
+        if let Some((i, ch)) = word.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+            let at = word.get(i..).unwrap_or(word);
+            return Err(line.error_at(at, format!("unknown character {ch:?}")));
+        }
+        let num = word
+            .parse::<u32>()
+            .ok()
+            .filter(|&x| x <= max[fields])
+            .ok_or_else(|| {
+                line.error_at(
+                    word,
+                    format!("{} {word} is out of range 0-{}", NAMES[fields], max[fields]),
+                )
+            })?;
+        if fields == 2 && !base.format().stores_heights() {
+            let (x, z) = (v[0] as usize, v[1] as usize);
+            if num != u32::from(base.computed_top(x, z)) {
+                return Err(
+                    line.error_at(word, "region chunks do not store TOP; it follows the cells")
+                );
+            }
+        }
+        v[fields] = num;
+        fields += 1;
+    }
+    if fields < 5 {
+        return Err(line.error_at_end(format!("missing {}", NAMES[fields])));
+    }
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::survivalcraft::chunk::Cell;
-    use crate::survivalcraft::format::TerrainFormat;
+    use crate::survivalcraft::codec::chunk::Cell;
+    use crate::survivalcraft::codec::format::TerrainFormat;
 
     fn chunk(format: TerrainFormat) -> Chunk {
         let mut c = Chunk::empty(format);

@@ -2,11 +2,10 @@
 //!
 //! Survivalcraft changed its terrain storage four times (spec §0): `Chunks.dat` (1.4–1.28,
 //! 16-bit cells), `Chunks32.dat` (1.29–2.1, 32-bit cells), `Chunks32h.dat` (2.2, 256 cells
-//! high) and `Regions/Region X,Z.dat` (2.3+, RLE + raw deflate per chunk). Every layer above
-//! the codecs asks this type about limits (height, bit widths, what is stored) instead of
-//! matching on file names itself.
-
-use crate::error::{Error, Result};
+//! high) and `Regions/Region X,Z.dat` (2.3+, RLE + raw deflate per chunk). Every other
+//! module asks this type about limits (height, bit widths, what is stored) instead of
+//! matching on file names itself; it depends on nothing (the store tells formats apart by
+//! file names and [`super::region`] and [`super::fixed`] headers).
 
 /// A terrain storage format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -95,40 +94,6 @@ impl TerrainFormat {
             _ => None,
         }
     }
-
-    /// Detects the format of a terrain file from its name and its first bytes (at least the
-    /// first 16 bytes for region files; the directory and first chunk header for chunk files
-    /// when present). Anything else gets an error saying what it is.
-    pub fn detect(file_name: &str, head: &[u8]) -> Result<TerrainFormat> {
-        let format = match file_name {
-            "Chunks.dat" => TerrainFormat::Chunks16,
-            "Chunks32.dat" => TerrainFormat::Chunks32,
-            "Chunks32h.dat" => TerrainFormat::Chunks32h,
-            "Chunks32fs.dat" => {
-                return Err(Error::unsupported(
-                    "Chunks32fs.dat (SingleFileStorage) is not a format the game uses by default; not supported",
-                ))
-            }
-            name if crate::survivalcraft::codec::region::region_coords(name).is_some() => {
-                TerrainFormat::Regions
-            }
-            name => {
-                return Err(Error::unsupported(format!(
-                    "{name}: not a Survivalcraft terrain file (expected Chunks.dat, Chunks32.dat, Chunks32h.dat or Regions/Region X,Z.dat)"
-                )))
-            }
-        };
-        match format {
-            TerrainFormat::Regions => {
-                if head.get(..4) != Some(b"RGN1".as_slice()) {
-                    return Err(Error::corrupt(format!("{file_name}: no RGN1 magic")));
-                }
-            }
-            _ => crate::survivalcraft::codec::fixed::check_head(format, head)
-                .map_err(|e| e.context(file_name))?,
-        }
-        Ok(format)
-    }
 }
 
 #[cfg(test)]
@@ -167,16 +132,5 @@ mod tests {
         );
         assert_eq!(TerrainFormat::for_game_version("1.3"), None);
         assert_eq!(TerrainFormat::for_game_version("SCNET-1"), None);
-    }
-
-    #[test]
-    fn detection_rejects_other_files() {
-        assert!(TerrainFormat::detect("Chunks32fs.dat", &[]).is_err());
-        assert!(TerrainFormat::detect("Project.xml", &[]).is_err());
-        assert!(TerrainFormat::detect("Region 1,2.dat", b"XXXX").is_err());
-        assert_eq!(
-            TerrainFormat::detect("Region -1,2.dat", b"RGN1").ok(),
-            Some(TerrainFormat::Regions)
-        );
     }
 }

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::error::{Error, Result};
-use crate::tvda::format::{sniff, DiskFormat};
-use crate::tvda::store::Disk;
+use crate::tvda::store::format::{sniff, DiskFormat};
+use crate::tvda::store::tvda::Disk;
 use crate::vfs::lock::StoreLock;
 
 fn out_err(e: std::io::Error) -> Error {

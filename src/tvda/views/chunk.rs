@@ -13,11 +13,11 @@ use serde_json::Value;
 
 use crate::cubeset::{self, Definition, Grid};
 use crate::error::{Error, Result};
-use crate::tvda::chunk::{
+use crate::tvda::codec::chunk::{
     decode_chunk, encode_chunk, half_to_f32, Geometry, Layer, Tile, CHUNK_SIZE, CHUNK_TILES,
 };
-use crate::tvda::compress::Codec;
-use crate::tvda::json_view::parse_stored;
+use crate::tvda::codec::compress::Codec;
+use crate::tvda::views::json::parse_stored;
 
 /// Tile number ⇄ name, from `tileNumberToNameMap`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

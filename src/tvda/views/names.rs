@@ -6,12 +6,12 @@
 //! Every name parser accepts only the canonical spelling its formatter produces, so each
 //! entry has exactly one path.
 
-use crate::tvda::container::DiskKind;
+use crate::tvda::codec::tvda::DiskKind;
 
 /// How a well-known entry is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Presentation {
-    /// A JSON document, pretty-printed (`json_view`).
+    /// A JSON document, pretty-printed (`views::json`).
     Json,
     /// A gzip-compressed file, shown decompressed.
     Gzip,

@@ -20,20 +20,18 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::bytes::{put_u48, read_vec, ReadAt};
 use crate::error::{Error, Result};
-use crate::tvda::bytes::{put_u48, read_vec, ReadAt};
-use crate::tvda::container::{
+use crate::tvda::codec::tvda::{
     disk_crc, encode_entry, entry_crc, live_index, scan, Content, DiskKind, EntryHeader, EntryKind,
     Header, Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID,
     ROOT_MTIME_OFFSET,
 };
-use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic_with};
-
-/// Mode of a disk file worldfs creates (less the umask).
-const NEW_DISK_MODE: u32 = 0o644;
+use crate::tvda::store::{open_disk, Stamp, NEW_DISK_MODE};
+use crate::vfs::replace::write_atomic_with;
 
 /// A live entry as the index knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,30 +89,6 @@ pub struct CheckReport {
     pub dead_bytes: u64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    len: u64,
-    ino: u64,
-    mtime: i64,
-    mtime_nsec: i64,
-}
-
-impl Stamp {
-    fn of(file: &File) -> Result<Stamp> {
-        let m = file.metadata()?;
-        Ok(Stamp {
-            len: m.len(),
-            ino: m.ino(),
-            mtime: m.mtime(),
-            mtime_nsec: m.mtime_nsec(),
-        })
-    }
-
-    fn of_path(path: &Path) -> Result<Stamp> {
-        Stamp::of(&File::open(path)?)
-    }
-}
-
 /// An open TVDA disk.
 #[derive(Debug)]
 pub struct Disk {
@@ -136,14 +110,7 @@ impl Disk {
     /// Opens a disk: the header and an index scan of every entry header. A writable disk is
     /// never opened through a link, and temporary files of an interrupted rewrite are removed.
     pub fn open(path: &Path, writable: bool) -> Result<Disk> {
-        let file = if writable {
-            let file = open_no_follow(path, true)?;
-            remove_leftovers(path)?;
-            file
-        } else {
-            File::open(path).map_err(|e| Error::from(e).context(path.display()))?
-        };
-        let stamp = Stamp::of(&file)?;
+        let (file, stamp) = open_disk(path, writable, true)?;
         let found = scan(&file, stamp.len).map_err(|e| e.context(path.display()))?;
         if !found.header.marker_ok() {
             log::warn!("{}: byte 47 is not the 0xFE marker", path.display());

@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::tvda::container::{MAGIC, SPEC_VERSION};
+use crate::tvda::codec::tvda::{MAGIC, SPEC_VERSION};
 
 /// A disk format worldfs mounts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

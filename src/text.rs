@@ -1,6 +1,10 @@
-//! Line-oriented reading and writing shared by the `.txt` views of a block: lines with `#`
-//! comments, a cursor over one line for numbers and punctuation with column-exact errors,
+//! The one line/column tokenizer of the text views (Luanti, Survivalcraft and TVDA files):
+//! UTF-8 checked with the position of the first bad byte, numbered lines, words and a cursor
+//! over one line with column-exact errors (columns count characters from 1), `#` comments,
 //! fixed-point decimals (milliseconds, 1/10,000 node) and quoted byte strings.
+//!
+//! Every view reports a bad edit as `line L, column C: reason` through [`Line::error_at`],
+//! so a user's editor can jump to it whichever game the file belongs to.
 
 use crate::error::{excerpt, Error, Result};
 
@@ -12,13 +16,50 @@ pub struct Line<'a> {
 }
 
 impl<'a> Line<'a> {
-    /// An error at the start of `part`, which must be a slice of this line's text.
-    pub fn error_at(&self, part: &str, message: impl std::fmt::Display) -> Error {
+    /// The column (from 1, in characters) where `part`, a slice of this line's text, starts.
+    pub fn column(&self, part: &str) -> usize {
         let offset = (part.as_ptr() as usize)
             .saturating_sub(self.text.as_ptr() as usize)
             .min(self.text.len());
-        let column = self.text.get(..offset).map_or(0, |s| s.chars().count()) + 1;
-        Error::at(self.number, column, message)
+        self.text.get(..offset).map_or(0, |s| s.chars().count()) + 1
+    }
+
+    /// An error at the start of `part`, which must be a slice of this line's text.
+    pub fn error_at(&self, part: &str, message: impl std::fmt::Display) -> Error {
+        Error::at(self.number, self.column(part), message)
+    }
+
+    /// An error just after the last character of the line.
+    pub fn error_at_end(&self, message: impl std::fmt::Display) -> Error {
+        self.error_at(self.text.get(self.text.len()..).unwrap_or(""), message)
+    }
+
+    /// The same line without trailing whitespace.
+    pub fn trim_end(self) -> Line<'a> {
+        Line {
+            text: self.text.trim_end(),
+            ..self
+        }
+    }
+
+    /// The line up to a `#` (anywhere, quotes are not special), without trailing whitespace.
+    pub fn before_hash(self) -> Line<'a> {
+        Line {
+            text: self.text.split_once('#').map_or(self.text, |(b, _)| b),
+            ..self
+        }
+        .trim_end()
+    }
+
+    /// Whether the line is blank or a comment (its first non-blank character is `#`).
+    pub fn is_blank_or_comment(&self) -> bool {
+        let t = self.text.trim_start();
+        t.is_empty() || t.starts_with('#')
+    }
+
+    /// The words of the line, separated by spaces and tabs.
+    pub fn words(&self) -> impl Iterator<Item = &'a str> {
+        self.text.split([' ', '\t']).filter(|w| !w.is_empty())
     }
 
     /// An error at the first non-blank character of the line.
@@ -53,19 +94,29 @@ impl<'a> Line<'a> {
     }
 }
 
-/// The lines of a view file, which must be UTF-8.
-pub fn lines(text: &[u8]) -> Result<impl Iterator<Item = Line<'_>>> {
-    let text = std::str::from_utf8(text).map_err(|e| {
+/// `text` as UTF-8, or an error saying `message` at the line and column of the first byte
+/// that is not.
+pub fn decode<'a>(text: &'a [u8], message: &str) -> Result<&'a str> {
+    std::str::from_utf8(text).map_err(|e| {
         let valid = text.get(..e.valid_up_to()).unwrap_or(&[]);
         let valid = std::str::from_utf8(valid).unwrap_or("");
         let line = valid.matches('\n').count() + 1;
         let column = valid.rsplit('\n').next().map_or(0, |s| s.chars().count()) + 1;
-        Error::at(line, column, "the file is not UTF-8")
-    })?;
-    Ok(text.lines().enumerate().map(|(i, text)| Line {
+        Error::at(line, column, message)
+    })
+}
+
+/// The lines of `text` (without their line breaks), numbered from 1.
+pub fn numbered(text: &str) -> impl Iterator<Item = Line<'_>> {
+    text.lines().enumerate().map(|(i, text)| Line {
         number: i + 1,
         text,
-    }))
+    })
+}
+
+/// The lines of a view file, which must be UTF-8.
+pub fn lines(text: &[u8]) -> Result<impl Iterator<Item = Line<'_>>> {
+    Ok(numbered(decode(text, "the file is not UTF-8")?))
 }
 
 /// Reads the values of one line from left to right.
@@ -405,5 +456,19 @@ mod tests {
             text: "  state = \"a # b\" # comment",
         };
         assert_eq!(line.content(), "state = \"a # b\"");
+    }
+
+    #[test]
+    fn words_and_errors_have_character_columns() {
+        let line = numbered("a\n\t\u{e9}t\u{e9} 12  x # c  ").nth(1).unwrap();
+        assert_eq!(line.number, 2);
+        let line = line.before_hash();
+        let words: Vec<&str> = line.words().collect();
+        assert_eq!(words, ["\u{e9}t\u{e9}", "12", "x"]);
+        assert_eq!(line.column(words[1]), 6);
+        assert_eq!(line.error_at_end("m").message(), "line 2, column 11: m");
+        assert!(numbered("  # c").all(|l| l.is_blank_or_comment()));
+        let e = decode(b"ok\n\xc3\xa9x\xff", "not text").unwrap_err();
+        assert_eq!(e.message(), "line 2, column 3: not text");
     }
 }

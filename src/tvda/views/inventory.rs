@@ -10,7 +10,8 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::tvda::json_view::{parse_stored, store_object};
+use crate::text;
+use crate::tvda::views::json::{parse_stored, store_object};
 
 const HEADER: &str = "# ITEM QUANTITY, one item per line; lines starting with # are ignored\n";
 
@@ -72,52 +73,31 @@ pub fn apply_inventory(player_json: &[u8], text: &[u8]) -> Result<Vec<u8>> {
 
 /// Parses inventory text into (item, quantity) pairs, in the order written.
 pub fn parse_inventory(text: &[u8]) -> Result<Vec<(String, i64)>> {
-    let text = std::str::from_utf8(text).map_err(|e| {
-        let line = text
-            .get(..e.valid_up_to())
-            .unwrap_or(&[])
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count()
-            + 1;
-        Error::at(line, 1, "text is not UTF-8")
-    })?;
+    let text = text::decode(text, "text is not UTF-8")?;
     let mut seen = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for (n, raw) in text.lines().enumerate() {
-        let line_no = n + 1;
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
+    for line in text::numbered(text) {
+        if line.is_blank_or_comment() {
             continue;
         }
-        let indent = raw.len() - raw.trim_start().len();
-        let Some((item, qty)) = line.rsplit_once(char::is_whitespace) else {
-            return Err(Error::at(line_no, indent + 1, "expected ITEM QUANTITY"));
+        let content = line.text.trim();
+        let Some((item, qty)) = content.rsplit_once(char::is_whitespace) else {
+            return Err(line.error_at(content, "expected ITEM QUANTITY"));
         };
         let item = item.trim_end();
-        let qty_col = indent + line.len() - qty.len() + 1;
-        let qty: i64 = qty.parse().map_err(|_| {
-            Error::at(
-                line_no,
-                qty_col,
-                format!("quantity {qty:?} is not a whole number"),
-            )
-        })?;
-        if qty <= 0 {
-            return Err(Error::at(
-                line_no,
-                qty_col,
+        let qty_value: i64 = qty
+            .parse()
+            .map_err(|_| line.error_at(qty, format!("quantity {qty:?} is not a whole number")))?;
+        if qty_value <= 0 {
+            return Err(line.error_at(
+                qty,
                 "quantity must be positive (delete the line to remove the item)",
             ));
         }
         if !seen.insert(item.to_string()) {
-            return Err(Error::at(
-                line_no,
-                indent + 1,
-                format!("item {item} is listed twice"),
-            ));
+            return Err(line.error_at(content, format!("item {item} is listed twice")));
         }
-        out.push((item.to_string(), qty));
+        out.push((item.to_string(), qty_value));
     }
     Ok(out)
 }

@@ -22,9 +22,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
+use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::survivalcraft::codec::project::{self, ProjectInfo};
-use crate::survivalcraft::format::TerrainFormat;
 use crate::survivalcraft::store::World;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::objects::{ObjectCache, Views, Weigh};
@@ -423,7 +423,7 @@ impl Objects {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::survivalcraft::chunk::Cell;
+    use crate::survivalcraft::codec::chunk::Cell;
     use crate::survivalcraft::codec::fixed::empty_directory;
 
     fn world() -> (tempfile::TempDir, Objects) {

@@ -6,7 +6,7 @@
 //! fixed-size files store x/z/y (spec §1.1); their codec reorders.
 
 use crate::error::{Error, Result};
-use crate::survivalcraft::format::TerrainFormat;
+use crate::survivalcraft::codec::format::TerrainFormat;
 
 /// Chunk coordinates: block coordinates `>> 4` (the game's `Point2.Y` is world z).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

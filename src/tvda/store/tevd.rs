@@ -22,18 +22,16 @@ use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::hash::{BuildHasher, Hasher};
 use std::io::Write;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use crate::bytes::{read_vec, ReadAt};
 use crate::error::{Error, Result};
 use crate::names::{escape, unescape};
-use crate::tvda::bytes::{read_vec, ReadAt};
-use crate::tvda::container::disk_crc;
-use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic_with};
+use crate::tvda::codec::tvda::disk_crc;
+use crate::tvda::store::{open_disk, Stamp, NEW_DISK_MODE};
+use crate::vfs::replace::write_atomic_with;
 
-/// Mode of a disk file worldfs creates (less the umask).
-const NEW_DISK_MODE: u32 = 0o644;
-use crate::tvda::tevd::{
+use crate::tvda::codec::tevd::{
     decode_dir, dir_content, file_content, scan, tevd_entry_crc, Layout, TevdEntryHeader,
     TevdHeader, TevdKind, NAME_LEN,
 };
@@ -140,28 +138,16 @@ pub struct TevdDisk {
     /// The directory each shown directory is listed in (its home); see the module doc.
     homes: HashMap<i32, i32>,
     pending: bool,
-    stamp: (u64, u64, i64, i64),
+    stamp: Stamp,
     /// Why the disk must not be written (found when it was opened for writing).
     damage: Option<String>,
-}
-
-fn stamp(file: &File) -> Result<(u64, u64, i64, i64)> {
-    let m = file.metadata()?;
-    Ok((m.len(), m.ino(), m.mtime(), m.mtime_nsec()))
 }
 
 impl TevdDisk {
     /// Opens a disk: scans every entry header and reads the directory listings.
     pub fn open(path: &Path, writable: bool) -> Result<TevdDisk> {
-        let file = if writable {
-            let file = open_no_follow(path, false)?;
-            remove_leftovers(path)?;
-            file
-        } else {
-            File::open(path).map_err(|e| Error::from(e).context(path.display()))?
-        };
-        let stamp = stamp(&file)?;
-        let found = scan(&file, stamp.0).map_err(|e| e.context(path.display()))?;
+        let (file, stamp) = open_disk(path, writable, false)?;
+        let found = scan(&file, stamp.len).map_err(|e| e.context(path.display()))?;
         let mut nodes: Vec<Node> = Vec::with_capacity(found.records.len());
         let mut index = HashMap::new();
         for r in found.records {
@@ -280,7 +266,7 @@ impl TevdDisk {
             (TevdKind::Compressed, Body::Stored(off, _)) => {
                 let mut sizes = [0u8; 12];
                 ReadAt::read_exact_at(&self.file, &mut sizes, *off)?;
-                crate::tvda::bytes::Cursor::new(sizes.get(6..).unwrap_or(&[])).u48()?
+                crate::bytes::Reader::new(sizes.get(6..).unwrap_or(&[])).u48("file size")?
             }
             (TevdKind::Compressed, Body::Owned(_)) => 0,
         };
@@ -389,7 +375,7 @@ impl TevdDisk {
             Body::Stored(off, len) => read_vec(&self.file, *off, *len)?,
             Body::Owned(c) => c.clone(),
         };
-        crate::tvda::bytes::Cursor::new(&content).i32()
+        crate::bytes::Reader::new(&content).i32("symlink target")
     }
 
     /// Why the disk must not be written, when it was opened for writing and is damaged.
@@ -600,7 +586,7 @@ impl TevdDisk {
 
     /// Whether the file changed since it was opened or committed.
     pub fn changed_on_disk(&self) -> Result<bool> {
-        Ok(stamp(&File::open(&self.path)?)? != self.stamp)
+        Ok(Stamp::of_path(&self.path)? != self.stamp)
     }
 
     /// Writes the staged changes as one crash-safe rewrite.

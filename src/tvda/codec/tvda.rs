@@ -4,10 +4,10 @@
 //! A TVDA has no index: entries follow the header back to back until EOF, the discard bit
 //! (type bit 7) kills an entry, and the last live occurrence of an ID wins (tvda.md §2–§3).
 //! `scan` reads only entry headers and size fields, never payloads, so opening a disk costs
-//! one small read per entry. Everything here is pure bytes ⇄ structs; `store` does the I/O.
+//! one small read per entry. Everything here is pure bytes ⇄ structs; `store::tvda` does the I/O.
 
+use crate::bytes::{put_u48, ReadAt, Reader, INT48_MAX};
 use crate::error::{Error, Result};
-use crate::tvda::bytes::{put_u48, Cursor, ReadAt, INT48_MAX};
 
 /// Size of the disk header.
 pub const HEADER_LEN: usize = 300;
@@ -89,8 +89,8 @@ impl Header {
 
     /// Disk capacity in bytes (Terrarum saves write 0).
     pub fn capacity(&self) -> u64 {
-        let mut c = Cursor::new(&self.bytes[4..10]);
-        c.u48().unwrap_or(0)
+        let mut c = Reader::new(&self.bytes[4..10]);
+        c.u48("disk capacity").unwrap_or(0)
     }
 
     /// The disk name (player or world name): both name parts, trailing NULs trimmed.
@@ -240,20 +240,20 @@ pub struct EntryHeader {
 impl EntryHeader {
     /// Decodes an entry header (at least 36 bytes).
     pub fn decode(data: &[u8]) -> Result<EntryHeader> {
-        let mut c = Cursor::new(data);
-        let id = c.i64()?;
-        let parent = c.i64()?;
-        let type_byte = c.u8()?;
+        let mut c = Reader::new(data);
+        let id = c.i64("entry ID")?;
+        let parent = c.i64("entry parent")?;
+        let type_byte = c.u8("entry type")?;
         let mut reserved = [0; 3];
-        reserved.copy_from_slice(c.take(3)?);
+        reserved.copy_from_slice(c.bytes(3, "entry reserved bytes")?);
         Ok(EntryHeader {
             id,
             parent,
             type_byte,
             reserved,
-            ctime: c.u48()?,
-            mtime: c.u48()?,
-            crc: c.u32()?,
+            ctime: c.u48("entry ctime")?,
+            mtime: c.u48("entry mtime")?,
+            crc: c.u32("entry CRC")?,
         })
     }
 
@@ -333,25 +333,25 @@ impl Content {
 
     /// Decodes serialized content of `kind`; the data must be exactly one content.
     pub fn decode(kind: EntryKind, data: &[u8]) -> Result<Content> {
-        let mut c = Cursor::new(data);
+        let mut c = Reader::new(data);
         let content = match kind {
             EntryKind::File => {
-                let len = c.u48()?;
+                let len = c.u48("file size")?;
                 let len = usize::try_from(len).map_err(|_| Error::corrupt("file too large"))?;
-                Content::File(c.take(len)?.to_vec())
+                Content::File(c.bytes(len, "file contents")?.to_vec())
             }
             EntryKind::Directory => {
-                let count = c.u32()? as usize;
+                let count = c.u32("directory count")? as usize;
                 if count > c.remaining() / 8 {
                     return Err(Error::corrupt("directory count exceeds its content"));
                 }
                 let mut ids = Vec::with_capacity(count);
                 for _ in 0..count {
-                    ids.push(c.i64()?);
+                    ids.push(c.i64("directory entry")?);
                 }
                 Content::Directory(ids)
             }
-            EntryKind::Symlink => Content::Symlink(c.i64()?),
+            EntryKind::Symlink => Content::Symlink(c.i64("symlink target")?),
         };
         if c.remaining() != 0 {
             return Err(Error::corrupt("entry content longer than its size field"));
@@ -470,10 +470,10 @@ fn record_at(
     let Some(kind) = entry.kind() else {
         return Ok(Err(format!("unknown entry type {:#04x}", entry.type_byte)));
     };
-    let mut size = Cursor::new(chunk.get(ENTRY_HEADER_LEN as usize..).unwrap_or(&[]));
+    let mut size = Reader::new(chunk.get(ENTRY_HEADER_LEN as usize..).unwrap_or(&[]));
     let content_len = match kind {
-        EntryKind::File => size.u48().map(|n| 6 + n),
-        EntryKind::Directory => size.u32().map(|n| 4 + 8 * u64::from(n)),
+        EntryKind::File => size.u48("file size").map(|n| 6 + n),
+        EntryKind::Directory => size.u32("directory count").map(|n| 4 + 8 * u64::from(n)),
         EntryKind::Symlink => Ok(8),
     };
     let Ok(content_len) = content_len else {
@@ -496,8 +496,7 @@ fn record_at(
 
 /// Whether `record`'s stored CRC matches its content.
 fn crc_ok(src: &(impl ReadAt + ?Sized), record: &Record) -> Result<bool> {
-    let body =
-        crate::tvda::bytes::read_vec(src, record.offset + ENTRY_HEADER_LEN, record.content_len)?;
+    let body = crate::bytes::read_vec(src, record.offset + ENTRY_HEADER_LEN, record.content_len)?;
     Ok(entry_crc(&body) == record.header.crc)
 }
 
@@ -508,7 +507,7 @@ fn next_sound_entry(src: &(impl ReadAt + ?Sized), from: u64, len: u64) -> Result
     let mut start = from;
     while start + ENTRY_HEADER_LEN <= len {
         let block_len = (len - start).min(BLOCK + 17);
-        let block = crate::tvda::bytes::read_vec(src, start, block_len)?;
+        let block = crate::bytes::read_vec(src, start, block_len)?;
         let last = (block_len.saturating_sub(16)).min(BLOCK);
         for i in 0..last {
             let plausible = block

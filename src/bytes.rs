@@ -1,14 +1,68 @@
-//! A bounds-checked big-endian reader over a byte slice, and the matching writers.
+//! The one byte reader of the binary codecs (Luanti map blocks, the TEVd disk family): a
+//! bounds-checked big-endian reader over a byte slice, the matching writers, and positioned
+//! reads from a disk image.
 //!
 //! Every read names what it was reading, so a truncated or corrupt block reports e.g.
 //! "static object 3 data: data ends early" instead of panicking; lengths read from the
-//! data are only ever used to slice the input, never to pre-allocate.
+//! data are only ever used to slice the input, never to pre-allocate. [`ReadAt`] gives
+//! positioned reads from a file or from memory, so the same scanners run over a disk image
+//! in a test and over a real file in a store.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 
 use crate::error::{Error, Result};
 
 /// The longest String32 the engine accepts (`LONG_STRING_MAX_LEN`, 64 MiB).
 pub const LONG_STRING_MAX: usize = 64 << 20;
 
+/// The largest value of an Int48 field (TEVd sizes and timestamps).
+pub const INT48_MAX: u64 = (1 << 48) - 1;
+
+/// Positioned reads from a disk image.
+pub trait ReadAt {
+    /// Fills `buf` from `offset`; fails when the image ends first.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+}
+
+impl ReadAt for [u8] {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let start = usize::try_from(offset).map_err(|_| past_end(offset))?;
+        let end = start
+            .checked_add(buf.len())
+            .ok_or_else(|| past_end(offset))?;
+        let src = self.get(start..end).ok_or_else(|| past_end(offset))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+impl ReadAt for File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        FileExt::read_exact_at(self, buf, offset).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                past_end(offset)
+            } else {
+                e.into()
+            }
+        })
+    }
+}
+
+fn past_end(offset: u64) -> Error {
+    Error::corrupt(format!("read past the end of the disk at offset {offset}"))
+}
+
+/// Reads `len` bytes at `offset` into a new vector (the caller has checked `len` against the
+/// image size, so this never allocates more than the image holds).
+pub fn read_vec(src: &(impl ReadAt + ?Sized), offset: u64, len: u64) -> Result<Vec<u8>> {
+    let len = usize::try_from(len).map_err(|_| Error::corrupt("entry too large for memory"))?;
+    let mut buf = vec![0; len];
+    src.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}
+
+/// Sequential big-endian reads from a slice.
 pub struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
@@ -75,6 +129,18 @@ impl<'a> Reader<'a> {
         Ok(i32::from_be_bytes(self.array(what)?))
     }
 
+    pub fn i64(&mut self, what: &str) -> Result<i64> {
+        Ok(i64::from_be_bytes(self.array(what)?))
+    }
+
+    /// A big-endian unsigned 48-bit integer.
+    pub fn u48(&mut self, what: &str) -> Result<u64> {
+        let b: [u8; 6] = self.array(what)?;
+        let mut full = [0; 8];
+        full[2..].copy_from_slice(&b);
+        Ok(u64::from_be_bytes(full))
+    }
+
     pub fn guid(&mut self, what: &str) -> Result<[u8; 16]> {
         self.array(what)
     }
@@ -108,6 +174,11 @@ pub fn put_u32(out: &mut Vec<u8>, v: u32) {
 
 pub fn put_i32(out: &mut Vec<u8>, v: i32) {
     out.extend_from_slice(&v.to_be_bytes());
+}
+
+/// Appends the low 48 bits of `v`, big-endian (as Terrarum's `toInt48` does).
+pub fn put_u48(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&(v & INT48_MAX).to_be_bytes()[2..]);
 }
 
 /// Writes a String16; `Error::invalid` when longer than 65,535 bytes.
@@ -160,5 +231,22 @@ mod tests {
         assert!(put_string16(&mut out, &vec![0; 65536], "key").is_err());
         put_string16(&mut out, b"ab", "key").unwrap();
         assert_eq!(out, [0, 2, b'a', b'b']);
+    }
+
+    #[test]
+    fn int48_round_trip_and_short_reads_fail() {
+        let mut out = Vec::new();
+        put_u48(&mut out, 0x0102_0304_0506);
+        put_u48(&mut out, u64::MAX);
+        assert_eq!(out, [1, 2, 3, 4, 5, 6, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]);
+        let mut c = Reader::new(&out);
+        assert_eq!(c.u48("a").unwrap(), 0x0102_0304_0506);
+        assert_eq!(c.u48("b").unwrap(), INT48_MAX);
+        assert!(c.u8("c").is_err());
+        let mut buf = [0; 4];
+        assert!(out[..].read_exact_at(&mut buf, 10).is_err());
+        assert!(out[..].read_exact_at(&mut buf, u64::MAX).is_err());
+        out[..].read_exact_at(&mut buf, 8).unwrap();
+        assert_eq!(buf, [0xFF; 4]);
     }
 }

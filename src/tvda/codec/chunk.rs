@@ -7,7 +7,7 @@
 //! same bytes.
 
 use crate::error::{Error, Result};
-use crate::tvda::compress::{compress, decompress, Codec};
+use crate::tvda::codec::compress::{compress, decompress, Codec};
 
 /// Chunk width and height in tiles.
 pub const CHUNK_SIZE: usize = 90;

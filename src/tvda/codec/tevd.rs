@@ -10,8 +10,8 @@
 //! to CRC-32; the disk CRC is computed like TVDA's. Unlike TVDA there is no discard bit and
 //! no appending, so any damage is reported as corruption.
 
+use crate::bytes::{put_u48, ReadAt, Reader, INT48_MAX};
 use crate::error::{Error, Result};
-use crate::tvda::bytes::{put_u48, Cursor, ReadAt, INT48_MAX};
 
 /// Size of an entry header.
 pub const ENTRY_HEADER_LEN: u64 = 281;
@@ -89,8 +89,8 @@ impl TevdHeader {
 
     /// Disk capacity in bytes (0 = unlimited).
     pub fn capacity(&self) -> u64 {
-        Cursor::new(self.bytes.get(4..10).unwrap_or(&[]))
-            .u48()
+        Reader::new(self.bytes.get(4..10).unwrap_or(&[]))
+            .u48("disk capacity")
             .unwrap_or(0)
     }
 
@@ -101,8 +101,8 @@ impl TevdHeader {
 
     /// The stored disk CRC.
     pub fn disk_crc(&self) -> u32 {
-        let mut c = Cursor::new(self.bytes.get(42..46).unwrap_or(&[]));
-        c.u32().unwrap_or(0)
+        let mut c = Reader::new(self.bytes.get(42..46).unwrap_or(&[]));
+        c.u32("disk CRC").unwrap_or(0)
     }
 
     /// Sets the stored disk CRC.
@@ -179,22 +179,22 @@ pub struct TevdEntryHeader {
 
 impl TevdEntryHeader {
     fn decode(data: &[u8], layout: Layout) -> Result<TevdEntryHeader> {
-        let mut c = Cursor::new(data);
-        let id = c.i32()?;
-        let parent = c.i32()?;
-        let t = c.u8()?;
+        let mut c = Reader::new(data);
+        let id = c.i32("entry ID")?;
+        let parent = c.i32("entry parent")?;
+        let t = c.u8("entry type")?;
         let kind = TevdKind::from_type(t, layout)
             .ok_or_else(|| Error::corrupt(format!("entry {id} has unknown type {t:#04x}")))?;
-        let raw = c.take(NAME_LEN)?;
+        let raw = c.bytes(NAME_LEN, "entry name")?;
         let end = raw.iter().position(|&b| b == 0).unwrap_or(NAME_LEN);
         Ok(TevdEntryHeader {
             id,
             parent,
             kind,
             name: raw.get(..end).unwrap_or(&[]).to_vec(),
-            ctime: c.u48()?,
-            mtime: c.u48()?,
-            crc: c.u32()?,
+            ctime: c.u48("entry ctime")?,
+            mtime: c.u48("entry mtime")?,
+            crc: c.u32("entry CRC")?,
         })
     }
 
@@ -250,9 +250,9 @@ pub fn dir_content(children: &[i32]) -> Result<Vec<u8>> {
 
 /// Decodes directory content.
 pub fn decode_dir(content: &[u8]) -> Result<Vec<i32>> {
-    let mut c = Cursor::new(content);
-    let count = c.u16()?;
-    (0..count).map(|_| c.i32()).collect()
+    let mut c = Reader::new(content);
+    let count = c.u16("directory count")?;
+    (0..count).map(|_| c.i32("directory entry")).collect()
 }
 
 /// One entry found by the scan.
@@ -336,7 +336,7 @@ pub fn scan(src: &(impl ReadAt + ?Sized), len: u64) -> Result<TevdScan> {
         let chunk = buf.get_mut(..avail).unwrap_or(&mut []);
         src.read_exact_at(chunk, pos)?;
         if layout.has_footer() && chunk.starts_with(&FOOTER_MARK) {
-            footer = crate::tvda::bytes::read_vec(src, pos, len - pos)?;
+            footer = crate::bytes::read_vec(src, pos, len - pos)?;
             if !footer.ends_with(&FOOTER_END) {
                 return Err(Error::corrupt("TEVD footer does not end with FF 19"));
             }
@@ -344,13 +344,13 @@ pub fn scan(src: &(impl ReadAt + ?Sized), len: u64) -> Result<TevdScan> {
         }
         let header = TevdEntryHeader::decode(chunk, layout)
             .map_err(|e| e.context(format!("entry at offset {pos}")))?;
-        let mut c = Cursor::new(chunk.get(ENTRY_HEADER_LEN as usize..).unwrap_or(&[]));
+        let mut c = Reader::new(chunk.get(ENTRY_HEADER_LEN as usize..).unwrap_or(&[]));
         let short = |_| Error::corrupt(format!("entry at offset {pos} is truncated"));
         let content_len = match header.kind {
-            TevdKind::File => 6 + c.u48().map_err(short)?,
-            TevdKind::Directory => 2 + 4 * u64::from(c.u16().map_err(short)?),
+            TevdKind::File => 6 + c.u48("file size").map_err(short)?,
+            TevdKind::Directory => 2 + 4 * u64::from(c.u16("directory count").map_err(short)?),
             TevdKind::Symlink => 4,
-            TevdKind::Compressed => 12 + c.u48().map_err(short)?,
+            TevdKind::Compressed => 12 + c.u48("compressed file size").map_err(short)?,
         };
         let record = TevdRecord {
             offset: pos,

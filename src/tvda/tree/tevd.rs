@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::now_secs;
 use crate::error::{Error, Result};
-use crate::tvda::tevd::TevdKind;
-use crate::tvda::tevd_store::{NewNode, NodeInfo, TevdDisk};
+use crate::tvda::codec::tevd::TevdKind;
+use crate::tvda::store::tevd::{NewNode, NodeInfo, TevdDisk};
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
@@ -32,12 +33,6 @@ pub struct TevdTree {
     mtimes: Mtimes,
     read_only: bool,
     changes: Throttle,
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// The key under which an entry's mtime is recorded (stale once the entry changes).

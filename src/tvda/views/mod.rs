@@ -1,0 +1,11 @@
+//! Text views of TVDA entries: what a user reads and edits in the mounted tree.
+//!
+//! - [`names`]: the file names of entries (well-known names, actors, chunks, raw entries);
+//! - [`json`]: savegame and actor JSON, pretty-printed and stored back compactly;
+//! - [`inventory`]: a player's item list as `ITEM QUANTITY` lines;
+//! - [`chunk`]: a chunk's tile layers as Cubeset grids.
+
+pub mod chunk;
+pub mod inventory;
+pub mod json;
+pub mod names;
