@@ -24,9 +24,9 @@ use nix::unistd::{fork, setsid, ForkResult};
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::fuse::WorldFs;
-use crate::vfs::core::Unsaved;
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, state_dir};
+use crate::vfs::overlay::Unsaved;
 use crate::vfs::Vfs;
 use crate::worlds::{self, Game};
 

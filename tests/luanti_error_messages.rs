@@ -9,8 +9,8 @@ use worldfs::luanti::blocks::new_block;
 use worldfs::luanti::codec::encode_block;
 use worldfs::luanti::map_store::pos_to_int;
 use worldfs::luanti::tree::{LuantiTree, Options};
-use worldfs::vfs::core::{OpenMode, Vfs};
 use worldfs::vfs::inodes::ROOT;
+use worldfs::vfs::{OpenMode, Vfs};
 
 /// Every log record's level and length, and whether it mentions `light.txt`.
 struct Capture(Mutex<Vec<(log::Level, usize, bool)>>);

@@ -18,8 +18,8 @@ use worldfs::luanti::map_store::pos_to_int;
 use worldfs::luanti::mod_storage::sqlite::SqliteModStorage;
 use worldfs::luanti::tree::{LuantiTree, Options};
 use worldfs::names::NAME_MAX;
-use worldfs::vfs::core::{OpenMode, Vfs};
 use worldfs::vfs::inodes::ROOT;
+use worldfs::vfs::{OpenMode, Vfs};
 
 const MOD: &str = "mymod";
 
