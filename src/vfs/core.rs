@@ -33,7 +33,7 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::vfs::fresh::FreshDirs;
-use crate::vfs::handles::{Handle, OpenFile};
+use crate::vfs::handles::{Handle, Home, OpenFile};
 use crate::vfs::held::Spill;
 use crate::vfs::inodes::Inodes;
 use crate::vfs::overlay::{overlay_stat, Overlay};
@@ -246,7 +246,7 @@ impl Vfs {
         if let Some(size) = size {
             let len = check_size(size)?;
             if let Some(fh) = fh {
-                lock(&*self.handle(fh)?)?.written = true;
+                lock(&*self.handle(fh)?)?.state.wrote();
             }
             let truncated = match &file {
                 Some(f) => {
@@ -271,7 +271,7 @@ impl Vfs {
             if let Some(m) = mtime {
                 f.mtime = m;
             }
-            if let (Some(mode), true) = (mode, f.scratch) {
+            if let (Some(mode), Home::Core) = (mode, f.home) {
                 f.perm = (mode & 0o777) as u16;
             }
         }
@@ -390,7 +390,7 @@ impl Vfs {
         let path = child(&self.path_of(parent)?, name);
         let removed = lock(&self.overlay)?.remove(&path);
         match removed {
-            Some(o) if o.scratch => {
+            Some(o) if o.held.is_scratch() => {
                 // The only copy of a file moved aside and never replaced: deleting it
                 // deletes the object (`mv a a~ && rm a~` removes a).
                 let source = {

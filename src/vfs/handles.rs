@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use crate::error::{Error, Result};
 use crate::vfs::core::{check_name, check_size, child, display_path, lock, rebased, Vfs};
 use crate::vfs::held::Text;
-use crate::vfs::overlay::{overlay_stat, Overlay};
+use crate::vfs::overlay::{overlay_stat, Held, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
 
 /// The content of a file while handles are open on it.
@@ -22,8 +22,8 @@ pub(super) struct OpenFile {
     pub(super) dirty: bool,
     pub(super) mtime: SystemTime,
     pub(super) perm: u16,
-    /// Held by the core (a scratch file): a commit updates the held text, not the tree.
-    pub(super) scratch: bool,
+    /// Where its commits go.
+    pub(super) home: Home,
     pub(super) handles: usize,
     pub(super) writers: usize,
 }
@@ -44,16 +44,58 @@ impl OpenFile {
     }
 }
 
+/// Where the content of an open file is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Home {
+    /// To the tree, which parses and stores it.
+    Tree,
+    /// To the text the core holds (a scratch file): never to the tree.
+    Core,
+}
+
+/// One open descriptor of a file.
 pub(super) struct Handle {
     pub(super) file: Arc<Mutex<OpenFile>>,
-    pub(super) write: bool,
-    /// Whether anything was written or truncated through this handle since it was opened
-    /// (an open with `O_TRUNC` or a create alone makes the file dirty but not written).
-    pub(super) written: bool,
-    /// Whether one close of this handle, with nothing written, was let pass uncommitted.
-    pub(super) deferred: bool,
-    /// Whether this handle created its file (`open(O_CREAT)` of a new name).
-    pub(super) created: bool,
+    pub(super) state: HandleState,
+}
+
+/// Where a handle is in the close-time commit (see [`Vfs::flush`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HandleState {
+    /// Opened for reading only: its closes commit nothing.
+    Reading,
+    /// Opened for writing; nothing written or truncated through it and no close yet (an
+    /// open with `O_TRUNC` alone makes the file dirty but writes nothing through it).
+    Opened,
+    /// Created its file (`open(O_CREAT)` of a new name); nothing written and no close yet.
+    Created,
+    /// One close with nothing written was let pass uncommitted.
+    Deferred,
+    /// Something was written or truncated through it: every close commits.
+    Written,
+}
+
+impl HandleState {
+    /// The state of a new handle opened with or without write access.
+    fn opened(write: bool) -> HandleState {
+        if write {
+            HandleState::Opened
+        } else {
+            HandleState::Reading
+        }
+    }
+
+    /// Whether the handle was opened for writing.
+    pub(super) fn writes(self) -> bool {
+        self != HandleState::Reading
+    }
+
+    /// Something was written or truncated through the handle.
+    pub(super) fn wrote(&mut self) {
+        if self.writes() {
+            *self = HandleState::Written;
+        }
+    }
 }
 
 /// How a file is opened.
@@ -79,20 +121,9 @@ impl Vfs {
         Ok(())
     }
 
-    pub(super) fn add_handle(
-        &self,
-        file: Arc<Mutex<OpenFile>>,
-        write: bool,
-        created: bool,
-    ) -> Result<u64> {
+    pub(super) fn add_handle(&self, file: Arc<Mutex<OpenFile>>, state: HandleState) -> Result<u64> {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
-        let h = Handle {
-            file,
-            write,
-            written: false,
-            deferred: false,
-            created,
-        };
+        let h = Handle { file, state };
         lock(&self.handles)?.insert(fh, Arc::new(Mutex::new(h)));
         Ok(fh)
     }
@@ -137,7 +168,7 @@ impl Vfs {
         }
         let joined = Self::join(&*lock(&self.open)?, &path, mode)?;
         if let Some(f) = joined {
-            return self.add_handle(f, mode.write, false);
+            return self.add_handle(f, HandleState::opened(mode.write));
         }
         let held = lock(&self.overlay)?.get(&path).map(|o| {
             let data = if mode.truncate {
@@ -145,10 +176,15 @@ impl Vfs {
             } else {
                 o.text.bytes()
             };
-            (data, o.scratch, o.perm, o.mtime)
+            let home = if o.held.is_scratch() {
+                Home::Core
+            } else {
+                Home::Tree
+            };
+            (data, home, o.perm, o.mtime)
         });
-        let (data, scratch, perm, mtime) = match held {
-            Some((data, scratch, perm, mtime)) => (data?, scratch, perm, mtime),
+        let (data, home, perm, mtime) = match held {
+            Some((data, home, perm, mtime)) => (data?, home, perm, mtime),
             None => {
                 let stat = self.stat_path(&path)?;
                 match stat.kind {
@@ -170,7 +206,7 @@ impl Vfs {
                         .map_err(|e| e.context(display_path(&path)))?
                         .to_vec()
                 };
-                (data, false, stat.perm, stat.mtime)
+                (data, Home::Tree, stat.perm, stat.mtime)
             }
         };
         let file = Arc::new(Mutex::new(OpenFile {
@@ -184,7 +220,7 @@ impl Vfs {
                 mtime
             },
             perm,
-            scratch,
+            home,
             handles: 1,
             writers: usize::from(mode.write),
         }));
@@ -193,13 +229,13 @@ impl Vfs {
             // Another handle may have started writing meanwhile: then share its buffer.
             if let Some(other) = Self::join(&open, &path, mode)? {
                 drop(open);
-                return self.add_handle(other, true, false);
+                return self.add_handle(other, HandleState::Opened);
             }
             open.insert(path.clone(), file.clone());
             drop(open);
             self.attach_readers(&path, &file)?;
         }
-        self.add_handle(file, mode.write, false)
+        self.add_handle(file, HandleState::opened(mode.write))
     }
 
     /// Descriptors opened read-only on `path` before `file` started being written read from
@@ -213,7 +249,7 @@ impl Vfs {
         let handles: Vec<Arc<Mutex<Handle>>> = lock(&self.handles)?.values().cloned().collect();
         for h in handles {
             let mut h = lock(&h)?;
-            if h.write || Arc::ptr_eq(&h.file, file) || lock(&h.file)?.path != path {
+            if h.state.writes() || Arc::ptr_eq(&h.file, file) || lock(&h.file)?.path != path {
                 continue;
             }
             lock(file)?.handles += 1;
@@ -234,15 +270,17 @@ impl Vfs {
             .tree
             .classify(&dir, name)
             .map_err(|e| e.context(display_path(&path)))?;
-        let scratch = class == NewFile::Scratch;
+        let (held, home) = match class {
+            NewFile::Scratch => (Held::Scratch, Home::Core),
+            NewFile::Object => (Held::New, Home::Tree),
+        };
         let now = SystemTime::now();
         let o = Overlay {
             text: Text::Memory(Vec::new()),
             mtime: now,
             set_mtime: None,
             perm: (mode & 0o777) as u16,
-            scratch,
-            unsaved: false,
+            held,
             cookie: self.cookie(),
         };
         let stat = overlay_stat(&o);
@@ -253,7 +291,7 @@ impl Vfs {
             dirty: true,
             mtime: now,
             perm: o.perm,
-            scratch,
+            home,
             handles: 1,
             writers: 1,
         }));
@@ -261,7 +299,7 @@ impl Vfs {
         lock(&self.open)?.insert(path.clone(), file.clone());
         lock(&self.overlay)?.insert(path, o);
         self.fresh.show(&dir, name);
-        let fh = self.add_handle(file, true, true)?;
+        let fh = self.add_handle(file, HandleState::Created)?;
         let ino = self
             .inodes
             .write()
@@ -297,7 +335,7 @@ impl Vfs {
         f.dirty = true;
         f.mtime = SystemTime::now();
         drop(f);
-        h.written = true;
+        h.state.wrote();
         Ok(data.len())
     }
 
@@ -324,7 +362,7 @@ impl Vfs {
     pub(super) fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {
         let h = self.handle(fh)?;
         let mut h = lock(&h)?;
-        if !h.write {
+        if !h.state.writes() {
             return Ok(());
         }
         let file = h.file.clone();
@@ -333,9 +371,11 @@ impl Vfs {
         if f.detached || !f.dirty {
             return Ok(());
         }
-        if !h.written && !h.deferred && !last {
-            h.deferred = true;
-            if f.scratch {
+        let first_close = matches!(h.state, HandleState::Opened | HandleState::Created);
+        if first_close && !last {
+            let created = h.state == HandleState::Created;
+            h.state = HandleState::Deferred;
+            if f.home == Home::Core {
                 return Ok(());
             }
             self.tree.check(&f.path, &f.data).map_err(|e| {
@@ -346,7 +386,7 @@ impl Vfs {
             })?;
             // A new file the tree takes empty exists once its first close returns (its
             // folder's times change then, not at the kernel's later release).
-            if !h.created {
+            if !created {
                 return Ok(());
             }
         }
@@ -356,7 +396,7 @@ impl Vfs {
     /// Commits an open file's buffer: scratch text to the overlay, anything else to the tree.
     pub(super) fn commit_file(&self, f: &mut OpenFile) -> Result<()> {
         f.dirty = false;
-        if f.scratch {
+        if f.home == Home::Core {
             let text = self.spill.hold(f.data.clone());
             let mut overlay = lock(&self.overlay)?;
             match overlay.get_mut(&f.path) {
@@ -372,8 +412,7 @@ impl Vfs {
                             mtime: f.mtime,
                             set_mtime: None,
                             perm: f.perm,
-                            scratch: true,
-                            unsaved: false,
+                            held: Held::Scratch,
                             cookie: self.cookie(),
                         },
                     );
@@ -396,7 +435,7 @@ impl Vfs {
         let mut open = lock(&self.open)?;
         let mut f = lock(&h.file)?;
         f.handles = f.handles.saturating_sub(1);
-        if h.write {
+        if h.state.writes() {
             f.writers = f.writers.saturating_sub(1);
         }
         if f.handles == 0 && open.get(&f.path).is_some_and(|o| Arc::ptr_eq(o, &h.file)) {
@@ -424,13 +463,13 @@ impl Vfs {
             .count()
     }
 
-    /// Moves the open file at `from` (and, for a folder, those below it) to `to`; `scratch`
-    /// says whether a moved file is now held by the core.
+    /// Moves the open file at `from` (and, for a folder, those below it) to `to`; `home`,
+    /// when given, is where the moved file's commits go from now on.
     pub(super) fn move_open(
         &self,
         from: &[String],
         to: &[String],
-        scratch: Option<bool>,
+        home: Option<Home>,
     ) -> Result<()> {
         let mut open = lock(&self.open)?;
         let moving: Vec<Vec<String>> = open
@@ -444,8 +483,8 @@ impl Vfs {
             {
                 let mut g = lock(&f)?;
                 g.path = dest.clone();
-                if let (Some(s), true) = (scratch, p == from) {
-                    g.scratch = s;
+                if let (Some(home), true) = (home, p == from) {
+                    g.home = home;
                 }
             }
             open.insert(dest, f);

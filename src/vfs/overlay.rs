@@ -17,13 +17,48 @@ pub(super) struct Overlay {
     /// An explicitly set mtime (utimens), carried to the tree when the file is committed.
     pub(super) set_mtime: Option<SystemTime>,
     pub(super) perm: u16,
-    /// Lives only in the core: never committed under this name (a scratch file).
-    pub(super) scratch: bool,
-    /// Text a commit did not take: reported and saved for recovery at unmount.
-    pub(super) unsaved: bool,
+    /// What it is: a scratch file, a new object, or text a commit did not take.
+    pub(super) held: Held,
     /// Its listing cookie: assigned once, so a paged listing neither skips nor repeats it
     /// when other held files come and go.
     pub(super) cookie: u64,
+}
+
+/// What a file the core holds is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Held {
+    /// A scratch file (an editor's swap file, a tool's temporary, a tree file moved aside):
+    /// lives only in the core, never committed under its name, and vanishes at unmount.
+    Scratch,
+    /// A new object created and not committed yet: its first commit stores it.
+    New,
+    /// Text a commit did not take, shown at the path of the file it was for (the store
+    /// unchanged): reported, and saved for recovery at unmount.
+    Failed,
+    /// Text a commit did not take, renamed to a name the tree does not store: held there
+    /// like a scratch file, and still saved for recovery at unmount.
+    FailedScratch,
+}
+
+impl Held {
+    /// Lives only in the core: commits update the held text, never the tree.
+    pub(super) fn is_scratch(self) -> bool {
+        matches!(self, Held::Scratch | Held::FailedScratch)
+    }
+
+    /// Holds text no commit took.
+    pub(super) fn is_unsaved(self) -> bool {
+        matches!(self, Held::Failed | Held::FailedScratch)
+    }
+
+    /// What it becomes when renamed to a name the tree does not store.
+    pub(super) fn renamed_to_scratch(self) -> Held {
+        if self.is_unsaved() {
+            Held::FailedScratch
+        } else {
+            Held::Scratch
+        }
+    }
 }
 
 /// Text no commit took, saved at unmount by [`Vfs::save_unsaved`].
@@ -68,8 +103,7 @@ impl Vfs {
                     cookie: old.map_or_else(|| self.cookie(), |o| o.cookie),
                     text: self.spill.hold(data),
                     mtime: SystemTime::now(),
-                    scratch: false,
-                    unsaved: true,
+                    held: Held::Failed,
                 };
                 overlay.insert(path.to_vec(), o);
                 Err(e.logged())
@@ -82,7 +116,7 @@ impl Vfs {
         let mut paths: Vec<String> = match self.overlay.lock() {
             Ok(o) => o
                 .iter()
-                .filter(|(_, v)| v.unsaved)
+                .filter(|(_, v)| v.held.is_unsaved())
                 .map(|(k, _)| display_path(k))
                 .collect(),
             Err(_) => Vec::new(),
@@ -100,7 +134,7 @@ impl Vfs {
         };
         let mut unsaved: Vec<Unsaved> = held
             .into_iter()
-            .filter(|(_, o)| o.unsaved)
+            .filter(|(_, o)| o.held.is_unsaved())
             .map(|(path, o)| {
                 let dest = path.iter().fold(dir.to_path_buf(), |d, n| d.join(n));
                 let saved = dest
@@ -125,7 +159,7 @@ impl Vfs {
         match self.overlay.lock() {
             Ok(o) => o
                 .iter()
-                .filter(|(_, v)| v.scratch && !v.text.is_empty())
+                .filter(|(_, v)| v.held.is_scratch() && !v.text.is_empty())
                 .map(|(k, _)| display_path(k))
                 .collect(),
             Err(_) => Vec::new(),

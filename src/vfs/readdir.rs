@@ -128,7 +128,7 @@ impl Vfs {
             })
             .filter_map(|(p, o)| {
                 p.last()
-                    .map(|n| (o.cookie, n.clone(), overlay_stat(o), o.scratch))
+                    .map(|n| (o.cookie, n.clone(), overlay_stat(o), o.held.is_scratch()))
             })
             .collect();
         extra.sort_by_key(|e| e.0);

@@ -5,7 +5,8 @@
 
 use crate::error::{Error, Result};
 use crate::vfs::core::{check_name, child, display_path, lock, rebased, Vfs};
-use crate::vfs::overlay::Overlay;
+use crate::vfs::handles::Home;
+use crate::vfs::overlay::{Held, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
 
 impl Vfs {
@@ -106,7 +107,7 @@ impl Vfs {
         }
         lock(&self.overlay)?.remove(from);
         self.detach(to)?;
-        self.move_open(from, to, Some(false))
+        self.move_open(from, to, Some(Home::Tree))
     }
 
     /// A held file under another name the tree does not store: held there, as a scratch
@@ -115,7 +116,7 @@ impl Vfs {
         let mut overlay = lock(&self.overlay)?;
         if let Some(mut o) = overlay.remove(from) {
             o.text = self.spill.hold(data);
-            o.scratch = true;
+            o.held = o.held.renamed_to_scratch();
             o.cookie = self.cookie();
             overlay.insert(to.to_vec(), o);
         }
@@ -126,7 +127,7 @@ impl Vfs {
             }
         }
         self.detach(to)?;
-        self.move_open(from, to, Some(true))
+        self.move_open(from, to, Some(Home::Core))
     }
 
     /// A tree file moved aside (an editor's backup copy): its text becomes a scratch file and
@@ -144,13 +145,12 @@ impl Vfs {
             mtime: stat.mtime,
             set_mtime: None,
             perm: stat.perm,
-            scratch: true,
-            unsaved: false,
+            held: Held::Scratch,
             cookie: self.cookie(),
         };
         self.detach(to)?;
         lock(&self.overlay)?.insert(to.to_vec(), o);
-        self.move_open(from, to, Some(true))
+        self.move_open(from, to, Some(Home::Core))
     }
 
     /// A rename inside the tree; what replaced `to` replaces the text held for it too.
