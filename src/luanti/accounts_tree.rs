@@ -173,10 +173,6 @@ fn not_found(path: &TreePath) -> Error {
     Error::not_found(format!("{}: no such file or directory", path.join("/")))
 }
 
-fn read_only_error() -> Error {
-    Error::read_only("the mount is read-only")
-}
-
 /// The time of folders that have none of their own (as the rest of the Luanti tree).
 fn base_time() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(1_577_836_800)
@@ -544,9 +540,6 @@ impl Accounts {
 
     /// Parses and commits a whole file (creating the player or entry when it is new).
     pub fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         let shown = match self.spot(path)? {
             Spot::Player(name) => self.write_player(&name, data)?,
             Spot::Auth => self.auth()?.with(
@@ -677,9 +670,6 @@ impl Accounts {
 
     /// Deletes the player or mod-storage entry at `path` (`auth.txt`: a no-op).
     pub fn remove(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         match self.spot(path)? {
             Spot::Player(name) => {
                 self.players()?
@@ -700,9 +690,6 @@ impl Accounts {
 
     /// Creates a mod folder (`mod_storage/MOD`); other folders here are fixed.
     pub fn mkdir(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         match self.spot(path) {
             Ok(Spot::Mod(m)) => {
                 check_mod_name(&m)?;
@@ -722,9 +709,6 @@ impl Accounts {
     /// Removes an empty mod folder; the fixed folders accept it as a no-op when empty so
     /// that `rm -r` can proceed.
     pub fn rmdir(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         let not_empty = || Error::new(libc::ENOTEMPTY, format!("{}: not empty", path.join("/")));
         match self.spot(path)? {
             Spot::Players => {
@@ -763,9 +747,6 @@ impl Accounts {
     /// Renames a player (its stored name follows) or a mod-storage entry (within or across
     /// mods); the target is replaced when it exists.
     pub fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         match (self.spot(from)?, self.spot(to)?) {
             (Spot::Player(a), Spot::Player(b)) => {
                 if a == b {
@@ -823,9 +804,6 @@ impl Accounts {
 
     /// Sets the mtime a file shows while its content stays as it is.
     pub fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         match self.spot(path)? {
             Spot::Players | Spot::Mods | Spot::Mod(_) => Ok(()),
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
@@ -886,6 +864,20 @@ mod tests {
     use crate::luanti::mod_storage::sqlite::SqliteModStorage;
     use crate::luanti::players::sqlite::SqlitePlayers;
     use crate::luanti::players::Player;
+
+    const TRUNC: crate::vfs::OpenMode = crate::vfs::OpenMode {
+        write: true,
+        truncate: true,
+        append: false,
+    };
+
+    fn read_only_world(dir: &Path) -> crate::luanti::tree::LuantiTree {
+        let options = crate::luanti::tree::Options {
+            read_only: true,
+            cache_bytes: 1 << 20,
+        };
+        crate::luanti::tree::LuantiTree::open(dir, &options).unwrap()
+    }
 
     fn p(parts: &[&str]) -> Vec<String> {
         parts.iter().map(|s| s.to_string()).collect()
@@ -1044,7 +1036,16 @@ mod tests {
         assert_eq!(a.stat(&p(&["auth.txt"])).unwrap().perm, 0o400);
         assert!(!dir.path().join("players.sqlite").exists());
         assert!(!dir.path().join("auth.sqlite").exists());
-        let e = a.write(&p(&["auth.txt"]), b"x::\n").unwrap_err();
+        // Writes go through the core, which refuses them on a read-only mount.
+        rusqlite::Connection::open(dir.path().join("map.sqlite"))
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .unwrap();
+        let vfs = crate::vfs::Vfs::new(Arc::new(read_only_world(dir.path())), None);
+        let auth = vfs
+            .lookup(crate::vfs::inodes::ROOT, "auth.txt", 1)
+            .unwrap()
+            .0;
+        let e = vfs.open(auth, TRUNC).unwrap_err();
         assert_eq!(e.errno(), libc::EROFS);
         assert!(a.stat(&p(&["mod_storage"])).is_err());
     }

@@ -797,9 +797,6 @@ impl Tree for LuantiTree {
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.write(name, data),
             Place::Accounts => self.accounts()?.write(path, data),
@@ -874,9 +871,6 @@ impl Tree for LuantiTree {
     }
 
     fn remove(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.remove(name),
             Place::Accounts => self.accounts()?.remove(path),
@@ -916,9 +910,6 @@ impl Tree for LuantiTree {
     }
 
     fn mkdir(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::Block(pos) => self.blocks.create(pos),
             Place::Accounts => self.accounts()?.mkdir(path),
@@ -938,9 +929,6 @@ impl Tree for LuantiTree {
     }
 
     fn rmdir(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::Block(pos) => self.blocks.delete(pos),
             Place::Accounts => self.accounts()?.rmdir(path),
@@ -985,9 +973,6 @@ impl Tree for LuantiTree {
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match (self.place(from)?, self.place(to)?) {
             (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
             (Place::Accounts, Place::Accounts) => self.accounts()?.rename(from, to),
@@ -1022,9 +1007,6 @@ impl Tree for LuantiTree {
     }
 
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         let place = self.place(path)?;
         let sub = sub_path(path);
         match place {
@@ -1061,9 +1043,6 @@ impl Tree for LuantiTree {
     }
 
     fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.symlink(name, target),
             _ => Err(no_link_here(path)),

@@ -208,14 +208,6 @@ impl SurvivalcraftTree {
         &self.objects
     }
 
-    fn check_writable(&self) -> Result<()> {
-        match (&self.archive, self.read_only) {
-            (Some(a), _) => Err(Error::read_only(unpack_hint(a))),
-            (None, true) => Err(Error::read_only("the mount is read-only")),
-            (None, false) => Ok(()),
-        }
-    }
-
     fn layout(&self) -> ValueLayout {
         if self.objects.format() == TerrainFormat::Chunks16 {
             ValueLayout::Bits16
@@ -457,7 +449,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        self.check_writable()?;
         let renders = |info: &ProjectInfo| self.inventory_files(info);
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.write(name, data),
@@ -511,7 +502,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn remove(&self, path: &TreePath) -> Result<()> {
-        self.check_writable()?;
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.remove(name),
             Place::Project | Place::View(..) | Place::Inventory(..) => {
@@ -525,7 +515,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn mkdir(&self, path: &TreePath) -> Result<()> {
-        self.check_writable()?;
         match self.place(path)? {
             Place::Chunk(pos) => self.objects.create_chunk(pos),
             _ => Err(Error::not_permitted(format!(
@@ -536,7 +525,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn rmdir(&self, path: &TreePath) -> Result<()> {
-        self.check_writable()?;
         Err(Error::not_permitted(format!(
             "{}: cannot be removed (Survivalcraft chunk files have no way to drop a chunk)",
             path.join("/")
@@ -544,7 +532,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
-        self.check_writable()?;
         match (self.place(from)?, self.place(to)?) {
             (Place::WorldFile(a), Place::WorldFile(b)) => self.world_files()?.rename(a, b),
             _ => Err(Error::new(
@@ -555,7 +542,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
-        self.check_writable()?;
         match self.place(path)? {
             Place::Root | Place::Chunks | Place::Chunk(_) | Place::Holders(_) => Ok(()),
             Place::Holder(kind, name) => self.inventory(kind, name).map(|_| ()),
@@ -578,6 +564,14 @@ impl Tree for SurvivalcraftTree {
         self.read_only
     }
 
+    /// A packed world says how to unpack it to edit it.
+    fn read_only_error(&self) -> Error {
+        match &self.archive {
+            Some(a) => Error::read_only(unpack_hint(a)),
+            None => Error::read_only("the mount is read-only"),
+        }
+    }
+
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.readlink(name),
@@ -586,7 +580,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
-        self.check_writable()?;
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.symlink(name, target),
             _ => Err(no_link_here(path)),

@@ -149,6 +149,15 @@ impl Vfs {
         }
     }
 
+    /// Refuses a change while the tree is read-only (`EROFS`, with the tree's reason): the one
+    /// place a read-only mount is enforced, before every operation that changes anything.
+    pub(super) fn writable(&self) -> Result<()> {
+        if self.tree.read_only() {
+            return Err(self.tree.read_only_error());
+        }
+        Ok(())
+    }
+
     /// The tree under this core.
     pub fn tree(&self) -> &Arc<dyn Tree> {
         &self.tree
@@ -238,6 +247,9 @@ impl Vfs {
         mtime: Option<SystemTime>,
         mode: Option<u32>,
     ) -> Result<Stat> {
+        if size.is_some() || mtime.is_some() || mode.is_some() {
+            self.writable()?;
+        }
         let path = self.path_of(ino)?;
         let file = match fh {
             Some(fh) => Some(lock(&*self.handle(fh)?)?.file.clone()),
@@ -335,9 +347,7 @@ impl Vfs {
     /// `pid`.
     pub fn symlink(&self, parent: u64, name: &str, target: &[u8], pid: u32) -> Result<(u64, Stat)> {
         check_name(name)?;
-        if self.tree.read_only() {
-            return Err(Error::read_only("the mount is read-only"));
-        }
+        self.writable()?;
         let dir = self.path_of(parent)?;
         let path = child(&dir, name);
         if self.stat_path(&path).is_ok() {
@@ -374,10 +384,12 @@ impl Vfs {
             // A fixed folder of a folder this process just made (`cp -r` filling a new block).
             Some(s) if hidden && s.kind == Kind::Dir => {}
             Some(_) => return Err(Error::exists(format!("{} exists", display_path(&path)))),
-            None => self
-                .tree
-                .mkdir(&path)
-                .map_err(|e| e.context(display_path(&path)))?,
+            None => {
+                self.writable()?;
+                self.tree
+                    .mkdir(&path)
+                    .map_err(|e| e.context(display_path(&path)))?
+            }
         }
         self.fresh.show(&dir, name);
         self.fresh.made(&path, pid);
@@ -387,6 +399,7 @@ impl Vfs {
     /// Removes file `name` from `parent`. Pending text (a failed commit's) is discarded and
     /// the stored object shows again; the next removal deletes the object.
     pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
+        self.writable()?;
         let path = child(&self.path_of(parent)?, name);
         let removed = lock(&self.overlay)?.remove(&path);
         match removed {
@@ -425,6 +438,7 @@ impl Vfs {
 
     /// Removes directory `name` from `parent` (and the object it shows).
     pub fn rmdir(&self, parent: u64, name: &str) -> Result<()> {
+        self.writable()?;
         let path = child(&self.path_of(parent)?, name);
         let has_held = lock(&self.overlay)?
             .keys()

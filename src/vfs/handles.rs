@@ -163,8 +163,8 @@ impl Vfs {
     /// Opens the file `ino`.
     pub fn open(&self, ino: u64, mode: OpenMode) -> Result<u64> {
         let path = self.path_of(ino)?;
-        if mode.write && self.tree.read_only() {
-            return Err(Error::read_only("the mount is read-only"));
+        if mode.write {
+            self.writable()?;
         }
         let joined = Self::join(&*lock(&self.open)?, &path, mode)?;
         if let Some(f) = joined {
@@ -261,9 +261,7 @@ impl Vfs {
     /// Creates and opens `name` in `parent` with permission bits `mode`.
     pub fn create(&self, parent: u64, name: &str, mode: u32) -> Result<(u64, Stat, u64)> {
         check_name(name)?;
-        if self.tree.read_only() {
-            return Err(Error::read_only("the mount is read-only"));
-        }
+        self.writable()?;
         let dir = self.path_of(parent)?;
         let path = child(&dir, name);
         let class = self

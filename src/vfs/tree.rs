@@ -137,8 +137,15 @@ pub trait Tree: Send + Sync + 'static {
     /// Sets the modification time of the object at `path` (rsync, `touch -d`).
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()>;
 
-    /// Whether the tree refuses all writes.
+    /// Whether the tree refuses all writes. The core refuses every change while it does (a
+    /// tree may turn read-only while mounted, as a damaged TVDA disk does).
     fn read_only(&self) -> bool;
+
+    /// The error every change meets while [`Tree::read_only`] (`EROFS`); a tree that knows
+    /// more of why it is read-only says it.
+    fn read_only_error(&self) -> Error {
+        Error::read_only("the mount is read-only")
+    }
 
     /// The target of the symbolic link at `path`, byte for byte as stored (never resolved).
     /// Trees without links keep this default, `EINVAL` as `readlink` of a non-link gives.
