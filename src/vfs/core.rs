@@ -101,6 +101,14 @@ pub(super) fn rebased(path: &[String], from: &[String], to: &[String]) -> Option
 /// `ENAMETOOLONG`, as POSIX says, also for names that do not exist.
 pub const NAME_MAX: usize = 255;
 
+/// The permission bits of a mode (`chmod`, `create`): the file type and the set-id and
+/// sticky bits are not kept.
+const PERMISSION_BITS: u32 = 0o777;
+
+pub(super) fn permission_bits(mode: u32) -> u16 {
+    (mode & PERMISSION_BITS) as u16
+}
+
 pub(super) fn check_length(name: &str) -> Result<()> {
     if name.len() > NAME_MAX {
         return Err(Error::new(
@@ -284,7 +292,7 @@ impl Vfs {
                 f.mtime = m;
             }
             if let (Some(mode), Home::Core) = (mode, f.home) {
-                f.perm = (mode & 0o777) as u16;
+                f.perm = permission_bits(mode);
             }
         }
         let held = match lock(&self.overlay)?.get_mut(&path) {
@@ -294,7 +302,7 @@ impl Vfs {
                     o.set_mtime = Some(m);
                 }
                 if let Some(mode) = mode {
-                    o.perm = (mode & 0o777) as u16;
+                    o.perm = permission_bits(mode);
                 }
                 true
             }

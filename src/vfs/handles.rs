@@ -8,7 +8,9 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
-use crate::vfs::core::{check_name, check_size, child, display_path, lock, rebased, Vfs};
+use crate::vfs::core::{
+    check_name, check_size, child, display_path, lock, permission_bits, rebased, Vfs,
+};
 use crate::vfs::held::Text;
 use crate::vfs::overlay::{overlay_stat, Held, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
@@ -277,7 +279,7 @@ impl Vfs {
             text: Text::Memory(Vec::new()),
             mtime: now,
             set_mtime: None,
-            perm: (mode & 0o777) as u16,
+            perm: permission_bits(mode),
             held,
             cookie: self.cookie(),
         };

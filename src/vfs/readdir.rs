@@ -12,6 +12,10 @@ use crate::vfs::tree::{Kind, Stat, MAX_TREE_COOKIE};
 /// The listing cookie of the first file held by the core (after the tree's and `.`, `..`).
 pub(super) const FIRST_HELD_COOKIE: u64 = MAX_TREE_COOKIE + 3;
 
+/// The inode number plain readdir shows for a name not looked up yet: a stand-in, since the
+/// kernel looks the name up before any use.
+const STAND_IN_INO: u64 = u64::MAX >> 1;
+
 /// A directory entry produced by [`Vfs::readdir`].
 pub struct DirEntry<'a> {
     pub ino: u64,
@@ -176,8 +180,7 @@ impl Vfs {
                 return ino;
             }
         }
-        // A stand-in number for plain readdir; the kernel looks the name up before use.
-        u64::MAX >> 1
+        STAND_IN_INO
     }
 }
 

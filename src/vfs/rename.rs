@@ -9,6 +9,9 @@ use crate::vfs::handles::Home;
 use crate::vfs::overlay::{Held, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
 
+/// The mode of a file committed by a rename when the core holds none for it.
+const DEFAULT_PERM: u16 = 0o644;
+
 impl Vfs {
     /// The text held at `from` for a rename: the buffer of a file being written, else the
     /// held text. With `take`, the buffer counts as committed (the rename commits it).
@@ -99,7 +102,7 @@ impl Vfs {
     fn commit_held_over(&self, from: &[String], to: &[String], data: Vec<u8>) -> Result<()> {
         let (set_mtime, perm) = lock(&self.overlay)?
             .get(from)
-            .map_or((None, 0o644), |o| (o.set_mtime, o.perm));
+            .map_or((None, DEFAULT_PERM), |o| (o.set_mtime, o.perm));
         self.commit(to, data, perm)?;
         if let Some(m) = set_mtime {
             self.tree
