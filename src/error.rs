@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::{Mutex, MutexGuard};
 
 /// An error with its errno and a human-readable message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +44,13 @@ fn cut(text: &str, max: usize) -> Cow<'_, str> {
 
 /// The result type used throughout worldfs.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Locks `m`; a lock poisoned by a panicking thread is an error (`EIO`) for this operation,
+/// not a panic of the daemon.
+pub fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| Error::corrupt("internal lock poisoned"))
+}
 
 impl Error {
     /// An error with an explicit errno.
@@ -82,6 +90,21 @@ impl Error {
     /// No such object (`ENOENT`).
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(libc::ENOENT, message)
+    }
+
+    /// A directory where a file is needed (`EISDIR`).
+    pub fn is_dir(message: impl Into<String>) -> Self {
+        Self::new(libc::EISDIR, message)
+    }
+
+    /// Not a directory where one is needed (`ENOTDIR`).
+    pub fn not_dir(message: impl Into<String>) -> Self {
+        Self::new(libc::ENOTDIR, message)
+    }
+
+    /// A directory that still holds entries (`ENOTEMPTY`).
+    pub fn not_empty(message: impl Into<String>) -> Self {
+        Self::new(libc::ENOTEMPTY, message)
     }
 
     /// The object exists already (`EEXIST`).

@@ -26,10 +26,10 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::luanti::auth::{parse_auth, AuthStore};
 use crate::luanti::mod_storage::ModStorage;
 use crate::luanti::players::player::check_name;
@@ -69,11 +69,6 @@ struct Lazy<S> {
     label: String,
     open: Opener<S>,
     store: Mutex<Option<S>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
-    m.lock()
-        .map_err(|_| Error::corrupt("accounts store lock poisoned"))
 }
 
 impl<S> Lazy<S> {
@@ -510,7 +505,7 @@ impl Accounts {
                 }
             }
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
-                return Err(Error::new(libc::ENOTDIR, "not a directory"))
+                return Err(Error::not_dir("not a directory"))
             }
         }
         stream(entries, after, sink);
@@ -532,9 +527,7 @@ impl Accounts {
                 }
                 self.value_text(m, key)
             }
-            Spot::Players | Spot::Mods | Spot::Mod(_) => {
-                Err(Error::new(libc::EISDIR, "is a directory"))
-            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -577,7 +570,7 @@ impl Accounts {
                 changed.then(|| value_to_file(value))
             }
             Spot::Players | Spot::Mods | Spot::Mod(_) => {
-                return Err(Error::new(libc::EISDIR, "is a directory"))
+                return Err(Error::is_dir("is a directory"))
             }
         };
         if let Some(shown) = shown {
@@ -604,9 +597,7 @@ impl Accounts {
             Spot::Auth => parse_auth(data).map(drop),
             Spot::Entry(m, _) if self.mod_exists(&m)? => Ok(()),
             Spot::Entry(..) => Err(not_found(path)),
-            Spot::Players | Spot::Mods | Spot::Mod(_) => {
-                Err(Error::new(libc::EISDIR, "is a directory"))
-            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -682,9 +673,7 @@ impl Accounts {
                 lock(&self.empty_mods)?.insert(m);
                 Ok(())
             }
-            Spot::Players | Spot::Mods | Spot::Mod(_) => {
-                Err(Error::new(libc::EISDIR, "is a directory"))
-            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -709,7 +698,7 @@ impl Accounts {
     /// Removes an empty mod folder; the fixed folders accept it as a no-op when empty so
     /// that `rm -r` can proceed.
     pub fn rmdir(&self, path: &TreePath) -> Result<()> {
-        let not_empty = || Error::new(libc::ENOTEMPTY, format!("{}: not empty", path.join("/")));
+        let not_empty = || Error::not_empty(format!("{}: not empty", path.join("/")));
         match self.spot(path)? {
             Spot::Players => {
                 let any =
@@ -739,7 +728,7 @@ impl Accounts {
                 Ok(())
             }
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
-                Err(Error::new(libc::ENOTDIR, "not a directory"))
+                Err(Error::not_dir("not a directory"))
             }
         }
     }

@@ -511,7 +511,7 @@ impl LuantiTree {
                     .map(|v| Arc::new(value_to_file(&v.value)))
                     .ok_or_else(|| not_found(path))
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -787,7 +787,7 @@ impl Tree for LuantiTree {
                 stream(entries, after, sink);
                 Ok(())
             }
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+            _ => Err(Error::not_dir("not a directory")),
         }
     }
 
@@ -830,7 +830,7 @@ impl Tree for LuantiTree {
                 self.keep_meta_dir(pos, rel);
                 Ok(())
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -843,7 +843,7 @@ impl Tree for LuantiTree {
             }
             Place::Inventory(..) => parse_inventory(data).map(drop),
             Place::Var(_, _, _, key) => check_key(&key),
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -905,7 +905,7 @@ impl Tree for LuantiTree {
                 self.keep_meta_dir(pos, rel);
                 Ok(())
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -952,7 +952,7 @@ impl Tree for LuantiTree {
                 if c.block.metadata.is_empty() {
                     Ok(())
                 } else {
-                    Err(Error::new(libc::ENOTEMPTY, "meta folder not empty"))
+                    Err(Error::not_empty("meta folder not empty"))
                 }
             }
             Place::Vars(pos, rel, private) => {
@@ -960,7 +960,7 @@ impl Tree for LuantiTree {
                 let any = meta_at(&c.block, rel)
                     .is_some_and(|m| m.vars.iter().any(|v| v.private == private));
                 if any {
-                    Err(Error::new(libc::ENOTEMPTY, "folder not empty"))
+                    Err(Error::not_empty("folder not empty"))
                 } else {
                     Ok(())
                 }

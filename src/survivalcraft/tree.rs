@@ -299,7 +299,7 @@ impl SurvivalcraftTree {
             Place::Project => Ok(self.objects.require_project()?.xml.clone()),
             Place::View(pos, view) => Ok(self.objects.chunk_view(*pos, view.name, view.render)?.0),
             Place::Inventory(kind, name) => Ok(Arc::new(self.inventory(*kind, name)?.0)),
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -439,7 +439,7 @@ impl Tree for SurvivalcraftTree {
                 );
                 Ok(())
             }
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+            _ => Err(Error::not_dir("not a directory")),
         }
     }
 
@@ -467,7 +467,7 @@ impl Tree for SurvivalcraftTree {
                     renders,
                 )
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -479,7 +479,7 @@ impl Tree for SurvivalcraftTree {
                 .map_err(|e| Error::invalid(e.message())),
             Place::View(pos, view) => (view.parse)(&self.objects.chunk(pos)?.chunk, data).map(drop),
             Place::Inventory(..) => views::inventory::parse(data).map(drop),
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -510,7 +510,7 @@ impl Tree for SurvivalcraftTree {
                     path.join("/")
                 )))
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 

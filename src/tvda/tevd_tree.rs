@@ -158,7 +158,7 @@ impl Tree for TevdTree {
             let d = self.disk()?;
             let n = Self::resolve(&d, dir)?;
             if n.kind != TevdKind::Directory {
-                return Err(Error::new(libc::ENOTDIR, "not a directory"));
+                return Err(Error::not_dir("not a directory"));
             }
             d.list(n.id)?
         };
@@ -183,7 +183,7 @@ impl Tree for TevdTree {
         let d = self.disk()?;
         let n = Self::resolve(&d, path)?;
         if n.kind == TevdKind::Directory {
-            return Err(Error::new(libc::EISDIR, "is a directory"));
+            return Err(Error::is_dir("is a directory"));
         }
         Ok(Arc::new(d.read(n.id)?))
     }
@@ -193,7 +193,7 @@ impl Tree for TevdTree {
         self.change(|d, now| {
             let id = match Self::resolve(d, path) {
                 Ok(n) if n.kind == TevdKind::Directory => {
-                    return Err(Error::new(libc::EISDIR, "is a directory"))
+                    return Err(Error::is_dir("is a directory"))
                 }
                 Ok(n) => n.id,
                 Err(_) => {
@@ -211,9 +211,7 @@ impl Tree for TevdTree {
         let (dir, _) = split(path)?;
         let d = self.disk()?;
         match Self::resolve(&d, path) {
-            Ok(n) if n.kind == TevdKind::Directory => {
-                Err(Error::new(libc::EISDIR, "is a directory"))
-            }
+            Ok(n) if n.kind == TevdKind::Directory => Err(Error::is_dir("is a directory")),
             Ok(_) => Ok(()),
             Err(_) => Self::resolve(&d, dir).map(drop),
         }
@@ -231,7 +229,7 @@ impl Tree for TevdTree {
         self.change(|d, now| {
             let n = Self::resolve(d, path)?;
             if n.kind == TevdKind::Directory {
-                return Err(Error::new(libc::EISDIR, "is a directory"));
+                return Err(Error::is_dir("is a directory"));
             }
             d.remove(n.id, now)?;
             Ok(Vec::new())
@@ -255,7 +253,7 @@ impl Tree for TevdTree {
         self.change(|d, now| {
             let n = Self::resolve(d, path)?;
             if n.kind != TevdKind::Directory {
-                return Err(Error::new(libc::ENOTDIR, "not a directory"));
+                return Err(Error::not_dir("not a directory"));
             }
             d.remove(n.id, now)?;
             Ok(Vec::new())
@@ -270,7 +268,7 @@ impl Tree for TevdTree {
             if let Ok(existing) = Self::resolve(d, to) {
                 if existing.kind == TevdKind::Directory && existing.id != n.id {
                     if n.kind != TevdKind::Directory {
-                        return Err(Error::new(libc::EISDIR, "target is a directory"));
+                        return Err(Error::is_dir("target is a directory"));
                     }
                     d.remove(existing.id, now)?;
                 }

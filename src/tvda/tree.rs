@@ -125,7 +125,7 @@ fn not_found(path: &TreePath) -> Error {
 }
 
 fn is_dir() -> Error {
-    Error::new(libc::EISDIR, "is a directory")
+    Error::is_dir("is a directory")
 }
 
 fn now_secs() -> u64 {
@@ -569,7 +569,7 @@ impl TvdaTree {
         if empty {
             Ok(())
         } else {
-            Err(Error::new(libc::ENOTEMPTY, "folder not empty"))
+            Err(Error::not_empty("folder not empty"))
         }
     }
 
@@ -709,7 +709,7 @@ impl Tree for TvdaTree {
                 self.stream_entries(entries, View::Raw, after, sink);
                 Ok(())
             }
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+            _ => Err(Error::not_dir("not a directory")),
         }
     }
 
@@ -805,7 +805,7 @@ impl Tree for TvdaTree {
                 self.fixed_dir_empty(empty)
             }
             Place::Root => Err(Error::not_permitted("the root cannot be removed")),
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+            _ => Err(Error::not_dir("not a directory")),
         }
     }
 

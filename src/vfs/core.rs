@@ -28,10 +28,10 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::vfs::fresh::FreshDirs;
 use crate::vfs::handles::{Handle, Home, OpenFile};
 use crate::vfs::held::Spill;
@@ -66,11 +66,6 @@ pub struct Vfs {
     /// window another thread's truncation by path can hit.
     #[cfg(test)]
     pub(super) race_in_release: crate::vfs::race_hook::RaceHook<Vfs>,
-}
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
-    m.lock()
-        .map_err(|_| Error::corrupt("internal lock poisoned"))
 }
 
 /// The path shown in messages: `blocks/0,0,0/nodes.cubeset`.
@@ -452,10 +447,10 @@ impl Vfs {
             .keys()
             .any(|p| p.len() > path.len() && p.starts_with(&path));
         if has_held {
-            return Err(Error::new(
-                libc::ENOTEMPTY,
-                format!("{} holds unsaved or scratch files", display_path(&path)),
-            ));
+            return Err(Error::not_empty(format!(
+                "{} holds unsaved or scratch files",
+                display_path(&path)
+            )));
         }
         self.tree
             .rmdir(&path)

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::vfs::core::{
-    check_name, check_size, child, display_path, lock, permission_bits, rebased, Vfs,
+    check_name, check_size, child, display_path, permission_bits, rebased, Vfs,
 };
 use crate::vfs::held::Text;
 use crate::vfs::overlay::{overlay_stat, Held, Overlay};
@@ -191,7 +191,7 @@ impl Vfs {
                 let stat = self.stat_path(&path)?;
                 match stat.kind {
                     Kind::File => {}
-                    Kind::Dir => return Err(Error::new(libc::EISDIR, "is a directory")),
+                    Kind::Dir => return Err(Error::is_dir("is a directory")),
                     // The kernel resolves links before it opens; never read through one.
                     Kind::Symlink => {
                         return Err(Error::new(

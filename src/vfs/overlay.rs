@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::error::Result;
-use crate::vfs::core::{display_path, lock, Vfs};
+use crate::error::{lock, Result};
+use crate::vfs::core::{display_path, Vfs};
 use crate::vfs::held::{private_dir, Text};
 use crate::vfs::tree::{Kind, Stat};
 

@@ -3,8 +3,8 @@
 //! each under a cookie assigned once, so a paged listing neither skips nor repeats one while
 //! other held files come and go.
 
-use crate::error::{Error, Result};
-use crate::vfs::core::{child, display_path, lock, Vfs};
+use crate::error::{lock, Error, Result};
+use crate::vfs::core::{child, display_path, Vfs};
 use crate::vfs::inodes::ROOT;
 use crate::vfs::overlay::overlay_stat;
 use crate::vfs::tree::{Kind, Stat, MAX_TREE_COOKIE};
@@ -49,7 +49,7 @@ impl Vfs {
         let dir = self.path_of(ino)?;
         let dir_stat = self.stat_path(&dir)?;
         if dir_stat.kind != Kind::Dir {
-            return Err(Error::new(libc::ENOTDIR, "not a directory"));
+            return Err(Error::not_dir("not a directory"));
         }
         if !Self::list_dots(ino, offset, &dir_stat, sink) {
             return Ok(());

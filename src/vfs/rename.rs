@@ -3,8 +3,8 @@
 //! another scratch name it stays held; a tree file renamed to a scratch name (an editor's
 //! backup) is moved aside: hidden, but kept in the store until new content replaces it.
 
-use crate::error::{Error, Result};
-use crate::vfs::core::{check_name, child, display_path, lock, rebased, Vfs};
+use crate::error::{lock, Error, Result};
+use crate::vfs::core::{check_name, child, display_path, rebased, Vfs};
 use crate::vfs::handles::Home;
 use crate::vfs::overlay::{Held, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
@@ -71,10 +71,10 @@ impl Vfs {
     ) -> Result<()> {
         match to_in_tree.map(|s| s.kind) {
             Some(Kind::Dir) => {
-                return Err(Error::new(
-                    libc::EISDIR,
-                    format!("{} is a directory", display_path(to)),
-                ))
+                return Err(Error::is_dir(format!(
+                    "{} is a directory",
+                    display_path(to)
+                )))
             }
             Some(Kind::Symlink) => {
                 // A file renamed over a link replaces the link, as anywhere: the link goes,

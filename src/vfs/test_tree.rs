@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::error::{Error, Result};
-use crate::vfs::core::{lock, Vfs};
+use crate::error::{lock, Error, Result};
+use crate::vfs::core::Vfs;
 use crate::vfs::handles::OpenMode;
 pub use crate::vfs::inodes::ROOT;
 use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree};
