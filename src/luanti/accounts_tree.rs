@@ -226,10 +226,6 @@ fn name_line(text: &[u8]) -> usize {
         .map_or(1, |i| i + 1)
 }
 
-fn is_not_found(e: &Error) -> bool {
-    e.errno() == libc::ENOENT
-}
-
 impl Accounts {
     /// The accounts of the world folder `world`, with the backends its `world.mt` names
     /// (nothing is opened yet). Backends worldfs cannot read are left out of the tree.
@@ -557,7 +553,7 @@ impl Accounts {
                         match s.read(&m, &key) {
                             Ok(old) if old == value => return Ok(false),
                             Ok(_) => {}
-                            Err(e) if is_not_found(&e) => {}
+                            Err(e) if e.is_no_such_object() => {}
                             Err(e) => return Err(e),
                         }
                         s.write(&m, &key, value)?;
@@ -588,7 +584,7 @@ impl Accounts {
                 |s| {
                     let stored = match s.load(&name) {
                         Ok(p) => Some(p),
-                        Err(e) if is_not_found(&e) => None,
+                        Err(e) if e.is_no_such_object() => None,
                         Err(e) => return Err(e),
                     };
                     parse_player_file(&name, data, stored.as_ref()).map(drop)
@@ -610,7 +606,7 @@ impl Accounts {
             |s| {
                 let stored = match s.load(name) {
                     Ok(p) => Some(p),
-                    Err(e) if is_not_found(&e) => None,
+                    Err(e) if e.is_no_such_object() => None,
                     Err(e) => return Err(e),
                 };
                 let player = parse_player_file(name, data, stored.as_ref())?;
@@ -750,7 +746,7 @@ impl Accounts {
                         player.name = b.clone();
                         match s.load(&b) {
                             Ok(_) => s.save(&player)?,
-                            Err(e) if is_not_found(&e) => s.create(&player)?,
+                            Err(e) if e.is_no_such_object() => s.create(&player)?,
                             Err(e) => return Err(e),
                         }
                         s.delete(&a)?;
