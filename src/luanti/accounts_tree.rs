@@ -27,7 +27,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
 use crate::luanti::auth::{parse_auth, AuthStore};
@@ -38,7 +38,9 @@ use crate::luanti::players::{parse_player, render_player, Player, PlayerStore};
 use crate::names;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{stream, Entry, Kind, NewFile, Stat, TreePath, MAX_TREE_COOKIE};
+use crate::vfs::tree::{
+    base_time, not_found, stream, Entry, Kind, NewFile, Stat, TreePath, MAX_TREE_COOKIE,
+};
 
 /// The top-level name of the players folder.
 pub const PLAYERS: &str = "players";
@@ -162,15 +164,6 @@ pub struct Accounts {
     empty_mods: Mutex<BTreeSet<String>>,
     mtimes: Mtimes,
     read_only: bool,
-}
-
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
-}
-
-/// The time of folders that have none of their own (as the rest of the Luanti tree).
-fn base_time() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
 }
 
 /// A stable listing cookie for a name.

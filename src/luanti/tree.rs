@@ -14,7 +14,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::luanti::accounts_tree::{self, Accounts};
@@ -27,7 +27,9 @@ use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Stat, Tree, TreePath,
+};
 
 /// The files of a block folder, in listing order, with how each is rendered and parsed.
 struct View {
@@ -156,15 +158,6 @@ fn rel_name(p: RelPos) -> String {
     format!("{},{},{}", p.x, p.y, p.z)
 }
 
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
-}
-
-/// The base time of folders that have none of their own.
-fn base_time() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
-}
-
 /// Strips the one trailing newline a value file gets when shown.
 fn value_from_file(data: &[u8]) -> Vec<u8> {
     data.strip_suffix(b"\n").unwrap_or(data).to_vec()
@@ -231,11 +224,7 @@ const PAGE_SIZE: usize = 512;
 /// Pages kept (several listings may run at once).
 const PAGES_KEPT: usize = 8;
 
-/// How to open a Luanti world.
-pub struct Options {
-    pub read_only: bool,
-    pub cache_bytes: usize,
-}
+pub use crate::vfs::tree::Options;
 
 /// The `map.sqlite` of a source (a world folder or the database itself) and the world folder.
 pub fn locate(source: &Path) -> Result<(PathBuf, Option<PathBuf>)> {

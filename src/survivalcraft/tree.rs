@@ -20,7 +20,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::names;
@@ -32,7 +32,8 @@ use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE,
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Stat, Tree, TreePath,
+    MAX_TREE_COOKIE,
 };
 
 /// The files of a chunk folder, in listing order, with how each is rendered and parsed.
@@ -106,15 +107,6 @@ fn hidden_world_file(name: &str) -> bool {
         || name.contains(".worldfs-")
 }
 
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
-}
-
-/// The time of folders that have none of their own.
-fn base_time() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
-}
-
 /// The listing cookie of a chunk folder: its position, so it never changes. Chunks beyond
 /// ±2^30 (far outside any world the game can make) have none.
 fn chunk_cookie(pos: ChunkPos) -> Option<u64> {
@@ -168,11 +160,7 @@ pub struct SurvivalcraftTree {
     archive: Option<String>,
 }
 
-/// How to open a Survivalcraft world.
-pub struct Options {
-    pub read_only: bool,
-    pub cache_bytes: usize,
-}
+pub use crate::vfs::tree::Options;
 
 /// The message for a packed world that someone wants to write.
 fn unpack_hint(scworld: &str) -> String {

@@ -18,7 +18,7 @@ use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
-use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{not_found, Entry, Kind, NewFile, Stat, Tree, TreePath};
 
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
@@ -47,10 +47,6 @@ fn node_hash(n: &NodeInfo) -> u64 {
     b.extend_from_slice(&n.ctime.to_be_bytes());
     b.extend_from_slice(&n.mtime.to_be_bytes());
     content_hash(&b)
-}
-
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
 }
 
 /// The folder and name of a path (the root has none).

@@ -39,7 +39,7 @@ use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::objects::{Lookup, ObjectCache};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
-use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{not_found, Entry, NewFile, Stat, Tree, TreePath};
 
 /// Largest decoded image shown (Terrarum's thumbnails and screenshots are a few MiB).
 pub const IMAGE_LIMIT: usize = 16 << 20;
@@ -96,11 +96,7 @@ struct State {
     world: Option<Arc<World>>,
 }
 
-/// How to open a disk.
-pub struct Options {
-    pub read_only: bool,
-    pub cache_bytes: usize,
-}
+pub use crate::vfs::tree::Options;
 
 /// A TVDA disk as a tree.
 pub struct TvdaTree {
@@ -118,10 +114,6 @@ pub struct TvdaTree {
     /// interleaving).
     #[cfg(test)]
     after_read: crate::vfs::race_hook::RaceHook<TvdaTree>,
-}
-
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
 }
 
 fn is_dir() -> Error {

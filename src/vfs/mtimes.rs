@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection};
 
 /// 2020-01-01T00:00:00Z: hash-derived times lie in the 194 days before it.
-const BASE_SECS: u64 = 1_577_836_800;
+pub const BASE_SECS: u64 = 1_577_836_800;
 
 /// FNV-1a, 64 bit: a fast, stable hash of stored bytes.
 pub fn content_hash(data: &[u8]) -> u64 {

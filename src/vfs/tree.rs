@@ -10,9 +10,29 @@
 //! so no code path can mistake a target for content or read through a link.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::vfs::mtimes::BASE_SECS;
+
+/// How a game's tree is opened (the mount's options).
+pub struct Options {
+    /// Refuse every change (`--read-only`).
+    pub read_only: bool,
+    /// About how many bytes of decoded objects the tree's cache keeps.
+    pub cache_bytes: usize,
+}
+
+/// The error of a path that names nothing (`ENOENT`).
+pub fn not_found(path: &TreePath) -> Error {
+    Error::not_found(format!("{}: no such file or directory", path.join("/")))
+}
+
+/// The time of folders that have none of their own: the base of the derived times (see
+/// [`derived_mtime`](crate::vfs::mtimes::derived_mtime)).
+pub fn base_time() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(BASE_SECS)
+}
 
 /// A path below the mount root, one file name per component.
 pub type TreePath = [String];
