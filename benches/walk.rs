@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use worldfs::luanti::codec;
 use worldfs::luanti::store::map_sqlite::MapStore;
-use worldfs::luanti::tree::{LuantiTree, Options};
+use worldfs::luanti::tree::LuantiTree;
 use worldfs::luanti::views;
+use worldfs::vfs::tree::Options;
 use worldfs::vfs::Tree;
 use worldfs::Result;
 

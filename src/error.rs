@@ -12,6 +12,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::{Mutex, MutexGuard};
 
 /// An error with its errno and a human-readable message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +21,19 @@ pub struct Error {
     message: String,
     /// Whether this error was written to the log where it happened.
     logged: bool,
+    /// What went wrong, where the errno alone does not tell.
+    kind: ErrorKind,
+}
+
+/// What an error means beyond its errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ErrorKind {
+    /// Nothing more than the errno says.
+    Other,
+    /// The store holds no such object (a player, a mod storage key, an auth entry): an
+    /// answer about the data, unlike an `ENOENT` from the operating system (a file or
+    /// folder gone), which is a failure.
+    NoSuchObject,
 }
 
 /// The most characters a message keeps; the rest is replaced by "…".
@@ -44,6 +58,13 @@ fn cut(text: &str, max: usize) -> Cow<'_, str> {
 /// The result type used throughout worldfs.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// Locks `m`; a lock poisoned by a panicking thread is an error (`EIO`) for this operation,
+/// not a panic of the daemon.
+pub fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| Error::corrupt("internal lock poisoned"))
+}
+
 impl Error {
     /// An error with an explicit errno.
     pub fn new(errno: i32, message: impl Into<String>) -> Self {
@@ -56,6 +77,7 @@ impl Error {
             errno,
             message,
             logged: false,
+            kind: ErrorKind::Other,
         }
     }
 
@@ -82,6 +104,36 @@ impl Error {
     /// No such object (`ENOENT`).
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(libc::ENOENT, message)
+    }
+
+    /// A directory where a file is needed (`EISDIR`).
+    pub fn is_dir(message: impl Into<String>) -> Self {
+        Self::new(libc::EISDIR, message)
+    }
+
+    /// Not a directory where one is needed (`ENOTDIR`).
+    pub fn not_dir(message: impl Into<String>) -> Self {
+        Self::new(libc::ENOTDIR, message)
+    }
+
+    /// A directory that still holds entries (`ENOTEMPTY`).
+    pub fn not_empty(message: impl Into<String>) -> Self {
+        Self::new(libc::ENOTEMPTY, message)
+    }
+
+    /// The store holds no object of that name (a player, a key, an auth entry): `ENOENT`,
+    /// told apart from the operating system's by [`Error::is_no_such_object`].
+    pub fn no_such_object(message: impl Into<String>) -> Self {
+        Error {
+            kind: ErrorKind::NoSuchObject,
+            ..Self::not_found(message)
+        }
+    }
+
+    /// Whether this is the store's answer that it holds no such object (made by
+    /// [`Error::no_such_object`]), not a failure.
+    pub fn is_no_such_object(&self) -> bool {
+        self.kind == ErrorKind::NoSuchObject
     }
 
     /// The object exists already (`EEXIST`).
@@ -193,6 +245,17 @@ mod tests {
         let short = "ünïcödé".repeat(20);
         assert_eq!(excerpt(&short).chars().count(), MAX_QUOTED + 1);
         assert_eq!(excerpt("short"), "short");
+    }
+
+    #[test]
+    fn no_such_object_is_enoent_told_apart_from_the_systems() {
+        let absent = Error::no_such_object("no player \"x\"").context("players/x");
+        assert_eq!(absent.errno(), libc::ENOENT);
+        assert!(absent.is_no_such_object(), "context keeps the kind");
+        let os: Error = std::io::Error::from_raw_os_error(libc::ENOENT).into();
+        assert_eq!(os.errno(), libc::ENOENT);
+        assert!(!os.is_no_such_object());
+        assert!(!Error::not_found("gone").is_no_such_object());
     }
 
     #[test]

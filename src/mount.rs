@@ -24,9 +24,9 @@ use nix::unistd::{fork, setsid, ForkResult};
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::fuse::WorldFs;
-use crate::vfs::core::Unsaved;
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, state_dir};
+use crate::vfs::overlay::Unsaved;
 use crate::vfs::Vfs;
 use crate::worlds::{self, Game};
 
@@ -76,21 +76,17 @@ fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<()> {
         _ => Error::from(e).context(format!("mount point {shown}")),
     })?;
     if !md.is_dir() {
-        return Err(Error::new(
-            libc::ENOTDIR,
-            format!("mount point {shown} is a file, not a folder"),
-        ));
+        return Err(Error::not_dir(format!(
+            "mount point {shown} is a file, not a folder"
+        )));
     }
     let mut entries =
         fs::read_dir(mountpoint).map_err(|e| Error::from(e).context(format!("{shown}")))?;
     if !nonempty && entries.next().is_some() {
-        return Err(Error::new(
-            libc::ENOTEMPTY,
-            format!(
-                "mount point {shown} is not empty: the mount would hide its files (-o nonempty \
+        return Err(Error::not_empty(format!(
+            "mount point {shown} is not empty: the mount would hide its files (-o nonempty \
                  mounts anyway)"
-            ),
-        ));
+        )));
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use crate::luanti;
 use crate::survivalcraft;
 use crate::tvda;
 use crate::tvda::store::format::DiskFormat;
+use crate::vfs::tree::Options;
 use crate::vfs::Tree;
 
 /// The games worldfs mounts.
@@ -80,21 +81,21 @@ pub fn open(
     match game {
         Game::Luanti => Ok(Arc::new(luanti::tree::LuantiTree::open(
             source,
-            &luanti::tree::Options {
+            &Options {
                 read_only,
                 cache_bytes,
             },
         )?)),
         Game::Survivalcraft => Ok(Arc::new(survivalcraft::tree::SurvivalcraftTree::open(
             source,
-            &survivalcraft::tree::Options {
+            &Options {
                 read_only,
                 cache_bytes,
             },
         )?)),
         Game::Tvda => Ok(Arc::new(tvda::tree::TvdaTree::open(
             source,
-            &tvda::tree::Options {
+            &Options {
                 read_only,
                 cache_bytes,
             },

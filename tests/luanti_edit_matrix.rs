@@ -32,9 +32,10 @@ use worldfs::luanti::codec::block::{
 };
 use worldfs::luanti::codec::{decode_block, encode_block};
 use worldfs::luanti::store::map_sqlite::pos_to_int;
-use worldfs::luanti::tree::{block_name, LuantiTree, Options};
+use worldfs::luanti::tree::{block_name, LuantiTree};
 use worldfs::luanti::views;
 use worldfs::names;
+use worldfs::vfs::tree::Options;
 use worldfs::vfs::tree::Tree;
 
 /// A block to edit, of one serialization version.

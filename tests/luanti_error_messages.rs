@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use worldfs::luanti::cache::new_block;
 use worldfs::luanti::codec::encode_block;
 use worldfs::luanti::store::map_sqlite::pos_to_int;
-use worldfs::luanti::tree::{LuantiTree, Options};
-use worldfs::vfs::core::{OpenMode, Vfs};
+use worldfs::luanti::tree::LuantiTree;
 use worldfs::vfs::inodes::ROOT;
+use worldfs::vfs::tree::Options;
+use worldfs::vfs::{OpenMode, Vfs};
 
 /// Every log record's level and length, and whether it mentions `light.txt`.
 struct Capture(Mutex<Vec<(log::Level, usize, bool)>>);

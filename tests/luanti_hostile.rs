@@ -9,7 +9,8 @@ mod common;
 use std::path::Path;
 
 use common::luanti_hostile::{write_pos_world, write_xyz_map, Case, Expect};
-use worldfs::luanti::tree::{block_name, LuantiTree, Options};
+use worldfs::luanti::tree::{block_name, LuantiTree};
+use worldfs::vfs::tree::Options;
 use worldfs::vfs::tree::{Kind, Tree};
 
 fn list(tree: &LuantiTree, path: &[String]) -> worldfs::Result<Vec<String>> {

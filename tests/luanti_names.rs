@@ -16,10 +16,11 @@ use worldfs::luanti::codec::block::{BlockPos, MetaVar, NodeMeta, RelPos};
 use worldfs::luanti::codec::{decode_block, encode_block};
 use worldfs::luanti::store::map_sqlite::pos_to_int;
 use worldfs::luanti::store::mod_storage_sqlite::SqliteModStorage;
-use worldfs::luanti::tree::{LuantiTree, Options};
+use worldfs::luanti::tree::LuantiTree;
 use worldfs::names::NAME_MAX;
-use worldfs::vfs::core::{OpenMode, Vfs};
 use worldfs::vfs::inodes::ROOT;
+use worldfs::vfs::tree::Options;
+use worldfs::vfs::{OpenMode, Vfs};
 
 const MOD: &str = "mymod";
 

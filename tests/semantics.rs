@@ -475,6 +475,62 @@ fn read_only_mounts_refuse_writes() {
     }
 }
 
+/// A read-only mount is enforced once, in the core: every operation that would change
+/// anything (writing opens, create, mkdir, symlink, unlink, rmdir, rename, truncate, touch,
+/// chmod) is `EROFS` in every game, and the store is unchanged.
+#[test]
+fn every_change_on_a_read_only_mount_is_erofs() {
+    for f in fixtures() {
+        let before = f.stored();
+        let vfs = f.vfs(true);
+        let file = ino(&vfs, &f.path()).unwrap();
+        let dir = ino(&vfs, &f.dir).unwrap();
+        let mut folders = Vec::new();
+        vfs.readdir(ROOT, 2, false, PID, &mut |e| {
+            if e.stat.kind == Kind::Dir {
+                folders.push(e.name.to_string());
+            }
+            true
+        })
+        .unwrap();
+        let folder = folders.first().expect("a folder at the root");
+        let rw = OpenMode {
+            write: true,
+            ..OpenMode::default()
+        };
+        let name = f.file.as_str();
+        let errors = [
+            ("open O_TRUNC", vfs.open(file, TRUNC).map(|_| ())),
+            ("open O_RDWR", vfs.open(file, rw).map(|_| ())),
+            ("create", vfs.create(dir, "new", 0o644).map(|_| ())),
+            ("mkdir", vfs.mkdir(dir, "new", PID).map(|_| ())),
+            ("symlink", vfs.symlink(dir, "link", b"x", PID).map(|_| ())),
+            ("unlink", vfs.unlink(dir, name)),
+            ("rmdir", vfs.rmdir(ROOT, folder)),
+            ("rename", vfs.rename(dir, name, dir, "renamed")),
+            (
+                "truncate",
+                vfs.setattr(file, None, Some(0), None, None).map(|_| ()),
+            ),
+            (
+                "touch",
+                vfs.setattr(file, None, None, Some(UNIX_EPOCH), None)
+                    .map(|_| ()),
+            ),
+            (
+                "chmod",
+                vfs.setattr(file, None, None, None, Some(0o600)).map(|_| ()),
+            ),
+        ];
+        for (op, result) in errors {
+            let e = result.expect_err(op);
+            assert_eq!(e.errno(), libc::EROFS, "{} {op}: {e}", f.name);
+        }
+        assert!(f.stored() == before, "{}", f.name);
+        assert!(ino(&vfs, &f.path()).is_ok(), "{}", f.name);
+    }
+}
+
 /// `cp -r` of a Luanti block into a new block folder: `mkdir`, then every file created with
 /// `O_EXCL` in the folder the process made, written and closed.
 #[test]

@@ -17,7 +17,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use worldfs::survivalcraft::codec::chunk::ChunkPos;
-use worldfs::survivalcraft::tree::{Options, SurvivalcraftTree};
+use worldfs::survivalcraft::tree::SurvivalcraftTree;
+use worldfs::vfs::tree::Options;
 use worldfs::vfs::Tree;
 
 /// Every file of a folder tree and its bytes (a link: its target), but worldfs's own

@@ -317,7 +317,8 @@ fn every_corrupted_byte_of_the_small_tevd_sample_is_caught() {
 
 #[test]
 fn a_damaged_disk_mounts_read_only_and_shows_what_is_intact() {
-    use worldfs::tvda::tree::{Options, TvdaTree};
+    use worldfs::tvda::tree::TvdaTree;
+    use worldfs::vfs::tree::Options;
     use worldfs::vfs::Tree;
     let dir = tempfile::tempdir().unwrap();
     std::env::set_var("WORLDFS_STATE_DIR", dir.path());

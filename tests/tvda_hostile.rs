@@ -10,7 +10,8 @@ mod common;
 
 use common::hostile::read_whole;
 
-use worldfs::tvda::tree::{Options, TvdaTree};
+use worldfs::tvda::tree::TvdaTree;
+use worldfs::vfs::tree::Options;
 use worldfs::vfs::Tree;
 
 #[test]

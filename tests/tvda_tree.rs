@@ -16,7 +16,8 @@ use worldfs::tvda::codec::compress::{compress, Codec};
 use worldfs::tvda::codec::tvda::{Content, Header};
 use worldfs::tvda::store::tvda::Disk;
 use worldfs::tvda::tree::tevd::TevdTree;
-use worldfs::tvda::tree::{Options, TvdaTree};
+use worldfs::tvda::tree::TvdaTree;
+use worldfs::vfs::tree::Options;
 use worldfs::vfs::{Kind, NewFile, Tree};
 
 /// One state folder (mtime records) for every test of this process.

@@ -18,7 +18,7 @@ mod blocks;
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime};
 
 use crate::error::{Error, Result};
 use crate::luanti::cache::Blocks;
@@ -29,7 +29,10 @@ use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Stat, Tree,
+    TreePath,
+};
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
 use blocks::{
@@ -58,15 +61,6 @@ enum Place<'a> {
     Inventory(BlockPos, RelPos),
 }
 
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
-}
-
-/// The base time of folders that have none of their own.
-fn base_time() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
-}
-
 /// A Luanti world (or a bare `map.sqlite`) as a tree.
 pub struct LuantiTree {
     blocks: Blocks,
@@ -81,12 +75,6 @@ pub struct LuantiTree {
     /// Blocks whose `block.txt` was written through the mount, and when (within
     /// [`blocks::HEADER_WINDOW`]): a node edit then keeps the lighting flags that file set.
     headers: Mutex<HashMap<BlockPos, Instant>>,
-}
-
-/// How to open a Luanti world.
-pub struct Options {
-    pub read_only: bool,
-    pub cache_bytes: usize,
 }
 
 /// The `map.sqlite` of a source (a world folder or the database itself) and the world folder.
@@ -215,7 +203,7 @@ impl LuantiTree {
                     .map(|v| Arc::new(value_to_file(&v.value)))
                     .ok_or_else(|| not_found(path))
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 }
@@ -260,7 +248,7 @@ impl Tree for LuantiTree {
             Place::Meta(pos) => self.list_meta(pos, after, sink),
             Place::MetaNode(pos, rel) => self.list_meta_node(dir, (pos, rel), after, sink),
             Place::Vars(pos, rel, private) => self.list_vars(dir, (pos, rel, private), after, sink),
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+            _ => Err(Error::not_dir("not a directory")),
         }
     }
 
@@ -270,9 +258,6 @@ impl Tree for LuantiTree {
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.write(name, data),
             Place::Accounts => self.accounts()?.write(path, data),
@@ -306,7 +291,7 @@ impl Tree for LuantiTree {
                 self.keep_meta_dir(pos, rel);
                 Ok(())
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -319,7 +304,7 @@ impl Tree for LuantiTree {
             }
             Place::Inventory(..) => parse_inventory(data).map(drop),
             Place::Var(_, _, _, key) => check_key(&key),
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -347,9 +332,6 @@ impl Tree for LuantiTree {
     }
 
     fn remove(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.remove(name),
             Place::Accounts => self.accounts()?.remove(path),
@@ -384,14 +366,11 @@ impl Tree for LuantiTree {
                 self.keep_meta_dir(pos, rel);
                 Ok(())
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
     fn mkdir(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::Block(pos) => self.blocks.create(pos),
             Place::Accounts => self.accounts()?.mkdir(path),
@@ -411,9 +390,6 @@ impl Tree for LuantiTree {
     }
 
     fn rmdir(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::Block(pos) => self.blocks.delete(pos),
             Place::Accounts => self.accounts()?.rmdir(path),
@@ -437,7 +413,7 @@ impl Tree for LuantiTree {
                 if c.block.metadata.is_empty() {
                     Ok(())
                 } else {
-                    Err(Error::new(libc::ENOTEMPTY, "meta folder not empty"))
+                    Err(Error::not_empty("meta folder not empty"))
                 }
             }
             Place::Vars(pos, rel, private) => {
@@ -445,7 +421,7 @@ impl Tree for LuantiTree {
                 let any = meta_at(&c.block, rel)
                     .is_some_and(|m| m.vars.iter().any(|v| v.private == private));
                 if any {
-                    Err(Error::new(libc::ENOTEMPTY, "folder not empty"))
+                    Err(Error::not_empty("folder not empty"))
                 } else {
                     Ok(())
                 }
@@ -458,9 +434,6 @@ impl Tree for LuantiTree {
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match (self.place(from)?, self.place(to)?) {
             (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
             (Place::Accounts, Place::Accounts) => self.accounts()?.rename(from, to),
@@ -495,9 +468,6 @@ impl Tree for LuantiTree {
     }
 
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         let place = self.place(path)?;
         let sub = sub_path(path);
         match place {
@@ -534,9 +504,6 @@ impl Tree for LuantiTree {
     }
 
     fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.symlink(name, target),
             _ => Err(no_link_here(path)),

@@ -20,7 +20,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::names;
@@ -32,7 +32,8 @@ use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    no_link_here, not_a_link, stream, Entry, NewFile, Stat, Tree, TreePath, MAX_TREE_COOKIE,
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Stat, Tree,
+    TreePath, MAX_TREE_COOKIE,
 };
 
 /// The files of a chunk folder, in listing order, with how each is rendered and parsed.
@@ -106,15 +107,6 @@ fn hidden_world_file(name: &str) -> bool {
         || name.contains(".worldfs-")
 }
 
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
-}
-
-/// The time of folders that have none of their own.
-fn base_time() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
-}
-
 /// The listing cookie of a chunk folder: its position, so it never changes. Chunks beyond
 /// ±2^30 (far outside any world the game can make) have none.
 fn chunk_cookie(pos: ChunkPos) -> Option<u64> {
@@ -168,12 +160,6 @@ pub struct SurvivalcraftTree {
     archive: Option<String>,
 }
 
-/// How to open a Survivalcraft world.
-pub struct Options {
-    pub read_only: bool,
-    pub cache_bytes: usize,
-}
-
 /// The message for a packed world that someone wants to write.
 fn unpack_hint(scworld: &str) -> String {
     format!(
@@ -206,14 +192,6 @@ impl SurvivalcraftTree {
     /// The decoded objects under this tree.
     pub fn objects(&self) -> &Objects {
         &self.objects
-    }
-
-    fn check_writable(&self) -> Result<()> {
-        match (&self.archive, self.read_only) {
-            (Some(a), _) => Err(Error::read_only(unpack_hint(a))),
-            (None, true) => Err(Error::read_only("the mount is read-only")),
-            (None, false) => Ok(()),
-        }
     }
 
     fn layout(&self) -> ValueLayout {
@@ -307,7 +285,7 @@ impl SurvivalcraftTree {
             Place::Project => Ok(self.objects.require_project()?.xml.clone()),
             Place::View(pos, view) => Ok(self.objects.chunk_view(*pos, view.name, view.render)?.0),
             Place::Inventory(kind, name) => Ok(Arc::new(self.inventory(*kind, name)?.0)),
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -452,7 +430,7 @@ impl Tree for SurvivalcraftTree {
                 );
                 Ok(())
             }
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+            _ => Err(Error::not_dir("not a directory")),
         }
     }
 
@@ -462,7 +440,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        self.check_writable()?;
         let renders = |info: &ProjectInfo| self.inventory_files(info);
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.write(name, data),
@@ -481,7 +458,7 @@ impl Tree for SurvivalcraftTree {
                     renders,
                 )
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -493,7 +470,7 @@ impl Tree for SurvivalcraftTree {
                 .map_err(|e| Error::invalid(e.message())),
             Place::View(pos, view) => (view.parse)(&self.objects.chunk(pos)?.chunk, data).map(drop),
             Place::Inventory(..) => views::inventory::parse(data).map(drop),
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -516,7 +493,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn remove(&self, path: &TreePath) -> Result<()> {
-        self.check_writable()?;
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.remove(name),
             Place::Project | Place::View(..) | Place::Inventory(..) => {
@@ -525,12 +501,11 @@ impl Tree for SurvivalcraftTree {
                     path.join("/")
                 )))
             }
-            _ => Err(Error::new(libc::EISDIR, "is a directory")),
+            _ => Err(Error::is_dir("is a directory")),
         }
     }
 
     fn mkdir(&self, path: &TreePath) -> Result<()> {
-        self.check_writable()?;
         match self.place(path)? {
             Place::Chunk(pos) => self.objects.create_chunk(pos),
             _ => Err(Error::not_permitted(format!(
@@ -541,7 +516,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn rmdir(&self, path: &TreePath) -> Result<()> {
-        self.check_writable()?;
         Err(Error::not_permitted(format!(
             "{}: cannot be removed (Survivalcraft chunk files have no way to drop a chunk)",
             path.join("/")
@@ -549,7 +523,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
-        self.check_writable()?;
         match (self.place(from)?, self.place(to)?) {
             (Place::WorldFile(a), Place::WorldFile(b)) => self.world_files()?.rename(a, b),
             _ => Err(Error::new(
@@ -560,7 +533,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
-        self.check_writable()?;
         match self.place(path)? {
             Place::Root | Place::Chunks | Place::Chunk(_) | Place::Holders(_) => Ok(()),
             Place::Holder(kind, name) => self.inventory(kind, name).map(|_| ()),
@@ -583,6 +555,14 @@ impl Tree for SurvivalcraftTree {
         self.read_only
     }
 
+    /// A packed world says how to unpack it to edit it.
+    fn read_only_error(&self) -> Error {
+        match &self.archive {
+            Some(a) => Error::read_only(unpack_hint(a)),
+            None => Error::read_only("the mount is read-only"),
+        }
+    }
+
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.readlink(name),
@@ -591,7 +571,6 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
-        self.check_writable()?;
         match self.place(path)? {
             Place::WorldFile(name) => self.world_files()?.symlink(name, target),
             _ => Err(no_link_here(path)),

@@ -42,7 +42,7 @@ use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
-use crate::vfs::tree::{Entry, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{not_found, Entry, NewFile, Options, Stat, Tree, TreePath};
 use listing::id_cookie;
 
 /// Largest stored entry read to show a file (Terrarum's entries are at most a few MiB).
@@ -71,12 +71,6 @@ struct State {
     world: Option<Arc<World>>,
 }
 
-/// How to open a disk.
-pub struct Options {
-    pub read_only: bool,
-    pub cache_bytes: usize,
-}
-
 /// A TVDA disk as a tree.
 pub struct TvdaTree {
     state: Mutex<State>,
@@ -92,12 +86,8 @@ pub struct TvdaTree {
     after_read: crate::vfs::race_hook::RaceHook<TvdaTree>,
 }
 
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
-}
-
 fn is_dir() -> Error {
-    Error::new(libc::EISDIR, "is a directory")
+    Error::is_dir("is a directory")
 }
 
 /// The time now in whole seconds, as the disks store entry times.
@@ -460,7 +450,7 @@ impl TvdaTree {
         if empty {
             Ok(())
         } else {
-            Err(Error::new(libc::ENOTEMPTY, "folder not empty"))
+            Err(Error::not_empty("folder not empty"))
         }
     }
 
@@ -549,7 +539,7 @@ impl Tree for TvdaTree {
                 self.stream_entries(entries, View::Raw, after, sink);
                 Ok(())
             }
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+            _ => Err(Error::not_dir("not a directory")),
         }
     }
 
@@ -645,7 +635,7 @@ impl Tree for TvdaTree {
                 self.fixed_dir_empty(empty)
             }
             Place::Root => Err(Error::not_permitted("the root cannot be removed")),
-            _ => Err(Error::new(libc::ENOTDIR, "not a directory")),
+            _ => Err(Error::not_dir("not a directory")),
         }
     }
 

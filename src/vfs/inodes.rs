@@ -42,6 +42,10 @@ impl Default for Inodes {
     }
 }
 
+/// The deepest path an inode may have: a deeper chain is a broken table (a loop), not a
+/// path.
+const MAX_DEPTH: usize = 4096;
+
 impl Inodes {
     /// The path of an inode, or `None` when the inode is unknown.
     pub fn path(&self, ino: u64) -> Option<Vec<String>> {
@@ -51,7 +55,7 @@ impl Inodes {
             let node = self.nodes.get(&cur)?;
             parts.push(node.name.to_string());
             cur = node.parent;
-            if parts.len() > 4096 {
+            if parts.len() > MAX_DEPTH {
                 return None;
             }
         }

@@ -4,17 +4,25 @@
 pub mod core;
 pub mod folder;
 pub mod fresh;
+pub mod handles;
 pub mod held;
 pub mod inodes;
 pub mod lock;
 pub mod mtimes;
 pub mod objects;
+pub mod overlay;
 #[cfg(test)]
 pub mod race_hook;
+pub mod readdir;
+pub mod rename;
 pub mod replace;
 pub mod scratch;
+#[cfg(test)]
+pub mod test_tree;
 pub mod throttle;
 pub mod tree;
 
-pub use self::core::{DirEntry, OpenMode, Vfs};
+pub use self::core::Vfs;
+pub use self::handles::OpenMode;
+pub use self::readdir::DirEntry;
 pub use self::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};

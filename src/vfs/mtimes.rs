@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{params, Connection};
 
 /// 2020-01-01T00:00:00Z: hash-derived times lie in the 194 days before it.
-const BASE_SECS: u64 = 1_577_836_800;
+pub const BASE_SECS: u64 = 1_577_836_800;
 
 /// FNV-1a, 64 bit: a fast, stable hash of stored bytes.
 pub fn content_hash(data: &[u8]) -> u64 {
@@ -30,9 +30,16 @@ pub fn content_hash(data: &[u8]) -> u64 {
     h
 }
 
+/// How far before [`BASE_SECS`] derived times spread (about 194 days), so different
+/// contents show different times.
+const DERIVED_SPREAD_SECS: u64 = 1 << 24;
+
+/// How long a write to the times database waits for another writer.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The time shown for bytes never committed through worldfs.
 pub fn derived_mtime(hash: u64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(BASE_SECS - (hash % (1 << 24)))
+    UNIX_EPOCH + Duration::from_secs(BASE_SECS - (hash % DERIVED_SPREAD_SECS))
 }
 
 /// Recorded commit times of one store.
@@ -101,7 +108,7 @@ impl Mtimes {
             let _ = std::fs::create_dir_all(dir);
         }
         let conn = Connection::open(file)?;
-        conn.busy_timeout(Duration::from_secs(2))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         if !read_only {
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS mtimes (key INTEGER PRIMARY KEY, hash INTEGER NOT NULL, mtime_ns INTEGER NOT NULL)",

@@ -10,9 +10,29 @@
 //! so no code path can mistake a target for content or read through a link.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::vfs::mtimes::BASE_SECS;
+
+/// How a game's tree is opened (the mount's options).
+pub struct Options {
+    /// Refuse every change (`--read-only`).
+    pub read_only: bool,
+    /// About how many bytes of decoded objects the tree's cache keeps.
+    pub cache_bytes: usize,
+}
+
+/// The error of a path that names nothing (`ENOENT`).
+pub fn not_found(path: &TreePath) -> Error {
+    Error::not_found(format!("{}: no such file or directory", path.join("/")))
+}
+
+/// The time of folders that have none of their own: the base of the derived times (see
+/// [`derived_mtime`](crate::vfs::mtimes::derived_mtime)).
+pub fn base_time() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(BASE_SECS)
+}
 
 /// A path below the mount root, one file name per component.
 pub type TreePath = [String];
@@ -137,8 +157,15 @@ pub trait Tree: Send + Sync + 'static {
     /// Sets the modification time of the object at `path` (rsync, `touch -d`).
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()>;
 
-    /// Whether the tree refuses all writes.
+    /// Whether the tree refuses all writes. The core refuses every change while it does (a
+    /// tree may turn read-only while mounted, as a damaged TVDA disk does).
     fn read_only(&self) -> bool;
+
+    /// The error every change meets while [`Tree::read_only`] (`EROFS`); a tree that knows
+    /// more of why it is read-only says it.
+    fn read_only_error(&self) -> Error {
+        Error::read_only("the mount is read-only")
+    }
 
     /// The target of the symbolic link at `path`, byte for byte as stored (never resolved).
     /// Trees without links keep this default, `EINVAL` as `readlink` of a non-link gives.

@@ -94,10 +94,9 @@ impl ModStorage {
                 if s.list_keys(modname)?.is_empty() {
                     Ok(())
                 } else {
-                    Err(crate::error::Error::new(
-                        libc::ENOTEMPTY,
-                        format!("mod storage {modname}: has entries"),
-                    ))
+                    Err(crate::error::Error::not_empty(format!(
+                        "mod storage {modname}: has entries"
+                    )))
                 }
             }
             ModStorage::Files(f) => f.remove_mod(modname),

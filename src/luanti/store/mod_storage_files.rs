@@ -165,10 +165,9 @@ impl FilesModStorage {
         match self.load(modname)? {
             None => Ok(()),
             Some(map) if map.is_empty() => remove_durably(&self.path(modname)?),
-            Some(_) => Err(Error::new(
-                libc::ENOTEMPTY,
-                format!("mod storage {modname}: has entries"),
-            )),
+            Some(_) => Err(Error::not_empty(format!(
+                "mod storage {modname}: has entries"
+            ))),
         }
     }
 }

@@ -155,7 +155,7 @@ impl SqliteModStorage {
 }
 
 pub(crate) fn not_found(modname: &str, key: &[u8]) -> Error {
-    Error::not_found(format!(
+    Error::no_such_object(format!(
         "mod storage {modname}: no key {:?}",
         String::from_utf8_lossy(key)
     ))

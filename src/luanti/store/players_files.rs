@@ -96,7 +96,7 @@ impl FilesPlayers {
     pub fn load(&self, name: &str) -> Result<Player> {
         let file = self
             .file_of(name)?
-            .ok_or_else(|| Error::not_found(format!("no player {name:?}")))?;
+            .ok_or_else(|| Error::no_such_object(format!("no player {name:?}")))?;
         self.read(&file)
     }
 
@@ -105,7 +105,7 @@ impl FilesPlayers {
         player.validate()?;
         let file = self
             .file_of(&player.name)?
-            .ok_or_else(|| Error::not_found(format!("no player {:?}", player.name)))?;
+            .ok_or_else(|| Error::no_such_object(format!("no player {:?}", player.name)))?;
         write_atomic(&self.dir.join(file), &render_player(player), FILE_MODE)
     }
 
@@ -128,7 +128,7 @@ impl FilesPlayers {
     pub fn delete(&self, name: &str) -> Result<()> {
         let file = self
             .file_of(name)?
-            .ok_or_else(|| Error::not_found(format!("no player {name:?}")))?;
+            .ok_or_else(|| Error::no_such_object(format!("no player {name:?}")))?;
         remove_durably(&self.dir.join(file))
     }
 }

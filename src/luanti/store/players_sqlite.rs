@@ -99,7 +99,10 @@ impl SqlitePlayers {
             ],
         )?;
         if changed == 0 {
-            return Err(Error::not_found(format!("no player {:?}", player.name)));
+            return Err(Error::no_such_object(format!(
+                "no player {:?}",
+                player.name
+            )));
         }
         write_children(&tx, player)?;
         tx.commit()?;
@@ -149,7 +152,7 @@ impl SqlitePlayers {
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
         delete_children(&tx, name)?;
         if tx.execute("DELETE FROM `player` WHERE `name` = ?1", [name])? == 0 {
-            return Err(Error::not_found(format!("no player {name:?}")));
+            return Err(Error::no_such_object(format!("no player {name:?}")));
         }
         tx.commit()?;
         Ok(())
@@ -248,7 +251,7 @@ fn load(conn: &Connection, name: &str) -> Result<Player> {
     let mut rows = stmt.query([name])?;
     let row = rows
         .next()?
-        .ok_or_else(|| Error::not_found(format!("no player {name:?}")))?;
+        .ok_or_else(|| Error::no_such_object(format!("no player {name:?}")))?;
     let f = |i: usize, what: &str| -> Result<f32> { Ok(number(row.get_ref(i)?, what)? as f32) };
     let mut player = Player {
         name: name.to_string(),

@@ -27,10 +27,10 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::luanti::codec::player::check_name;
 use crate::luanti::store::auth::{parse_auth, AuthStore};
 use crate::luanti::store::mod_storage::ModStorage;
@@ -39,7 +39,7 @@ use crate::luanti::store::world_mt::WorldMt;
 use crate::names;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::tree::{stream, Entry, Kind, NewFile, Stat, TreePath};
+use crate::vfs::tree::{base_time, not_found, stream, Entry, Kind, NewFile, Stat, TreePath};
 use files::{
     check_mod_name, cookie, object_name, parse_player_file, text_name, value_from_file,
     value_to_file,
@@ -65,11 +65,6 @@ pub fn hidden_world_file(name: &str) -> bool {
         || name.starts_with("mod_storage.sqlite")
 }
 
-fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
-    m.lock()
-        .map_err(|_| Error::corrupt("accounts store lock poisoned"))
-}
-
 /// Where an accounts path points.
 enum Spot {
     Players,
@@ -89,23 +84,6 @@ pub struct Accounts {
     empty_mods: Mutex<BTreeSet<String>>,
     mtimes: Mtimes,
     read_only: bool,
-}
-
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
-}
-
-fn read_only_error() -> Error {
-    Error::read_only("the mount is read-only")
-}
-
-/// The time of folders that have none of their own (as the rest of the Luanti tree).
-fn base_time() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(1_577_836_800)
-}
-
-fn is_not_found(e: &Error) -> bool {
-    e.errno() == libc::ENOENT
 }
 
 impl Accounts {
@@ -383,7 +361,7 @@ impl Accounts {
                 }
             }
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
-                return Err(Error::new(libc::ENOTDIR, "not a directory"))
+                return Err(Error::not_dir("not a directory"))
             }
         }
         stream(entries, after, sink);
@@ -405,17 +383,12 @@ impl Accounts {
                 }
                 self.value_text(m, key)
             }
-            Spot::Players | Spot::Mods | Spot::Mod(_) => {
-                Err(Error::new(libc::EISDIR, "is a directory"))
-            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => Err(Error::is_dir("is a directory")),
         }
     }
 
     /// Parses and commits a whole file (creating the player or entry when it is new).
     pub fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         let shown = match self.spot(path)? {
             Spot::Player(name) => self.write_player(&name, data)?,
             Spot::Auth => self.auth()?.with(
@@ -440,7 +413,7 @@ impl Accounts {
                         match s.read(&m, &key) {
                             Ok(old) if old == value => return Ok(false),
                             Ok(_) => {}
-                            Err(e) if is_not_found(&e) => {}
+                            Err(e) if e.is_no_such_object() => {}
                             Err(e) => return Err(e),
                         }
                         s.write(&m, &key, value)?;
@@ -453,7 +426,7 @@ impl Accounts {
                 changed.then(|| value_to_file(value))
             }
             Spot::Players | Spot::Mods | Spot::Mod(_) => {
-                return Err(Error::new(libc::EISDIR, "is a directory"))
+                return Err(Error::is_dir("is a directory"))
             }
         };
         if let Some(shown) = shown {
@@ -471,7 +444,7 @@ impl Accounts {
                 |s| {
                     let stored = match s.load(&name) {
                         Ok(p) => Some(p),
-                        Err(e) if is_not_found(&e) => None,
+                        Err(e) if e.is_no_such_object() => None,
                         Err(e) => return Err(e),
                     };
                     parse_player_file(&name, data, stored.as_ref()).map(drop)
@@ -480,9 +453,7 @@ impl Accounts {
             Spot::Auth => parse_auth(data).map(drop),
             Spot::Entry(m, _) if self.mod_exists(&m)? => Ok(()),
             Spot::Entry(..) => Err(not_found(path)),
-            Spot::Players | Spot::Mods | Spot::Mod(_) => {
-                Err(Error::new(libc::EISDIR, "is a directory"))
-            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => Err(Error::is_dir("is a directory")),
         }
     }
 
@@ -495,7 +466,7 @@ impl Accounts {
             |s| {
                 let stored = match s.load(name) {
                     Ok(p) => Some(p),
-                    Err(e) if is_not_found(&e) => None,
+                    Err(e) if e.is_no_such_object() => None,
                     Err(e) => return Err(e),
                 };
                 let player = parse_player_file(name, data, stored.as_ref())?;
@@ -546,9 +517,6 @@ impl Accounts {
 
     /// Deletes the player or mod-storage entry at `path` (`auth.txt`: a no-op).
     pub fn remove(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         match self.spot(path)? {
             Spot::Player(name) => {
                 self.players()?
@@ -561,17 +529,12 @@ impl Accounts {
                 lock(&self.empty_mods)?.insert(m);
                 Ok(())
             }
-            Spot::Players | Spot::Mods | Spot::Mod(_) => {
-                Err(Error::new(libc::EISDIR, "is a directory"))
-            }
+            Spot::Players | Spot::Mods | Spot::Mod(_) => Err(Error::is_dir("is a directory")),
         }
     }
 
     /// Creates a mod folder (`mod_storage/MOD`); other folders here are fixed.
     pub fn mkdir(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         match self.spot(path) {
             Ok(Spot::Mod(m)) => {
                 check_mod_name(&m)?;
@@ -591,10 +554,7 @@ impl Accounts {
     /// Removes an empty mod folder; the fixed folders accept it as a no-op when empty so
     /// that `rm -r` can proceed.
     pub fn rmdir(&self, path: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
-        let not_empty = || Error::new(libc::ENOTEMPTY, format!("{}: not empty", path.join("/")));
+        let not_empty = || Error::not_empty(format!("{}: not empty", path.join("/")));
         match self.spot(path)? {
             Spot::Players => {
                 let any =
@@ -624,7 +584,7 @@ impl Accounts {
                 Ok(())
             }
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
-                Err(Error::new(libc::ENOTDIR, "not a directory"))
+                Err(Error::not_dir("not a directory"))
             }
         }
     }
@@ -632,9 +592,6 @@ impl Accounts {
     /// Renames a player (its stored name follows) or a mod-storage entry (within or across
     /// mods); the target is replaced when it exists.
     pub fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         match (self.spot(from)?, self.spot(to)?) {
             (Spot::Player(a), Spot::Player(b)) => {
                 if a == b {
@@ -649,7 +606,7 @@ impl Accounts {
                         player.name = b.clone();
                         match s.load(&b) {
                             Ok(_) => s.save(&player)?,
-                            Err(e) if is_not_found(&e) => s.create(&player)?,
+                            Err(e) if e.is_no_such_object() => s.create(&player)?,
                             Err(e) => return Err(e),
                         }
                         s.delete(&a)?;
@@ -692,9 +649,6 @@ impl Accounts {
 
     /// Sets the mtime a file shows while its content stays as it is.
     pub fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
-        if self.read_only {
-            return Err(read_only_error());
-        }
         match self.spot(path)? {
             Spot::Players | Spot::Mods | Spot::Mod(_) => Ok(()),
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use zip::ZipArchive;
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 
 /// A shared, opened `.scworld` archive.
 pub(crate) type Archive = Arc<Mutex<ZipArchive<File>>>;
@@ -32,11 +32,6 @@ pub(crate) enum Blob {
 
 fn zip_error(e: zip::result::ZipError) -> Error {
     Error::corrupt(format!("zip: {e}"))
-}
-
-fn lock<T>(m: &Mutex<T>) -> Result<std::sync::MutexGuard<'_, T>> {
-    m.lock()
-        .map_err(|_| Error::corrupt("archive lock poisoned"))
 }
 
 impl Blob {

@@ -305,10 +305,7 @@ impl TevdDisk {
     fn shown(&self, dir: i32) -> Result<Vec<&Node>> {
         let d = self.node(dir)?;
         if d.header.kind != TevdKind::Directory {
-            return Err(Error::new(
-                libc::ENOTDIR,
-                format!("entry {dir} is not a directory"),
-            ));
+            return Err(Error::not_dir(format!("entry {dir} is not a directory")));
         }
         let (mut ids, mut names) = (HashSet::new(), HashSet::new());
         Ok(d.children
@@ -425,10 +422,7 @@ impl TevdDisk {
             )));
         }
         if self.node(dir)?.header.kind != TevdKind::Directory {
-            return Err(Error::new(
-                libc::ENOTDIR,
-                format!("entry {dir} is not a directory"),
-            ));
+            return Err(Error::not_dir(format!("entry {dir} is not a directory")));
         }
         Ok(raw)
     }
@@ -517,10 +511,7 @@ impl TevdDisk {
             return Err(Error::not_permitted("the root directory cannot be removed"));
         }
         if self.node(id)?.header.kind == TevdKind::Directory && !self.shown(id)?.is_empty() {
-            return Err(Error::new(
-                libc::ENOTEMPTY,
-                format!("directory {id} is not empty"),
-            ));
+            return Err(Error::not_empty(format!("directory {id} is not empty")));
         }
         self.unlink(id, now)?;
         self.nodes.retain(|n| n.header.id != id);

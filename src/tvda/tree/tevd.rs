@@ -19,7 +19,7 @@ use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
-use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{not_found, Entry, Kind, NewFile, Stat, Tree, TreePath};
 
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
@@ -42,10 +42,6 @@ fn node_hash(n: &NodeInfo) -> u64 {
     b.extend_from_slice(&n.ctime.to_be_bytes());
     b.extend_from_slice(&n.mtime.to_be_bytes());
     content_hash(&b)
-}
-
-fn not_found(path: &TreePath) -> Error {
-    Error::not_found(format!("{}: no such file or directory", path.join("/")))
 }
 
 /// The folder and name of a path (the root has none).
@@ -114,16 +110,8 @@ impl TevdTree {
         }
     }
 
-    fn check_writable(&self) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
-        Ok(())
-    }
-
     /// Applies `stage` to the disk and commits; on any error nothing is kept.
     fn change(&self, stage: impl FnOnce(&mut TevdDisk, u64) -> Result<Vec<i32>>) -> Result<()> {
-        self.check_writable()?;
         let mut d = self.disk()?;
         let now = SystemTime::now();
         let result = stage(&mut d, now_secs()).and_then(|ids| d.commit().map(|_| ids));
@@ -161,7 +149,7 @@ impl Tree for TevdTree {
             let d = self.disk()?;
             let n = Self::resolve(&d, dir)?;
             if n.kind != TevdKind::Directory {
-                return Err(Error::new(libc::ENOTDIR, "not a directory"));
+                return Err(Error::not_dir("not a directory"));
             }
             d.list(n.id)?
         };
@@ -186,7 +174,7 @@ impl Tree for TevdTree {
         let d = self.disk()?;
         let n = Self::resolve(&d, path)?;
         if n.kind == TevdKind::Directory {
-            return Err(Error::new(libc::EISDIR, "is a directory"));
+            return Err(Error::is_dir("is a directory"));
         }
         Ok(Arc::new(d.read(n.id)?))
     }
@@ -196,7 +184,7 @@ impl Tree for TevdTree {
         self.change(|d, now| {
             let id = match Self::resolve(d, path) {
                 Ok(n) if n.kind == TevdKind::Directory => {
-                    return Err(Error::new(libc::EISDIR, "is a directory"))
+                    return Err(Error::is_dir("is a directory"))
                 }
                 Ok(n) => n.id,
                 Err(_) => {
@@ -214,9 +202,7 @@ impl Tree for TevdTree {
         let (dir, _) = split(path)?;
         let d = self.disk()?;
         match Self::resolve(&d, path) {
-            Ok(n) if n.kind == TevdKind::Directory => {
-                Err(Error::new(libc::EISDIR, "is a directory"))
-            }
+            Ok(n) if n.kind == TevdKind::Directory => Err(Error::is_dir("is a directory")),
             Ok(_) => Ok(()),
             Err(_) => Self::resolve(&d, dir).map(drop),
         }
@@ -234,7 +220,7 @@ impl Tree for TevdTree {
         self.change(|d, now| {
             let n = Self::resolve(d, path)?;
             if n.kind == TevdKind::Directory {
-                return Err(Error::new(libc::EISDIR, "is a directory"));
+                return Err(Error::is_dir("is a directory"));
             }
             d.remove(n.id, now)?;
             Ok(Vec::new())
@@ -258,7 +244,7 @@ impl Tree for TevdTree {
         self.change(|d, now| {
             let n = Self::resolve(d, path)?;
             if n.kind != TevdKind::Directory {
-                return Err(Error::new(libc::ENOTDIR, "not a directory"));
+                return Err(Error::not_dir("not a directory"));
             }
             d.remove(n.id, now)?;
             Ok(Vec::new())
@@ -273,7 +259,7 @@ impl Tree for TevdTree {
             if let Ok(existing) = Self::resolve(d, to) {
                 if existing.kind == TevdKind::Directory && existing.id != n.id {
                     if n.kind != TevdKind::Directory {
-                        return Err(Error::new(libc::EISDIR, "target is a directory"));
+                        return Err(Error::is_dir("target is a directory"));
                     }
                     d.remove(existing.id, now)?;
                 }
@@ -284,7 +270,6 @@ impl Tree for TevdTree {
     }
 
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
-        self.check_writable()?;
         let d = self.disk()?;
         let n = Self::resolve(&d, path)?;
         self.mtimes.record(n.id as u32 as u64, node_hash(&n), mtime);

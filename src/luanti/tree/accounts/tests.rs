@@ -151,6 +151,20 @@ fn shows_and_edits_every_store() {
     );
 }
 
+const TRUNC: crate::vfs::OpenMode = crate::vfs::OpenMode {
+    write: true,
+    truncate: true,
+    append: false,
+};
+
+fn read_only_world(dir: &Path) -> crate::luanti::tree::LuantiTree {
+    let options = crate::vfs::tree::Options {
+        read_only: true,
+        cache_bytes: 1 << 20,
+    };
+    crate::luanti::tree::LuantiTree::open(dir, &options).unwrap()
+}
+
 #[test]
 fn reading_creates_no_database_and_read_only_refuses_writes() {
     let dir = tempfile::tempdir().unwrap();
@@ -166,7 +180,16 @@ fn reading_creates_no_database_and_read_only_refuses_writes() {
     assert_eq!(a.stat(&p(&["auth.txt"])).unwrap().perm, 0o400);
     assert!(!dir.path().join("players.sqlite").exists());
     assert!(!dir.path().join("auth.sqlite").exists());
-    let e = a.write(&p(&["auth.txt"]), b"x::\n").unwrap_err();
+    // Writes go through the core, which refuses them on a read-only mount.
+    rusqlite::Connection::open(dir.path().join("map.sqlite"))
+        .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+        .unwrap();
+    let vfs = crate::vfs::Vfs::new(std::sync::Arc::new(read_only_world(dir.path())), None);
+    let auth = vfs
+        .lookup(crate::vfs::inodes::ROOT, "auth.txt", 1)
+        .unwrap()
+        .0;
+    let e = vfs.open(auth, TRUNC).unwrap_err();
     assert_eq!(e.errno(), libc::EROFS);
     assert!(a.stat(&p(&["mod_storage"])).is_err());
 }

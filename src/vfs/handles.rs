@@ -1,0 +1,659 @@
+//! Open files and their handles: the one buffer of a file being written, shared by every
+//! handle opened on it meanwhile, and the commits of `flush`, `fsync` and `release` (see
+//! [`Vfs::flush`] for why a first close with nothing written commits nothing).
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use crate::error::{lock, Error, Result};
+use crate::vfs::core::{
+    check_name, check_size, child, display_path, permission_bits, rebased, Vfs,
+};
+use crate::vfs::held::Text;
+use crate::vfs::overlay::{overlay_stat, Held, Overlay};
+use crate::vfs::tree::{Kind, NewFile, Stat};
+
+/// The content of a file while handles are open on it.
+pub(super) struct OpenFile {
+    pub(super) path: Vec<String>,
+    /// Removed or replaced while open: what its handles write goes nowhere.
+    pub(super) detached: bool,
+    pub(super) data: Vec<u8>,
+    pub(super) dirty: bool,
+    pub(super) mtime: SystemTime,
+    pub(super) perm: u16,
+    /// Where its commits go.
+    pub(super) home: Home,
+    pub(super) handles: usize,
+    pub(super) writers: usize,
+}
+
+impl OpenFile {
+    /// Whether a new handle on its path shares this buffer (it is being written).
+    pub(super) fn shared(&self) -> bool {
+        !self.detached && (self.writers > 0 || self.dirty)
+    }
+
+    pub(super) fn stat(&self) -> Stat {
+        Stat {
+            kind: Kind::File,
+            size: self.data.len() as u64,
+            mtime: self.mtime,
+            perm: self.perm,
+        }
+    }
+}
+
+/// Where the content of an open file is committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Home {
+    /// To the tree, which parses and stores it.
+    Tree,
+    /// To the text the core holds (a scratch file): never to the tree.
+    Core,
+}
+
+/// One open descriptor of a file.
+pub(super) struct Handle {
+    pub(super) file: Arc<Mutex<OpenFile>>,
+    pub(super) state: HandleState,
+}
+
+/// Where a handle is in the close-time commit (see [`Vfs::flush`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HandleState {
+    /// Opened for reading only: its closes commit nothing.
+    Reading,
+    /// Opened for writing; nothing written or truncated through it and no close yet (an
+    /// open with `O_TRUNC` alone makes the file dirty but writes nothing through it).
+    Opened,
+    /// Created its file (`open(O_CREAT)` of a new name); nothing written and no close yet.
+    Created,
+    /// One close with nothing written was let pass uncommitted.
+    Deferred,
+    /// Something was written or truncated through it: every close commits.
+    Written,
+}
+
+impl HandleState {
+    /// The state of a new handle opened with or without write access.
+    fn opened(write: bool) -> HandleState {
+        if write {
+            HandleState::Opened
+        } else {
+            HandleState::Reading
+        }
+    }
+
+    /// Whether the handle was opened for writing.
+    pub(super) fn writes(self) -> bool {
+        self != HandleState::Reading
+    }
+
+    /// Something was written or truncated through the handle.
+    pub(super) fn wrote(&mut self) {
+        if self.writes() {
+            *self = HandleState::Written;
+        }
+    }
+}
+
+/// How a file is opened.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OpenMode {
+    pub write: bool,
+    pub truncate: bool,
+    pub append: bool,
+}
+
+impl Vfs {
+    /// The open file being written at `path`, if any.
+    pub(super) fn open_file(&self, path: &[String]) -> Result<Option<Arc<Mutex<OpenFile>>>> {
+        Ok(lock(&self.open)?.get(path).cloned())
+    }
+
+    /// Detaches the open file at `path` (removed or replaced): its handles write nowhere.
+    pub(super) fn detach(&self, path: &[String]) -> Result<()> {
+        let removed = lock(&self.open)?.remove(path);
+        if let Some(f) = removed {
+            lock(&f)?.detached = true;
+        }
+        Ok(())
+    }
+
+    pub(super) fn add_handle(&self, file: Arc<Mutex<OpenFile>>, state: HandleState) -> Result<u64> {
+        let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
+        let h = Handle { file, state };
+        lock(&self.handles)?.insert(fh, Arc::new(Mutex::new(h)));
+        Ok(fh)
+    }
+
+    pub(super) fn handle(&self, fh: u64) -> Result<Arc<Mutex<Handle>>> {
+        lock(&self.handles)?
+            .get(&fh)
+            .cloned()
+            .ok_or_else(|| Error::new(libc::EBADF, format!("unknown file handle {fh}")))
+    }
+
+    /// Joins the file being written at `path`, if any: one more handle on its buffer.
+    pub(super) fn join(
+        open: &HashMap<Vec<String>, Arc<Mutex<OpenFile>>>,
+        path: &[String],
+        mode: OpenMode,
+    ) -> Result<Option<Arc<Mutex<OpenFile>>>> {
+        let Some(f) = open.get(path) else {
+            return Ok(None);
+        };
+        let mut g = lock(f)?;
+        if !g.shared() {
+            return Ok(None);
+        }
+        g.handles += 1;
+        if mode.write {
+            g.writers += 1;
+        }
+        if mode.truncate {
+            g.data.clear();
+            g.dirty = true;
+            g.mtime = SystemTime::now();
+        }
+        Ok(Some(f.clone()))
+    }
+
+    /// Opens the file `ino`.
+    pub fn open(&self, ino: u64, mode: OpenMode) -> Result<u64> {
+        let path = self.path_of(ino)?;
+        if mode.write {
+            self.writable()?;
+        }
+        let joined = Self::join(&*lock(&self.open)?, &path, mode)?;
+        if let Some(f) = joined {
+            return self.add_handle(f, HandleState::opened(mode.write));
+        }
+        let held = lock(&self.overlay)?.get(&path).map(|o| {
+            let data = if mode.truncate {
+                Ok(Vec::new())
+            } else {
+                o.text.bytes()
+            };
+            let home = if o.held.is_scratch() {
+                Home::Core
+            } else {
+                Home::Tree
+            };
+            (data, home, o.perm, o.mtime)
+        });
+        let (data, home, perm, mtime) = match held {
+            Some((data, home, perm, mtime)) => (data?, home, perm, mtime),
+            None => {
+                let stat = self.stat_path(&path)?;
+                match stat.kind {
+                    Kind::File => {}
+                    Kind::Dir => return Err(Error::is_dir("is a directory")),
+                    // The kernel resolves links before it opens; never read through one.
+                    Kind::Symlink => {
+                        return Err(Error::new(
+                            libc::ELOOP,
+                            format!("{}: is a symbolic link", display_path(&path)),
+                        ))
+                    }
+                }
+                let data = if mode.truncate {
+                    Vec::new()
+                } else {
+                    self.tree
+                        .read(&path)
+                        .map_err(|e| e.context(display_path(&path)))?
+                        .to_vec()
+                };
+                (data, Home::Tree, stat.perm, stat.mtime)
+            }
+        };
+        let file = Arc::new(Mutex::new(OpenFile {
+            path: path.clone(),
+            detached: false,
+            data,
+            dirty: mode.truncate,
+            mtime: if mode.truncate {
+                SystemTime::now()
+            } else {
+                mtime
+            },
+            perm,
+            home,
+            handles: 1,
+            writers: usize::from(mode.write),
+        }));
+        if mode.write {
+            let mut open = lock(&self.open)?;
+            // Another handle may have started writing meanwhile: then share its buffer.
+            if let Some(other) = Self::join(&open, &path, mode)? {
+                drop(open);
+                return self.add_handle(other, HandleState::Opened);
+            }
+            open.insert(path.clone(), file.clone());
+            drop(open);
+            self.attach_readers(&path, &file)?;
+        }
+        self.add_handle(file, HandleState::opened(mode.write))
+    }
+
+    /// Descriptors opened read-only on `path` before `file` started being written read from
+    /// then on what it holds: one buffer for every descriptor, as on any filesystem (a reader
+    /// must not see its old copy cut to the writer's size).
+    pub(super) fn attach_readers(
+        &self,
+        path: &[String],
+        file: &Arc<Mutex<OpenFile>>,
+    ) -> Result<()> {
+        let handles: Vec<Arc<Mutex<Handle>>> = lock(&self.handles)?.values().cloned().collect();
+        for h in handles {
+            let mut h = lock(&h)?;
+            if h.state.writes() || Arc::ptr_eq(&h.file, file) || lock(&h.file)?.path != path {
+                continue;
+            }
+            lock(file)?.handles += 1;
+            h.file = file.clone();
+        }
+        Ok(())
+    }
+
+    /// Creates and opens `name` in `parent` with permission bits `mode`.
+    pub fn create(&self, parent: u64, name: &str, mode: u32) -> Result<(u64, Stat, u64)> {
+        check_name(name)?;
+        self.writable()?;
+        let dir = self.path_of(parent)?;
+        let path = child(&dir, name);
+        let class = self
+            .tree
+            .classify(&dir, name)
+            .map_err(|e| e.context(display_path(&path)))?;
+        let (held, home) = match class {
+            NewFile::Scratch => (Held::Scratch, Home::Core),
+            NewFile::Object => (Held::New, Home::Tree),
+        };
+        let now = SystemTime::now();
+        let o = Overlay {
+            text: Text::Memory(Vec::new()),
+            mtime: now,
+            set_mtime: None,
+            perm: permission_bits(mode),
+            held,
+            cookie: self.cookie(),
+        };
+        let stat = overlay_stat(&o);
+        let file = Arc::new(Mutex::new(OpenFile {
+            path: path.clone(),
+            detached: false,
+            data: Vec::new(),
+            dirty: true,
+            mtime: now,
+            perm: o.perm,
+            home,
+            handles: 1,
+            writers: 1,
+        }));
+        self.detach(&path)?;
+        lock(&self.open)?.insert(path.clone(), file.clone());
+        lock(&self.overlay)?.insert(path, o);
+        self.fresh.show(&dir, name);
+        let fh = self.add_handle(file, HandleState::Created)?;
+        let ino = self
+            .inodes
+            .write()
+            .map_err(|_| Error::corrupt("inode table lock poisoned"))?
+            .lookup(parent, name);
+        Ok((ino, stat, fh))
+    }
+
+    /// Reads from an open handle (the file's buffer, with what other handles wrote).
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let file = lock(&*self.handle(fh)?)?.file.clone();
+        let f = lock(&file)?;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(f.data.len());
+        let end = start.saturating_add(size as usize).min(f.data.len());
+        Ok(f.data[start..end].to_vec())
+    }
+
+    /// Writes into the buffer of an open handle's file (nothing is committed before
+    /// flush/fsync).
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8], append: bool) -> Result<usize> {
+        let h = self.handle(fh)?;
+        let mut h = lock(&h)?;
+        let mut f = lock(&h.file)?;
+        let start = if append { f.data.len() as u64 } else { offset };
+        let end = check_size(start.saturating_add(data.len() as u64))?;
+        let start = end - data.len();
+        if f.data.len() < end {
+            f.data.resize(end, 0);
+        }
+        f.data[start..end].copy_from_slice(data);
+        f.dirty = true;
+        f.mtime = SystemTime::now();
+        drop(f);
+        h.state.wrote();
+        Ok(data.len())
+    }
+
+    /// Commits a handle's file if it was written (each close).
+    ///
+    /// The first close of a handle only truncated or created, with nothing written yet,
+    /// commits nothing: a shell redirection (`cmd > file`) opens the file, duplicates the
+    /// descriptor and closes the original before anything is written, and that close must not
+    /// commit an empty file (invalid for most views, and a needless commit). It still fails
+    /// when the tree would refuse what the file holds ([`Tree::check`]), so a lone
+    /// `open(O_TRUNC); close()` reports the error its commit meets (the shell ignores the
+    /// error of its own close). A file this handle created is committed at that first close
+    /// when the tree takes it empty. The next close, or the release, commits whatever the
+    /// file holds.
+    pub fn flush(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, false)
+    }
+
+    /// Commits a handle's file if it is dirty (fsync).
+    pub fn fsync(&self, fh: u64) -> Result<()> {
+        self.commit_handle(fh, true)
+    }
+
+    pub(super) fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {
+        let h = self.handle(fh)?;
+        let mut h = lock(&h)?;
+        if !h.state.writes() {
+            return Ok(());
+        }
+        let file = h.file.clone();
+        // Held through the commit: commits of one file happen one at a time, in order.
+        let mut f = lock(&file)?;
+        if f.detached || !f.dirty {
+            return Ok(());
+        }
+        let first_close = matches!(h.state, HandleState::Opened | HandleState::Created);
+        if first_close && !last {
+            let created = h.state == HandleState::Created;
+            h.state = HandleState::Deferred;
+            if f.home == Home::Core {
+                return Ok(());
+            }
+            self.tree.check(&f.path, &f.data).map_err(|e| {
+                e.context(format!(
+                    "{}: nothing written before this close",
+                    display_path(&f.path)
+                ))
+            })?;
+            // A new file the tree takes empty exists once its first close returns (its
+            // folder's times change then, not at the kernel's later release).
+            if !created {
+                return Ok(());
+            }
+        }
+        self.commit_file(&mut f)
+    }
+
+    /// Commits an open file's buffer: scratch text to the overlay, anything else to the tree.
+    pub(super) fn commit_file(&self, f: &mut OpenFile) -> Result<()> {
+        f.dirty = false;
+        if f.home == Home::Core {
+            let text = self.spill.hold(f.data.clone());
+            let mut overlay = lock(&self.overlay)?;
+            match overlay.get_mut(&f.path) {
+                Some(o) => {
+                    o.text = text;
+                    o.mtime = f.mtime;
+                }
+                None => {
+                    overlay.insert(
+                        f.path.clone(),
+                        Overlay {
+                            text,
+                            mtime: f.mtime,
+                            set_mtime: None,
+                            perm: f.perm,
+                            held: Held::Scratch,
+                            cookie: self.cookie(),
+                        },
+                    );
+                }
+            }
+            return Ok(());
+        }
+        self.commit(&f.path, f.data.clone(), f.perm)
+    }
+
+    /// Closes a handle, committing what is still unflushed.
+    pub fn release(&self, fh: u64) -> Result<()> {
+        let result = self.commit_handle(fh, true);
+        #[cfg(test)]
+        self.race_in_release.run(self);
+        let Some(h) = lock(&self.handles)?.remove(&fh) else {
+            return result;
+        };
+        let h = lock(&h)?;
+        let mut open = lock(&self.open)?;
+        let mut f = lock(&h.file)?;
+        f.handles = f.handles.saturating_sub(1);
+        if h.state.writes() {
+            f.writers = f.writers.saturating_sub(1);
+        }
+        if f.handles == 0 && open.get(&f.path).is_some_and(|o| Arc::ptr_eq(o, &h.file)) {
+            open.remove(&f.path);
+        }
+        drop(open);
+        // A change that reached the buffer after the commit above and before it left the
+        // table of open files (a truncation by path, racing this release) would be dropped
+        // with it: it is committed now.
+        if f.handles == 0 && f.dirty && !f.detached {
+            return result.and(self.commit_file(&mut f));
+        }
+        result
+    }
+
+    /// Commits every open handle's unflushed writes (SIGTERM, unmount). Returns the number of
+    /// commits that failed (each is logged).
+    pub fn commit_all(&self) -> usize {
+        let fhs: Vec<u64> = match self.handles.lock() {
+            Ok(h) => h.keys().copied().collect(),
+            Err(_) => return 1,
+        };
+        fhs.into_iter()
+            .filter(|&fh| self.commit_handle(fh, true).is_err())
+            .count()
+    }
+
+    /// Moves the open file at `from` (and, for a folder, those below it) to `to`; `home`,
+    /// when given, is where the moved file's commits go from now on.
+    pub(super) fn move_open(
+        &self,
+        from: &[String],
+        to: &[String],
+        home: Option<Home>,
+    ) -> Result<()> {
+        let mut open = lock(&self.open)?;
+        let moving: Vec<Vec<String>> = open
+            .keys()
+            .filter(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        for p in moving {
+            let Some(f) = open.remove(&p) else { continue };
+            let dest = rebased(&p, from, to).unwrap_or_else(|| to.to_vec());
+            {
+                let mut g = lock(&f)?;
+                g.path = dest.clone();
+                if let (Some(home), true) = (home, p == from) {
+                    g.home = home;
+                }
+            }
+            open.insert(dest, f);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::core::MAX_FILE_SIZE;
+    use crate::vfs::test_tree::*;
+
+    #[test]
+    fn a_close_before_any_write_does_not_commit_the_truncation() {
+        let (tree, vfs, f) = setup();
+        let trunc = OpenMode {
+            write: true,
+            truncate: true,
+            append: false,
+        };
+        // `cmd > file`: the shell's close of the original descriptor (its error, an empty file
+        // being invalid here, is ignored by the shell), then cmd writes and closes.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.flush(fh).unwrap_err();
+        assert!(lock(&tree.writes).unwrap().is_empty());
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(*lock(&tree.writes).unwrap(), vec![b"ok new".to_vec()]);
+        // `: > file`: the truncation alone is committed at the next close.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.flush(fh).unwrap_err();
+        assert!(vfs.flush(fh).is_err(), "an empty file is not valid here");
+        vfs.release(fh).unwrap();
+        assert_eq!(lock(&tree.writes).unwrap().len(), 1);
+        assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
+        // fsync commits what is there, written or not.
+        let fh = vfs.open(f, trunc).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert_eq!(vfs.fsync(fh).unwrap_err().errno(), libc::EINVAL);
+        let rd = vfs.open(f, OpenMode::default()).unwrap();
+        assert_eq!(
+            vfs.read(rd, 0, 100).unwrap(),
+            b"bad",
+            "pending text readable"
+        );
+        vfs.release(rd).unwrap();
+        vfs.write(fh, 0, b"ok", false).unwrap();
+        vfs.fsync(fh).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(lock(&tree.files).unwrap()["d/f"], b"okd");
+    }
+
+    #[test]
+    fn a_lone_truncating_close_fails_with_the_error_its_commit_meets() {
+        let (tree, vfs, f) = setup();
+        // open(O_TRUNC); close(): the close reports that the empty file cannot be stored.
+        let fh = vfs.open(f, TRUNC).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        assert!(lock(&tree.writes).unwrap().is_empty(), "nothing committed");
+        vfs.release(fh).unwrap_err();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
+        // A new file created and closed empty: the same.
+        let d = dir_ino(&vfs);
+        let (_, _, fh) = vfs.create(d, "g", 0o644).unwrap();
+        assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+        vfs.release(fh).unwrap_err();
+        assert_eq!(stored(&tree, "d/g"), None);
+        // Scratch files take anything.
+        let (_, _, fh) = vfs.create(d, "g.swp", 0o600).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+    }
+
+    #[test]
+    fn the_size_of_a_file_open_for_writing_is_its_buffer() {
+        let (_tree, vfs, f) = setup();
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, &[b'o'; 100], false).unwrap();
+        vfs.write(fh, 1, b"k", false).unwrap();
+        assert_eq!(
+            vfs.getattr(f, None).unwrap().size,
+            100,
+            "stat sees the buffer"
+        );
+        vfs.setattr(f, Some(fh), Some(150), None, None).unwrap();
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 150, "ftruncate up");
+        // A second descriptor on the same file sees the first one's writes, and writes into
+        // the same buffer.
+        let other = vfs.open(f, RW).unwrap();
+        assert_eq!(vfs.read(other, 0, 1000).unwrap().len(), 150);
+        vfs.write(other, 150, b"!", false).unwrap();
+        assert_eq!(vfs.read(fh, 150, 10).unwrap(), b"!");
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 151);
+        vfs.release(other).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(vfs.getattr(f, None).unwrap().size, 151);
+    }
+
+    #[test]
+    fn fstat_of_a_file_removed_while_open_is_its_buffer() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        let fh = vfs.open(f, RW).unwrap();
+        vfs.write(fh, 6, b" more", false).unwrap();
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(vfs.getattr(f, Some(fh)).unwrap().size, 11);
+        assert_eq!(vfs.read(fh, 0, 100).unwrap(), b"ok old more");
+        vfs.release(fh).unwrap();
+        assert_eq!(
+            stored(&tree, "d/f"),
+            None,
+            "writes to a removed file go nowhere"
+        );
+    }
+
+    #[test]
+    fn growing_a_file_past_the_limit_is_efbig_and_keeps_the_mount() {
+        let (tree, vfs, f) = setup();
+        let fh = vfs.open(f, RW).unwrap();
+        let e = vfs
+            .setattr(f, Some(fh), Some(1 << 40), None, None)
+            .unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        let e = vfs.setattr(f, None, Some(1 << 40), None, None).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        let e = vfs.write(fh, MAX_FILE_SIZE, b"x", false).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+    }
+
+    #[test]
+    fn a_truncation_racing_the_last_release_is_committed() {
+        let (tree, vfs, _) = setup();
+        let d = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        // pjdfstest: a file is written and closed, then truncated by path while the kernel's
+        // release of the writing handle is still on its way.
+        let (ino, _, fh) = vfs.create(d, "g", 0o644).unwrap();
+        vfs.write(fh, 0, b"ok", false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.race_in_release.set(move |vfs: &Vfs| {
+            vfs.setattr(ino, None, Some(100), None, None).unwrap();
+        });
+        vfs.release(fh).unwrap();
+        let stored = lock(&tree.files).unwrap().get("d/g").cloned().unwrap();
+        assert_eq!(stored.len(), 100, "the truncation is committed");
+        assert!(stored.starts_with(b"ok"));
+        assert_eq!(vfs.getattr(ino, None).unwrap().size, 100);
+    }
+
+    #[test]
+    fn a_reader_opened_before_a_writer_reads_what_it_wrote() {
+        let (_tree, vfs, f) = setup();
+        let rd = vfs.open(f, OpenMode::default()).unwrap();
+        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok old");
+        let wr = vfs.open(f, TRUNC).unwrap();
+        vfs.write(wr, 0, b"ok new text", false).unwrap();
+        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok new text");
+        assert_eq!(vfs.getattr(f, Some(rd)).unwrap().size, 11);
+        vfs.release(wr).unwrap();
+        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok new text");
+        vfs.release(rd).unwrap();
+        let again = vfs.open(f, OpenMode::default()).unwrap();
+        assert_eq!(vfs.read(again, 0, 100).unwrap(), b"ok new text");
+        vfs.release(again).unwrap();
+    }
+}

@@ -1,0 +1,266 @@
+//! Text the core holds and the tree does not store (pending text): scratch files, new objects
+//! not committed yet, and text a commit did not take, kept readable at its path and saved for
+//! recovery at unmount.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::error::{lock, Result};
+use crate::vfs::core::{display_path, Vfs};
+use crate::vfs::held::{private_dir, Text};
+use crate::vfs::tree::{Kind, Stat};
+
+/// A file whose content lives in the core rather than in the tree.
+pub(super) struct Overlay {
+    pub(super) text: Text,
+    pub(super) mtime: SystemTime,
+    /// An explicitly set mtime (utimens), carried to the tree when the file is committed.
+    pub(super) set_mtime: Option<SystemTime>,
+    pub(super) perm: u16,
+    /// What it is: a scratch file, a new object, or text a commit did not take.
+    pub(super) held: Held,
+    /// Its listing cookie: assigned once, so a paged listing neither skips nor repeats it
+    /// when other held files come and go.
+    pub(super) cookie: u64,
+}
+
+/// What a file the core holds is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Held {
+    /// A scratch file (an editor's swap file, a tool's temporary, a tree file moved aside):
+    /// lives only in the core, never committed under its name, and vanishes at unmount.
+    Scratch,
+    /// A new object created and not committed yet: its first commit stores it.
+    New,
+    /// Text a commit did not take, shown at the path of the file it was for (the store
+    /// unchanged): reported, and saved for recovery at unmount.
+    Failed,
+    /// Text a commit did not take, renamed to a name the tree does not store: held there
+    /// like a scratch file, and still saved for recovery at unmount.
+    FailedScratch,
+}
+
+impl Held {
+    /// Lives only in the core: commits update the held text, never the tree.
+    pub(super) fn is_scratch(self) -> bool {
+        matches!(self, Held::Scratch | Held::FailedScratch)
+    }
+
+    /// Holds text no commit took.
+    pub(super) fn is_unsaved(self) -> bool {
+        matches!(self, Held::Failed | Held::FailedScratch)
+    }
+
+    /// What it becomes when renamed to a name the tree does not store.
+    pub(super) fn renamed_to_scratch(self) -> Held {
+        if self.is_unsaved() {
+            Held::FailedScratch
+        } else {
+            Held::Scratch
+        }
+    }
+}
+
+/// Text no commit took, saved at unmount by [`Vfs::save_unsaved`].
+pub struct Unsaved {
+    /// Its path in the mount.
+    pub path: String,
+    /// Where its text was saved, or why it could not be.
+    pub saved: Result<PathBuf>,
+}
+
+pub(super) fn overlay_stat(o: &Overlay) -> Stat {
+    Stat {
+        kind: Kind::File,
+        size: o.text.len(),
+        mtime: o.mtime,
+        perm: o.perm,
+    }
+}
+
+impl Vfs {
+    /// Commits `data` as the content of tree path `path`; on failure keeps it readable as
+    /// pending text (with the mode of what it replaces, else `perm`).
+    pub(super) fn commit(&self, path: &[String], data: Vec<u8>, perm: u16) -> Result<()> {
+        match self.tree.write(path, &data) {
+            Ok(()) => {
+                lock(&self.aside)?.remove(path);
+                let done = lock(&self.overlay)?.remove(path);
+                if let Some(m) = done.and_then(|o| o.set_mtime) {
+                    self.tree.set_mtime(path, m)?;
+                }
+                Ok(())
+            }
+            Err(e) => {
+                let e = e.context(display_path(path));
+                log::error!("commit failed, nothing stored: {e}");
+                let stored_perm = self.tree.stat(path).map(|s| s.perm).ok();
+                let mut overlay = lock(&self.overlay)?;
+                let old = overlay.get(path);
+                let o = Overlay {
+                    set_mtime: old.and_then(|o| o.set_mtime),
+                    perm: old.map(|o| o.perm).or(stored_perm).unwrap_or(perm),
+                    cookie: old.map_or_else(|| self.cookie(), |o| o.cookie),
+                    text: self.spill.hold(data),
+                    mtime: SystemTime::now(),
+                    held: Held::Failed,
+                };
+                overlay.insert(path.to_vec(), o);
+                Err(e.logged())
+            }
+        }
+    }
+
+    /// Paths holding text no commit took (kept readable in the mount), sorted.
+    pub fn failed_paths(&self) -> Vec<String> {
+        let mut paths: Vec<String> = match self.overlay.lock() {
+            Ok(o) => o
+                .iter()
+                .filter(|(_, v)| v.held.is_unsaved())
+                .map(|(k, _)| display_path(k))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        paths.sort();
+        paths
+    }
+
+    /// Saves the text no commit took into `dir` (made, mode 0700), one file per path at the
+    /// same relative path, and drops every held text. Called once, at unmount.
+    pub fn save_unsaved(&self, dir: &Path) -> Vec<Unsaved> {
+        let held: Vec<(Vec<String>, Overlay)> = match self.overlay.lock() {
+            Ok(mut o) => o.drain().collect(),
+            Err(_) => Vec::new(),
+        };
+        let mut unsaved: Vec<Unsaved> = held
+            .into_iter()
+            .filter(|(_, o)| o.held.is_unsaved())
+            .map(|(path, o)| {
+                let dest = path.iter().fold(dir.to_path_buf(), |d, n| d.join(n));
+                let saved = dest
+                    .parent()
+                    .map_or(Ok(()), private_dir)
+                    .and_then(|()| o.text.save(&dest))
+                    .map(|()| dest);
+                Unsaved {
+                    path: display_path(&path),
+                    saved,
+                }
+            })
+            .collect();
+        self.spill.remove();
+        unsaved.sort_by(|a, b| a.path.cmp(&b.path));
+        unsaved
+    }
+
+    /// Scratch files that still hold text (a tool's temporary never renamed over an object):
+    /// they are not stored, and vanish at unmount.
+    pub fn scratch_paths(&self) -> Vec<String> {
+        match self.overlay.lock() {
+            Ok(o) => o
+                .iter()
+                .filter(|(_, v)| v.held.is_scratch() && !v.text.is_empty())
+                .map(|(k, _)| display_path(k))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::test_tree::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn removing_pending_text_discards_only_the_text_and_a_second_rm_deletes() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        fail_a_save(&vfs, f);
+        assert_eq!(read_all(&vfs, f), b"bad");
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(
+            stored(&tree, "d/f").unwrap(),
+            b"ok old",
+            "the object is kept"
+        );
+        assert!(vfs.failed_paths().is_empty());
+        let (f, stat) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(stat.size, 6, "the stored object shows again");
+        assert_eq!(read_all(&vfs, f), b"ok old");
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f"), None, "a second rm deletes it");
+    }
+
+    #[test]
+    fn held_files_show_real_modes() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/auth".into(), b"ok hash".to_vec());
+        // `create` honours the mode asked for; chmod of a held file is real.
+        let (tmp, stat, fh) = vfs.create(d, "sedAb12Cd", 0o600).unwrap();
+        assert_eq!(stat.perm, 0o600);
+        vfs.release(fh).unwrap();
+        assert_eq!(vfs.getattr(tmp, None).unwrap().perm, 0o600);
+        vfs.setattr(tmp, None, None, None, Some(0o640)).unwrap();
+        assert_eq!(vfs.getattr(tmp, None).unwrap().perm, 0o640);
+        // A copy moved aside keeps the mode of what it holds.
+        vfs.rename(d, "auth", d, "auth~").unwrap();
+        let (backup, _) = vfs.lookup(d, "auth~", 1).unwrap();
+        assert_eq!(vfs.getattr(backup, None).unwrap().perm, 0o600);
+        vfs.rename(d, "auth~", d, "auth").unwrap();
+        // Text a commit did not take keeps the mode of the file it is for.
+        let (auth, _) = vfs.lookup(d, "auth", 1).unwrap();
+        let fh = vfs.open(auth, TRUNC).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        vfs.release(fh).unwrap_err();
+        assert_eq!(vfs.getattr(auth, None).unwrap().perm, 0o600);
+        assert_eq!(vfs.getattr(auth, None).unwrap().size, 3);
+    }
+
+    #[test]
+    fn large_unsaved_text_leaves_memory_and_is_saved_for_recovery() {
+        let state = tempfile::tempdir().unwrap();
+        let tree = Arc::new(Files::default());
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f".into(), b"ok old".to_vec());
+        let held = state.path().join("held");
+        let vfs = Vfs::new(tree.clone(), Some(held.clone()));
+        let d = dir_ino(&vfs);
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        let big = vec![b'x'; 1 << 20];
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, &big, false).unwrap();
+        vfs.release(fh).unwrap_err();
+        assert_eq!(
+            std::fs::read_dir(&held).unwrap().count(),
+            1,
+            "the text is in a file"
+        );
+        assert!(matches!(
+            lock(&vfs.overlay).unwrap()[&["d".to_string(), "f".to_string()][..]].text,
+            Text::File { .. }
+        ));
+        assert_eq!(read_all(&vfs, f), big, "and still readable");
+        // A scratch file is not saved; the unsaved text is, at the same path.
+        let (_, _, fh) = vfs.create(d, "f.swp", 0o600).unwrap();
+        vfs.write(fh, 0, b"swap", false).unwrap();
+        vfs.release(fh).unwrap();
+        let recovery = state.path().join("unsaved");
+        let saved = vfs.save_unsaved(&recovery);
+        assert_eq!(saved.len(), 1);
+        assert_eq!(saved[0].path, "d/f");
+        let file = saved[0].saved.as_ref().unwrap();
+        assert_eq!(*file, recovery.join("d/f"));
+        assert_eq!(std::fs::read(file).unwrap(), big);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(!held.exists(), "the spill folder is gone");
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+    }
+}

@@ -1,0 +1,379 @@
+//! Rename: inside the tree it is the tree's; a held file (scratch or pending text) renamed
+//! over a tree file commits its text to that file (rsync, `sed -i`, editors), renamed to
+//! another scratch name it stays held; a tree file renamed to a scratch name (an editor's
+//! backup) is moved aside: hidden, but kept in the store until new content replaces it.
+
+use crate::error::{lock, Error, Result};
+use crate::vfs::core::{check_name, child, display_path, rebased, Vfs};
+use crate::vfs::handles::Home;
+use crate::vfs::overlay::{Held, Overlay};
+use crate::vfs::tree::{Kind, NewFile, Stat};
+
+/// The mode of a file committed by a rename when the core holds none for it.
+const DEFAULT_PERM: u16 = 0o644;
+
+impl Vfs {
+    /// The text held at `from` for a rename: the buffer of a file being written, else the
+    /// held text. With `take`, the buffer counts as committed (the rename commits it).
+    pub(super) fn text_of(&self, from: &[String], take: bool) -> Result<Vec<u8>> {
+        if let Some(f) = self.open_file(from)? {
+            let mut f = lock(&f)?;
+            if f.dirty {
+                f.dirty = !take;
+                return Ok(f.data.clone());
+            }
+        }
+        match lock(&self.overlay)?.get(from) {
+            Some(o) => o.text.bytes(),
+            None => Err(Error::not_found(display_path(from))),
+        }
+    }
+
+    /// Renames `name` in `parent` to `new_name` in `new_parent`.
+    pub fn rename(&self, parent: u64, name: &str, new_parent: u64, new_name: &str) -> Result<()> {
+        check_name(new_name)?;
+        self.writable()?;
+        let from = child(&self.path_of(parent)?, name);
+        let to = child(&self.path_of(new_parent)?, new_name);
+        let to_dir = &to[..to.len() - 1];
+        let held = lock(&self.overlay)?.contains_key(&from);
+        let to_class = self
+            .tree
+            .classify(to_dir, new_name)
+            .map_err(|e| e.context(display_path(&to)))?;
+        let to_in_tree = self.tree.stat(&to).ok();
+        if held {
+            self.rename_held(&from, &to, to_class, to_in_tree.as_ref())?;
+        } else {
+            let stat = self.stat_path(&from)?;
+            if to_in_tree.is_none() && to_class == NewFile::Scratch && stat.kind == Kind::File {
+                self.move_aside(&from, &to, &stat)?;
+            } else {
+                self.rename_in_tree(&from, &to)?;
+            }
+        }
+        self.fresh.removed(&from);
+        self.fresh.show(to_dir, new_name);
+        if let Ok(mut t) = self.inodes.write() {
+            t.rename(parent, name, new_parent, new_name);
+        }
+        Ok(())
+    }
+
+    /// Renames a file the core holds: over a tree file (or to a name that makes an object)
+    /// its text is committed there; under another name it stays held, as a scratch file.
+    fn rename_held(
+        &self,
+        from: &[String],
+        to: &[String],
+        to_class: NewFile,
+        to_in_tree: Option<&Stat>,
+    ) -> Result<()> {
+        match to_in_tree.map(|s| s.kind) {
+            Some(Kind::Dir) => {
+                return Err(Error::is_dir(format!(
+                    "{} is a directory",
+                    display_path(to)
+                )))
+            }
+            Some(Kind::Symlink) => {
+                // A file renamed over a link replaces the link, as anywhere: the link goes,
+                // and what it points to is never written. The text is checked first, so a
+                // rename the tree would refuse leaves the link where it was.
+                self.tree
+                    .check(to, &self.text_of(from, false)?)
+                    .map_err(|e| e.context(display_path(to)))?;
+                self.tree
+                    .remove(to)
+                    .map_err(|e| e.context(display_path(to)))?;
+            }
+            Some(Kind::File) | None => {}
+        }
+        let data = self.text_of(from, true)?;
+        if to_in_tree.is_some() || to_class == NewFile::Object {
+            self.commit_held_over(from, to, data)
+        } else {
+            self.hold_renamed(from, to, data)
+        }
+    }
+
+    /// Replaces a tree file's content with the held text renamed over it (rsync, sed -i,
+    /// editors): commits it, with the mtime set on the held file.
+    fn commit_held_over(&self, from: &[String], to: &[String], data: Vec<u8>) -> Result<()> {
+        let (set_mtime, perm) = lock(&self.overlay)?
+            .get(from)
+            .map_or((None, DEFAULT_PERM), |o| (o.set_mtime, o.perm));
+        self.commit(to, data, perm)?;
+        if let Some(m) = set_mtime {
+            self.tree
+                .set_mtime(to, m)
+                .map_err(|e| e.context(display_path(to)))?;
+        }
+        lock(&self.overlay)?.remove(from);
+        self.detach(to)?;
+        self.move_open(from, to, Some(Home::Tree))
+    }
+
+    /// A held file under another name the tree does not store: held there, as a scratch
+    /// file (text no commit took stays marked for recovery).
+    fn hold_renamed(&self, from: &[String], to: &[String], data: Vec<u8>) -> Result<()> {
+        let mut overlay = lock(&self.overlay)?;
+        if let Some(mut o) = overlay.remove(from) {
+            o.text = self.spill.hold(data);
+            o.held = o.held.renamed_to_scratch();
+            o.cookie = self.cookie();
+            overlay.insert(to.to_vec(), o);
+        }
+        drop(overlay);
+        for v in lock(&self.aside)?.values_mut() {
+            if *v == from {
+                *v = to.to_vec();
+            }
+        }
+        self.detach(to)?;
+        self.move_open(from, to, Some(Home::Core))
+    }
+
+    /// A tree file moved aside (an editor's backup copy): its text becomes a scratch file and
+    /// the file is hidden, but the object stays stored until new content replaces it, so a
+    /// failed save never loses it. The copy keeps the file's mode.
+    fn move_aside(&self, from: &[String], to: &[String], stat: &Stat) -> Result<()> {
+        let data = self
+            .tree
+            .read(from)
+            .map_err(|e| e.context(display_path(from)))?
+            .to_vec();
+        lock(&self.aside)?.insert(from.to_vec(), to.to_vec());
+        let o = Overlay {
+            text: self.spill.hold(data),
+            mtime: stat.mtime,
+            set_mtime: None,
+            perm: stat.perm,
+            held: Held::Scratch,
+            cookie: self.cookie(),
+        };
+        self.detach(to)?;
+        lock(&self.overlay)?.insert(to.to_vec(), o);
+        self.move_open(from, to, Some(Home::Core))
+    }
+
+    /// A rename inside the tree; what replaced `to` replaces the text held for it too.
+    fn rename_in_tree(&self, from: &[String], to: &[String]) -> Result<()> {
+        self.tree
+            .rename(from, to)
+            .map_err(|e| e.context(format!("{} -> {}", display_path(from), display_path(to))))?;
+        lock(&self.overlay)?.remove(to);
+        self.detach(to)?;
+        self.move_open(from, to, None)?;
+        self.move_held_below(from, to)
+    }
+
+    /// After a folder moved from `from` to `to`, moves the held files below it along.
+    pub(super) fn move_held_below(&self, from: &[String], to: &[String]) -> Result<()> {
+        let mut overlay = lock(&self.overlay)?;
+        let below: Vec<Vec<String>> = overlay
+            .keys()
+            .filter(|p| p.starts_with(from))
+            .cloned()
+            .collect();
+        for p in below {
+            if let (Some(o), Some(dest)) = (overlay.remove(&p), rebased(&p, from, to)) {
+                overlay.insert(dest, o);
+            }
+        }
+        drop(overlay);
+        let mut aside = lock(&self.aside)?;
+        *aside = aside
+            .drain()
+            .map(|(k, v)| {
+                let k = rebased(&k, from, to).unwrap_or(k);
+                let v = rebased(&v, from, to).unwrap_or(v);
+                (k, v)
+            })
+            .collect();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::handles::OpenMode;
+    use crate::vfs::test_tree::*;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn a_file_moved_aside_stays_stored_until_replaced_or_its_copy_is_deleted() {
+        let (tree, vfs, _) = setup();
+        let d = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        let stored = |name: &str| lock(&tree.files).unwrap().get(name).cloned();
+        // An editor's backup: `f` moves aside, then a new `f` fails to save.
+        vfs.rename(d, "f", d, "f~").unwrap();
+        assert_eq!(vfs.lookup(d, "f", 1).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(
+            stored("d/f").unwrap(),
+            b"ok old",
+            "still stored while aside"
+        );
+        let (_, _, fh) = vfs.create(d, "f", 0o644).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        assert!(vfs.release(fh).is_err());
+        assert_eq!(
+            stored("d/f").unwrap(),
+            b"ok old",
+            "a failed save loses nothing"
+        );
+        // Fixing the text commits it; deleting the backup then keeps the new content.
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        let fh = vfs
+            .open(
+                f,
+                OpenMode {
+                    write: true,
+                    truncate: true,
+                    append: false,
+                },
+            )
+            .unwrap();
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.unlink(d, "f~").unwrap();
+        assert_eq!(stored("d/f").unwrap(), b"ok new");
+        // `mv f f~ && rm f~` deletes f.
+        vfs.rename(d, "f", d, "f~").unwrap();
+        vfs.unlink(d, "f~").unwrap();
+        assert_eq!(stored("d/f"), None);
+    }
+
+    #[test]
+    fn renaming_pending_text_to_a_scratch_name_moves_only_the_text() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        fail_a_save(&vfs, f);
+        vfs.rename(d, "f", d, "f.tmp").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(
+            read_all(&vfs, f),
+            b"ok old",
+            "the stored object shows again"
+        );
+        let (tmp, _) = vfs.lookup(d, "f.tmp", 1).unwrap();
+        assert_eq!(read_all(&vfs, tmp), b"bad");
+        assert_eq!(
+            vfs.failed_paths(),
+            vec!["d/f.tmp".to_string()],
+            "still text no commit took: kept for recovery"
+        );
+        vfs.unlink(d, "f.tmp").unwrap();
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+    }
+
+    #[test]
+    fn renaming_a_file_over_pending_text_replaces_the_text() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok g".to_vec());
+        fail_a_save(&vfs, f);
+        vfs.rename(d, "g", d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok g");
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(
+            read_all(&vfs, f),
+            b"ok g",
+            "the renamed file, not the old text"
+        );
+        assert!(vfs.failed_paths().is_empty());
+    }
+
+    #[test]
+    fn vim_save_by_rename_commits_and_a_failed_one_restores_the_backup() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let save = |text: &[u8]| -> Result<()> {
+            // vim with 'writebackup' and 'backupcopy' auto: rename f to f~, create f, write,
+            // fsync, close, restore the mode, remove the backup (or restore it on failure).
+            vfs.rename(d, "f", d, "f~")?;
+            let (f, _, fh) = vfs.create(d, "f", 0o644)?;
+            vfs.write(fh, 0, text, false)?;
+            let synced = vfs.fsync(fh);
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            if let Err(e) = synced {
+                vfs.rename(d, "f~", d, "f")?;
+                return Err(e);
+            }
+            vfs.setattr(f, None, None, None, Some(0o644))?;
+            vfs.unlink(d, "f~")
+        };
+        save(b"ok new").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok new");
+        assert_eq!(vfs.lookup(d, "f~", 1).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(save(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(
+            stored(&tree, "d/f").unwrap(),
+            b"ok new",
+            "a failed save keeps it"
+        );
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"ok new");
+        assert!(vfs.failed_paths().is_empty());
+        assert_eq!(vfs.lookup(d, "f~", 1).unwrap_err().errno(), libc::ENOENT);
+    }
+
+    #[test]
+    fn sed_in_place_commits_by_rename_and_a_failure_keeps_the_object() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let sed = |text: &[u8]| -> Result<()> {
+            // GNU sed -i: create sedXXXXXX (0600), write, fchmod to the file's mode, close,
+            // rename over the file.
+            let (tmp, _, fh) = vfs.create(d, "sedAb12Cd", 0o600)?;
+            vfs.write(fh, 0, text, false)?;
+            vfs.setattr(tmp, Some(fh), None, None, Some(0o644))?;
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            vfs.rename(d, "sedAb12Cd", d, "f")
+        };
+        sed(b"ok edited").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        assert_eq!(
+            vfs.lookup(d, "sedAb12Cd", 1).unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert_eq!(sed(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        // The text shows at the file; removing it discards only the text.
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"bad");
+        vfs.unlink(d, "sedAb12Cd").unwrap();
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok edited");
+        assert!(vfs.failed_paths().is_empty());
+    }
+
+    #[test]
+    fn rsync_temporary_renamed_over_commits_with_its_mtime() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let when = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        let rsync = |text: &[u8]| -> Result<()> {
+            // rsync: create .f.XXXXXX, write, close, set mode and mtime, rename over f.
+            let (tmp, _, fh) = vfs.create(d, ".f.Xa3k2P", 0o600)?;
+            vfs.write(fh, 0, text, false)?;
+            vfs.flush(fh)?;
+            vfs.release(fh)?;
+            vfs.setattr(tmp, None, None, Some(when), Some(0o644))?;
+            assert_eq!(vfs.getattr(tmp, None)?.mtime, when);
+            vfs.rename(d, ".f.Xa3k2P", d, "f")
+        };
+        rsync(b"ok synced").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok synced");
+        assert_eq!(lock(&tree.mtimes).unwrap()["d/f"], when);
+        assert_eq!(rsync(b"bad").unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok synced");
+    }
+}

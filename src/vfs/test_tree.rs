@@ -1,0 +1,187 @@
+//! Tests only: a small [`Tree`] of files in memory that the core's unit tests run on.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::error::{lock, Error, Result};
+use crate::vfs::core::Vfs;
+use crate::vfs::handles::OpenMode;
+pub use crate::vfs::inodes::ROOT;
+use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree};
+
+/// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
+/// holding a fixed file `fixed` (like a block's views). A file's content must start with
+/// `ok` to be committed; a file named `auth` has mode 0600. `links` holds symbolic
+/// links (key and target).
+#[derive(Default)]
+pub struct Files {
+    pub files: Mutex<HashMap<String, Vec<u8>>>,
+    pub links: Mutex<HashMap<String, Vec<u8>>>,
+    pub dirs: Mutex<Vec<String>>,
+    pub writes: Mutex<Vec<Vec<u8>>>,
+    pub mtimes: Mutex<HashMap<String, SystemTime>>,
+}
+
+impl Files {
+    fn is_dir(&self, path: &[String]) -> Result<bool> {
+        let key = path.join("/");
+        Ok(path.is_empty() || key == "d" || lock(&self.dirs)?.contains(&key))
+    }
+
+    fn file_key(&self, path: &[String]) -> Result<String> {
+        match path.split_last() {
+            Some((_, dir)) if self.is_dir(dir)? => Ok(path.join("/")),
+            _ => Err(Error::not_found("no such folder")),
+        }
+    }
+}
+
+impl Tree for Files {
+    fn stat(&self, path: &[String]) -> Result<Stat> {
+        if self.is_dir(path)? {
+            return Ok(Stat::dir(UNIX_EPOCH, false));
+        }
+        let key = self.file_key(path)?;
+        if let Some(target) = lock(&self.links)?.get(&key) {
+            return Ok(Stat::symlink(target.len() as u64, UNIX_EPOCH));
+        }
+        let files = lock(&self.files)?;
+        let data = files
+            .get(&key)
+            .ok_or_else(|| Error::not_found("no such file"))?;
+        Ok(Stat {
+            kind: Kind::File,
+            size: data.len() as u64,
+            mtime: UNIX_EPOCH,
+            perm: if key.ends_with("/auth") { 0o600 } else { 0o644 },
+        })
+    }
+    fn list(&self, _: &[String], _: u64, _: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        Ok(())
+    }
+    fn read(&self, path: &[String]) -> Result<Arc<Vec<u8>>> {
+        let files = lock(&self.files)?;
+        let data = files
+            .get(&self.file_key(path)?)
+            .ok_or_else(|| Error::not_found("no such file"))?;
+        Ok(Arc::new(data.clone()))
+    }
+    fn write(&self, path: &[String], data: &[u8]) -> Result<()> {
+        let key = self.file_key(path)?;
+        if !data.starts_with(b"ok") {
+            return Err(Error::at(1, 1, "expected `ok`"));
+        }
+        lock(&self.writes)?.push(data.to_vec());
+        lock(&self.files)?.insert(key, data.to_vec());
+        Ok(())
+    }
+    fn check(&self, path: &[String], data: &[u8]) -> Result<()> {
+        self.file_key(path)?;
+        if !data.starts_with(b"ok") {
+            return Err(Error::at(1, 1, "expected `ok`"));
+        }
+        Ok(())
+    }
+    fn classify(&self, _: &[String], name: &str) -> Result<NewFile> {
+        Ok(if crate::vfs::scratch::looks_like_scratch(name) {
+            NewFile::Scratch
+        } else {
+            NewFile::Object
+        })
+    }
+    fn remove(&self, path: &[String]) -> Result<()> {
+        let key = self.file_key(path)?;
+        if lock(&self.links)?.remove(&key).is_none() {
+            lock(&self.files)?.remove(&key);
+        }
+        Ok(())
+    }
+    fn mkdir(&self, path: &[String]) -> Result<()> {
+        let key = path.join("/");
+        lock(&self.dirs)?.push(key.clone());
+        lock(&self.files)?.insert(format!("{key}/fixed"), b"ok fixed".to_vec());
+        Ok(())
+    }
+    fn rmdir(&self, _: &[String]) -> Result<()> {
+        Ok(())
+    }
+    fn rename(&self, from: &[String], to: &[String]) -> Result<()> {
+        let (from, to) = (self.file_key(from)?, self.file_key(to)?);
+        let mut links = lock(&self.links)?;
+        if let Some(target) = links.remove(&from) {
+            lock(&self.files)?.remove(&to);
+            links.insert(to, target);
+            return Ok(());
+        }
+        links.remove(&to);
+        let mut files = lock(&self.files)?;
+        let data = files
+            .remove(&from)
+            .ok_or_else(|| Error::not_found("no such file"))?;
+        files.insert(to, data);
+        Ok(())
+    }
+    fn set_mtime(&self, path: &[String], mtime: SystemTime) -> Result<()> {
+        lock(&self.mtimes)?.insert(self.file_key(path)?, mtime);
+        Ok(())
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
+    fn readlink(&self, path: &[String]) -> Result<Vec<u8>> {
+        lock(&self.links)?
+            .get(&self.file_key(path)?)
+            .cloned()
+            .ok_or_else(|| Error::invalid("not a link"))
+    }
+    fn symlink(&self, path: &[String], target: &[u8]) -> Result<()> {
+        lock(&self.links)?.insert(self.file_key(path)?, target.to_vec());
+        Ok(())
+    }
+}
+
+pub fn setup() -> (Arc<Files>, Vfs, u64) {
+    let tree = Arc::new(Files::default());
+    lock(&tree.files)
+        .unwrap()
+        .insert("d/f".into(), b"ok old".to_vec());
+    let vfs = Vfs::new(tree.clone(), None);
+    let (ino, _) = vfs.lookup(ROOT, "d", 1).unwrap();
+    let (f, _) = vfs.lookup(ino, "f", 1).unwrap();
+    (tree, vfs, f)
+}
+
+pub const TRUNC: OpenMode = OpenMode {
+    write: true,
+    truncate: true,
+    append: false,
+};
+pub const RW: OpenMode = OpenMode {
+    write: true,
+    truncate: false,
+    append: false,
+};
+
+pub fn dir_ino(vfs: &Vfs) -> u64 {
+    vfs.lookup(ROOT, "d", 1).unwrap().0
+}
+
+pub fn stored(tree: &Files, name: &str) -> Option<Vec<u8>> {
+    lock(&tree.files).unwrap().get(name).cloned()
+}
+
+pub fn read_all(vfs: &Vfs, ino: u64) -> Vec<u8> {
+    let fh = vfs.open(ino, OpenMode::default()).unwrap();
+    let data = vfs.read(fh, 0, 1 << 20).unwrap();
+    vfs.release(fh).unwrap();
+    data
+}
+
+/// Leaves `bad` as the pending text of `d/f` (its commit failed).
+pub fn fail_a_save(vfs: &Vfs, f: u64) {
+    let fh = vfs.open(f, TRUNC).unwrap();
+    vfs.write(fh, 0, b"bad", false).unwrap();
+    assert_eq!(vfs.flush(fh).unwrap_err().errno(), libc::EINVAL);
+    vfs.release(fh).unwrap();
+}
