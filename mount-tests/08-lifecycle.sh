@@ -60,7 +60,12 @@ wait "$WRITER"
 for _ in $(seq 1 100); do alive "$PID" || break; sleep 0.1; done
 if alive "$PID"; then fail "daemon did not exit after SIGTERM"; fi
 mountpoint -q "$M" && fail "still mounted after SIGTERM"
-if grep ERROR "$T/worldfs.log"; then fail "the daemon logged errors"; fi
+# A reply the kernel no longer waits for (the writer's close racing the lazy unmount: the
+# request was aborted with the connection) is refused with ENOENT and logged by fuser; that
+# is the kernel's answer, not a failure of the daemon, and the text was committed above.
+if grep ERROR "$T/worldfs.log" | grep -v "Failed to send FUSE reply: No such file or directory"; then
+  fail "the daemon logged errors"
+fi
 assert_eq "$(sqlite3 "$W/map.sqlite" 'PRAGMA integrity_check')" "ok" "integrity_check"
 
 # SIGTERM of an idle mount unmounts it cleanly too; everything stays committed.

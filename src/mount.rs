@@ -246,9 +246,9 @@ fn session_end(run: std::io::Result<()>) -> Result<()> {
     }
 }
 
-/// Runs the FUSE session until unmounted; `ready` is called once the mount is usable.
-fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<ExitCode> {
-    // Block the termination signals in every thread; one thread waits for them.
+/// Blocks the termination signals in every thread (one thread waits for them, see
+/// [`unmount_on_signal`]) and tunes the allocator; called before any other thread starts.
+fn prepare_process() -> Result<SigSet> {
     let mut signals = SigSet::empty();
     for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
         signals.add(s);
@@ -268,6 +268,73 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         libc::mallopt(libc::M_ARENA_MAX, 2);
         libc::mallopt(libc::M_MMAP_THRESHOLD, 128 << 10);
     }
+    Ok(signals)
+}
+
+/// The kernel keeps an inode for every name it has seen until memory runs short, and the
+/// daemon must keep each one too: past the budget, ask the kernel to drop the oldest names,
+/// so a walk of any world leaves the daemon's memory bounded.
+fn forget_past_budget(vfs: Arc<Vfs>, notifier: fuser::Notifier, budget: usize) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let names = vfs.over_budget(budget);
+        if !names.is_empty() {
+            log::info!(
+                "over the inode budget: asking the kernel to forget {} names",
+                names.len()
+            );
+        }
+        for (parent, name) in names {
+            // ENOENT: the kernel has dropped it already.
+            let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::new(&name));
+        }
+    });
+}
+
+/// On SIGTERM, SIGINT or SIGHUP: commits open files and unmounts (lazily if the mount is
+/// busy), which ends the session.
+fn unmount_on_signal(
+    signals: SigSet,
+    vfs: Arc<Vfs>,
+    mut unmounter: fuser::SessionUnmounter,
+    mountpoint: PathBuf,
+) {
+    std::thread::spawn(move || {
+        if let Ok(sig) = signals.wait() {
+            log::warn!("{sig:?}: committing open files and unmounting");
+            vfs.commit_all();
+            if unmounter.unmount().is_err() {
+                let _ = Command::new("fusermount3")
+                    .arg("-u")
+                    .arg("-z")
+                    .arg(&mountpoint)
+                    .status();
+            }
+        }
+    });
+}
+
+/// After the session: commits what is open, saves the text no commit took and reports it
+/// for `worldfs unmount` in `report_path`. Returns the unsaved paths' report lines.
+fn finish(vfs: &Vfs, report_path: &Path) -> Vec<String> {
+    vfs.commit_all();
+    let unsaved = save_unsaved(vfs);
+    if !unsaved.is_empty() {
+        let mut report = format!("{}\n", std::process::id());
+        for line in &unsaved {
+            report.push_str(line);
+            report.push('\n');
+        }
+        if let Err(e) = fs::write(report_path, report) {
+            log::error!("cannot write {}: {e}", report_path.display());
+        }
+    }
+    unsaved
+}
+
+/// Runs the FUSE session until unmounted; `ready` is called once the mount is usable.
+fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<ExitCode> {
+    let signals = prepare_process()?;
     let read_only = args.read_only || has_option(args, "ro");
     // Held for the daemon's life (declared first, dropped last); the kernel drops it when
     // the daemon exits, however it ends.
@@ -299,42 +366,13 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         &config,
     )
     .map_err(|e| Error::from(e).context(format!("mounting on {}", args.mountpoint.display())))?;
-    let mut unmounter = session.unmount_callable();
-    // The kernel keeps an inode for every name it has seen until memory runs short, and the
-    // daemon must keep each one too: past the budget, ask the kernel to drop the oldest
-    // names, so a walk of any world leaves the daemon's memory bounded.
-    let notifier = session.notifier();
-    let janitor_vfs = vfs.clone();
-    let budget = args.max_inodes.max(1000);
-    std::thread::spawn(move || loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let names = janitor_vfs.over_budget(budget);
-        if !names.is_empty() {
-            log::info!(
-                "over the inode budget: asking the kernel to forget {} names",
-                names.len()
-            );
-        }
-        for (parent, name) in names {
-            // ENOENT: the kernel has dropped it already.
-            let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::new(&name));
-        }
-    });
-    let mountpoint = args.mountpoint.clone();
-    let signal_vfs = vfs.clone();
-    std::thread::spawn(move || {
-        if let Ok(sig) = signals.wait() {
-            log::warn!("{sig:?}: committing open files and unmounting");
-            signal_vfs.commit_all();
-            if unmounter.unmount().is_err() {
-                let _ = Command::new("fusermount3")
-                    .arg("-u")
-                    .arg("-z")
-                    .arg(&mountpoint)
-                    .status();
-            }
-        }
-    });
+    forget_past_budget(vfs.clone(), session.notifier(), args.max_inodes.max(1000));
+    unmount_on_signal(
+        signals,
+        vfs.clone(),
+        session.unmount_callable(),
+        args.mountpoint.clone(),
+    );
     if let Some(dir) = pid_path.parent() {
         let _ = fs::create_dir_all(dir);
     }
@@ -347,18 +385,7 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     );
     ready();
     let run = session.run();
-    vfs.commit_all();
-    let unsaved = save_unsaved(&vfs);
-    if !unsaved.is_empty() {
-        let mut report = format!("{}\n", std::process::id());
-        for line in &unsaved {
-            report.push_str(line);
-            report.push('\n');
-        }
-        if let Err(e) = fs::write(&report_path, report) {
-            log::error!("cannot write {}: {e}", report_path.display());
-        }
-    }
+    let unsaved = finish(&vfs, &report_path);
     let _ = fs::remove_file(&pid_path);
     session_end(run)?;
     for p in vfs.scratch_paths() {
