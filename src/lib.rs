@@ -1,6 +1,6 @@
 //! worldfs: mount a voxel-game world as a tree of decoded, readable and writable files.
 //!
-//! Layers, each testable without the ones above it (see DESIGN.md):
+//! Layers, each testable without the ones above it (docs/architecture.md):
 //! codecs (bytes ⇄ structs) → text views (structs ⇄ files) → stores (containers,
 //! transactions) → trees (paths → objects, cache, write-back) → the FUSE adapter.
 

@@ -1,4 +1,4 @@
-//! The mounted tree of a Luanti world (DESIGN.md "The trees / Luanti"):
+//! The mounted tree of a Luanti world (README "The tree"; docs/architecture.md):
 //!
 //! ```text
 //! world.mt, env_meta.txt, ...      the world folder's other files and links

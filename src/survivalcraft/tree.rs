@@ -1,4 +1,4 @@
-//! The mounted tree of a Survivalcraft world (DESIGN.md "The trees / Survivalcraft"):
+//! The mounted tree of a Survivalcraft world (README "Survivalcraft"; docs/architecture.md):
 //!
 //! ```text
 //! Project.xml                      read/write, committed through the store

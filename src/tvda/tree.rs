@@ -1,4 +1,4 @@
-//! The mounted tree of a Terrarum TVDA disk (DESIGN.md "The trees / Terrarum (TVDA)"):
+//! The mounted tree of a Terrarum TVDA disk (README "Terrarum"; docs/architecture.md):
 //!
 //! ```text
 //! savegameinfo.json                entry -1, pretty-printed, genver first
