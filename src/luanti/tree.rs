@@ -36,9 +36,20 @@ use crate::vfs::tree::{
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
 use blocks::{
-    check_key, dir_hash, meta_at, meta_entry, parse_rel_name, sub_path, value_from_file,
-    value_to_file, Page, View, VIEWS,
+    check_key, dir_hash, meta_at, meta_entry, parse_rel_name, sub_path, Page, View, VIEWS,
 };
+
+/// A value file (a metadata field, a mod storage key) shows the value plus one `\n`.
+fn value_to_file(value: &[u8]) -> Vec<u8> {
+    let mut out = value.to_vec();
+    out.push(b'\n');
+    out
+}
+
+/// The value a value file holds: its text without the one trailing `\n` it is shown with.
+fn value_from_file(data: &[u8]) -> &[u8] {
+    data.strip_suffix(b"\n").unwrap_or(data)
+}
 
 /// The files hidden from the top level because the tree shows them decoded.
 fn hidden_world_file(name: &str) -> bool {
@@ -273,7 +284,7 @@ impl Tree for LuantiTree {
             }
             Place::Var(pos, rel, private, key) => {
                 check_key(&key)?;
-                let value = value_from_file(data);
+                let value = value_from_file(data).to_vec();
                 self.modify(pos, |b| {
                     let m = meta_entry(b, rel);
                     m.vars.retain(|v| v.key != key);

@@ -30,6 +30,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use super::{value_from_file, value_to_file};
 use crate::error::{lock, Error, Result};
 use crate::luanti::codec::player::check_name;
 use crate::luanti::store::auth::{parse_auth, AuthStore};
@@ -40,10 +41,7 @@ use crate::names;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{base_time, not_found, stream, Entry, Kind, NewFile, Stat, TreePath};
-use files::{
-    check_mod_name, cookie, object_name, parse_player_file, text_name, value_from_file,
-    value_to_file,
-};
+use files::{check_mod_name, cookie, object_name, parse_player_file, text_name};
 use lazy::Lazy;
 
 mod files;

@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::{base_time, not_found, LuantiTree};
+use super::{base_time, not_found, value_to_file, LuantiTree};
 use crate::error::{Error, Result};
 use crate::luanti::cache::Cached;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NodeMeta, RelPos};
@@ -126,17 +126,6 @@ pub(super) fn parse_rel_name(name: &str) -> Option<RelPos> {
 
 pub(super) fn rel_name(p: RelPos) -> String {
     format!("{},{},{}", p.x, p.y, p.z)
-}
-
-/// Strips the one trailing newline a value file gets when shown.
-pub(super) fn value_from_file(data: &[u8]) -> Vec<u8> {
-    data.strip_suffix(b"\n").unwrap_or(data).to_vec()
-}
-
-pub(super) fn value_to_file(v: &[u8]) -> Vec<u8> {
-    let mut out = v.to_vec();
-    out.push(b'\n');
-    out
 }
 
 pub(super) fn meta_at(block: &MapBlock, rel: RelPos) -> Option<&NodeMeta> {

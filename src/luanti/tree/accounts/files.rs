@@ -67,17 +67,6 @@ pub(super) fn check_mod_name(name: &str) -> Result<()> {
     }
 }
 
-/// A value file shows the value plus one `\n`.
-pub(super) fn value_to_file(value: &[u8]) -> Vec<u8> {
-    let mut out = value.to_vec();
-    out.push(b'\n');
-    out
-}
-
-pub(super) fn value_from_file(data: &[u8]) -> &[u8] {
-    data.strip_suffix(b"\n").unwrap_or(data)
-}
-
 /// The line of the first `name =` setting in a player file (1 when there is none).
 pub(super) fn name_line(text: &[u8]) -> usize {
     text.split(|&b| b == b'\n')
