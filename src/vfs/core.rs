@@ -250,10 +250,13 @@ impl Vfs {
         mtime: Option<SystemTime>,
         mode: Option<u32>,
     ) -> Result<Stat> {
-        if size.is_some() || mtime.is_some() || mode.is_some() {
+        let path = self.path_of(ino)?;
+        // Held text is the core's, not the tree's: it may change after the tree turned
+        // read-only while mounted (see `unlink`).
+        let held = lock(&self.overlay)?.contains_key(&path);
+        if (size.is_some() || mtime.is_some() || mode.is_some()) && !held {
             self.writable()?;
         }
-        let path = self.path_of(ino)?;
         let file = match fh {
             Some(fh) => Some(lock(&*self.handle(fh)?)?.file.clone()),
             None => self.open_file(&path)?,

@@ -206,6 +206,19 @@ mod tests {
         vfs.release(fh).unwrap();
         tree.read_only
             .store(true, std::sync::atomic::Ordering::Relaxed);
+        let (swp, _) = vfs.lookup(d, ".f.swp", 1).unwrap();
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        assert_eq!(
+            vfs.setattr(swp, None, None, Some(t), None).unwrap().mtime,
+            t
+        );
+        assert_eq!(
+            vfs.setattr(f, None, None, None, Some(0o600)).unwrap().perm,
+            0o600
+        );
+        vfs.rename(d, ".f.swp", d, ".g.swp").unwrap();
+        vfs.rename(d, ".g.swp", d, ".f.swp").unwrap();
+        assert_eq!(vfs.setattr(f, None, Some(1), None, None).unwrap().size, 1);
         vfs.unlink(d, ".f.swp").unwrap();
         vfs.unlink(d, "f").unwrap();
         assert!(vfs.failed_paths().is_empty() && vfs.scratch_paths().is_empty());
