@@ -76,6 +76,10 @@ pub struct Blocks {
     locks: Vec<Mutex<()>>,
     known_version: AtomicI64,
     changes: Throttle,
+    /// Runs once inside a commit, after the store took it and before the cache and the
+    /// change detection learn of it (tests of the interleaving).
+    #[cfg(test)]
+    in_commit: crate::vfs::race_hook::RaceHook<Blocks>,
 }
 
 /// Gives memory freed by a large block back to the system. glibc keeps freed small
@@ -143,6 +147,8 @@ impl Blocks {
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             known_version: AtomicI64::new(known),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
+            #[cfg(test)]
+            in_commit: Default::default(),
         }
     }
 
@@ -243,20 +249,25 @@ impl Blocks {
             encoded.push((*pos, blob));
         }
         self.store.commit(&encoded)?;
+        // Times first: a reader that decodes a committed block from here on finds its time.
+        for (pos, blob) in &encoded {
+            if let Some(blob) = blob {
+                self.mtimes
+                    .record(self.store.key_of(*pos), content_hash(blob), mtime);
+            }
+        }
         self.cache.committed(encoded.iter().map(|(pos, _)| pos));
-        // The data_version read below also covers any commit another writer made since the
+        #[cfg(test)]
+        self.in_commit.run(self);
+        // The data_version read here also covers any commit another writer made since the
         // last refresh: so that such a commit is not missed, cached blocks are checked
-        // against their stored bytes on their next use, as after a change underneath.
-        self.cache.changed_underneath();
+        // against their stored bytes on their next use, as after a change underneath. The
+        // new epoch starts after the read, so a block read before another writer's commit
+        // that this data_version includes is checked again too.
         if let Ok(v) = self.store.data_version() {
             self.known_version.store(v, Ordering::Relaxed);
         }
-        for (pos, blob) in encoded {
-            if let Some(blob) = blob {
-                self.mtimes
-                    .record(self.store.key_of(pos), content_hash(&blob), mtime);
-            }
-        }
+        self.cache.changed_underneath();
         Ok(())
     }
 
@@ -513,6 +524,78 @@ mod tests {
         assert_eq!(
             blocks.get(b).expect("b again").block.names,
             vec!["default:sand".to_string()]
+        );
+    }
+
+    /// A database with the blocks `(pos, all-NAME)`, and its path.
+    fn map_with(blocks: &[(BlockPos, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let changes: Vec<Change> = blocks.iter().map(|(p, n)| (*p, Some(blob(n)))).collect();
+        MapStore::open(&path, false)
+            .expect("writer")
+            .commit(&changes)
+            .expect("first commit");
+        (dir, path)
+    }
+
+    /// A reader that checks a cached block against the store while our commit runs, just
+    /// before another writer changes that block, must not make the block look current once
+    /// our commit has read the database's `data_version` (which includes the other change).
+    #[test]
+    fn a_block_read_during_our_commit_is_rechecked_after_another_writers_change() {
+        let (a, b) = (pos(0, 0, 0), pos(1, 0, 0));
+        let (_dir, path) = map_with(&[(a, "default:stone"), (b, "default:dirt")]);
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
+        assert_eq!(blocks.get(b).expect("b").block.names, ["default:dirt"]);
+        let outside = path.clone();
+        blocks.in_commit.set(move |blocks: &Blocks| {
+            assert_eq!(blocks.get(b).expect("b").block.names, ["default:dirt"]);
+            MapStore::open(&outside, false)
+                .expect("another writer")
+                .commit(&[(b, Some(blob("default:sand")))])
+                .expect("outside commit");
+        });
+        blocks
+            .modify(a, |block| {
+                block.names = vec!["default:cobble".to_string()];
+                Ok(())
+            })
+            .expect("our commit");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
+        assert_eq!(
+            blocks.get(b).expect("b again").block.names,
+            ["default:sand"],
+            "the other writer's change is seen"
+        );
+    }
+
+    /// A reader that decodes a block while our commit of it runs caches it with the time
+    /// of our commit, not a time derived from its bytes.
+    #[test]
+    fn a_block_read_during_our_commit_shows_the_commits_time() {
+        let a = pos(0, 0, 0);
+        let (_dir, path) = map_with(&[(a, "default:stone")]);
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
+        blocks.in_commit.set(move |blocks: &Blocks| {
+            assert_eq!(blocks.get(a).expect("a").block.names, ["default:cobble"]);
+        });
+        let before = SystemTime::now();
+        blocks
+            .modify(a, |block| {
+                block.names = vec!["default:cobble".to_string()];
+                Ok(())
+            })
+            .expect("our commit");
+        let got = blocks.get(a).expect("a again");
+        assert_eq!(got.block.names, ["default:cobble"]);
+        assert!(
+            got.mtime >= before,
+            "the block shows {:?}, not the time of its commit",
+            got.mtime
         );
     }
 }

@@ -250,10 +250,13 @@ impl Vfs {
         mtime: Option<SystemTime>,
         mode: Option<u32>,
     ) -> Result<Stat> {
-        if size.is_some() || mtime.is_some() || mode.is_some() {
+        let path = self.path_of(ino)?;
+        // Held text is the core's, not the tree's: it may change after the tree turned
+        // read-only while mounted (see `unlink`).
+        let held = lock(&self.overlay)?.contains_key(&path);
+        if (size.is_some() || mtime.is_some() || mode.is_some()) && !held {
             self.writable()?;
         }
-        let path = self.path_of(ino)?;
         let file = match fh {
             Some(fh) => Some(lock(&*self.handle(fh)?)?.file.clone()),
             None => self.open_file(&path)?,
@@ -402,8 +405,17 @@ impl Vfs {
     /// Removes file `name` from `parent`. Pending text (a failed commit's) is discarded and
     /// the stored object shows again; the next removal deletes the object.
     pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
-        self.writable()?;
         let path = child(&self.path_of(parent)?, name);
+        // Discarding held text changes nothing stored, so a tree that turned read-only while
+        // mounted (a damaged TVDA disk) still lets it go; removing what the tree stores (or
+        // the only copy of a file moved aside) is a change.
+        let held = lock(&self.overlay)?.get(&path).map(|o| o.held);
+        let moved_aside = || Ok::<_, Error>(lock(&self.aside)?.values().any(|v| *v == path));
+        match held {
+            Some(h) if !h.is_scratch() => {}
+            Some(_) if !moved_aside()? => {}
+            _ => self.writable()?,
+        }
         let removed = lock(&self.overlay)?.remove(&path);
         match removed {
             Some(o) if o.held.is_scratch() => {

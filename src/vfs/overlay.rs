@@ -193,6 +193,45 @@ mod tests {
         assert_eq!(stored(&tree, "d/f"), None, "a second rm deletes it");
     }
 
+    /// A tree can turn read-only while mounted (a TVDA disk found damaged at a commit, whose
+    /// text is then held): removing held text or a scratch file changes nothing stored, so
+    /// it is still allowed; removing a stored object is not.
+    #[test]
+    fn held_text_is_discarded_after_the_tree_turns_read_only() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        fail_a_save(&vfs, f);
+        let (_, _, fh) = vfs.create(d, ".f.swp", 0o600).unwrap();
+        vfs.write(fh, 0, b"swap", false).unwrap();
+        vfs.release(fh).unwrap();
+        tree.read_only
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let (swp, _) = vfs.lookup(d, ".f.swp", 1).unwrap();
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        assert_eq!(
+            vfs.setattr(swp, None, None, Some(t), None).unwrap().mtime,
+            t
+        );
+        assert_eq!(
+            vfs.setattr(f, None, None, None, Some(0o600)).unwrap().perm,
+            0o600
+        );
+        vfs.rename(d, ".f.swp", d, ".g.swp").unwrap();
+        vfs.rename(d, ".g.swp", d, ".f.swp").unwrap();
+        assert_eq!(vfs.setattr(f, None, Some(1), None, None).unwrap().size, 1);
+        vfs.unlink(d, ".f.swp").unwrap();
+        vfs.unlink(d, "f").unwrap();
+        assert!(vfs.failed_paths().is_empty() && vfs.scratch_paths().is_empty());
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(
+            read_all(&vfs, f),
+            b"ok old",
+            "the stored object shows again"
+        );
+        assert_eq!(vfs.unlink(d, "f").unwrap_err().errno(), libc::EROFS);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+    }
+
     #[test]
     fn held_files_show_real_modes() {
         let (tree, vfs, _) = setup();

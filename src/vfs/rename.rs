@@ -32,7 +32,6 @@ impl Vfs {
     /// Renames `name` in `parent` to `new_name` in `new_parent`.
     pub fn rename(&self, parent: u64, name: &str, new_parent: u64, new_name: &str) -> Result<()> {
         check_name(new_name)?;
-        self.writable()?;
         let from = child(&self.path_of(parent)?, name);
         let to = child(&self.path_of(new_parent)?, new_name);
         let to_dir = &to[..to.len() - 1];
@@ -42,6 +41,11 @@ impl Vfs {
             .classify(to_dir, new_name)
             .map_err(|e| e.context(display_path(&to)))?;
         let to_in_tree = self.tree.stat(&to).ok();
+        // Held text renamed to a name the tree does not store stays the core's: allowed
+        // after the tree turned read-only while mounted (see `unlink`).
+        if !(held && to_in_tree.is_none() && to_class == NewFile::Scratch) {
+            self.writable()?;
+        }
         if held {
             self.rename_held(&from, &to, to_class, to_in_tree.as_ref())?;
         } else {

@@ -1,6 +1,7 @@
 //! Tests only: a small [`Tree`] of files in memory that the core's unit tests run on.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -21,6 +22,8 @@ pub struct Files {
     pub dirs: Mutex<Vec<String>>,
     pub writes: Mutex<Vec<Vec<u8>>>,
     pub mtimes: Mutex<HashMap<String, SystemTime>>,
+    /// Whether the tree refuses changes (a TVDA disk turns read-only at a refused commit).
+    pub read_only: AtomicBool,
 }
 
 impl Files {
@@ -127,7 +130,7 @@ impl Tree for Files {
         Ok(())
     }
     fn read_only(&self) -> bool {
-        false
+        self.read_only.load(Ordering::Relaxed)
     }
     fn readlink(&self, path: &[String]) -> Result<Vec<u8>> {
         lock(&self.links)?
