@@ -8,7 +8,7 @@
 //!     surface.txt                  per column: top height, temperature, humidity
 //! players/NAME/inventory           a player's inventories in Project.xml
 //! containers/X,Y,Z/inventory       a chest's, furnace's, crafting table's... slots
-//! Project.bak, ...                 the world folder's other files and links, as they are
+//! Project.bak, Mods/, ...           the world folder's other files, folders and links, as they are
 //! ```
 //!
 //! Region worlds (2.3+) store no cell light: the game relights every chunk it loads, so
