@@ -40,7 +40,9 @@ mkdir "$W"
 cp "$BK/world.mt" "$W/"
 mount_world "$W" "$M"
 assert_eq "$(ls "$M/blocks" | wc -l)" 0 "blocks before the restore"
+start=$(date +%s)
 rsync -a "$BK/" "$M/" || fail "restore rsync failed"
+echo "restore of $(ls "$BK/blocks" | wc -l) blocks: $(( $(date +%s) - start )) s"
 unmount_world "$M"
 [ -f "$W/map.sqlite" ] || fail "the restore created no map.sqlite"
 assert_eq "$(sqlite3 "$W/map.sqlite" .schema)" "$(printf 'CREATE TABLE `blocks` (\n\t`pos` INT PRIMARY KEY,\n\t`data` BLOB\n);')" "map schema"
@@ -60,6 +62,10 @@ diff "$T/probe.original" "$T/probe.restored" || fail "the engine tells the resto
 # A fresh backup of the restored world equals the first backup.
 mount_world "$W" "$M"
 rsync -a "$M/" "$T/backup2/" || fail "second backup rsync failed"
+# Times and flags equal to the backup's (rsync --dry-run -i listing nothing) is issue 11's
+# "Exact" part, pinned by its own tests; here it is only reported.
+rsync -a --dry-run -i "$BK/" "$M/" >"$T/dry-run" || fail "dry-run rsync failed"
+echo "rsync -a --dry-run -i of the backup onto the restored mount lists $(wc -l <"$T/dry-run") entries: $(head -5 "$T/dry-run" | tr '\n' ' ')"
 unmount_world "$M"
 diff -r --no-dereference "$BK" "$T/backup2" || fail "a backup of the restored world differs from the first"
 echo "ok"
