@@ -9,9 +9,9 @@ use crate::cli::Cli;
 
 const EXTRA: &str = r#".SH "THE TREE (LUANTI)"
 .nf
-MOUNT/world.mt, env_meta.txt, ...   the world folder's other files and links (read/write, own mode)
+MOUNT/world.mt, worldmods/, ...     the world folder's other files, folders and links (as on disk)
 MOUNT/players/NAME                  the player file format (players.sqlite or players/)
-MOUNT/auth.txt                      name:password:privileges:last_login (mode 0600)
+MOUNT/auth.txt                      name:password:privileges:last_login (0600; where auth data exists)
 MOUNT/mod_storage/MOD/KEY           one file per mod-storage entry
 MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coordinates)
     nodes.cubeset                   node names and param2 as a Cubeset file
@@ -24,10 +24,16 @@ MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coord
     meta/x,y,z/inventory            the node's inventory (inventory text format)
 .fi
 .PP
-World files show their own permission bits (less write on --read-only), and a replaced file
-keeps its mode. Symbolic links in the world folder show as links and worldfs never follows
-one: readlink gives the target as stored; rm, mv, touch -h and ln -s act on the link itself
-(ln -s only among the world folder's files).
+World files and folders show their own permission bits (less write on --read-only) and
+mtimes; chmod and touch set them, and a replaced file keeps its mode. Symbolic links in the
+world folder show as links and worldfs never follows one: readlink gives the target as
+stored; rm, mv, touch -h and ln -s act on the link itself (ln -s only among the world
+folder's files). A folder named like a view (blocks/, players/ beside the sqlite3 player
+backend, mod_storage/) is not shown: the view wins.
+.PP
+A folder holding only world.mt mounts as an empty world (restoring a backup into it with
+rsync -a creates each store on first write, map.sqlite with the Luanti 5.6 schema); a
+read-only mount creates nothing.
 .PP
 Node coordinates are 16*X+x, 16*Y+y, 16*Z+z. A value file reads as its bytes plus one
 newline; one trailing newline is removed on write. Names that cannot be file names are

@@ -95,7 +95,9 @@ fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<()> {
 /// are locked by their trees, which re-lock the file after each rewrite.
 fn lock_target(source: &Path, game: Game) -> Option<PathBuf> {
     match game {
-        Game::Luanti if source.is_dir() => Some(source.join("map.sqlite")),
+        // A world being restored has no map.sqlite yet: its folder is locked instead.
+        Game::Luanti if source.join("map.sqlite").is_file() => Some(source.join("map.sqlite")),
+        Game::Luanti if source.is_dir() => Some(source.to_path_buf()),
         Game::Luanti => Some(source.to_path_buf()),
         Game::Survivalcraft if source.is_dir() => Some(source.to_path_buf()),
         Game::Survivalcraft | Game::Tvda | Game::Tevd => None,

@@ -35,17 +35,13 @@ fn is_sqlite(path: &Path) -> bool {
 /// Detects the game of `source` from its names and content, without decoding anything.
 pub fn detect(source: &Path) -> Result<Game> {
     if source.is_dir() {
-        if source.join("map.sqlite").is_file() {
+        // A world.mt alone is a Luanti world too: a restore starts from the backup's copy,
+        // and the stores are made by the first writes.
+        if source.join("map.sqlite").is_file() || source.join("world.mt").is_file() {
             return Ok(Game::Luanti);
         }
         if survivalcraft::store::is_world_folder(source) {
             return Ok(Game::Survivalcraft);
-        }
-        if source.join("world.mt").is_file() {
-            return Err(Error::unsupported(format!(
-                "{}: a Luanti world without map.sqlite (only the sqlite3 map backend is supported)",
-                source.display()
-            )));
         }
     } else if source.is_file() {
         if is_sqlite(source) {

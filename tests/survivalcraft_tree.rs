@@ -351,3 +351,31 @@ fn changes_made_underneath_are_seen() {
     assert_ne!(before, after, "the other writer's change shows");
     assert!(t.stat(&p("chunks/12,-4/blocks.cubeset")).unwrap().mtime > SystemTime::UNIX_EPOCH);
 }
+
+#[test]
+fn the_world_folders_own_folders_are_shown_and_written_the_terrain_stays_hidden() {
+    let w = region_world();
+    fs::create_dir_all(w.path().join("Mods/hello")).unwrap();
+    fs::write(w.path().join("Mods/hello/a.txt"), b"a\n").unwrap();
+    let t = open(w.path(), false);
+    let top: Vec<String> = list_paged(&t, "", 100)
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert!(top.contains(&"Mods".to_string()), "{top:?}");
+    assert!(!top.contains(&"Regions".to_string()), "{top:?}");
+    assert_eq!(t.stat(&p("Mods/hello")).unwrap().kind, Kind::Dir);
+    assert_eq!(&**t.read(&p("Mods/hello/a.txt")).unwrap(), b"a\n");
+    assert!(t.stat(&p("Regions")).is_err());
+    t.mkdir(&p("Mods/hello/sub")).unwrap();
+    t.write(&p("Mods/hello/sub/b.txt"), b"b\n").unwrap();
+    assert_eq!(
+        fs::read(w.path().join("Mods/hello/sub/b.txt")).unwrap(),
+        b"b\n"
+    );
+    t.set_perm(&p("Mods/hello/sub/b.txt"), 0o600).unwrap();
+    assert_eq!(t.stat(&p("Mods/hello/sub/b.txt")).unwrap().perm, 0o600);
+    t.remove(&p("Mods/hello/sub/b.txt")).unwrap();
+    t.rmdir(&p("Mods/hello/sub")).unwrap();
+    assert!(!w.path().join("Mods/hello/sub").exists());
+}

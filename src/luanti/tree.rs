@@ -1,7 +1,7 @@
 //! The mounted tree of a Luanti world (README "The tree"; docs/architecture.md):
 //!
 //! ```text
-//! world.mt, env_meta.txt, ...      the world folder's other files and links
+//! world.mt, worldmods/, ...        the world folder's other files, folders and links
 //! blocks/X,Y,Z/                    one folder per stored block
 //!     nodes.cubeset light.txt block.txt timers.txt objects.txt
 //!     meta/x,y,z/{fields/KEY, private/KEY, inventory}
@@ -25,6 +25,7 @@ use crate::luanti::cache::Blocks;
 use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::store::map_sqlite::MapStore;
+use crate::luanti::store::world_mt::WorldMt;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
@@ -51,17 +52,24 @@ fn value_from_file(data: &[u8]) -> &[u8] {
     data.strip_suffix(b"\n").unwrap_or(data)
 }
 
-/// The files hidden from the top level because the tree shows them decoded.
+/// The names of the world folder hidden from the top level because the tree shows them
+/// decoded or shows a view under that name: the view wins (a `blocks/` folder, a `players/`
+/// folder beside the sqlite3 player backend, which the engine ignores then).
 fn hidden_world_file(name: &str) -> bool {
-    name.starts_with("map.sqlite") || accounts::hidden_world_file(name)
+    name.starts_with("map.sqlite")
+        || name == "blocks"
+        || name == accounts::PLAYERS
+        || name == accounts::MOD_STORAGE
+        || accounts::hidden_world_file(name)
 }
 
 /// Where a path points.
-enum Place<'a> {
+enum Place {
     Root,
     /// `players/…`, `auth.txt`, `mod_storage/…`: handled by [`Accounts`].
     Accounts,
-    WorldFile(&'a str),
+    /// A file, folder or link of the world folder itself (`world.mt`, `worldmods/…`).
+    WorldFile,
     Blocks,
     Block(BlockPos),
     View(BlockPos, &'static View),
@@ -89,14 +97,23 @@ pub struct LuantiTree {
 }
 
 /// The `map.sqlite` of a source (a world folder or the database itself) and the world folder.
+///
+/// A world folder needs no `map.sqlite` yet (a restore starts from a folder holding the
+/// backup's `world.mt`): the map is created by the first block written, as long as
+/// `world.mt` names the sqlite3 map backend (or none: the engine's default).
 pub fn locate(source: &Path) -> Result<(PathBuf, Option<PathBuf>)> {
     if source.is_dir() {
         let map = source.join("map.sqlite");
         if !map.is_file() {
-            return Err(Error::unsupported(format!(
-                "{}: no map.sqlite in this folder (only the sqlite3 backend is supported)",
-                source.display()
-            )));
+            match WorldMt::read(source)?.get("backend") {
+                None | Some("sqlite3") => {}
+                Some(other) => {
+                    return Err(Error::unsupported(format!(
+                        "{}: world.mt names the map backend {other:?}; only sqlite3 is supported",
+                        source.display()
+                    )))
+                }
+            }
         }
         Ok((map, Some(source.to_path_buf())))
     } else if source.is_file() {
@@ -135,7 +152,7 @@ impl LuantiTree {
         &self.blocks
     }
 
-    fn place<'a>(&self, path: &'a TreePath) -> Result<Place<'a>> {
+    fn place(&self, path: &TreePath) -> Result<Place> {
         let parts: Vec<&str> = path.iter().map(String::as_str).collect();
         let block = |s: &str| parse_block_name(s).ok_or_else(|| not_found(path));
         let rel = |s: &str| parse_rel_name(s).ok_or_else(|| not_found(path));
@@ -143,7 +160,7 @@ impl LuantiTree {
             [] => Place::Root,
             [top, ..] if self.accounts.as_ref().is_some_and(|a| a.owns(top)) => Place::Accounts,
             ["blocks"] => Place::Blocks,
-            [name] => Place::WorldFile(name),
+            [top, ..] if *top != "blocks" => Place::WorldFile,
             ["blocks", b] => Place::Block(block(b)?),
             ["blocks", b, "meta"] => Place::Meta(block(b)?),
             ["blocks", b, v] => {
@@ -184,9 +201,9 @@ impl LuantiTree {
             .ok_or_else(|| Error::not_found("a bare map.sqlite has no world folder"))
     }
 
-    fn read_place(&self, place: &Place<'_>, path: &TreePath) -> Result<Arc<Vec<u8>>> {
+    fn read_place(&self, place: &Place, path: &TreePath) -> Result<Arc<Vec<u8>>> {
         match place {
-            Place::WorldFile(name) => self.world_files()?.read(name),
+            Place::WorldFile => self.world_files()?.read(path),
             Place::Accounts => self.accounts()?.read(path),
             Place::View(pos, view) => {
                 let c = self.blocks.get(*pos)?;
@@ -224,7 +241,7 @@ impl Tree for LuantiTree {
         let place = self.place(path)?;
         match &place {
             Place::Root | Place::Blocks => Ok(self.dir_stat(base_time())),
-            Place::WorldFile(name) => self.world_files()?.stat(name),
+            Place::WorldFile => self.world_files()?.stat(path),
             Place::Accounts => self.accounts()?.stat(path),
             Place::Block(pos) => {
                 let blob = self
@@ -255,6 +272,10 @@ impl Tree for LuantiTree {
             Place::Root => self.list_root(after, sink),
             Place::Blocks => self.list_blocks(after, sink),
             Place::Accounts => self.accounts()?.list(dir, after, sink),
+            Place::WorldFile => {
+                stream(self.world_files()?.entries(dir, 1)?, after, sink);
+                Ok(())
+            }
             Place::Block(pos) => self.list_block(pos, after, sink),
             Place::Meta(pos) => self.list_meta(pos, after, sink),
             Place::MetaNode(pos, rel) => self.list_meta_node(dir, (pos, rel), after, sink),
@@ -270,7 +291,7 @@ impl Tree for LuantiTree {
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile(name) => self.world_files()?.write(name, data),
+            Place::WorldFile => self.world_files()?.write(path, data),
             Place::Accounts => self.accounts()?.write(path, data),
             Place::View(pos, view) => self.write_view(pos, view, data),
             Place::Inventory(pos, rel) => {
@@ -308,7 +329,7 @@ impl Tree for LuantiTree {
 
     fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile(_) => Ok(()),
+            Place::WorldFile => Ok(()),
             Place::Accounts => self.accounts()?.check(path, data),
             Place::View(pos, view) => {
                 (view.parse)(data, pos, &mut self.blocks.get(pos)?.block.clone())
@@ -321,13 +342,17 @@ impl Tree for LuantiTree {
 
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
         Ok(match self.place(dir)? {
-            Place::Root if self.files.is_some() && !hidden_world_file(name) && name != "blocks" => {
+            // auth.txt is made by writing it where no auth data exists yet.
+            Place::Root if name == accounts::AUTH && self.accounts.is_some() => NewFile::Object,
+            Place::Root if self.files.is_some() && !hidden_world_file(name) => {
                 if looks_like_scratch(name) {
                     NewFile::Scratch
                 } else {
                     NewFile::Object
                 }
             }
+            Place::WorldFile if looks_like_scratch(name) => NewFile::Scratch,
+            Place::WorldFile => NewFile::Object,
             Place::Accounts => self.accounts()?.classify(dir, name)?,
             Place::Block(_) if VIEWS.iter().any(|v| v.name == name) => NewFile::Object,
             Place::MetaNode(..) if name == "inventory" => NewFile::Object,
@@ -344,7 +369,7 @@ impl Tree for LuantiTree {
 
     fn remove(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile(name) => self.world_files()?.remove(name),
+            Place::WorldFile => self.world_files()?.remove(path),
             Place::Accounts => self.accounts()?.remove(path),
             // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
             // a block folder reaches the rmdir that deletes the block.
@@ -385,6 +410,7 @@ impl Tree for LuantiTree {
         match self.place(path)? {
             Place::Block(pos) => self.blocks.create(pos),
             Place::Accounts => self.accounts()?.mkdir(path),
+            Place::WorldFile => self.world_files()?.mkdir(path),
             Place::MetaNode(pos, rel) => {
                 let c = self.blocks.get(pos)?;
                 if self.meta_exists(pos, &c, rel) {
@@ -404,6 +430,7 @@ impl Tree for LuantiTree {
         match self.place(path)? {
             Place::Block(pos) => self.blocks.delete(pos),
             Place::Accounts => self.accounts()?.rmdir(path),
+            Place::WorldFile => self.world_files()?.rmdir(path),
             Place::MetaNode(pos, rel) => {
                 let c = self.blocks.get(pos)?;
                 if !self.meta_exists(pos, &c, rel) {
@@ -448,7 +475,7 @@ impl Tree for LuantiTree {
         match (self.place(from)?, self.place(to)?) {
             (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
             (Place::Accounts, Place::Accounts) => self.accounts()?.rename(from, to),
-            (Place::WorldFile(a), Place::WorldFile(b)) => self.world_files()?.rename(a, b),
+            (Place::WorldFile, Place::WorldFile) => self.world_files()?.rename(from, to),
             (Place::Var(pa, ra, fa, ka), Place::Var(pb, rb, fb, kb)) if pa == pb && ra == rb => {
                 self.modify(pa, |b| {
                     let m = meta_entry(b, ra);
@@ -483,7 +510,7 @@ impl Tree for LuantiTree {
         let sub = sub_path(path);
         match place {
             Place::Root | Place::Blocks => Ok(()),
-            Place::WorldFile(name) => self.world_files()?.set_mtime(name, mtime),
+            Place::WorldFile => self.world_files()?.set_mtime(path, mtime),
             Place::Accounts => self.accounts()?.set_mtime(path, mtime),
             Place::Block(pos) => {
                 self.stat(path)?;
@@ -503,20 +530,27 @@ impl Tree for LuantiTree {
         }
     }
 
+    fn set_perm(&self, path: &TreePath, perm: u16) -> Result<()> {
+        match self.place(path)? {
+            Place::WorldFile => self.world_files()?.set_perm(path, perm),
+            _ => Ok(()),
+        }
+    }
+
     fn read_only(&self) -> bool {
         self.read_only
     }
 
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
-            Place::WorldFile(name) => self.world_files()?.readlink(name),
+            Place::WorldFile => self.world_files()?.readlink(path),
             _ => Err(not_a_link(path)),
         }
     }
 
     fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile(name) => self.world_files()?.symlink(name, target),
+            Place::WorldFile => self.world_files()?.symlink(path, target),
             _ => Err(no_link_here(path)),
         }
     }
@@ -542,7 +576,7 @@ impl LuantiTree {
             }
         }
         if let Some(files) = &self.files {
-            entries.extend(files.entries(5)?);
+            entries.extend(files.entries(&[], 5)?);
         }
         stream(entries, after, sink);
         Ok(())

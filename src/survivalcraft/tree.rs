@@ -8,7 +8,7 @@
 //!     surface.txt                  per column: top height, temperature, humidity
 //! players/NAME/inventory           a player's inventories in Project.xml
 //! containers/X,Y,Z/inventory       a chest's, furnace's, crafting table's... slots
-//! Project.bak, ...                 the world folder's other files and links, as they are
+//! Project.bak, Mods/, ...           the world folder's other files, folders and links, as they are
 //! ```
 //!
 //! Region worlds (2.3+) store no cell light: the game relights every chunk it loads, so
@@ -90,7 +90,8 @@ const INVENTORY: &str = "inventory";
 /// Where a path points.
 enum Place<'a> {
     Root,
-    WorldFile(&'a str),
+    /// A file, folder or link of the world folder itself.
+    WorldFile,
     Project,
     Chunks,
     Chunk(ChunkPos),
@@ -100,10 +101,15 @@ enum Place<'a> {
     Inventory(HolderKind, &'a str),
 }
 
-/// The files of the world folder the tree shows otherwise (or never).
+/// The names of the world folder the tree shows otherwise (or never): the terrain stores,
+/// and folders named like a view (the view wins).
 fn hidden_world_file(name: &str) -> bool {
     name == PROJECT
         || (name.starts_with("Chunks") && name.ends_with(".dat"))
+        || matches!(
+            name,
+            "Regions" | "Chunks" | "chunks" | "players" | "containers"
+        )
         || name.contains(".worldfs-")
 }
 
@@ -215,7 +221,9 @@ impl SurvivalcraftTree {
             ["chunks"] => Place::Chunks,
             [PROJECT] => Place::Project,
             [d] if kind(d).is_some() => Place::Holders(kind(d).ok_or_else(|| not_found(path))?),
-            [name] => Place::WorldFile(name),
+            [top, ..] if !matches!(*top, "chunks" | PROJECT) && kind(top).is_none() => {
+                Place::WorldFile
+            }
             ["chunks", c] => Place::Chunk(chunk(c)?),
             ["chunks", c, v] => {
                 let view = views_for(self.objects.format())
@@ -279,9 +287,9 @@ impl SurvivalcraftTree {
         Ok(self.objects.project()?.is_some())
     }
 
-    fn read_place(&self, place: &Place<'_>) -> Result<Arc<Vec<u8>>> {
+    fn read_place(&self, place: &Place<'_>, path: &TreePath) -> Result<Arc<Vec<u8>>> {
         match place {
-            Place::WorldFile(name) => self.world_files()?.read(name),
+            Place::WorldFile => self.world_files()?.read(path),
             Place::Project => Ok(self.objects.require_project()?.xml.clone()),
             Place::View(pos, view) => Ok(self.objects.chunk_view(*pos, view.name, view.render)?.0),
             Place::Inventory(kind, name) => Ok(Arc::new(self.inventory(*kind, name)?.0)),
@@ -334,7 +342,7 @@ impl SurvivalcraftTree {
             }
         }
         if let Some(files) = &self.files {
-            entries.extend(files.entries(5)?);
+            entries.extend(files.entries(&[], 5)?);
         }
         Ok(entries)
     }
@@ -345,7 +353,7 @@ impl Tree for SurvivalcraftTree {
         let place = self.place(path)?;
         match &place {
             Place::Root | Place::Chunks => Ok(self.dir_stat(base_time())),
-            Place::WorldFile(name) => self.world_files()?.stat(name),
+            Place::WorldFile => self.world_files()?.stat(path),
             Place::Project => {
                 let p = self.objects.require_project()?;
                 Ok(self.file_stat(p.xml.len(), p.mtime))
@@ -384,6 +392,10 @@ impl Tree for SurvivalcraftTree {
                 Ok(())
             }
             Place::Chunks => self.chunk_listing(after, sink),
+            Place::WorldFile => {
+                stream(self.world_files()?.entries(dir, 1)?, after, sink);
+                Ok(())
+            }
             Place::Chunk(pos) => {
                 let mut entries = Vec::new();
                 for (i, v) in views_for(self.objects.format()).enumerate() {
@@ -436,13 +448,13 @@ impl Tree for SurvivalcraftTree {
 
     fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
         let place = self.place(path)?;
-        self.read_place(&place)
+        self.read_place(&place, path)
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
         let renders = |info: &ProjectInfo| self.inventory_files(info);
         match self.place(path)? {
-            Place::WorldFile(name) => self.world_files()?.write(name, data),
+            Place::WorldFile => self.world_files()?.write(path, data),
             Place::Project => self.objects.modify_project(|_| Ok(data.to_vec()), renders),
             Place::View(pos, view) => self.objects.modify_chunk(pos, |c| (view.parse)(c, data)),
             Place::Inventory(kind, name) => {
@@ -464,7 +476,7 @@ impl Tree for SurvivalcraftTree {
 
     fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile(_) => Ok(()),
+            Place::WorldFile => Ok(()),
             Place::Project => project::read(data)
                 .map(drop)
                 .map_err(|e| Error::invalid(e.message())),
@@ -488,13 +500,14 @@ impl Tree for SurvivalcraftTree {
                 NewFile::Object
             }
             Place::Holder(..) if name == INVENTORY => NewFile::Object,
+            Place::WorldFile if !looks_like_scratch(name) => NewFile::Object,
             _ => NewFile::Scratch,
         })
     }
 
     fn remove(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile(name) => self.world_files()?.remove(name),
+            Place::WorldFile => self.world_files()?.remove(path),
             Place::Project | Place::View(..) | Place::Inventory(..) => {
                 Err(Error::not_permitted(format!(
                     "{}: cannot be removed (write it to change it)",
@@ -508,23 +521,27 @@ impl Tree for SurvivalcraftTree {
     fn mkdir(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::Chunk(pos) => self.objects.create_chunk(pos),
+            Place::WorldFile => self.world_files()?.mkdir(path),
             _ => Err(Error::not_permitted(format!(
-                "{}: folders here are fixed (only chunks/CX,CZ can be created)",
+                "{}: folders here are fixed (chunks/CX,CZ and the world folder's own folders can be created)",
                 path.join("/")
             ))),
         }
     }
 
     fn rmdir(&self, path: &TreePath) -> Result<()> {
-        Err(Error::not_permitted(format!(
-            "{}: cannot be removed (Survivalcraft chunk files have no way to drop a chunk)",
-            path.join("/")
-        )))
+        match self.place(path)? {
+            Place::WorldFile => self.world_files()?.rmdir(path),
+            _ => Err(Error::not_permitted(format!(
+                "{}: cannot be removed (Survivalcraft chunk files have no way to drop a chunk)",
+                path.join("/")
+            ))),
+        }
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
         match (self.place(from)?, self.place(to)?) {
-            (Place::WorldFile(a), Place::WorldFile(b)) => self.world_files()?.rename(a, b),
+            (Place::WorldFile, Place::WorldFile) => self.world_files()?.rename(from, to),
             _ => Err(Error::new(
                 libc::EXDEV,
                 "only the world folder's plain files can be renamed",
@@ -536,7 +553,7 @@ impl Tree for SurvivalcraftTree {
         match self.place(path)? {
             Place::Root | Place::Chunks | Place::Chunk(_) | Place::Holders(_) => Ok(()),
             Place::Holder(kind, name) => self.inventory(kind, name).map(|_| ()),
-            Place::WorldFile(name) => self.world_files()?.set_mtime(name, mtime),
+            Place::WorldFile => self.world_files()?.set_mtime(path, mtime),
             Place::Project => self.objects.set_project_mtime(mtime),
             Place::View(pos, _) => self.objects.set_chunk_mtime(pos, mtime),
             Place::Inventory(kind, name) => {
@@ -548,6 +565,13 @@ impl Tree for SurvivalcraftTree {
                 );
                 Ok(())
             }
+        }
+    }
+
+    fn set_perm(&self, path: &TreePath, perm: u16) -> Result<()> {
+        match self.place(path)? {
+            Place::WorldFile => self.world_files()?.set_perm(path, perm),
+            _ => Ok(()),
         }
     }
 
@@ -565,14 +589,14 @@ impl Tree for SurvivalcraftTree {
 
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
-            Place::WorldFile(name) => self.world_files()?.readlink(name),
+            Place::WorldFile => self.world_files()?.readlink(path),
             _ => Err(not_a_link(path)),
         }
     }
 
     fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile(name) => self.world_files()?.symlink(name, target),
+            Place::WorldFile => self.world_files()?.symlink(path, target),
             _ => Err(no_link_here(path)),
         }
     }

@@ -33,7 +33,7 @@ use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::fresh::FreshDirs;
-use crate::vfs::handles::{Handle, Home, OpenFile};
+use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
 use crate::vfs::inodes::Inodes;
 use crate::vfs::overlay::{overlay_stat, Overlay};
@@ -240,8 +240,8 @@ impl Vfs {
         self.stat_path(&path)
     }
 
-    /// Truncates `ino` (through handle `fh` when given), sets its mtime, or sets the mode of
-    /// a file the core holds (the tree fixes the modes of its own files).
+    /// Truncates `ino` (through handle `fh` when given), sets its mtime, or sets its mode (of
+    /// a file the core holds, else through [`Tree::set_perm`]).
     pub fn setattr(
         &self,
         ino: u64,
@@ -289,7 +289,7 @@ impl Vfs {
             if let Some(m) = mtime {
                 f.mtime = m;
             }
-            if let (Some(mode), Home::Core) = (mode, f.home) {
+            if let Some(mode) = mode {
                 f.perm = permission_bits(mode);
             }
         }
@@ -309,6 +309,11 @@ impl Vfs {
         if let (Some(m), false) = (mtime, held) {
             self.tree
                 .set_mtime(&path, m)
+                .map_err(|e| e.context(display_path(&path)))?;
+        }
+        if let (Some(mode), false) = (mode, held) {
+            self.tree
+                .set_perm(&path, permission_bits(mode))
                 .map_err(|e| e.context(display_path(&path)))?;
         }
         self.stat_path(&path)

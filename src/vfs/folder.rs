@@ -1,64 +1,93 @@
-//! Plain files of a real folder shown in the tree (a Luanti world's `world.mt`, `env_meta.txt`,
-//! a Survivalcraft `Project.xml`): read and written as they are, replaced atomically
-//! ([`crate::vfs::replace`]) so a crash leaves the old or the new file.
+//! A real folder shown in the tree as it is (a Luanti world's `world.mt`, `worldmods/`,
+//! `schems/`, a Survivalcraft `Project.xml`): its files, sub-folders and links, read and
+//! written as they are, files replaced atomically ([`crate::vfs::replace`]) so a crash
+//! leaves the old or the new file.
 //!
-//! Files show their own permission bits (a `world.mt` of mode 0600 holding a database
-//! password stays 0600 through the mount, also with `--allow-other`), less the write bits on
-//! a read-only mount, and a replaced file keeps its mode.
+//! Files and folders show their own permission bits (a `world.mt` of mode 0600 holding a
+//! database password stays 0600 through the mount, also with `--allow-other`), less the
+//! write bits on a read-only mount; `chmod` sets them, a replaced file keeps its mode, and
+//! mtimes are the ones on disk and can be set (`rsync -a`, `touch -d`). Other kinds of files
+//! (FIFOs, sockets, devices) are not shown.
 //!
-//! Symbolic links in the folder are shown as links and never followed: anyone who can write
-//! to a world folder could point one at any file of the user running worldfs. A link is
-//! listed from `lstat` (mode 0777, size the target's length), its target is read with
-//! `readlinkat` exactly as stored, and removing, renaming, touching or creating one acts on
-//! the link itself (`unlinkat`, `renameat`, `utimensat` without following, `symlinkat`, all
-//! in the folder's descriptor). Reading or writing a link's name as a file fails with
-//! `ELOOP` (the kernel resolves links before it opens, so through a mount that only happens
-//! by a race), and a whole-file replacement never follows one ([`crate::vfs::replace`]).
+//! Symbolic links are shown as links and never followed: anyone who can write to a world
+//! folder could point one at any file of the user running worldfs. Every path is walked
+//! from the folder's own descriptor one name at a time, each sub-folder opened with
+//! `O_NOFOLLOW | O_DIRECTORY`, and every operation acts on the last name with a `*at` call
+//! in its folder's descriptor that does not follow it (`fstatat`, `openat` with
+//! `O_NOFOLLOW`, `readlinkat`, `unlinkat`, `renameat`, `mkdirat`, `symlinkat`, `utimensat`
+//! and `fchmodat` without following): a link, at the end of a path or in the middle, is
+//! never gone through. Reading or writing a link's name as a file fails with `ELOOP` (the
+//! kernel resolves links before it opens, so through a mount that only happens by a race),
+//! and a whole-file replacement never follows one ([`crate::vfs::replace`]).
+//!
+//! The top level may hide names the tree shows otherwise (a Luanti world's `map.sqlite`,
+//! the `blocks/` and `players/` views): those are neither listed nor reached here.
 
 use std::ffi::OsStr;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::Read;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use nix::fcntl::{readlinkat, renameat};
-use nix::sys::stat::{utimensat, UtimensatFlags};
+use nix::dir::Dir;
+use nix::fcntl::{openat, readlinkat, renameat, AtFlags, OFlag};
+use nix::sys::stat::{
+    fchmodat, fstatat, mkdirat, utimensat, FchmodatFlags, FileStat, Mode, SFlag, UtimensatFlags,
+};
 use nix::sys::time::TimeSpec;
 use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 
 use crate::error::{Error, Result};
 use crate::vfs::mtimes::content_hash;
-use crate::vfs::replace::{is_temp_name, open_no_follow, remove_all_leftovers, write_atomic};
-use crate::vfs::tree::{Entry, Kind, Stat, MAX_TREE_COOKIE};
+use crate::vfs::replace::{is_temp_name, open_no_follow_at, remove_all_leftovers, write_atomic_at};
+use crate::vfs::tree::{Entry, Kind, Stat, TreePath, MAX_TREE_COOKIE};
 
-/// Mode of a file created through the mount (less the umask).
-const NEW_FILE_MODE: u32 = 0o644;
+/// Mode of a file created through the mount, until the core sets the mode it was created
+/// with (owner only meanwhile, so a secret is never readable by others even briefly).
+const NEW_FILE_MODE: u32 = 0o600;
+/// Mode of a folder created through the mount (less the umask), until `chmod`.
+const NEW_DIR_MODE: u32 = 0o755;
 
-/// The regular files and links of one folder, minus the ones the tree shows otherwise.
+/// The files, sub-folders and links of one real folder, minus the top-level names the tree
+/// shows otherwise.
 pub struct FolderFiles {
     dir: PathBuf,
     hidden: fn(&str) -> bool,
     read_only: bool,
 }
 
-/// An error of a `*at` call on `name`.
-fn at_error(name: &str, e: nix::errno::Errno) -> Error {
-    Error::new(e as i32, format!("{name}: {e}"))
+/// An error of a `*at` call on `path`.
+fn at_error(path: &TreePath, e: nix::errno::Errno) -> Error {
+    Error::new(e as i32, format!("{}: {e}", path.join("/")))
 }
 
-/// The listing cookie of the file `name`: its hash, in `first_cookie..` below
+/// The listing cookie of the entry `name`: its hash, in `first_cookie..` below
 /// [`MAX_TREE_COOKIE`].
 fn name_cookie(first_cookie: u64, name: &str) -> u64 {
     first_cookie + content_hash(name.as_bytes()) % (MAX_TREE_COOKIE / 2)
 }
 
+/// The modification time of a stat.
+fn mtime_of(st: &FileStat) -> SystemTime {
+    let nanos = u32::try_from(st.st_mtime_nsec).unwrap_or(0);
+    match u64::try_from(st.st_mtime) {
+        Ok(secs) => UNIX_EPOCH + Duration::new(secs, nanos),
+        Err(_) => UNIX_EPOCH - Duration::from_secs(st.st_mtime.unsigned_abs()),
+    }
+}
+
+/// An open folder (of the shown folder, or below it) and the name of an entry in it.
+struct At<'a> {
+    dir: File,
+    name: &'a str,
+}
+
 impl FolderFiles {
-    /// The files of `dir` for which `hidden` is false. Read-write, the temporary files a
-    /// crash left in `dir` are removed first.
+    /// The folder `dir`, less the top-level names for which `hidden` is true. Read-write,
+    /// the temporary files a crash left in `dir` are removed first.
     pub fn new(dir: &Path, hidden: fn(&str) -> bool, read_only: bool) -> FolderFiles {
         if !read_only {
             if let Err(e) = remove_all_leftovers(dir) {
@@ -75,27 +104,73 @@ impl FolderFiles {
         }
     }
 
-    /// Whether `name` is one the folder shows (not hidden, not a temporary of worldfs).
-    fn shown(&self, name: &str) -> bool {
-        !(self.hidden)(name) && !is_temp_name(name)
+    /// Whether `name` is shown at `depth` (0: the top level, where `hidden` applies).
+    fn shown(&self, depth: usize, name: &str) -> bool {
+        let odd = name.is_empty() || name == "." || name == ".." || name.contains('/');
+        let hidden = depth == 0 && (self.hidden)(name);
+        !(odd || hidden || is_temp_name(name))
     }
 
-    fn path(&self, name: &str) -> Result<PathBuf> {
-        if !self.shown(name) {
-            return Err(Error::not_found(format!(
-                "{name}: not a file of the world folder"
-            )));
+    /// The shown folder itself.
+    fn open_root(&self) -> Result<File> {
+        let fd = openat(
+            None,
+            &self.dir,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| Error::new(e as i32, format!("{}: {e}", self.dir.display())))?;
+        // SAFETY: `openat` just returned this descriptor, which nothing else owns.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// The sub-folder `name` of `dir`, never through a link.
+    fn open_sub(dir: &File, name: &str, path: &TreePath) -> Result<File> {
+        let fd = openat(
+            Some(dir.as_raw_fd()),
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            // A link or a file where a folder is expected: the path names nothing here.
+            nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR => {
+                Error::not_found(format!("{}: no such folder", path.join("/")))
+            }
+            e => at_error(path, e),
+        })?;
+        // SAFETY: `openat` just returned this descriptor, which nothing else owns.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// The folder holding the last name of `path`, walked from the top without following
+    /// links, and that name. Every name on the way must be shown.
+    fn at<'a>(&self, path: &'a TreePath) -> Result<At<'a>> {
+        let (name, folders) = path
+            .split_last()
+            .ok_or_else(|| Error::invalid("the folder itself has no name"))?;
+        let mut dir = self.open_root()?;
+        for (depth, part) in path.iter().enumerate() {
+            if !self.shown(depth, part) {
+                return Err(Error::not_found(format!(
+                    "{}: not a file of the world folder",
+                    path.join("/")
+                )));
+            }
         }
-        Ok(self.dir.join(name))
+        for part in folders {
+            dir = Self::open_sub(&dir, part, path)?;
+        }
+        Ok(At { dir, name })
     }
 
-    /// The folder itself, for the `*at` calls that act on its entries by name.
-    fn open_dir(&self) -> Result<File> {
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(&self.dir)
-            .map_err(|e| Error::from(e).context(self.dir.display()))
+    /// The folder `path` itself (the top for an empty path).
+    fn open_dir(&self, path: &TreePath) -> Result<File> {
+        if path.is_empty() {
+            return self.open_root();
+        }
+        let at = self.at(path)?;
+        Self::open_sub(&at.dir, at.name, path)
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -105,33 +180,69 @@ impl FolderFiles {
         Ok(())
     }
 
-    /// The visible regular files and links, sorted by name.
-    pub fn names(&self) -> Result<Vec<String>> {
-        let mut names = Vec::new();
-        for entry in fs::read_dir(&self.dir)? {
-            let entry = entry?;
-            let kind = entry.file_type()?;
-            if !kind.is_file() && !kind.is_symlink() {
-                continue;
+    /// The `lstat` of `name` in `dir` as a tree stat: files, folders and links only.
+    fn stat_in(&self, dir: &File, name: &str, path: &TreePath) -> Result<Stat> {
+        let st = fstatat(Some(dir.as_raw_fd()), name, AtFlags::AT_SYMLINK_NOFOLLOW)
+            .map_err(|e| at_error(path, e))?;
+        let mtime = mtime_of(&st);
+        let kind = match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
+            SFlag::S_IFLNK => return Ok(Stat::symlink(st.st_size as u64, mtime)),
+            SFlag::S_IFREG => Kind::File,
+            SFlag::S_IFDIR => Kind::Dir,
+            _ => {
+                return Err(Error::not_found(format!(
+                    "{}: not a regular file, folder or link",
+                    path.join("/")
+                )))
             }
-            if let Ok(name) = entry.file_name().into_string() {
-                if self.shown(&name) {
-                    names.push(name);
+        };
+        let mut perm = (st.st_mode & 0o777) as u16;
+        if self.read_only {
+            perm &= !0o222;
+        }
+        Ok(Stat {
+            kind,
+            size: if kind == Kind::File {
+                st.st_size as u64
+            } else {
+                0
+            },
+            mtime,
+            perm,
+        })
+    }
+
+    /// The stat of the file, folder or link at `path` (its own, as `lstat` gives).
+    pub fn stat(&self, path: &TreePath) -> Result<Stat> {
+        let at = self.at(path)?;
+        self.stat_in(&at.dir, at.name, path)
+    }
+
+    /// The shown entries of the folder `path` (the top for an empty path). Each cookie comes
+    /// from the entry's name (at least `first_cookie`), so it stays the same while other
+    /// entries come and go: a listing paged across a `create` or an `unlink` neither skips
+    /// nor repeats one.
+    pub fn entries(&self, path: &TreePath, first_cookie: u64) -> Result<Vec<Entry>> {
+        let dir = self.open_dir(path)?;
+        let listed = dir.try_clone()?;
+        let mut reader = Dir::from_fd(std::os::fd::IntoRawFd::into_raw_fd(listed))
+            .map_err(|e| at_error(path, e))?;
+        let mut names = Vec::new();
+        for entry in reader.iter() {
+            let entry = entry.map_err(|e| at_error(path, e))?;
+            if let Ok(name) = entry.file_name().to_str() {
+                if self.shown(path.len(), name) {
+                    names.push(name.to_string());
                 }
             }
         }
         names.sort();
-        Ok(names)
-    }
-
-    /// The visible files as listing entries. Each cookie comes from the file's name (at least
-    /// `first_cookie`), so it stays the same while other files come and go: a listing paged
-    /// across a `create` or an `unlink` neither skips nor repeats a file.
-    pub fn entries(&self, first_cookie: u64) -> Result<Vec<Entry>> {
         let mut entries = Vec::new();
         let mut used = std::collections::BTreeSet::new();
-        for name in self.names()? {
-            if let Ok(stat) = self.stat(&name) {
+        for name in names {
+            let mut full = path.to_vec();
+            full.push(name.clone());
+            if let Ok(stat) = self.stat_in(&dir, &name, &full) {
                 let mut cookie = name_cookie(first_cookie, &name);
                 while !used.insert(cookie) {
                     cookie += 1;
@@ -142,118 +253,165 @@ impl FolderFiles {
         Ok(entries)
     }
 
-    /// The metadata (`lstat`: of a link itself) of an existing regular file or link.
-    fn existing(&self, name: &str) -> Result<fs::Metadata> {
-        let path = self.path(name)?;
-        let md = fs::symlink_metadata(&path).map_err(|e| Error::from(e).context(name))?;
-        if !md.is_file() && !md.file_type().is_symlink() {
-            return Err(Error::not_found(format!("{name}: not a regular file")));
-        }
-        Ok(md)
-    }
-
-    /// Stat of one file (its size, mtime and own permission bits) or link.
-    pub fn stat(&self, name: &str) -> Result<Stat> {
-        let md = self.existing(name)?;
-        if md.file_type().is_symlink() {
-            return Ok(Stat::symlink(md.len(), md.modified()?));
-        }
-        let mut perm = (md.mode() & 0o777) as u16;
-        if self.read_only {
-            perm &= !0o222;
-        }
-        Ok(Stat {
-            kind: Kind::File,
-            size: md.len(),
-            mtime: md.modified()?,
-            perm,
-        })
-    }
-
     /// Content of one file (a link is refused with `ELOOP`).
-    pub fn read(&self, name: &str) -> Result<Arc<Vec<u8>>> {
-        let mut f = open_no_follow(&self.path(name)?, false)?;
+    pub fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
+        let at = self.at(path)?;
+        let shown = self.dir.join(path.join("/"));
+        let mut f = open_no_follow_at(&at.dir, OsStr::new(at.name), &shown)?;
         let mut data = Vec::new();
         f.read_to_end(&mut data)?;
         Ok(Arc::new(data))
     }
 
     /// The target of one link, as stored.
-    pub fn readlink(&self, name: &str) -> Result<Vec<u8>> {
-        self.path(name)?;
-        let dir = self.open_dir()?;
-        readlinkat(Some(dir.as_raw_fd()), name)
+    pub fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
+        let at = self.at(path)?;
+        readlinkat(Some(at.dir.as_raw_fd()), at.name)
             .map(OsStringExt::into_vec)
-            .map_err(|e| at_error(name, e))
+            .map_err(|e| at_error(path, e))
     }
 
     /// Atomically replaces (or creates) one file, keeping its mode (a link is refused).
-    pub fn write(&self, name: &str, data: &[u8]) -> Result<()> {
+    pub fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
         self.check_writable()?;
-        write_atomic(&self.path(name)?, data, NEW_FILE_MODE)
+        let at = self.at(path)?;
+        let shown = self.dir.join(path.join("/"));
+        write_atomic_at(&at.dir, OsStr::new(at.name), &shown, NEW_FILE_MODE, |out| {
+            Ok(out.write_all(data)?)
+        })
     }
 
-    /// Creates link `name` pointing to `target`.
-    pub fn symlink(&self, name: &str, target: &[u8]) -> Result<()> {
+    /// Creates link `path` pointing to `target`.
+    pub fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
         self.check_writable()?;
-        if !self.shown(name) {
-            return Err(Error::not_permitted(format!(
-                "{name}: a name of the world folder the tree shows otherwise or uses itself"
-            )));
-        }
-        let dir = self.open_dir()?;
-        symlinkat(OsStr::from_bytes(target), Some(dir.as_raw_fd()), name)
-            .map_err(|e| at_error(name, e))?;
-        dir.sync_all()?;
+        let at = self.at(path).map_err(|_| {
+            Error::not_permitted(format!(
+                "{}: a name of the world folder the tree shows otherwise or uses itself",
+                path.join("/")
+            ))
+        })?;
+        symlinkat(OsStr::from_bytes(target), Some(at.dir.as_raw_fd()), at.name)
+            .map_err(|e| at_error(path, e))?;
+        at.dir.sync_all()?;
+        Ok(())
+    }
+
+    /// Makes the folder `path`.
+    pub fn mkdir(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        let at = self.at(path)?;
+        mkdirat(
+            Some(at.dir.as_raw_fd()),
+            at.name,
+            Mode::from_bits_truncate(NEW_DIR_MODE),
+        )
+        .map_err(|e| at_error(path, e))?;
+        at.dir.sync_all()?;
+        Ok(())
+    }
+
+    /// Removes the empty folder `path` (never a link's target).
+    pub fn rmdir(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        let at = self.at(path)?;
+        unlinkat(Some(at.dir.as_raw_fd()), at.name, UnlinkatFlags::RemoveDir)
+            .map_err(|e| at_error(path, e))?;
+        at.dir.sync_all()?;
         Ok(())
     }
 
     /// Removes one file or link (never what a link points to).
-    pub fn remove(&self, name: &str) -> Result<()> {
+    pub fn remove(&self, path: &TreePath) -> Result<()> {
         self.check_writable()?;
-        self.existing(name)?;
-        let dir = self.open_dir()?;
-        unlinkat(Some(dir.as_raw_fd()), name, UnlinkatFlags::NoRemoveDir)
-            .map_err(|e| at_error(name, e))?;
-        dir.sync_all()?;
+        let at = self.at(path)?;
+        self.stat_in(&at.dir, at.name, path)?;
+        unlinkat(
+            Some(at.dir.as_raw_fd()),
+            at.name,
+            UnlinkatFlags::NoRemoveDir,
+        )
+        .map_err(|e| at_error(path, e))?;
+        at.dir.sync_all()?;
         Ok(())
     }
 
-    /// Renames one file or link inside the folder.
-    pub fn rename(&self, from: &str, to: &str) -> Result<()> {
+    /// Renames one file, folder or link, anywhere inside the shown folder.
+    pub fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
         self.check_writable()?;
-        self.existing(from)?;
-        self.path(to)?;
-        let dir = self.open_dir()?;
-        let fd = Some(dir.as_raw_fd());
-        renameat(fd, from, fd, to).map_err(|e| at_error(from, e))?;
-        dir.sync_all()?;
+        let a = self.at(from)?;
+        self.stat_in(&a.dir, a.name, from)?;
+        let b = self.at(to)?;
+        renameat(
+            Some(a.dir.as_raw_fd()),
+            a.name,
+            Some(b.dir.as_raw_fd()),
+            b.name,
+        )
+        .map_err(|e| at_error(from, e))?;
+        a.dir.sync_all()?;
+        b.dir.sync_all()?;
         Ok(())
     }
 
-    /// Sets one file's mtime (of the file or link itself, never of what a link points to).
-    pub fn set_mtime(&self, name: &str, mtime: SystemTime) -> Result<()> {
+    /// Sets the mtime of one file, folder or link (of the link itself, never of what it
+    /// points to).
+    pub fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
         self.check_writable()?;
-        self.existing(name)?;
-        let mtime = match mtime.duration_since(SystemTime::UNIX_EPOCH) {
+        let at = self.at(path)?;
+        self.stat_in(&at.dir, at.name, path)?;
+        let mtime = match mtime.duration_since(UNIX_EPOCH) {
             Ok(after) => TimeSpec::from_duration(after),
             Err(before) => -TimeSpec::from_duration(before.duration()),
         };
-        let dir = self.open_dir()?;
         utimensat(
-            Some(dir.as_raw_fd()),
-            name,
+            Some(at.dir.as_raw_fd()),
+            at.name,
             &TimeSpec::UTIME_OMIT,
             &mtime,
             UtimensatFlags::NoFollowSymlink,
         )
-        .map_err(|e| at_error(name, e))
+        .map_err(|e| at_error(path, e))
+    }
+
+    /// Sets the permission bits of one file or folder (a link has none: `EOPNOTSUPP`).
+    pub fn set_perm(&self, path: &TreePath, perm: u16) -> Result<()> {
+        self.check_writable()?;
+        let at = self.at(path)?;
+        if self.stat_in(&at.dir, at.name, path)?.perm == perm {
+            return Ok(());
+        }
+        fchmodat(
+            Some(at.dir.as_raw_fd()),
+            at.name,
+            Mode::from_bits_truncate(u32::from(perm)),
+            FchmodatFlags::NoFollowSymlink,
+        )
+        .map_err(|e| at_error(path, e))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
+
+    fn p(name: &str) -> Vec<String> {
+        name.split('/').map(str::to_string).collect()
+    }
+
+    impl FolderFiles {
+        /// The names at the top, sorted.
+        fn names(&self) -> Vec<String> {
+            let mut names: Vec<String> = self
+                .entries(&[], 1)
+                .unwrap()
+                .into_iter()
+                .map(|e| e.name)
+                .collect();
+            names.sort();
+            names
+        }
+    }
 
     #[test]
     fn cookies_stay_the_same_while_files_come_and_go() {
@@ -264,7 +422,7 @@ mod tests {
         let f = FolderFiles::new(dir.path(), |_| false, false);
         let cookies = |f: &FolderFiles| -> Vec<(String, u64)> {
             let mut e: Vec<_> = f
-                .entries(5)
+                .entries(&[], 5)
                 .unwrap()
                 .into_iter()
                 .map(|e| (e.name, e.cookie))
@@ -292,13 +450,21 @@ mod tests {
         fs::write(dir.path().join("map.sqlite"), "db").unwrap();
         fs::create_dir(dir.path().join("worldmods")).unwrap();
         let f = FolderFiles::new(dir.path(), |n| n.starts_with("map.sqlite"), false);
-        assert_eq!(f.names().unwrap(), vec!["world.mt"]);
-        assert!(f.stat("map.sqlite").is_err());
-        f.write("world.mt", b"gameid = other\n").unwrap();
-        assert_eq!(&**f.read("world.mt").unwrap(), b"gameid = other\n");
-        assert_eq!(f.names().unwrap(), vec!["world.mt"], "no temporary left");
+        assert_eq!(f.names(), vec!["world.mt", "worldmods"]);
+        assert_eq!(f.stat(&p("worldmods")).unwrap().kind, Kind::Dir);
+        assert!(f.stat(&p("map.sqlite")).is_err());
+        f.write(&p("world.mt"), b"gameid = other\n").unwrap();
+        assert_eq!(&**f.read(&p("world.mt")).unwrap(), b"gameid = other\n");
+        assert_eq!(
+            f.names(),
+            vec!["world.mt", "worldmods"],
+            "no temporary left"
+        );
         let ro = FolderFiles::new(dir.path(), |_| false, true);
-        assert_eq!(ro.write("world.mt", b"x").unwrap_err().errno(), libc::EROFS);
+        assert_eq!(
+            ro.write(&p("world.mt"), b"x").unwrap_err().errno(),
+            libc::EROFS
+        );
         let left = dir.path().join(".worldfs-world.mt.123.4.tmp");
         fs::write(&left, b"half").unwrap();
         FolderFiles::new(dir.path(), |_| false, true);
@@ -323,16 +489,16 @@ mod tests {
         // Planted while mounted: the old fixed temporary name, and a world file.
         symlink(&victim, world.join(".worldfs-env_meta.txt.tmp")).unwrap();
         symlink(&victim, world.join("linked.txt")).unwrap();
-        f.write("env_meta.txt", b"time = 2\n").unwrap();
+        f.write(&p("env_meta.txt"), b"time = 2\n").unwrap();
         assert_eq!(
             fs::read(&victim).unwrap(),
             b"secret",
             "the planted link was followed"
         );
-        assert_eq!(&**f.read("env_meta.txt").unwrap(), b"time = 2\n");
-        assert_eq!(f.names().unwrap(), vec!["env_meta.txt", "linked.txt"]);
+        assert_eq!(&**f.read(&p("env_meta.txt")).unwrap(), b"time = 2\n");
+        assert_eq!(f.names(), vec!["env_meta.txt", "linked.txt"]);
         let target = victim.as_os_str().as_encoded_bytes().to_vec();
-        let st = f.stat("linked.txt").unwrap();
+        let st = f.stat(&p("linked.txt")).unwrap();
         assert_eq!(st.kind, Kind::Symlink);
         assert_eq!(
             st.size,
@@ -340,24 +506,25 @@ mod tests {
             "lstat size: the target's length"
         );
         assert_eq!(st.perm, 0o777);
-        let listed = f.entries(1).unwrap();
+        let listed = f.entries(&[], 1).unwrap();
         assert_eq!(listed[1].name, "linked.txt");
         assert_eq!(listed[1].stat.kind, Kind::Symlink);
-        assert_eq!(f.readlink("linked.txt").unwrap(), target);
+        assert_eq!(f.readlink(&p("linked.txt")).unwrap(), target);
         assert_eq!(
-            f.readlink("env_meta.txt").unwrap_err().errno(),
+            f.readlink(&p("env_meta.txt")).unwrap_err().errno(),
             libc::EINVAL
         );
         // Reading or writing a link as a file never goes through it.
         for e in [
-            f.read("linked.txt").unwrap_err(),
-            f.write("linked.txt", b"x").unwrap_err(),
+            f.read(&p("linked.txt")).unwrap_err(),
+            f.write(&p("linked.txt"), b"x").unwrap_err(),
         ] {
             assert_eq!(e.errno(), libc::ELOOP, "{e}");
             assert!(e.message().contains("symbolic link"), "{e}");
         }
         // Touching a link sets the link's own time.
-        f.set_mtime("linked.txt", SystemTime::UNIX_EPOCH).unwrap();
+        f.set_mtime(&p("linked.txt"), SystemTime::UNIX_EPOCH)
+            .unwrap();
         assert_eq!(
             fs::symlink_metadata(world.join("linked.txt"))
                 .unwrap()
@@ -370,20 +537,20 @@ mod tests {
             SystemTime::UNIX_EPOCH
         );
         // Renaming moves the link, removing removes the link: the target stays.
-        f.rename("linked.txt", "moved.txt").unwrap();
+        f.rename(&p("linked.txt"), &p("moved.txt")).unwrap();
         assert!(fs::symlink_metadata(world.join("linked.txt")).is_err());
-        assert_eq!(f.readlink("moved.txt").unwrap(), target);
-        f.remove("moved.txt").unwrap();
+        assert_eq!(f.readlink(&p("moved.txt")).unwrap(), target);
+        f.remove(&p("moved.txt")).unwrap();
         assert!(fs::symlink_metadata(world.join("moved.txt")).is_err());
         assert_eq!(fs::read(&victim).unwrap(), b"secret");
-        assert_eq!(f.names().unwrap(), vec!["env_meta.txt"]);
+        assert_eq!(f.names(), vec!["env_meta.txt"]);
         // A link named like a file the tree shows otherwise stays hidden and untouched.
         symlink(&victim, world.join("map.sqlite")).unwrap();
-        assert_eq!(f.names().unwrap(), vec!["env_meta.txt"]);
+        assert_eq!(f.names(), vec!["env_meta.txt"]);
         for e in [
-            f.stat("map.sqlite").unwrap_err(),
-            f.readlink("map.sqlite").unwrap_err(),
-            f.remove("map.sqlite").unwrap_err(),
+            f.stat(&p("map.sqlite")).unwrap_err(),
+            f.readlink(&p("map.sqlite")).unwrap_err(),
+            f.remove(&p("map.sqlite")).unwrap_err(),
         ] {
             assert_eq!(e.errno(), libc::ENOENT, "{e}");
         }
@@ -397,34 +564,39 @@ mod tests {
         fs::write(dir.path().join("world.mt"), b"gameid = x\n").unwrap();
         let f = FolderFiles::new(dir.path(), |n| n.starts_with("map.sqlite"), false);
         let odd: &[u8] = b"../outside/\xff name";
-        f.symlink("odd", odd).unwrap();
-        f.symlink("rel", b"world.mt").unwrap();
+        f.symlink(&p("odd"), odd).unwrap();
+        f.symlink(&p("rel"), b"world.mt").unwrap();
         let made = fs::read_link(dir.path().join("odd")).unwrap();
         assert_eq!(
             made.as_os_str().as_bytes(),
             odd,
             "the target is stored as given"
         );
-        assert_eq!(f.readlink("odd").unwrap(), odd);
-        assert_eq!(f.stat("rel").unwrap().kind, Kind::Symlink);
-        assert_eq!(f.stat("rel").unwrap().size, 8);
+        assert_eq!(f.readlink(&p("odd")).unwrap(), odd);
+        assert_eq!(f.stat(&p("rel")).unwrap().kind, Kind::Symlink);
+        assert_eq!(f.stat(&p("rel")).unwrap().size, 8);
         assert_eq!(
-            f.symlink("world.mt", b"x").unwrap_err().errno(),
+            f.symlink(&p("world.mt"), b"x").unwrap_err().errno(),
             libc::EEXIST
         );
         assert_eq!(
-            f.symlink("map.sqlite", b"x").unwrap_err().errno(),
+            f.symlink(&p("map.sqlite"), b"x").unwrap_err().errno(),
             libc::EPERM
         );
         assert_eq!(
-            f.symlink(".worldfs-a.1.2.tmp", b"x").unwrap_err().errno(),
+            f.symlink(&p(".worldfs-a.1.2.tmp"), b"x")
+                .unwrap_err()
+                .errno(),
             libc::EPERM
         );
-        assert_eq!(&**f.read("world.mt").unwrap(), b"gameid = x\n");
+        assert_eq!(&**f.read(&p("world.mt")).unwrap(), b"gameid = x\n");
         let ro = FolderFiles::new(dir.path(), |_| false, true);
-        assert_eq!(ro.symlink("new", b"x").unwrap_err().errno(), libc::EROFS);
-        assert_eq!(ro.remove("odd").unwrap_err().errno(), libc::EROFS);
-        assert_eq!(ro.readlink("odd").unwrap(), odd);
+        assert_eq!(
+            ro.symlink(&p("new"), b"x").unwrap_err().errno(),
+            libc::EROFS
+        );
+        assert_eq!(ro.remove(&p("odd")).unwrap_err().errno(), libc::EROFS);
+        assert_eq!(ro.readlink(&p("odd")).unwrap(), odd);
     }
 
     #[test]
@@ -437,17 +609,22 @@ mod tests {
         fs::write(dir.path().join("run.sh"), b"#!/bin/sh\n").unwrap();
         fs::set_permissions(dir.path().join("run.sh"), fs::Permissions::from_mode(0o750)).unwrap();
         let f = FolderFiles::new(dir.path(), |_| false, false);
-        assert_eq!(f.stat("world.mt").unwrap().perm, 0o600);
-        assert_eq!(f.stat("run.sh").unwrap().perm, 0o750);
-        let listed: Vec<u16> = f.entries(1).unwrap().iter().map(|e| e.stat.perm).collect();
+        assert_eq!(f.stat(&p("world.mt")).unwrap().perm, 0o600);
+        assert_eq!(f.stat(&p("run.sh")).unwrap().perm, 0o750);
+        let listed: Vec<u16> = f
+            .entries(&[], 1)
+            .unwrap()
+            .iter()
+            .map(|e| e.stat.perm)
+            .collect();
         assert_eq!(listed, vec![0o750, 0o600]);
-        f.write("world.mt", b"pgsql_connection = password=y\n")
+        f.write(&p("world.mt"), b"pgsql_connection = password=y\n")
             .unwrap();
         let mode = fs::metadata(&secret).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o600, "the replaced file keeps its mode");
-        assert_eq!(f.stat("world.mt").unwrap().perm, 0o600);
+        assert_eq!(f.stat(&p("world.mt")).unwrap().perm, 0o600);
         let ro = FolderFiles::new(dir.path(), |_| false, true);
-        assert_eq!(ro.stat("world.mt").unwrap().perm, 0o400);
-        assert_eq!(ro.stat("run.sh").unwrap().perm, 0o550);
+        assert_eq!(ro.stat(&p("world.mt")).unwrap().perm, 0o400);
+        assert_eq!(ro.stat(&p("run.sh")).unwrap().perm, 0o550);
     }
 }

@@ -84,6 +84,11 @@ impl Vfs {
     pub(super) fn commit(&self, path: &[String], data: Vec<u8>, perm: u16) -> Result<()> {
         match self.tree.write(path, &data) {
             Ok(()) => {
+                // The mode the file was created or chmodded with (a tree whose files have
+                // fixed modes ignores it; a real folder's file gets it).
+                self.tree
+                    .set_perm(path, perm)
+                    .map_err(|e| e.context(display_path(path)))?;
                 lock(&self.aside)?.remove(path);
                 let done = lock(&self.overlay)?.remove(path);
                 if let Some(m) = done.and_then(|o| o.set_mtime) {

@@ -19,14 +19,14 @@
 use std::ffi::{OsStr, OsString};
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::{fcntl, renameat, AtFlags, FcntlArg, OFlag};
-use nix::sys::stat::{fstatat, SFlag};
+use nix::fcntl::{fcntl, openat, renameat, AtFlags, FcntlArg, OFlag};
+use nix::sys::stat::{fstatat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use crate::error::{Error, Result};
@@ -72,6 +72,25 @@ pub fn open_no_follow(path: &Path, writable: bool) -> Result<File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| with_path(e, path))?;
+    only_regular(file, path)
+}
+
+/// [`open_no_follow`] of `name` in the folder `dir` (read only); `path` names it in errors.
+pub fn open_no_follow_at(dir: &File, name: &OsStr, path: &Path) -> Result<File> {
+    let fd = openat(
+        Some(dir.as_raw_fd()),
+        name,
+        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+        Mode::empty(),
+    )
+    .map_err(|e| with_path(std::io::Error::from(e), path))?;
+    // SAFETY: `openat` just returned this descriptor, which nothing else owns.
+    let file = unsafe { File::from_raw_fd(fd) };
+    only_regular(file, path)
+}
+
+/// `file` if it is a regular file, made blocking again (see [`open_no_follow`]).
+fn only_regular(file: File, path: &Path) -> Result<File> {
     if !file.metadata().map_err(|e| with_path(e, path))?.is_file() {
         return Err(Error::new(
             libc::EINVAL,
@@ -156,25 +175,32 @@ fn existing(dir: &File, name: &OsStr, path: &Path) -> Result<Option<(u32, u32, u
     }
 }
 
-/// Creates a new temporary file for `name` in `dir_path`; a name that exists (whatever it
-/// is, a planted link included) is skipped, never opened.
-fn create_temp(dir_path: &Path, name: &OsStr, new_mode: u32) -> Result<(OsString, File)> {
+/// Creates a new temporary file for `name` in the folder `dir` (shown as `dir_path`); a
+/// name that exists (whatever it is, a planted link included) is skipped, never opened.
+fn create_temp(
+    dir: &File,
+    dir_path: &Path,
+    name: &OsStr,
+    new_mode: u32,
+) -> Result<(OsString, File)> {
     let mut tries = 0;
     loop {
         let tmp_name = temp_name(name);
-        let tmp_path = dir_path.join(&tmp_name);
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .mode(new_mode & 0o7777)
-            .open(&tmp_path)
-        {
-            Ok(file) => return Ok((tmp_name, file)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < CREATE_TRIES => {
-                tries += 1;
+        match openat(
+            Some(dir.as_raw_fd()),
+            tmp_name.as_os_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(new_mode & 0o7777),
+        ) {
+            // SAFETY: `openat` just returned this descriptor, which nothing else owns.
+            Ok(fd) => return Ok((tmp_name, unsafe { File::from_raw_fd(fd) })),
+            Err(nix::errno::Errno::EEXIST) if tries < CREATE_TRIES => tries += 1,
+            Err(e) => {
+                return Err(with_path(
+                    std::io::Error::from(e),
+                    &dir_path.join(&tmp_name),
+                ))
             }
-            Err(e) => return Err(with_path(e, &tmp_path)),
         }
     }
 }
@@ -188,8 +214,21 @@ pub fn write_atomic_with(
 ) -> Result<()> {
     let (dir_path, name) = parts(path)?;
     let dir = File::open(dir_path).map_err(|e| Error::from(e).context(dir_path.display()))?;
-    let keep = existing(&dir, name, path)?;
-    let (tmp_name, file) = create_temp(dir_path, name, new_mode)?;
+    write_atomic_at(&dir, name, path, new_mode, write)
+}
+
+/// [`write_atomic_with`] of `name` in the open folder `dir` (never reached through a link);
+/// `path` names the file in errors.
+pub fn write_atomic_at(
+    dir: &File,
+    name: &OsStr,
+    path: &Path,
+    new_mode: u32,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    let dir_path = path.parent().unwrap_or(Path::new("."));
+    let keep = existing(dir, name, path)?;
+    let (tmp_name, file) = create_temp(dir, dir_path, name, new_mode)?;
     let result = (|| -> Result<()> {
         if let Some((mode, uid, gid)) = keep {
             if nix::unistd::geteuid().is_root() {

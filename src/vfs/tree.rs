@@ -157,6 +157,13 @@ pub trait Tree: Send + Sync + 'static {
     /// Sets the modification time of the object at `path` (rsync, `touch -d`).
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()>;
 
+    /// Sets the permission bits of the object at `path` (`chmod`, and the mode a file was
+    /// created with). Trees whose objects have fixed modes keep this default, which ignores
+    /// it; the real folders a tree shows ([`crate::vfs::folder`]) set it on disk.
+    fn set_perm(&self, _path: &TreePath, _perm: u16) -> Result<()> {
+        Ok(())
+    }
+
     /// Whether the tree refuses all writes. The core refuses every change while it does (a
     /// tree may turn read-only while mounted, as a damaged TVDA disk does).
     fn read_only(&self) -> bool;

@@ -57,7 +57,15 @@ pub struct MapStore {
     version: Mutex<Option<Connection>>,
     /// Whether the rows left out of the listing were counted and reported.
     reported: AtomicBool,
+    /// Whether the database did not exist at open and no commit has created it yet: reads
+    /// see no blocks and create nothing, the first commit creates it ([`MAP_SCHEMA`]).
+    absent: AtomicBool,
 }
+
+/// The schema Luanti 5.6.1 creates (`MapDatabaseSQLite3::createDatabase`), byte for byte;
+/// every later engine still reads it, while 5.6 cannot read the newer `x, y, z` one.
+const MAP_SCHEMA: &str =
+    "CREATE TABLE IF NOT EXISTS `blocks` (\n\t`pos` INT PRIMARY KEY,\n\t`data` BLOB\n);\n";
 
 /// Adds a listed block to a page; whether the page is full ([`LIST_BYTES`] of data).
 fn push_listed(out: &mut Vec<Listed>, bytes: &mut usize, listed: Listed) -> bool {
@@ -218,7 +226,8 @@ fn data_column() -> String {
 type DataRow = (Option<Vec<u8>>, Option<i64>);
 
 impl MapStore {
-    /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database.
+    /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database. A file that
+    /// does not exist is an empty map until the first commit creates it.
     pub fn open(path: &Path, read_only: bool) -> Result<MapStore> {
         let store = MapStore {
             path: path.to_path_buf(),
@@ -228,7 +237,12 @@ impl MapStore {
             writer: Mutex::new(None),
             version: Mutex::new(None),
             reported: AtomicBool::new(false),
+            absent: AtomicBool::new(false),
         };
+        if std::fs::symlink_metadata(path).is_err() {
+            store.absent.store(true, Ordering::Relaxed);
+            return Ok(store);
+        }
         let conn = store.connect(true)?;
         let mut has = (false, false, false);
         {
@@ -277,6 +291,11 @@ impl MapStore {
         Ok(conn)
     }
 
+    /// Whether the database does not exist yet (see [`MapStore::open`]).
+    fn is_absent(&self) -> bool {
+        self.absent.load(Ordering::Relaxed) && std::fs::symlink_metadata(&self.path).is_err()
+    }
+
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let pooled = self.readers.lock().map(|mut p| p.pop()).unwrap_or(None);
         let conn = match pooled {
@@ -298,6 +317,9 @@ impl MapStore {
 
     /// The stored blob of one block.
     pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        if self.is_absent() {
+            return Ok(None);
+        }
         self.with_reader(|c| {
             let row = match self.schema {
                 Schema::Pos => c
@@ -348,6 +370,9 @@ impl MapStore {
     /// A page holding [`LIST_BYTES`] of data ends early, before `limit` rows: the listing
     /// goes on after its last key.
     pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+        if self.is_absent() {
+            return Ok(Vec::new());
+        }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let data = if with_data {
             data_column()
@@ -370,6 +395,9 @@ impl MapStore {
 
     /// The number of rows whose key is no block the engine can load (left out of listings).
     pub fn out_of_range(&self) -> Result<u64> {
+        if self.is_absent() {
+            return Ok(0);
+        }
         let rows = loadable_rows(self.schema);
         self.with_reader(|c| {
             let n: i64 = c.query_row(
@@ -399,6 +427,9 @@ impl MapStore {
 
     /// Number of stored blocks.
     pub fn count(&self) -> Result<u64> {
+        if self.is_absent() {
+            return Ok(0);
+        }
         self.with_reader(|c| {
             let n: i64 = c.query_row("SELECT COUNT(*) FROM blocks", [], |r| r.get(0))?;
             Ok(u64::try_from(n).unwrap_or(0))
@@ -408,6 +439,9 @@ impl MapStore {
     /// SQLite's `PRAGMA data_version` on a dedicated connection: changes whenever another
     /// connection (another process, or our own writer) has committed.
     pub fn data_version(&self) -> Result<i64> {
+        if self.is_absent() {
+            return Ok(0);
+        }
         let mut guard = self
             .version
             .lock()
@@ -431,6 +465,10 @@ impl MapStore {
             .lock()
             .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
         if guard.is_none() {
+            if self.absent.load(Ordering::Relaxed) {
+                drop(sqlite::open_or_create(&self.path, MAP_SCHEMA)?);
+                self.absent.store(false, Ordering::Relaxed);
+            }
             *guard = Some(self.connect(false)?);
         }
         let conn = guard

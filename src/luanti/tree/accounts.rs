@@ -288,6 +288,9 @@ impl Accounts {
                     Err(not_found(path))
                 }
             }
+            // Only what exists is shown: a world without auth data has no auth.txt until
+            // one is written (which creates the store world.mt names, as the engine would).
+            Spot::Auth if !self.auth()?.stored() => Err(not_found(path)),
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
                 let data = self.content(&spot, path)?;
                 Ok(self.file_stat(path, &data, matches!(spot, Spot::Auth)))
@@ -581,6 +584,9 @@ impl Accounts {
                 lock(&self.empty_mods)?.remove(&m);
                 Ok(())
             }
+            // Only what exists is shown: a world without auth data has no auth.txt until
+            // one is written (which creates the store world.mt names, as the engine would).
+            Spot::Auth if !self.auth()?.stored() => Err(not_found(path)),
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
                 Err(Error::not_dir("not a directory"))
             }
@@ -649,6 +655,9 @@ impl Accounts {
     pub fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
         match self.spot(path)? {
             Spot::Players | Spot::Mods | Spot::Mod(_) => Ok(()),
+            // Only what exists is shown: a world without auth data has no auth.txt until
+            // one is written (which creates the store world.mt names, as the engine would).
+            Spot::Auth if !self.auth()?.stored() => Err(not_found(path)),
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
                 let data = self.read(path)?;
                 self.record(path, &data, mtime);

@@ -49,6 +49,12 @@ impl<S> Lazy<S> {
         })
     }
 
+    /// Whether what holds the data exists in the world folder (the database, or the
+    /// files backend's file or folder).
+    pub(super) fn stored(&self) -> bool {
+        std::fs::symlink_metadata(self.world.join(self.label.trim_end_matches('/'))).is_ok()
+    }
+
     /// Runs `f` on the store; `absent` gives the answer while a database to be read does
     /// not exist.
     pub(super) fn with<R>(

@@ -151,12 +151,6 @@ fn shows_and_edits_every_store() {
     );
 }
 
-const TRUNC: crate::vfs::OpenMode = crate::vfs::OpenMode {
-    write: true,
-    truncate: true,
-    append: false,
-};
-
 fn read_only_world(dir: &Path) -> crate::luanti::tree::LuantiTree {
     let options = crate::vfs::tree::Options {
         read_only: true,
@@ -176,8 +170,8 @@ fn reading_creates_no_database_and_read_only_refuses_writes() {
     let a = Accounts::open(dir.path(), true).unwrap();
     assert_eq!(a.top_names(), vec![AUTH, PLAYERS]);
     assert!(names_in(&a, &["players"]).is_empty());
-    assert!(a.read(&p(&["auth.txt"])).unwrap().is_empty());
-    assert_eq!(a.stat(&p(&["auth.txt"])).unwrap().perm, 0o400);
+    // No auth data at all: no auth.txt (only what exists is shown).
+    assert_eq!(a.stat(&p(&["auth.txt"])).unwrap_err().errno(), libc::ENOENT);
     assert!(!dir.path().join("players.sqlite").exists());
     assert!(!dir.path().join("auth.sqlite").exists());
     // Writes go through the core, which refuses them on a read-only mount.
@@ -185,11 +179,9 @@ fn reading_creates_no_database_and_read_only_refuses_writes() {
         .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
         .unwrap();
     let vfs = crate::vfs::Vfs::new(std::sync::Arc::new(read_only_world(dir.path())), None);
-    let auth = vfs
-        .lookup(crate::vfs::inodes::ROOT, "auth.txt", 1)
-        .unwrap()
-        .0;
-    let e = vfs.open(auth, TRUNC).unwrap_err();
+    let e = vfs
+        .create(crate::vfs::inodes::ROOT, "auth.txt", 0o600)
+        .unwrap_err();
     assert_eq!(e.errno(), libc::EROFS);
     assert!(a.stat(&p(&["mod_storage"])).is_err());
 }

@@ -1,0 +1,358 @@
+//! A Luanti world folder as a whole: restoring into a folder that holds only `world.mt`
+//! (stores created on first write with the engine's schemas, nothing created by reading or
+//! by a read-only mount), only what exists is shown (no empty `auth.txt`), and the folder's
+//! sub-folders, links and modes shown as they are on disk, never followed out of the world.
+
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use worldfs::luanti::tree::LuantiTree;
+use worldfs::vfs::tree::{Kind, NewFile, Options, Tree};
+use worldfs::worlds::{detect, Game};
+
+const WORLD_MT: &str = "gameid = minetest\nbackend = sqlite3\nplayer_backend = sqlite3\n\
+                        auth_backend = sqlite3\nmod_storage_backend = sqlite3\n";
+
+fn p(path: &str) -> Vec<String> {
+    path.split('/').map(str::to_string).collect()
+}
+
+fn open(world: &Path, read_only: bool) -> LuantiTree {
+    LuantiTree::open(
+        world,
+        &Options {
+            read_only,
+            cache_bytes: 1 << 20,
+        },
+    )
+    .unwrap()
+}
+
+fn names(tree: &dyn Tree, dir: &str) -> Vec<String> {
+    let dir: Vec<String> = if dir.is_empty() { Vec::new() } else { p(dir) };
+    let mut out = Vec::new();
+    tree.list(&dir, 0, &mut |e| {
+        out.push(e.name);
+        true
+    })
+    .unwrap();
+    out.sort();
+    out
+}
+
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    out.sort();
+    out
+}
+
+fn schema(db: &Path) -> Vec<String> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = c
+        .prepare("SELECT sql FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .unwrap();
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0)).unwrap();
+    rows.map(Result::unwrap).collect()
+}
+
+#[test]
+fn a_folder_with_only_world_mt_mounts_and_creates_the_map_on_the_first_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    assert_eq!(detect(world).unwrap(), Game::Luanti);
+    // Read-only: everything reads, nothing is created.
+    let ro = open(world, true);
+    assert!(names(&ro, "blocks").is_empty());
+    assert!(names(&ro, "players").is_empty());
+    assert!(names(&ro, "mod_storage").is_empty());
+    assert!(ro.stat(&p("blocks/0,0,0")).is_err());
+    drop(ro);
+    assert_eq!(
+        files_in(world),
+        vec!["world.mt"],
+        "a read-only mount created files"
+    );
+    // Read-write: still nothing until the first block is written.
+    let tree = open(world, false);
+    assert!(names(&tree, "blocks").is_empty());
+    assert_eq!(files_in(world), vec!["world.mt"], "reading created files");
+    tree.mkdir(&p("blocks/1,-2,3")).unwrap();
+    assert_eq!(names(&tree, "blocks"), vec!["1,-2,3"]);
+    let nodes = tree.read(&p("blocks/1,-2,3/nodes.cubeset")).unwrap();
+    tree.write(&p("blocks/1,-2,3/nodes.cubeset"), &nodes)
+        .unwrap();
+    drop(tree);
+    // The schema Luanti 5.6.1 creates (MapDatabaseSQLite3::createDatabase), which every
+    // later engine still reads.
+    assert_eq!(
+        schema(&world.join("map.sqlite")),
+        vec!["CREATE TABLE `blocks` (\n\t`pos` INT PRIMARY KEY,\n\t`data` BLOB\n)"]
+    );
+    let tree = open(world, false);
+    assert_eq!(names(&tree, "blocks"), vec!["1,-2,3"]);
+}
+
+#[test]
+fn a_folder_with_players_but_no_map_is_a_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    fs::write(world.join("players.sqlite"), b"").unwrap();
+    assert_eq!(detect(world).unwrap(), Game::Luanti);
+    let tree = open(world, true);
+    assert!(names(&tree, "blocks").is_empty());
+    assert!(!world.join("map.sqlite").exists());
+}
+
+#[test]
+fn a_folder_naming_another_map_backend_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("world.mt"),
+        "gameid = minetest\nbackend = leveldb\n",
+    )
+    .unwrap();
+    let e = LuantiTree::open(
+        dir.path(),
+        &Options {
+            read_only: false,
+            cache_bytes: 1 << 20,
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.message().contains("leveldb"), "{e}");
+}
+
+#[test]
+fn auth_txt_is_shown_only_where_auth_data_exists_and_writing_it_creates_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    let tree = open(world, false);
+    assert!(!names(&tree, "").contains(&"auth.txt".to_string()));
+    assert_eq!(tree.stat(&p("auth.txt")).unwrap_err().errno(), libc::ENOENT);
+    assert_eq!(tree.classify(&[], "auth.txt").unwrap(), NewFile::Object);
+    let line = b"sam:#1#c2FsdA#aGFzaA:interact,shout:1700000000\n";
+    tree.write(&p("auth.txt"), line).unwrap();
+    assert!(world.join("auth.sqlite").is_file());
+    assert!(names(&tree, "").contains(&"auth.txt".to_string()));
+    assert_eq!(&**tree.read(&p("auth.txt")).unwrap(), line);
+    // The files backend: the auth.txt of the folder itself, shown once it exists.
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(dir.path().join("world.mt"), "gameid = minetest\n").unwrap();
+    let tree = open(dir.path(), false);
+    assert!(!names(&tree, "").contains(&"auth.txt".to_string()));
+    tree.write(&p("auth.txt"), line).unwrap();
+    assert_eq!(fs::read(dir.path().join("auth.txt")).unwrap(), line);
+    assert!(names(&tree, "").contains(&"auth.txt".to_string()));
+}
+
+fn mode(path: &Path) -> u32 {
+    fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn sub_folders_are_shown_and_written_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    fs::create_dir(&world).unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    let m = world.join("worldmods/hello");
+    fs::create_dir_all(&m).unwrap();
+    fs::write(m.join("init.lua"), b"print('hi')\n").unwrap();
+    fs::write(m.join("mod.conf"), b"name = hello\n").unwrap();
+    fs::set_permissions(m.join("mod.conf"), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::create_dir(world.join("schems")).unwrap();
+    fs::write(world.join("schems/x.mts"), b"MTSM\x00\x04").unwrap();
+    symlink("../world.mt", world.join("schems/link")).unwrap();
+    let tree = open(&world, false);
+    let top = names(&tree, "");
+    assert!(top.contains(&"worldmods".to_string()), "{top:?}");
+    assert!(top.contains(&"schems".to_string()), "{top:?}");
+    assert_eq!(tree.stat(&p("worldmods")).unwrap().kind, Kind::Dir);
+    assert_eq!(
+        names(&tree, "worldmods/hello"),
+        vec!["init.lua", "mod.conf"]
+    );
+    assert_eq!(
+        &**tree.read(&p("worldmods/hello/init.lua")).unwrap(),
+        b"print('hi')\n"
+    );
+    assert_eq!(
+        tree.stat(&p("worldmods/hello/mod.conf")).unwrap().perm,
+        0o600
+    );
+    assert_eq!(tree.stat(&p("schems/link")).unwrap().kind, Kind::Symlink);
+    assert_eq!(tree.readlink(&p("schems/link")).unwrap(), b"../world.mt");
+    // Writes: replace, create, mkdir, link, mode, time, rename, remove, rmdir.
+    tree.write(&p("worldmods/hello/init.lua"), b"print('bye')\n")
+        .unwrap();
+    assert_eq!(fs::read(m.join("init.lua")).unwrap(), b"print('bye')\n");
+    tree.write(&p("worldmods/hello/mod.conf"), b"name = hello2\n")
+        .unwrap();
+    assert_eq!(
+        mode(&m.join("mod.conf")),
+        0o600,
+        "a replaced file keeps its mode"
+    );
+    assert_eq!(
+        tree.classify(&p("worldmods/hello"), "new.lua").unwrap(),
+        NewFile::Object
+    );
+    tree.mkdir(&p("worldmods/hello/textures")).unwrap();
+    tree.write(&p("worldmods/hello/textures/a.png"), b"png")
+        .unwrap();
+    assert_eq!(fs::read(m.join("textures/a.png")).unwrap(), b"png");
+    tree.set_perm(&p("worldmods/hello/textures/a.png"), 0o640)
+        .unwrap();
+    assert_eq!(mode(&m.join("textures/a.png")), 0o640);
+    tree.set_perm(&p("worldmods/hello/textures"), 0o700)
+        .unwrap();
+    assert_eq!(mode(&m.join("textures")), 0o700);
+    assert_eq!(
+        tree.stat(&p("worldmods/hello/textures")).unwrap().perm,
+        0o700
+    );
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+    tree.set_mtime(&p("worldmods/hello/textures/a.png"), when)
+        .unwrap();
+    tree.set_mtime(&p("worldmods/hello/textures"), when)
+        .unwrap();
+    assert_eq!(
+        tree.stat(&p("worldmods/hello/textures")).unwrap().mtime,
+        when
+    );
+    assert_eq!(
+        fs::metadata(m.join("textures/a.png"))
+            .unwrap()
+            .modified()
+            .unwrap(),
+        when
+    );
+    tree.symlink(&p("worldmods/hello/l"), b"init.lua").unwrap();
+    assert_eq!(fs::read_link(m.join("l")).unwrap(), Path::new("init.lua"));
+    tree.rename(&p("worldmods/hello/textures/a.png"), &p("schems/a.png"))
+        .unwrap();
+    assert_eq!(fs::read(world.join("schems/a.png")).unwrap(), b"png");
+    tree.remove(&p("schems/a.png")).unwrap();
+    assert_eq!(
+        tree.rmdir(&p("worldmods/hello")).unwrap_err().errno(),
+        libc::ENOTEMPTY
+    );
+    tree.rmdir(&p("worldmods/hello/textures")).unwrap();
+    assert!(!m.join("textures").exists());
+    tree.mkdir(&p("textures")).unwrap();
+    assert!(world.join("textures").is_dir());
+    assert!(tree.mkdir(&p("map.sqlite")).is_err());
+    // Read-only: the same files, no write bits, nothing changes.
+    let ro = open(&world, true);
+    assert_eq!(ro.stat(&p("worldmods/hello/init.lua")).unwrap().perm, 0o444);
+    assert_eq!(
+        ro.write(&p("worldmods/hello/init.lua"), b"x")
+            .unwrap_err()
+            .errno(),
+        libc::EROFS
+    );
+    assert_eq!(
+        ro.mkdir(&p("worldmods/x")).unwrap_err().errno(),
+        libc::EROFS
+    );
+}
+
+#[test]
+fn links_to_folders_are_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    let outside = dir.path().join("outside");
+    fs::create_dir(&world).unwrap();
+    fs::create_dir(&outside).unwrap();
+    fs::write(outside.join("secret"), b"secret").unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    fs::create_dir(world.join("worldmods")).unwrap();
+    symlink(&outside, world.join("worldmods/evil")).unwrap();
+    symlink(&outside, world.join("evil")).unwrap();
+    let tree = open(&world, false);
+    assert_eq!(tree.stat(&p("worldmods/evil")).unwrap().kind, Kind::Symlink);
+    for path in ["worldmods/evil/secret", "evil/secret"] {
+        let path = p(path);
+        assert!(tree.stat(&path).is_err());
+        assert!(tree.read(&path).is_err());
+        assert!(tree.write(&path, b"owned").is_err());
+        assert!(tree.remove(&path).is_err());
+        assert!(tree.set_mtime(&path, SystemTime::UNIX_EPOCH).is_err());
+        assert!(tree.set_perm(&path, 0o777).is_err());
+        assert!(tree.symlink(&path, b"x").is_err());
+        assert!(tree
+            .list(&path[..path.len() - 1], 0, &mut |_| true)
+            .is_err());
+    }
+    assert!(tree.mkdir(&p("evil/new")).is_err());
+    assert!(tree.rename(&p("world.mt"), &p("evil/world.mt")).is_err());
+    assert!(tree.set_perm(&p("evil"), 0o700).is_err());
+    assert_eq!(mode(&outside), 0o755);
+    assert_eq!(files_in(&outside), vec!["secret"]);
+    assert_eq!(fs::read(outside.join("secret")).unwrap(), b"secret");
+    assert_eq!(mode(&outside.join("secret")), 0o644);
+    assert!(world.join("world.mt").is_file());
+}
+
+#[test]
+fn folders_named_like_a_view_show_the_view() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    // A players/ folder beside the sqlite3 player backend, a blocks/ folder.
+    fs::create_dir(world.join("players")).unwrap();
+    fs::write(world.join("players/old"), b"name = old\n").unwrap();
+    fs::create_dir(world.join("blocks")).unwrap();
+    fs::write(world.join("blocks/note"), b"x").unwrap();
+    let tree = open(world, false);
+    assert!(names(&tree, "players").is_empty());
+    assert!(names(&tree, "blocks").is_empty());
+    let top = names(&tree, "");
+    assert_eq!(top.iter().filter(|n| *n == "players").count(), 1, "{top:?}");
+    assert_eq!(top.iter().filter(|n| *n == "blocks").count(), 1, "{top:?}");
+}
+
+#[test]
+fn modes_set_through_the_core_reach_the_folder_as_rsync_sets_them() {
+    use std::sync::Arc;
+    use worldfs::vfs::inodes::ROOT;
+    use worldfs::vfs::Vfs;
+    const PID: u32 = 4242;
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    fs::create_dir(world.join("worldmods")).unwrap();
+    let vfs = Vfs::new(Arc::new(open(world, false)), None);
+    let (mods, _) = vfs.lookup(ROOT, "worldmods", PID).unwrap();
+    // rsync: a temporary, written, chmod 600, mtime set, renamed over the name.
+    let (tmp, _, fh) = vfs.create(mods, ".secret.txt.Ab12Cd", 0o600).unwrap();
+    vfs.write(fh, 0, b"key\n", false).unwrap();
+    vfs.release(fh).unwrap();
+    let when = SystemTime::UNIX_EPOCH + Duration::from_secs(1_500_000_000);
+    vfs.setattr(tmp, None, None, Some(when), Some(0o100600))
+        .unwrap();
+    vfs.rename(mods, ".secret.txt.Ab12Cd", mods, "secret.txt")
+        .unwrap();
+    let file = world.join("worldmods/secret.txt");
+    assert_eq!(fs::read(&file).unwrap(), b"key\n");
+    assert_eq!(mode(&file), 0o600);
+    assert_eq!(fs::metadata(&file).unwrap().modified().unwrap(), when);
+    // A file created in place keeps the mode it was created with; chmod reaches the disk.
+    let (made, _, fh) = vfs.create(mods, "run.sh", 0o750).unwrap();
+    vfs.write(fh, 0, b"#!/bin/sh\n", false).unwrap();
+    vfs.release(fh).unwrap();
+    assert_eq!(mode(&world.join("worldmods/run.sh")), 0o750);
+    vfs.setattr(made, None, None, None, Some(0o100700)).unwrap();
+    assert_eq!(mode(&world.join("worldmods/run.sh")), 0o700);
+    vfs.setattr(mods, None, None, None, Some(0o40750)).unwrap();
+    assert_eq!(mode(&world.join("worldmods")), 0o750);
+}
