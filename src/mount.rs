@@ -24,6 +24,7 @@ use nix::unistd::{fork, setsid, ForkResult};
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::fuse::WorldFs;
+use crate::luanti::store::write_back::WINDOW;
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, state_dir};
 use crate::vfs::overlay::Unsaved;
@@ -342,11 +343,12 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         Some(target) if !read_only => Some(StoreLock::mount(&target, false)?),
         _ => None,
     };
-    let tree = worlds::open(
+    let tree = worlds::open_grouping(
         &args.source,
         game,
         read_only,
         crate::vfs::objects::mib(args.cache_size),
+        (!has_option(args, "sync")).then_some(WINDOW),
     )?;
     if let Some(state) = state_dir() {
         keep_orphaned_held(&state);
