@@ -3,9 +3,9 @@
 //! `mount` checks its arguments, forks, and returns only when the child has mounted (or
 //! prints the child's error). The child locks the world against a second writer
 //! ([`StoreLock`]), runs the FUSE session with several request threads and a signal thread:
-//! SIGTERM, SIGINT and SIGHUP commit whatever open files still hold and unmount. `unmount`
-//! unmounts and then waits for the daemon process to exit, so when it returns every change is
-//! in the store. Text whose commit failed is never dropped: at the end the daemon saves it to
+//! SIGTERM, SIGINT and SIGHUP commit whatever open files still hold and the blocks written
+//! back in groups (`-o sync` turns that off), and unmount. `unmount` unmounts and then waits
+//! for the daemon process to exit, so when it returns every change is in the store. Text whose commit failed is never dropped: at the end the daemon saves it to
 //! a recovery folder in the state folder, logs where, and leaves a report that `unmount`
 //! prints (exiting non-zero).
 
