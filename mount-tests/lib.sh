@@ -15,7 +15,7 @@ cleanup() {
   for m in "${MOUNTS[@]}"; do
     if mountpoint -q "$m" 2>/dev/null; then fusermount3 -u -z "$m" 2>/dev/null || true; fi
   done
-  [ -n "${KEEP:-}" ] || rm -rf "$T"
+  rm -rf "$T"
 }
 trap cleanup EXIT
 
