@@ -2,7 +2,8 @@
 # Write-back (issue 11, "Fast"): closes of block files are grouped into one transaction, and
 # SIGKILL of the daemon while closes wait for their commit leaves a sound database: every
 # fsync'd write present, every block old or new, integrity_check ok, `worldfs check` clean,
-# the engine loads it. `-o sync` commits each close before it returns.
+# the engine loads it. SIGTERM commits every close that returned. `-o sync` commits each
+# close before it returns.
 . "$(dirname "$0")/lib.sh"
 
 W=$(world w 2)
@@ -92,6 +93,41 @@ echo "blocks old: $old, new: $new"
 unmount_world "$M"
 probe "$W" >"$T/probe"
 if grep -q "PROBE FAILED" "$T/probe" || ! grep -q '^checksum ' "$T/probe"; then cat "$T/probe"; fail "the engine cannot load the world"; fi
+
+# SIGTERM while closes wait for their commit: every close that returned is in the database.
+mount_world "$W" "$M"
+PID=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
+python3 - "$M" "$T/states" "$T/closed" $(cat "$T/toggled") <<'PY' &
+import sys
+mnt, states, log, blocks = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+texts = {b: [open(f"{states}/{b}.old").read(), open(f"{states}/{b}.new").read()] for b in blocks}
+last = {}
+n = 0
+try:
+    while True:
+        for b in blocks:
+            with open(f"{mnt}/blocks/{b}/nodes.cubeset", "w") as f:
+                f.write(texts[b][n % 2])
+            last[b] = ["old", "new"][n % 2]
+        n += 1
+except OSError:
+    pass
+open(log, "w").write("".join(f"{b} {s}\n" for b, s in last.items()))
+PY
+WRITER=$!
+sleep 1.5
+kill -TERM "$PID"
+wait "$WRITER" || true
+while [ -e "/proc/$PID" ] && ! grep -q ') Z ' "/proc/$PID/stat" 2>/dev/null; do sleep 0.1; done
+mountpoint -q "$M" && fail "still mounted after SIGTERM"
+[ -s "$T/closed" ] || fail "no close returned before SIGTERM"
+mount_world "$W" "$M" --read-only
+while read -r b state; do
+  cmp -s "$T/states/$b.$state" "$M/blocks/$b/nodes.cubeset" \
+    || fail "block $b: its last close ($state) returned before SIGTERM but is not stored"
+done <"$T/closed"
+echo "SIGTERM: the last close of $(wc -l <"$T/closed") blocks stored"
+unmount_world "$M"
 
 # -o sync: each close is in the database when it returns.
 mount_world "$W" "$M" -o sync
