@@ -274,12 +274,13 @@ fn commit_when_due(store: &Weak<BlockStore>) {
     loop {
         let Some(s) = store.upgrade() else { return };
         let wait = match s.due_in() {
-            Some(d) if d.is_zero() => {
-                if let Err(e) = s.flush() {
-                    log::error!("committing pending blocks (retried): {e}");
+            Some(d) if d.is_zero() => match s.flush() {
+                Ok(()) => IDLE,
+                Err(e) => {
+                    log::error!("committing pending blocks (retried in a while): {e}");
+                    s.window.get().map_or(IDLE, |w| w.longest)
                 }
-                s.window.get().map_or(IDLE, |w| w.quiet)
-            }
+            },
             Some(d) => d,
             None => IDLE,
         };
