@@ -15,7 +15,8 @@ use clap::{ArgAction, Args, Parser, Subcommand};
 Luanti (Minetest) world folder or map.sqlite (map blocks as Cubeset node grids, light, headers, \
 node metadata, inventories, timers, static objects, players, auth, mod storage), a Terrarum \
 TVDA or TEVD disk, or a Survivalcraft world. Edit the files with any tool; each file is \
-parsed, re-encoded and committed to the world's store when it is closed. Never write while \
+parsed and re-encoded when it is closed, and committed to the world's store then, or for \
+Luanti blocks within a second (at once on fsync; -o sync commits each close). Never write while \
 the game runs on the world.",
     after_help = "Examples:\n  worldfs mount ~/.minetest/worlds/world /mnt/world\n  grep -rl default:chest /mnt/world/blocks\n  worldfs unmount /mnt/world\n  worldfs check ~/.minetest/worlds/world"
 )]
@@ -75,7 +76,10 @@ pub struct MountArgs {
     #[arg(long)]
     pub allow_other: bool,
     /// Extra mount options passed to the kernel (comma-separated, repeatable); `nonempty`
-    /// mounts on a folder that is not empty (its files are hidden while mounted).
+    /// mounts on a folder that is not empty (its files are hidden while mounted); `sync`
+    /// commits each close of a Luanti block file in its own transaction before the close
+    /// returns (by default closes are grouped into one transaction when writing pauses for
+    /// 100 ms, at the latest after 1 s, and on fsync, unmount and SIGTERM).
     #[arg(short = 'o', value_name = "OPTION", action = ArgAction::Append)]
     pub options: Vec<String>,
     /// Inodes the daemon keeps for the kernel before asking it to forget the oldest ones

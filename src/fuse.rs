@@ -418,6 +418,20 @@ impl Filesystem for WorldFs {
         }
     }
 
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        match self.vfs.sync() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fail("fsync", &e)),
+        }
+    }
+
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         if self.kernel_opendir {
             reply.error(Errno::from_i32(libc::ENOSYS));

@@ -74,9 +74,18 @@ over: the entries around it are shown, the mount is read-only, the log says why,
 fails. Shown files are bounded: entries read up to 16 MiB, images decoded up to 16 MiB, JSON
 up to 16 MiB of decoded memory.
 .SH WRITING
-What is written goes to a buffer. On close and fsync the file is parsed, the block
-re-encoded at its own serialization version (22 and 23 are written as 25) and committed in
-one SQLite transaction; close returns the error if anything failed. Bad input (a syntax
+What is written goes to a buffer. On close and fsync the file is parsed and the block
+re-encoded at its own serialization version (22 and 23 are written as 25); close returns
+the error if anything failed, and every reader of the mount sees the new block when it
+returns. Luanti blocks are then written back in groups, one SQLite transaction for many
+closes: when writing pauses for 100 ms, at the latest 1 s after the first uncommitted
+close, and at once on fsync of any file of the mount, a listing of blocks/, a commit by
+another program (a block it changed after our close keeps its version, the later one), and
+unmount or SIGTERM. When fsync returns, everything written before it is in the database.
+-o sync commits each close in its own transaction before close returns. A crash (SIGKILL)
+leaves every block old or new and loses at most the closes of the last second no fsync
+followed. Everything else (players, auth, mod storage, world files, other games) is
+committed at close. Bad input (a syntax
 error, an unknown character or name, a value out of range, a truncated file) changes nothing
 in the database: close fails, the log names the file, line and reason, and the text stays
 readable in the mount until fixed or removed. Blocks whose nodes change get their

@@ -3,9 +3,9 @@
 //! `mount` checks its arguments, forks, and returns only when the child has mounted (or
 //! prints the child's error). The child locks the world against a second writer
 //! ([`StoreLock`]), runs the FUSE session with several request threads and a signal thread:
-//! SIGTERM, SIGINT and SIGHUP commit whatever open files still hold and unmount. `unmount`
-//! unmounts and then waits for the daemon process to exit, so when it returns every change is
-//! in the store. Text whose commit failed is never dropped: at the end the daemon saves it to
+//! SIGTERM, SIGINT and SIGHUP commit whatever open files still hold and the blocks written
+//! back in groups (`-o sync` turns that off), and unmount. `unmount` unmounts and then waits
+//! for the daemon process to exit, so when it returns every change is in the store. Text whose commit failed is never dropped: at the end the daemon saves it to
 //! a recovery folder in the state folder, logs where, and leaves a report that `unmount`
 //! prints (exiting non-zero).
 
@@ -24,6 +24,7 @@ use nix::unistd::{fork, setsid, ForkResult};
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::fuse::WorldFs;
+use crate::luanti::store::write_back::WINDOW;
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, state_dir};
 use crate::vfs::overlay::Unsaved;
@@ -344,11 +345,12 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         Some(target) if !read_only => Some(StoreLock::mount(&target, false)?),
         _ => None,
     };
-    let tree = worlds::open(
+    let tree = worlds::open_grouping(
         &args.source,
         game,
         read_only,
         crate::vfs::objects::mib(args.cache_size),
+        (!has_option(args, "sync")).then_some(WINDOW),
     )?;
     if let Some(state) = state_dir() {
         keep_orphaned_held(&state);

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::luanti;
+use crate::luanti::store::write_back::Window;
 use crate::survivalcraft;
 use crate::tvda;
 use crate::tvda::store::format::DiskFormat;
@@ -67,21 +68,40 @@ pub fn detect(source: &Path) -> Result<Game> {
     )))
 }
 
-/// Opens the tree of `source` (nothing is decoded).
+/// Opens the tree of `source` (nothing is decoded), committing each change at once.
 pub fn open(
     source: &Path,
     game: Game,
     read_only: bool,
     cache_bytes: usize,
 ) -> Result<Arc<dyn Tree>> {
+    open_grouping(source, game, read_only, cache_bytes, None)
+}
+
+/// Opens the tree of `source` as [`open`] does; with `window`, a Luanti tree groups its
+/// commits of blocks (see [`write_back`](luanti::store::write_back)). Other games commit
+/// each change at once.
+pub fn open_grouping(
+    source: &Path,
+    game: Game,
+    read_only: bool,
+    cache_bytes: usize,
+    window: Option<Window>,
+) -> Result<Arc<dyn Tree>> {
     match game {
-        Game::Luanti => Ok(Arc::new(luanti::tree::LuantiTree::open(
-            source,
-            &Options {
-                read_only,
-                cache_bytes,
-            },
-        )?)),
+        Game::Luanti => {
+            let tree = luanti::tree::LuantiTree::open(
+                source,
+                &Options {
+                    read_only,
+                    cache_bytes,
+                },
+            )?;
+            if let Some(window) = window {
+                tree.write_back(window)?;
+            }
+            Ok(Arc::new(tree))
+        }
         Game::Survivalcraft => Ok(Arc::new(survivalcraft::tree::SurvivalcraftTree::open(
             source,
             &Options {

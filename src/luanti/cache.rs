@@ -14,7 +14,6 @@
 //! decoded ([`ObjectCache::keeping_oversized`]), and the memory of such a block is given back
 //! to the system when it goes.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -22,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
 use crate::luanti::store::map_sqlite::{Change, MapStore};
+use crate::luanti::store::write_back::{BlockStore, Window};
 use crate::luanti::views;
 use crate::vfs::mtimes::{content_hash, Mtimes};
 use crate::vfs::objects::{Lookup, ObjectCache, Views, Weigh};
@@ -68,16 +68,15 @@ impl Weigh for Cached {
 
 /// The blocks of one map database.
 pub struct Blocks {
-    store: MapStore,
+    store: Arc<BlockStore>,
     /// Decoded blocks; one that weighs more than the whole cache is kept alone, and dropped
     /// before another block is decoded, so at most one such block is in memory at a time.
     cache: ObjectCache<BlockPos, Cached>,
     mtimes: Mtimes,
     locks: Vec<Mutex<()>>,
-    known_version: AtomicI64,
     changes: Throttle,
-    /// Runs once inside a commit, after the store took it and before the cache and the
-    /// change detection learn of it (tests of the interleaving).
+    /// Runs once at the end of a commit, after the store and the cache took it and before
+    /// anything else looks at the database (tests of the interleaving).
     #[cfg(test)]
     in_commit: crate::vfs::race_hook::RaceHook<Blocks>,
 }
@@ -139,13 +138,11 @@ impl Blocks {
     /// Blocks of `store`, caching up to `cache_bytes` of decoded blocks.
     pub fn new(store: MapStore, cache_bytes: usize, read_only: bool) -> Blocks {
         let mtimes = Mtimes::open(store.path(), read_only);
-        let known = store.data_version().unwrap_or(0);
         Blocks {
-            store,
+            store: BlockStore::new(store),
             cache: ObjectCache::keeping_oversized(cache_bytes),
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
-            known_version: AtomicI64::new(known),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             #[cfg(test)]
             in_commit: Default::default(),
@@ -158,28 +155,36 @@ impl Blocks {
     }
 
     /// The underlying store.
-    pub fn store(&self) -> &MapStore {
+    pub fn store(&self) -> &BlockStore {
         &self.store
     }
 
+    /// Groups commits from now on (see [`BlockStore::write_back`]).
+    pub fn write_back(&self, window: Window) -> Result<()> {
+        self.store.write_back(window)
+    }
+
     /// Starts a new generation when another writer committed to the database since we last
-    /// looked: cached blocks are then checked against their stored bytes on their next use.
+    /// looked: our pending changes are committed then (see [`BlockStore`] for the blocks
+    /// both changed), and cached blocks are checked against their stored bytes on their next
+    /// use.
     pub fn refresh(&self) {
         if !self.changes.due() {
             return;
         }
-        if let Ok(v) = self.store.data_version() {
-            if self.known_version.swap(v, Ordering::Relaxed) != v {
-                log::debug!("map database changed underneath; checking cached blocks on use");
-                self.cache.changed_underneath();
+        if self.store.others_committed() {
+            log::debug!("map database changed underneath; checking cached blocks on use");
+            if let Err(e) = self.store.flush() {
+                log::error!("committing pending blocks: {e}");
             }
+            self.cache.changed_underneath();
         }
     }
 
     /// The mtime of a block given its stored bytes.
     pub fn mtime_of(&self, pos: BlockPos, blob: &[u8]) -> SystemTime {
         self.mtimes
-            .mtime(self.store.key_of(pos), content_hash(blob))
+            .mtime(self.store.map().key_of(pos), content_hash(blob))
     }
 
     /// The decoded block at `pos`, or `Error::not_found`.
@@ -248,26 +253,24 @@ impl Blocks {
             };
             encoded.push((*pos, blob));
         }
-        self.store.commit(&encoded)?;
+        let positions: Vec<BlockPos> = encoded.iter().map(|(pos, _)| *pos).collect();
+        let hashes: Vec<(u64, u64)> = encoded
+            .iter()
+            .filter_map(|(pos, blob)| {
+                let blob = blob.as_ref()?;
+                Some((self.store.map().key_of(*pos), content_hash(blob)))
+            })
+            .collect();
+        self.store.commit(encoded)?;
         // Times first: a reader that decodes a committed block from here on finds its time.
-        for (pos, blob) in &encoded {
-            if let Some(blob) = blob {
-                self.mtimes
-                    .record(self.store.key_of(*pos), content_hash(blob), mtime);
-            }
+        for (key, hash) in hashes {
+            self.mtimes.record(key, hash, mtime);
         }
-        self.cache.committed(encoded.iter().map(|(pos, _)| pos));
+        // Another writer's commit before or just after ours is not hidden by ours: the store
+        // leaves it for the next `refresh` to see (see `BlockStore::others_committed`).
+        self.cache.committed(positions.iter());
         #[cfg(test)]
         self.in_commit.run(self);
-        // The data_version read here also covers any commit another writer made since the
-        // last refresh: so that such a commit is not missed, cached blocks are checked
-        // against their stored bytes on their next use, as after a change underneath. The
-        // new epoch starts after the read, so a block read before another writer's commit
-        // that this data_version includes is checked again too.
-        if let Ok(v) = self.store.data_version() {
-            self.known_version.store(v, Ordering::Relaxed);
-        }
-        self.cache.changed_underneath();
         Ok(())
     }
 
@@ -351,7 +354,7 @@ impl Blocks {
     }
 
     fn entry_key(&self, pos: BlockPos, sub: &str) -> u64 {
-        content_hash(format!("{}/{sub}", self.store.key_of(pos)).as_bytes())
+        content_hash(format!("{}/{sub}", self.store.map().key_of(pos)).as_bytes())
     }
 
     /// The mtime of an entry of the folder of a block whose own time is `block_mtime` and
@@ -542,9 +545,8 @@ mod tests {
         (dir, path)
     }
 
-    /// A reader that checks a cached block against the store while our commit runs, just
-    /// before another writer changes that block, must not make the block look current once
-    /// our commit has read the database's `data_version` (which includes the other change).
+    /// Another writer that changes a cached block right after our commit (before anything
+    /// else looks at the database) is seen: our commit does not make the block look current.
     #[test]
     fn a_block_read_during_our_commit_is_rechecked_after_another_writers_change() {
         let (a, b) = (pos(0, 0, 0), pos(1, 0, 0));

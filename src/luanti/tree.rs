@@ -26,6 +26,7 @@ use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::store::map_sqlite::MapStore;
 use crate::luanti::store::world_mt::WorldMt;
+use crate::luanti::store::write_back::Window;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
@@ -145,6 +146,13 @@ impl LuantiTree {
             pages: Mutex::new(Vec::new()),
             headers: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Groups the commits of blocks from now on: see
+    /// [`write_back`](crate::luanti::store::write_back) (`-o sync` keeps one
+    /// transaction per close).
+    pub fn write_back(&self, window: Window) -> Result<()> {
+        self.blocks.write_back(window)
     }
 
     /// The blocks under this tree.
@@ -539,6 +547,10 @@ impl Tree for LuantiTree {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.blocks.store().flush()
     }
 
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {

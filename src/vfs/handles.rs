@@ -354,9 +354,16 @@ impl Vfs {
         self.commit_handle(fh, false)
     }
 
-    /// Commits a handle's file if it is dirty (fsync).
+    /// Commits a handle's file if it is dirty, then every change the tree holds back
+    /// (fsync: when it returns, what was written before is in the store).
     pub fn fsync(&self, fh: u64) -> Result<()> {
-        self.commit_handle(fh, true)
+        self.commit_handle(fh, true)?;
+        self.sync()
+    }
+
+    /// Commits every change the tree holds back ([`Tree::sync`]).
+    pub fn sync(&self) -> Result<()> {
+        self.tree.sync()
     }
 
     pub(super) fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {
@@ -451,16 +458,24 @@ impl Vfs {
         result
     }
 
-    /// Commits every open handle's unflushed writes (SIGTERM, unmount). Returns the number of
-    /// commits that failed (each is logged).
+    /// Commits every open handle's unflushed writes and then every change the tree holds
+    /// back (SIGTERM, unmount). Returns the number of commits that failed (each is logged).
     pub fn commit_all(&self) -> usize {
         let fhs: Vec<u64> = match self.handles.lock() {
             Ok(h) => h.keys().copied().collect(),
             Err(_) => return 1,
         };
-        fhs.into_iter()
+        let failed = fhs
+            .into_iter()
             .filter(|&fh| self.commit_handle(fh, true).is_err())
-            .count()
+            .count();
+        match self.sync() {
+            Ok(()) => failed,
+            Err(e) => {
+                log::error!("committing the changes held back: {e}");
+                failed + 1
+            }
+        }
     }
 
     /// Moves the open file at `from` (and, for a folder, those below it) to `to`; `home`,

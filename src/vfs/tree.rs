@@ -168,6 +168,13 @@ pub trait Tree: Send + Sync + 'static {
     /// tree may turn read-only while mounted, as a damaged TVDA disk does).
     fn read_only(&self) -> bool;
 
+    /// Commits every change the tree holds back (see `-o sync` in the README): `fsync` of
+    /// any file, unmount and SIGTERM call it, and return only once it did. Trees that commit
+    /// each change at once keep this default.
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// The error every change meets while [`Tree::read_only`] (`EROFS`); a tree that knows
     /// more of why it is read-only says it.
     fn read_only_error(&self) -> Error {

@@ -455,8 +455,26 @@ impl MapStore {
         sqlite::data_version(conn)
     }
 
+    /// Whether the store refuses every change.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
     /// Commits all changes in one transaction: every block ends up old or new together.
     pub fn commit(&self, changes: &[Change]) -> Result<()> {
+        self.commit_selected(changes.to_vec(), |_, all| Ok(all))
+            .map(drop)
+    }
+
+    /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
+    /// once the transaction holds the write lock: no other connection can commit until it
+    /// ends, so what `select` reads of the store ([`MapStore::get`], `data_version`) stays
+    /// true until the commit.
+    pub fn commit_selected(
+        &self,
+        changes: Vec<Change>,
+        select: impl FnOnce(&MapStore, Vec<Change>) -> Result<Vec<Change>>,
+    ) -> Result<Vec<Change>> {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
@@ -475,7 +493,8 @@ impl MapStore {
             .as_mut()
             .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        for (pos, data) in changes {
+        let changes = select(self, changes)?;
+        for (pos, data) in &changes {
             match (self.schema, data) {
                 (Schema::Pos, Some(d)) => {
                     tx.prepare_cached("REPLACE INTO blocks (pos, data) VALUES (?1, ?2)")?
@@ -498,7 +517,7 @@ impl MapStore {
             }
         }
         tx.commit()?;
-        Ok(())
+        Ok(changes)
     }
 }
 

@@ -2,7 +2,8 @@
 //! ([`map_sqlite`]), and for players, auth and mod storage one enum each over the backends
 //! `world.mt` can name ([`players`], [`auth`], [`mod_storage`]), with one file per backend.
 //! [`sqlite`] opens every SQLite database the same way (one busy timeout); [`world_mt`] reads
-//! the backend names. Formats are in `codec/`, never here.
+//! the backend names; [`write_back`] groups the map's commits. Formats are in `codec/`, never
+//! here.
 
 pub mod auth;
 pub mod auth_files;
@@ -16,3 +17,4 @@ pub mod players_files;
 pub mod players_sqlite;
 pub mod sqlite;
 pub mod world_mt;
+pub mod write_back;

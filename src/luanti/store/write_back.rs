@@ -1,0 +1,287 @@
+//! The blocks of `map.sqlite` as the tree writes them: each change committed at once (one
+//! transaction per close, `-o sync`), or written back in groups.
+//!
+//! A transaction of SQLite ends with an fsync, which costs tens of milliseconds: a restore
+//! that closes thousands of block files, each its own transaction, spends nearly all its time
+//! there. So, as a local filesystem treats `close` and `fsync`, a close may leave its change
+//! pending here (already parsed, validated and encoded; every reader of the mount sees it,
+//! since [`BlockStore::get`] answers from the pending changes first) and the pending changes
+//! are committed together, in one transaction, when the writer pauses ([`Window::quiet`]
+//! after the last change), at the latest [`Window::longest`] after the first one, and
+//! whenever something must see the store: [`BlockStore::flush`] (fsync, unmount, SIGTERM), a
+//! listing, or a commit of another writer. A crash loses at most the changes of the last
+//! window; each block is old or new, since a group is one transaction.
+//!
+//! Another writer: a block we hold pending that another writer changed in the store after
+//! our change was made is left as the other writer stored it, with a warning: theirs is the
+//! later write, and it would have won over an immediate commit of ours as well.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map_sqlite::{Change, Listed, MapStore};
+use crate::vfs::mtimes::content_hash;
+
+/// When pending changes are committed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// After this long without a new change.
+    pub quiet: Duration,
+    /// At the latest this long after the first pending change.
+    pub longest: Duration,
+}
+
+/// The window of a mount without `-o sync`.
+pub const WINDOW: Window = Window {
+    quiet: Duration::from_millis(100),
+    longest: Duration::from_secs(1),
+};
+
+/// How long the committing thread sleeps when nothing is pending (a change wakes it).
+const IDLE: Duration = Duration::from_secs(1);
+
+/// A pending change of one block.
+struct Pending {
+    data: Option<Vec<u8>>,
+    /// The hash of the stored bytes our first pending change was made over (`None`: no
+    /// block was stored).
+    base: Option<u64>,
+}
+
+#[derive(Default)]
+struct Queue {
+    blocks: HashMap<BlockPos, Pending>,
+    first: Option<Instant>,
+    last: Option<Instant>,
+}
+
+/// `map.sqlite` with the changes not yet committed.
+pub struct BlockStore {
+    store: MapStore,
+    /// Set when changes are written back; unset, every change is committed at once.
+    window: OnceLock<Window>,
+    /// Held through a commit of the queue, so that a block is always either pending or
+    /// stored with its new bytes.
+    queue: Mutex<Queue>,
+    /// The thread that commits when the window closes.
+    committer: OnceLock<Thread>,
+    /// The `data_version` last looked at by [`BlockStore::others_committed`]. Our own
+    /// commits change the database's `data_version` too, and another writer may commit just
+    /// before or just after ours, so a commit of ours never advances it: the next look
+    /// reports a change, and cached blocks are checked against their stored bytes (read and
+    /// hashed, not decoded) on their next use.
+    known_version: AtomicI64,
+    transactions: AtomicU64,
+}
+
+fn hash_of(data: &Option<Vec<u8>>) -> Option<u64> {
+    data.as_deref().map(content_hash)
+}
+
+impl BlockStore {
+    /// `store`, committing every change at once until [`BlockStore::write_back`].
+    pub fn new(store: MapStore) -> Arc<BlockStore> {
+        let known = store.data_version().unwrap_or(0);
+        Arc::new(BlockStore {
+            store,
+            window: OnceLock::new(),
+            queue: Mutex::new(Queue::default()),
+            committer: OnceLock::new(),
+            known_version: AtomicI64::new(known),
+            transactions: AtomicU64::new(0),
+        })
+    }
+
+    /// From now on, groups changes and commits them as `window` says (a read-only store
+    /// has nothing to write back).
+    pub fn write_back(self: &Arc<Self>, window: Window) -> Result<()> {
+        if self.store.read_only() || self.window.set(window).is_err() {
+            return Ok(());
+        }
+        let weak = Arc::downgrade(self);
+        let thread = std::thread::Builder::new()
+            .name("worldfs-commit".into())
+            .spawn(move || commit_when_due(&weak))
+            .map_err(|e| Error::from(e).context("starting the commit thread"))?;
+        let _ = self.committer.set(thread.thread().clone());
+        Ok(())
+    }
+
+    /// The underlying database.
+    pub fn map(&self) -> &MapStore {
+        &self.store
+    }
+
+    /// Transactions committed so far.
+    pub fn transactions(&self) -> u64 {
+        self.transactions.load(Ordering::Relaxed)
+    }
+
+    fn queue(&self) -> Result<MutexGuard<'_, Queue>> {
+        self.queue
+            .lock()
+            .map_err(|_| Error::corrupt("pending blocks lock poisoned"))
+    }
+
+    /// The blob of one block: pending, or stored.
+    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        if let Some(p) = self.queue()?.blocks.get(&pos) {
+            return Ok(p.data.clone());
+        }
+        self.store.get(pos)
+    }
+
+    /// Commits `changes` (all blocks old or new together), or makes them pending.
+    pub fn commit(&self, changes: Vec<Change>) -> Result<()> {
+        if self.window.get().is_none() {
+            return self.write(changes);
+        }
+        let mut queue = self.queue()?;
+        for (pos, data) in changes {
+            let base = match queue.blocks.get(&pos) {
+                Some(p) => p.base,
+                None => hash_of(&self.store.get(pos)?),
+            };
+            queue.blocks.insert(pos, Pending { data, base });
+        }
+        let now = Instant::now();
+        let woke = queue.first.is_none();
+        queue.first.get_or_insert(now);
+        queue.last = Some(now);
+        drop(queue);
+        if woke {
+            if let Some(t) = self.committer.get() {
+                t.unpark();
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits every pending change in one transaction. On failure they stay pending.
+    pub fn flush(&self) -> Result<()> {
+        let mut queue = self.queue()?;
+        if queue.blocks.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut queue.blocks);
+        let bases: HashMap<BlockPos, Option<u64>> =
+            pending.iter().map(|(pos, p)| (*pos, p.base)).collect();
+        let changes: Vec<Change> = pending.iter().map(|(p, c)| (*p, c.data.clone())).collect();
+        match self.write_unless_changed(changes, &bases) {
+            Ok(()) => {
+                queue.first = None;
+                queue.last = None;
+                Ok(())
+            }
+            Err(e) => {
+                queue.blocks = pending;
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits `changes` in one transaction.
+    fn write(&self, changes: Vec<Change>) -> Result<()> {
+        self.write_unless_changed(changes, &HashMap::new())
+    }
+
+    /// Commits `changes` in one transaction, but for the blocks whose stored bytes no longer
+    /// hash to their entry in `bases` (another writer changed them since): those keep what
+    /// the other writer stored.
+    fn write_unless_changed(
+        &self,
+        changes: Vec<Change>,
+        bases: &HashMap<BlockPos, Option<u64>>,
+    ) -> Result<()> {
+        let count = changes.len();
+        let select = |store: &MapStore, changes: Vec<Change>| {
+            if bases.is_empty() {
+                return Ok(changes);
+            }
+            let mut kept = Vec::with_capacity(changes.len());
+            for (pos, data) in changes {
+                match bases.get(&pos) {
+                    Some(base) if hash_of(&store.get(pos)?) != *base => log::warn!(
+                        "block {},{},{}: another program changed it after it was written \
+                         through the mount and before that write was committed; the other \
+                         program's version (the later one) is kept",
+                        pos.x,
+                        pos.y,
+                        pos.z
+                    ),
+                    _ => kept.push((pos, data)),
+                }
+            }
+            Ok(kept)
+        };
+        let kept = self.store.commit_selected(changes, select)?;
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        log::debug!(
+            "committed {} of {count} pending block changes in one transaction",
+            kept.len()
+        );
+        Ok(())
+    }
+
+    /// Whether the database changed since we last looked: another writer committed, or we
+    /// did (see `known_version`).
+    pub fn others_committed(&self) -> bool {
+        match self.store.data_version() {
+            Ok(v) => self.known_version.swap(v, Ordering::Relaxed) != v,
+            Err(_) => false,
+        }
+    }
+
+    /// How long until the pending changes are due (`None`: nothing is pending).
+    fn due_in(&self) -> Option<Duration> {
+        let window = self.window.get()?;
+        let queue = self.queue().ok()?;
+        let (first, last) = (queue.first?, queue.last?);
+        let due = (last + window.quiet).min(first + window.longest);
+        Some(due.saturating_duration_since(Instant::now()))
+    }
+
+    /// Up to `limit` blocks after `after`, as [`MapStore::list`] lists them, pending changes
+    /// committed first.
+    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+        self.flush()?;
+        self.store.list(after, limit, with_data)
+    }
+}
+
+impl Drop for BlockStore {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            log::error!("pending blocks could not be committed: {e}");
+        }
+        if let Some(t) = self.committer.get() {
+            t.unpark();
+        }
+    }
+}
+
+/// The committing thread: commits the pending changes when they are due, until the store
+/// is gone.
+fn commit_when_due(store: &Weak<BlockStore>) {
+    loop {
+        let Some(s) = store.upgrade() else { return };
+        let wait = match s.due_in() {
+            Some(d) if d.is_zero() => match s.flush() {
+                Ok(()) => IDLE,
+                Err(e) => {
+                    log::error!("committing pending blocks (retried in a while): {e}");
+                    s.window.get().map_or(IDLE, |w| w.longest)
+                }
+            },
+            Some(d) => d,
+            None => IDLE,
+        };
+        drop(s);
+        std::thread::park_timeout(wait);
+    }
+}
