@@ -435,6 +435,77 @@ fn rsync_temporary_rename_and_time() {
     }
 }
 
+/// `cp -a` over an existing file: `open(O_TRUNC)`, write, `futimens` on the open descriptor,
+/// `close()`: the close commits the content and the file keeps the time set before it.
+#[test]
+fn cp_a_time_set_before_the_close_stands() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let old = cat(&vfs, &f.path());
+        let new = (f.good)(&old);
+        let file = ino(&vfs, &f.path()).unwrap();
+        let fh = vfs.open(file, TRUNC).unwrap();
+        vfs.write(fh, 0, new.as_bytes(), false).unwrap();
+        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        vfs.setattr(file, Some(fh), None, Some(when), None).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        drop(vfs);
+        let other = f.vfs(true);
+        assert_eq!(cat(&other, &f.path()), new, "{}", f.name);
+        let stat = other
+            .getattr(ino(&other, &f.path()).unwrap(), None)
+            .unwrap();
+        assert_eq!(stat.mtime, when, "{}", f.name);
+    }
+}
+
+/// "An edit of one object changes the mtimes of exactly the files whose content it changed":
+/// every other file of the edited file's folder, and the folder itself (its names stay),
+/// keep their times, so the next incremental rsync sends only the edited file.
+#[test]
+fn an_edit_keeps_the_times_of_unchanged_files() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let snapshot = |vfs: &Vfs| -> Vec<(String, SystemTime, Option<String>)> {
+            let mut out = Vec::new();
+            if !f.dir.is_empty() {
+                let stat = vfs.getattr(ino(vfs, &f.dir).unwrap(), None).unwrap();
+                out.push((".".to_string(), stat.mtime, None));
+            }
+            for (name, _) in names(vfs, &f.dir, 0) {
+                if name == "." || name == ".." {
+                    continue;
+                }
+                let mut p = f.dir.clone();
+                p.push(name.clone());
+                let stat = vfs.getattr(ino(vfs, &p).unwrap(), None).unwrap();
+                let text = (stat.kind == Kind::File).then(|| cat(vfs, &p));
+                out.push((name, stat.mtime, text));
+            }
+            out
+        };
+        let before = snapshot(&vfs);
+        let old = cat(&vfs, &f.path());
+        std::thread::sleep(Duration::from_millis(20));
+        save(&vfs, &f.path(), &(f.good)(&old)).unwrap();
+        drop(vfs);
+        let vfs = f.vfs(true);
+        let after = snapshot(&vfs);
+        assert_eq!(before.len(), after.len(), "{}", f.name);
+        let mut edited = false;
+        for ((name, t0, c0), (_, t1, c1)) in before.iter().zip(&after) {
+            if *name == f.file {
+                assert_ne!(t0, t1, "{}: the edited file keeps its time", f.name);
+                edited = true;
+            } else if c0 == c1 {
+                assert_eq!(t0, t1, "{}: {name} is unchanged but its time moved", f.name);
+            }
+        }
+        assert!(edited, "{}", f.name);
+    }
+}
+
 /// "`worldfs unmount` ... SIGTERM ... commit what is still open": `commit_all` commits a
 /// handle that was written and never closed.
 #[test]

@@ -36,8 +36,8 @@ use crate::vfs::tree::{
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
 use blocks::{
-    check_key, dir_hash, meta_at, meta_entry, parse_rel_name, sub_path, value_from_file,
-    value_to_file, Page, View, VIEWS,
+    check_key, meta_at, meta_entry, parse_rel_name, sub_path, value_from_file, value_to_file, Page,
+    View, VIEWS,
 };
 
 /// The files hidden from the top level because the tree shows them decoded.
@@ -474,20 +474,20 @@ impl Tree for LuantiTree {
             Place::Root | Place::Blocks => Ok(()),
             Place::WorldFile(name) => self.world_files()?.set_mtime(name, mtime),
             Place::Accounts => self.accounts()?.set_mtime(path, mtime),
-            Place::Block(pos) => {
+            Place::Block(pos)
+            | Place::Meta(pos)
+            | Place::MetaNode(pos, _)
+            | Place::Vars(pos, ..) => {
                 self.stat(path)?;
-                self.blocks.set_entry_mtimes(pos, &[(sub, None, mtime)])
-            }
-            Place::Meta(pos) | Place::MetaNode(pos, _) | Place::Vars(pos, ..) => {
-                self.stat(path)?;
-                let hash = dir_hash(&*self.blocks.get(pos)?, &sub);
-                self.blocks
-                    .set_entry_mtimes(pos, &[(sub, Some(hash), mtime)])
+                let hash = self.dir_hash(pos, &*self.blocks.get(pos)?, &sub);
+                self.blocks.set_entry_mtimes(pos, &[(sub, hash, mtime)]);
+                Ok(())
             }
             Place::View(pos, _) | Place::Var(pos, ..) | Place::Inventory(pos, _) => {
                 let data = self.read_place(&place, path)?;
                 self.blocks
-                    .set_entry_mtimes(pos, &[(sub, Some(content_hash(&data)), mtime)])
+                    .set_entry_mtimes(pos, &[(sub, content_hash(&data), mtime)]);
+                Ok(())
             }
         }
     }
