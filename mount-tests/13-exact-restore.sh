@@ -47,6 +47,9 @@ rsync -a "$BK/" "$ME/" || fail "restore rsync failed"
 check_restored "$ME" rsync
 echo "rsync restore: $nblocks blocks, nothing differs"
 unmount_world "$ME"
+mount_world "$E" "$ME"
+check_restored "$ME" remount
+unmount_world "$ME"
 probe "$W" >"$T/probe.orig"
 probe "$E" >"$T/probe.restored"
 grep -q '^checksum ' "$T/probe.orig" || fail "probe of the original world failed"
