@@ -635,6 +635,49 @@ fn cp_r_fills_a_new_block() {
     }
 }
 
+/// "The rule never touches `light.txt`": light written through the mount stays as written
+/// when `nodes.cubeset` is written after it (the node edit still marks the light for the
+/// engine to recompute, `lighting_complete` or `lighting_expired` by version, no `block.txt`
+/// having been written).
+#[test]
+fn a_node_edit_keeps_the_light_written_before_it() {
+    let f = luanti();
+    let vfs = f.vfs(false);
+    let at = |name: &str| {
+        let mut p = f.dir.clone();
+        p.push(name.to_string());
+        p
+    };
+    let light = (f.good)(&cat(&vfs, &at("light.txt")));
+    save(&vfs, &at("light.txt"), &light).unwrap();
+    let nodes = cat(&vfs, &at("nodes.cubeset"));
+    let def = nodes
+        .lines()
+        .find(|l| l.trim_start().starts_with("\"a: "))
+        .unwrap()
+        .to_string();
+    let rest = &def[def.find("\"a: ").unwrap() + 4..];
+    let name = &rest[..rest.find(": ").unwrap()];
+    let new_name = if name == "default:mese" {
+        "default:stone"
+    } else {
+        "default:mese"
+    };
+    let other = def.replacen(&format!("\"a: {name}: "), &format!("\"a: {new_name}: "), 1);
+    save(&vfs, &at("nodes.cubeset"), &nodes.replacen(&def, &other, 1)).unwrap();
+    assert_ne!(cat(&vfs, &at("nodes.cubeset")), nodes, "the node edit took");
+    drop(vfs);
+    let other_vfs = f.vfs(true);
+    assert_eq!(cat(&other_vfs, &at("light.txt")), light);
+    let header = cat(&other_vfs, &at("block.txt"));
+    assert!(
+        header.contains("lighting_complete = 0x0 ")
+            || header.contains("lighting_complete = 0 ")
+            || header.contains("lighting_expired = true "),
+        "{header}"
+    );
+}
+
 /// "New blocks (`mkdir`) are version 29."
 #[test]
 fn new_blocks_are_version_29() {
