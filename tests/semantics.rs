@@ -461,15 +461,16 @@ fn cp_a_time_set_before_the_close_stands() {
 }
 
 /// "An edit of one object changes the mtimes of exactly the files whose content it changed":
-/// every other file of the edited file's folder, and the folder itself (its names stay),
-/// keep their times, so the next incremental rsync sends only the edited file.
+/// every other file and sub-folder of the edited file's folder keeps its time, so the next
+/// incremental rsync sends only the edited file. (A Luanti block folder shows its block's
+/// last change; a chunk folder and a disk's folders keep theirs.)
 #[test]
 fn an_edit_keeps_the_times_of_unchanged_files() {
     for f in fixtures() {
         let vfs = f.vfs(false);
         let snapshot = |vfs: &Vfs| -> Vec<(String, SystemTime, Option<String>)> {
             let mut out = Vec::new();
-            if !f.dir.is_empty() {
+            if !f.dir.is_empty() && f.game != Game::Luanti {
                 let stat = vfs.getattr(ino(vfs, &f.dir).unwrap(), None).unwrap();
                 out.push((".".to_string(), stat.mtime, None));
             }

@@ -474,10 +474,13 @@ impl Tree for LuantiTree {
             Place::Root | Place::Blocks => Ok(()),
             Place::WorldFile(name) => self.world_files()?.set_mtime(name, mtime),
             Place::Accounts => self.accounts()?.set_mtime(path, mtime),
-            Place::Block(pos)
-            | Place::Meta(pos)
-            | Place::MetaNode(pos, _)
-            | Place::Vars(pos, ..) => {
+            Place::Block(pos) => {
+                self.stat(path)?;
+                let hash = self.blocks.get(pos)?.hash;
+                self.blocks.set_entry_mtimes(pos, &[(sub, hash, mtime)]);
+                Ok(())
+            }
+            Place::Meta(pos) | Place::MetaNode(pos, _) | Place::Vars(pos, ..) => {
                 self.stat(path)?;
                 let hash = self.dir_hash(pos, &*self.blocks.get(pos)?, &sub);
                 self.blocks.set_entry_mtimes(pos, &[(sub, hash, mtime)]);

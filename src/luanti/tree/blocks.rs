@@ -173,8 +173,8 @@ pub(super) struct Page {
     last: bool,
 }
 
-/// The listing hash of the folders whose names never change (a block folder, a node's
-/// `meta/x,y,z/`): they keep a time set on them through every edit of what they hold.
+/// The listing hash of a node's `meta/x,y,z/` (its names never change): it keeps a time set
+/// on it through every edit of what it holds.
 const FIXED_LISTING: u64 = 0;
 
 /// Blocks read from SQLite per page of the `blocks/` listing.
@@ -290,10 +290,12 @@ impl LuantiTree {
         self.dir_stat(self.blocks.entry_mtime(pos, c.mtime, sub, hash))
     }
 
-    /// Stat of a block folder from the block's stored bytes.
+    /// Stat of a block folder from the block's stored bytes: the time of the block's last
+    /// change (or the time set on the folder since), so `ls -lt blocks` shows the blocks
+    /// edited last first.
     pub(super) fn block_dir(&self, pos: BlockPos, blob: &[u8]) -> Stat {
         let mtime = self.blocks.mtime_of(pos, blob);
-        self.dir_stat(self.blocks.entry_mtime(pos, mtime, "", FIXED_LISTING))
+        self.dir_stat(self.blocks.entry_mtime(pos, mtime, "", content_hash(blob)))
     }
 
     /// Every entry inside a block folder: its path inside the folder and the hash of its
@@ -306,7 +308,6 @@ impl LuantiTree {
                 (v.name.to_string(), content_hash(&data))
             })
             .collect();
-        out.push((String::new(), FIXED_LISTING));
         out.push(("meta".to_string(), self.dir_hash(pos, c, "meta")));
         for m in &c.block.metadata {
             let dir = format!("meta/{}", rel_name(m.pos));
