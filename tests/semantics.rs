@@ -435,6 +435,78 @@ fn rsync_temporary_rename_and_time() {
     }
 }
 
+/// `cp -a` over an existing file: `open(O_TRUNC)`, write, `futimens` on the open descriptor,
+/// `close()`: the close commits the content and the file keeps the time set before it.
+#[test]
+fn cp_a_time_set_before_the_close_stands() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let old = cat(&vfs, &f.path());
+        let new = (f.good)(&old);
+        let file = ino(&vfs, &f.path()).unwrap();
+        let fh = vfs.open(file, TRUNC).unwrap();
+        vfs.write(fh, 0, new.as_bytes(), false).unwrap();
+        let when = UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+        vfs.setattr(file, Some(fh), None, Some(when), None).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        drop(vfs);
+        let other = f.vfs(true);
+        assert_eq!(cat(&other, &f.path()), new, "{}", f.name);
+        let stat = other
+            .getattr(ino(&other, &f.path()).unwrap(), None)
+            .unwrap();
+        assert_eq!(stat.mtime, when, "{}", f.name);
+    }
+}
+
+/// "An edit of one object changes the mtimes of exactly the files whose content it changed":
+/// every other file and sub-folder of the edited file's folder keeps its time, so the next
+/// incremental rsync sends only the edited file. (A Luanti block folder shows its block's
+/// last change; a chunk folder and a disk's folders keep theirs.)
+#[test]
+fn an_edit_keeps_the_times_of_unchanged_files() {
+    for f in fixtures() {
+        let vfs = f.vfs(false);
+        let snapshot = |vfs: &Vfs| -> Vec<(String, SystemTime, Option<String>)> {
+            let mut out = Vec::new();
+            if !f.dir.is_empty() && f.game != Game::Luanti {
+                let stat = vfs.getattr(ino(vfs, &f.dir).unwrap(), None).unwrap();
+                out.push((".".to_string(), stat.mtime, None));
+            }
+            for (name, _) in names(vfs, &f.dir, 0) {
+                if name == "." || name == ".." {
+                    continue;
+                }
+                let mut p = f.dir.clone();
+                p.push(name.clone());
+                let stat = vfs.getattr(ino(vfs, &p).unwrap(), None).unwrap();
+                let text = (stat.kind == Kind::File).then(|| cat(vfs, &p));
+                out.push((name, stat.mtime, text));
+            }
+            out
+        };
+        let before = snapshot(&vfs);
+        let old = cat(&vfs, &f.path());
+        std::thread::sleep(Duration::from_millis(20));
+        save(&vfs, &f.path(), &(f.good)(&old)).unwrap();
+        drop(vfs);
+        let vfs = f.vfs(true);
+        let after = snapshot(&vfs);
+        assert_eq!(before.len(), after.len(), "{}", f.name);
+        let mut edited = false;
+        for ((name, t0, c0), (_, t1, c1)) in before.iter().zip(&after) {
+            if *name == f.file {
+                assert_ne!(t0, t1, "{}: the edited file keeps its time", f.name);
+                edited = true;
+            } else if c0 == c1 {
+                assert_eq!(t0, t1, "{}: {name} is unchanged but its time moved", f.name);
+            }
+        }
+        assert!(edited, "{}", f.name);
+    }
+}
+
 /// "`worldfs unmount` ... SIGTERM ... commit what is still open": `commit_all` commits a
 /// handle that was written and never closed.
 #[test]
@@ -562,6 +634,49 @@ fn cp_r_fills_a_new_block() {
         let p = vec!["blocks".to_string(), "100,100,100".into(), name.clone()];
         assert_eq!(&cat(&other, &p), text, "{name}");
     }
+}
+
+/// "The rule never touches `light.txt`": light written through the mount stays as written
+/// when `nodes.cubeset` is written after it (the node edit still marks the light for the
+/// engine to recompute, `lighting_complete` or `lighting_expired` by version, no `block.txt`
+/// having been written).
+#[test]
+fn a_node_edit_keeps_the_light_written_before_it() {
+    let f = luanti();
+    let vfs = f.vfs(false);
+    let at = |name: &str| {
+        let mut p = f.dir.clone();
+        p.push(name.to_string());
+        p
+    };
+    let light = (f.good)(&cat(&vfs, &at("light.txt")));
+    save(&vfs, &at("light.txt"), &light).unwrap();
+    let nodes = cat(&vfs, &at("nodes.cubeset"));
+    let def = nodes
+        .lines()
+        .find(|l| l.trim_start().starts_with("\"a: "))
+        .unwrap()
+        .to_string();
+    let rest = &def[def.find("\"a: ").unwrap() + 4..];
+    let name = &rest[..rest.find(": ").unwrap()];
+    let new_name = if name == "default:mese" {
+        "default:stone"
+    } else {
+        "default:mese"
+    };
+    let other = def.replacen(&format!("\"a: {name}: "), &format!("\"a: {new_name}: "), 1);
+    save(&vfs, &at("nodes.cubeset"), &nodes.replacen(&def, &other, 1)).unwrap();
+    assert_ne!(cat(&vfs, &at("nodes.cubeset")), nodes, "the node edit took");
+    drop(vfs);
+    let other_vfs = f.vfs(true);
+    assert_eq!(cat(&other_vfs, &at("light.txt")), light);
+    let header = cat(&other_vfs, &at("block.txt"));
+    assert!(
+        header.contains("lighting_complete = 0x0 ")
+            || header.contains("lighting_complete = 0 ")
+            || header.contains("lighting_expired = true "),
+        "{header}"
+    );
 }
 
 /// "New blocks (`mkdir`) are version 29."

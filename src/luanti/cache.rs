@@ -357,38 +357,31 @@ impl Blocks {
         content_hash(format!("{}/{sub}", self.store.map().key_of(pos)).as_bytes())
     }
 
-    /// The mtime of an entry of the folder of a block whose own time is `block_mtime` and
-    /// whose stored bytes hash to `block_hash`: `sub` is the entry's path inside the folder
-    /// (`""` for the folder itself), `content_hash` the hash of a file's content (`None` for
-    /// a folder). An entry keeps a time set on it (rsync, touch, or kept through an edit of
-    /// another file) while its content is unchanged; otherwise it shows the block's time.
+    /// The mtime of an entry of the folder of a block whose own time is `block_mtime`: `sub`
+    /// is the entry's path inside the folder (`""` for the folder itself), `hash` the hash of
+    /// a file's content or of a folder's listing. An entry keeps a time set on it (rsync,
+    /// touch, or kept through an edit of another file) while that hash is unchanged;
+    /// otherwise it shows the block's time.
     pub fn entry_mtime(
         &self,
         pos: BlockPos,
         block_mtime: SystemTime,
-        block_hash: u64,
         sub: &str,
-        content_hash: Option<u64>,
+        hash: u64,
     ) -> SystemTime {
         self.mtimes
-            .recorded(self.entry_key(pos, sub), content_hash.unwrap_or(block_hash))
+            .recorded(self.entry_key(pos, sub), hash)
             .unwrap_or(block_mtime)
     }
 
-    /// Records explicit mtimes for entries of the block's folder: `(sub, content hash or
-    /// None for a folder, time)`, as in [`Blocks::entry_mtime`].
-    pub fn set_entry_mtimes(
-        &self,
-        pos: BlockPos,
-        entries: &[(String, Option<u64>, SystemTime)],
-    ) -> Result<()> {
-        let c = self.get(pos)?;
+    /// Records explicit mtimes for entries of the block's folder: `(sub, hash, time)`, as in
+    /// [`Blocks::entry_mtime`].
+    pub fn set_entry_mtimes(&self, pos: BlockPos, entries: &[(String, u64, SystemTime)]) {
         let records: Vec<(u64, u64, SystemTime)> = entries
             .iter()
-            .map(|(sub, hash, t)| (self.entry_key(pos, sub), hash.unwrap_or(c.hash), *t))
+            .map(|(sub, hash, t)| (self.entry_key(pos, sub), *hash, *t))
             .collect();
         self.mtimes.record_all(&records);
-        Ok(())
     }
 }
 

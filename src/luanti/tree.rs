@@ -37,9 +37,7 @@ use crate::vfs::tree::{
 };
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
-use blocks::{
-    check_key, dir_hash, meta_at, meta_entry, parse_rel_name, sub_path, Page, View, VIEWS,
-};
+use blocks::{check_key, meta_at, meta_entry, parse_rel_name, sub_path, Page, View, VIEWS};
 
 /// A value file (a metadata field, a mod storage key) shows the value plus one `\n`.
 fn value_to_file(value: &[u8]) -> Vec<u8> {
@@ -522,18 +520,21 @@ impl Tree for LuantiTree {
             Place::Accounts => self.accounts()?.set_mtime(path, mtime),
             Place::Block(pos) => {
                 self.stat(path)?;
-                self.blocks.set_entry_mtimes(pos, &[(sub, None, mtime)])
+                let hash = self.blocks.get(pos)?.hash;
+                self.blocks.set_entry_mtimes(pos, &[(sub, hash, mtime)]);
+                Ok(())
             }
             Place::Meta(pos) | Place::MetaNode(pos, _) | Place::Vars(pos, ..) => {
                 self.stat(path)?;
-                let hash = dir_hash(&*self.blocks.get(pos)?, &sub);
-                self.blocks
-                    .set_entry_mtimes(pos, &[(sub, Some(hash), mtime)])
+                let hash = self.dir_hash(pos, &*self.blocks.get(pos)?, &sub);
+                self.blocks.set_entry_mtimes(pos, &[(sub, hash, mtime)]);
+                Ok(())
             }
             Place::View(pos, _) | Place::Var(pos, ..) | Place::Inventory(pos, _) => {
                 let data = self.read_place(&place, path)?;
                 self.blocks
-                    .set_entry_mtimes(pos, &[(sub, Some(content_hash(&data)), mtime)])
+                    .set_entry_mtimes(pos, &[(sub, content_hash(&data), mtime)]);
+                Ok(())
             }
         }
     }

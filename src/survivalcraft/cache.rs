@@ -63,6 +63,11 @@ fn chunk_key(pos: ChunkPos) -> u64 {
     (u64::from(pos.cx as u32) << 32) | u64::from(pos.cz as u32)
 }
 
+/// The mtime-record key of one view of a chunk.
+fn view_key(pos: ChunkPos, name: &str) -> u64 {
+    path_key(&format!("chunks/{pos}/{name}"))
+}
+
 /// The mtime-record key of any other object, by its path in the tree.
 pub fn path_key(path: &str) -> u64 {
     content_hash(path.as_bytes())
@@ -258,8 +263,9 @@ impl Objects {
         )
     }
 
-    /// The view `name` of the chunk at `pos` (rendered once with `render`) and the chunk's
-    /// mtime.
+    /// The view `name` of the chunk at `pos` (rendered once with `render`) and its mtime: a
+    /// time recorded for the view while its content is unchanged (set by rsync or touch, or
+    /// kept through an edit of another view), else the chunk's.
     pub fn chunk_view(
         &self,
         pos: ChunkPos,
@@ -271,7 +277,25 @@ impl Objects {
         if rendered {
             self.cache.reweigh(&pos);
         }
-        Ok((data, cached.mtime))
+        let key = view_key(pos, name);
+        let mtime = if self.mtimes.has(key) {
+            self.mtimes
+                .recorded(key, content_hash(&data))
+                .unwrap_or(cached.mtime)
+        } else {
+            cached.mtime
+        };
+        Ok((data, mtime))
+    }
+
+    /// Records times for views of the chunk at `pos`: `(view name, hash of its content,
+    /// time)`, each standing while that view's content is unchanged.
+    pub fn set_view_mtimes(&self, pos: ChunkPos, views: &[(&str, u64, SystemTime)]) {
+        let records: Vec<(u64, u64, SystemTime)> = views
+            .iter()
+            .map(|&(name, hash, t)| (view_key(pos, name), hash, t))
+            .collect();
+        self.mtimes.record_all(&records);
     }
 
     /// Writes a chunk; the caller holds the writer lock.
@@ -311,22 +335,6 @@ impl Objects {
         }
         self.commit_chunk(pos, &Chunk::empty(self.format), SystemTime::now())?;
         *guard(&self.sorted)? = None;
-        Ok(())
-    }
-
-    /// Records an explicit mtime for a chunk (rsync, touch).
-    pub fn set_chunk_mtime(&self, pos: ChunkPos, mtime: SystemTime) -> Result<()> {
-        let _writer = guard(&self.writer)?;
-        let raw = {
-            let world = self.world()?;
-            if !world.contains(pos) {
-                return Err(chunk_not_found(pos));
-            }
-            world.read_raw(pos)?
-        };
-        self.mtimes
-            .record(chunk_key(pos), content_hash(&raw), mtime);
-        self.cache.committed([&pos]);
         Ok(())
     }
 

@@ -30,6 +30,7 @@ use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::survivalcraft::codec::project::{self, Holder, ProjectInfo};
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
+use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
     base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Stat, Tree,
@@ -283,6 +284,36 @@ impl SurvivalcraftTree {
         Ok((data, mtime))
     }
 
+    /// The content hash and mtime of every view of the chunk at `pos`.
+    fn view_times(&self, pos: ChunkPos) -> Result<Vec<(&'static str, u64, SystemTime)>> {
+        views_for(self.objects.format())
+            .map(|v| {
+                let (data, mtime) = self.objects.chunk_view(pos, v.name, v.render)?;
+                Ok((v.name, content_hash(&data), mtime))
+            })
+            .collect()
+    }
+
+    /// Edits a chunk; the views whose content the edit leaves unchanged keep their mtimes,
+    /// so an incremental rsync sends only the changed files.
+    fn modify_chunk(
+        &self,
+        pos: ChunkPos,
+        edit: impl FnOnce(&Chunk) -> Result<Chunk>,
+    ) -> Result<()> {
+        let before = self.view_times(pos)?;
+        self.objects.modify_chunk(pos, edit)?;
+        let after = self.view_times(pos)?;
+        let keep: Vec<(&str, u64, SystemTime)> = before
+            .into_iter()
+            .zip(after)
+            .filter(|((_, h0, t0), (_, h1, t1))| h0 == h1 && t0 != t1)
+            .map(|(b, _)| b)
+            .collect();
+        self.objects.set_view_mtimes(pos, &keep);
+        Ok(())
+    }
+
     fn has_project(&self) -> Result<bool> {
         Ok(self.objects.project()?.is_some())
     }
@@ -456,7 +487,7 @@ impl Tree for SurvivalcraftTree {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.write(path, data),
             Place::Project => self.objects.modify_project(|_| Ok(data.to_vec()), renders),
-            Place::View(pos, view) => self.objects.modify_chunk(pos, |c| (view.parse)(c, data)),
+            Place::View(pos, view) => self.modify_chunk(pos, |c| (view.parse)(c, data)),
             Place::Inventory(kind, name) => {
                 let inventories = views::inventory::parse(data)?;
                 self.objects.modify_project(
@@ -555,7 +586,12 @@ impl Tree for SurvivalcraftTree {
             Place::Holder(kind, name) => self.inventory(kind, name).map(|_| ()),
             Place::WorldFile => self.world_files()?.set_mtime(path, mtime),
             Place::Project => self.objects.set_project_mtime(mtime),
-            Place::View(pos, _) => self.objects.set_chunk_mtime(pos, mtime),
+            Place::View(pos, view) => {
+                let (data, _) = self.objects.chunk_view(pos, view.name, view.render)?;
+                self.objects
+                    .set_view_mtimes(pos, &[(view.name, content_hash(&data), mtime)]);
+                Ok(())
+            }
             Place::Inventory(kind, name) => {
                 let (data, _) = self.inventory(kind, name)?;
                 self.objects.set_mtime_of(

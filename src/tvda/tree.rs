@@ -97,6 +97,34 @@ pub(super) fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The folders of a disk's tree (each chunk layer has one).
+fn folders() -> impl Iterator<Item = Place> {
+    [Place::Root, Place::Actors, Place::Chunks, Place::Entries]
+        .into_iter()
+        .chain(Layer::ALL.into_iter().map(Place::Layer))
+}
+
+/// The key under which a folder's mtime is recorded.
+fn folder_key(place: Place) -> u64 {
+    let name = match place {
+        Place::Actors => "actors".to_string(),
+        Place::Chunks => "chunks".to_string(),
+        Place::Layer(layer) => format!("chunks/{}", layer.name()),
+        Place::Entries => "entries".to_string(),
+        _ => String::new(),
+    };
+    content_hash(format!("folder:{name}").as_bytes())
+}
+
+/// What every folder's names follow: the set of the disk's entries. A folder keeps a time
+/// set on it while no entry is added or removed.
+fn listing_hash(s: &State) -> u64 {
+    let mut ids: Vec<i64> = s.disk.entries().map(|e| e.id).collect();
+    ids.sort_unstable();
+    let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+    content_hash(&bytes)
+}
+
 /// The key under which an entry's mtime is recorded: its stored CRC, size and header
 /// times, so a rewrite by another program makes the record stale.
 fn entry_hash(info: &EntryInfo) -> u64 {
@@ -300,12 +328,22 @@ impl TvdaTree {
         Stat::file(size, mtime, self.is_read_only())
     }
 
-    /// The folders' time: the root entry's modification time (the save's "last modified").
-    fn root_mtime(&self) -> Result<SystemTime> {
+    /// The time of the folder `place`: a time set on it (rsync, touch, or kept through an
+    /// edit) while no entry of the disk was added or removed, else the root entry's
+    /// modification time (the save's "last modified").
+    fn folder_mtime(&self, place: Place) -> Result<SystemTime> {
         let s = self.state()?;
-        Ok(s.disk
-            .entry(ROOT_ID)
-            .map_or(UNIX_EPOCH, |r| UNIX_EPOCH + Duration::from_secs(r.mtime)))
+        Ok(self.folder_mtime_in(&s, folder_key(place)))
+    }
+
+    fn folder_mtime_in(&self, s: &State, key: u64) -> SystemTime {
+        self.mtimes
+            .recorded(key, listing_hash(s))
+            .unwrap_or_else(|| {
+                s.disk
+                    .entry(ROOT_ID)
+                    .map_or(UNIX_EPOCH, |r| UNIX_EPOCH + Duration::from_secs(r.mtime))
+            })
     }
 
     fn file_entry_stat(&self, info: &EntryInfo, view: View) -> Result<Stat> {
@@ -332,6 +370,13 @@ impl TvdaTree {
     /// commit refused because the disk is damaged turns the mount read-only.
     fn commit(&self, s: &mut State, changes: &[Change]) -> Result<()> {
         let now = SystemTime::now();
+        let listing = listing_hash(s);
+        let folder_times: Vec<(u64, u64, SystemTime)> = folders()
+            .map(|f| {
+                let key = folder_key(f);
+                (key, listing, self.folder_mtime_in(s, key))
+            })
+            .collect();
         if let Err(e) = s.disk.commit(changes, now_secs()) {
             if !s.disk.damage().is_empty() {
                 log::error!("{}; the mount is read-only from now on", e.message());
@@ -354,6 +399,9 @@ impl TvdaTree {
                 self.renders.clear();
             }
             ids.push(id);
+        }
+        if listing_hash(s) == listing {
+            self.mtimes.record_all(&folder_times);
         }
         // Still under the state lock: no render reads the disk between the commit and this.
         self.renders.committed(&ids);
@@ -480,12 +528,14 @@ impl Tree for TvdaTree {
     fn stat(&self, path: &TreePath) -> Result<Stat> {
         let place = self.place(path)?;
         match place {
-            Place::Root | Place::Actors | Place::Entries => Ok(self.dir_stat(self.root_mtime()?)),
+            Place::Root | Place::Actors | Place::Entries => {
+                Ok(self.dir_stat(self.folder_mtime(place)?))
+            }
             Place::Chunks | Place::Layer(_) => {
                 if !self.has_chunks()? {
                     return Err(not_found(path));
                 }
-                Ok(self.dir_stat(self.root_mtime()?))
+                Ok(self.dir_stat(self.folder_mtime(place)?))
             }
             _ => {
                 let (id, view) = self.target(place, path)?;
@@ -513,14 +563,13 @@ impl Tree for TvdaTree {
                 if !self.has_chunks()? {
                     return Err(not_found(dir));
                 }
-                let stat = self.dir_stat(self.root_mtime()?);
                 for (i, layer) in Layer::ALL.into_iter().enumerate() {
                     let cookie = i as u64 + 1;
                     if cookie > after
                         && !sink(Entry {
                             name: layer.name().into(),
                             cookie,
-                            stat: stat.clone(),
+                            stat: self.dir_stat(self.folder_mtime(Place::Layer(layer))?),
                         })
                     {
                         break;
@@ -664,6 +713,10 @@ impl Tree for TvdaTree {
             place,
             Place::Root | Place::Actors | Place::Chunks | Place::Layer(_) | Place::Entries
         ) {
+            self.stat(path)?;
+            let s = self.state()?;
+            self.mtimes
+                .record(folder_key(place), listing_hash(&s), mtime);
             return Ok(());
         }
         let (id, _) = self.target(place, path)?;

@@ -284,10 +284,17 @@ impl Vfs {
                 self.truncate_closed(&path, len)?;
             }
         }
+        // A time set while the file holds unsaved writes is the file's once they are
+        // committed (`cp -a` sets it before it closes).
+        let mut after_commit = false;
         if let Some(f) = &file {
             let mut f = lock(f)?;
             if let Some(m) = mtime {
                 f.mtime = m;
+                if f.dirty && !f.detached {
+                    f.set_mtime = Some(m);
+                    after_commit = true;
+                }
             }
             if let Some(mode) = mode {
                 f.perm = permission_bits(mode);
@@ -306,7 +313,7 @@ impl Vfs {
             }
             None => false,
         };
-        if let (Some(m), false) = (mtime, held) {
+        if let (Some(m), false, false) = (mtime, held, after_commit) {
             self.tree
                 .set_mtime(&path, m)
                 .map_err(|e| e.context(display_path(&path)))?;

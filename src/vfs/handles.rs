@@ -23,6 +23,9 @@ pub(super) struct OpenFile {
     pub(super) data: Vec<u8>,
     pub(super) dirty: bool,
     pub(super) mtime: SystemTime,
+    /// A time set on the file while it held unsaved writes (`cp -a` sets it before its
+    /// `close()`): applied after the commit, unless a later write cleared it.
+    pub(super) set_mtime: Option<SystemTime>,
     pub(super) perm: u16,
     /// Where its commits go.
     pub(super) home: Home,
@@ -158,6 +161,7 @@ impl Vfs {
             g.data.clear();
             g.dirty = true;
             g.mtime = SystemTime::now();
+            g.set_mtime = None;
         }
         Ok(Some(f.clone()))
     }
@@ -216,6 +220,7 @@ impl Vfs {
             detached: false,
             data,
             dirty: mode.truncate,
+            set_mtime: None,
             mtime: if mode.truncate {
                 SystemTime::now()
             } else {
@@ -290,6 +295,7 @@ impl Vfs {
             data: Vec::new(),
             dirty: true,
             mtime: now,
+            set_mtime: None,
             perm: o.perm,
             home,
             handles: 1,
@@ -334,6 +340,7 @@ impl Vfs {
         f.data[start..end].copy_from_slice(data);
         f.dirty = true;
         f.mtime = SystemTime::now();
+        f.set_mtime = None;
         drop(f);
         h.state.wrote();
         Ok(data.len())
@@ -404,6 +411,7 @@ impl Vfs {
     pub(super) fn commit_file(&self, f: &mut OpenFile) -> Result<()> {
         f.dirty = false;
         if f.home == Home::Core {
+            f.set_mtime = None;
             let text = self.spill.hold(f.data.clone());
             let mut overlay = lock(&self.overlay)?;
             match overlay.get_mut(&f.path) {
@@ -427,7 +435,12 @@ impl Vfs {
             }
             return Ok(());
         }
-        self.commit(&f.path, f.data.clone(), f.perm)
+        let set_mtime = f.set_mtime.take();
+        self.commit(&f.path, f.data.clone(), f.perm)?;
+        match set_mtime {
+            Some(m) => self.tree.set_mtime(&f.path, m),
+            None => Ok(()),
+        }
     }
 
     /// Closes a handle, committing what is still unflushed.

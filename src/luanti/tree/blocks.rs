@@ -162,32 +162,15 @@ pub(super) struct Page {
     last: bool,
 }
 
+/// The listing hash of a node's `meta/x,y,z/` (its names never change): it keeps a time set
+/// on it through every edit of what it holds.
+const FIXED_LISTING: u64 = 0;
+
 /// Blocks read from SQLite per page of the `blocks/` listing.
 const PAGE_SIZE: usize = 512;
 
 /// Pages kept (several listings may run at once).
 const PAGES_KEPT: usize = 8;
-
-/// The hash of the listing of folder `sub` inside a block folder: a folder keeps its mtime
-/// while its entries stay the same.
-pub(super) fn dir_hash(c: &Cached, sub: &str) -> u64 {
-    let parts: Vec<&str> = sub.split('/').collect();
-    let entries: Vec<String> = match parts.as_slice() {
-        ["meta"] => c.block.metadata.iter().map(|m| rel_name(m.pos)).collect(),
-        ["meta", r, kind @ ("fields" | "private")] => parse_rel_name(r)
-            .and_then(|rel| meta_at(&c.block, rel))
-            .map(|m| {
-                m.vars
-                    .iter()
-                    .filter(|v| v.private == (*kind == "private"))
-                    .map(|v| names::escape(&v.key))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    };
-    content_hash(entries.join("/").as_bytes())
-}
 
 /// The path of an entry of a block folder inside that folder (`meta/1,10,1/inventory`).
 pub(super) fn sub_path(path: &TreePath) -> String {
@@ -195,6 +178,40 @@ pub(super) fn sub_path(path: &TreePath) -> String {
 }
 
 impl LuantiTree {
+    /// The hash of the listing of folder `sub` inside a block folder: a folder keeps its mtime
+    /// while the names it lists stay the same (in any stored order). `meta/` lists the nodes
+    /// made by mkdir before they hold anything too, so a restore that makes a node's folder,
+    /// sets `meta/`'s time and only then fills the node leaves that time standing.
+    pub(super) fn dir_hash(&self, pos: BlockPos, c: &Cached, sub: &str) -> u64 {
+        let parts: Vec<&str> = sub.split('/').collect();
+        let entries: BTreeSet<String> = match parts.as_slice() {
+            ["meta"] => {
+                let mut idx: BTreeSet<u16> =
+                    c.block.metadata.iter().map(|m| m.pos.index()).collect();
+                if let Ok(extra) = self.empty_meta.lock() {
+                    idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
+                }
+                idx.into_iter()
+                    .filter_map(RelPos::from_index)
+                    .map(rel_name)
+                    .collect()
+            }
+            ["meta", r, kind @ ("fields" | "private")] => parse_rel_name(r)
+                .and_then(|rel| meta_at(&c.block, rel))
+                .map(|m| {
+                    m.vars
+                        .iter()
+                        .filter(|v| v.private == (*kind == "private"))
+                        .map(|v| names::escape(&v.key))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => return FIXED_LISTING,
+        };
+        let listing: Vec<String> = entries.into_iter().collect();
+        content_hash(listing.join("/").as_bytes())
+    }
+
     /// Writes one view of a block. The derived-data rule (a node edit clears the lighting
     /// flags) applies only where the user did not write `block.txt` itself: within
     /// [`HEADER_WINDOW`] of a `block.txt` written through the mount, `nodes.cubeset` keeps the
@@ -249,7 +266,7 @@ impl LuantiTree {
     pub(super) fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
         let mtime = if self.blocks.entry_recorded(pos, sub) {
             self.blocks
-                .entry_mtime(pos, c.mtime, c.hash, sub, Some(content_hash(data)))
+                .entry_mtime(pos, c.mtime, sub, content_hash(data))
         } else {
             c.mtime
         };
@@ -258,20 +275,16 @@ impl LuantiTree {
 
     /// Stat of the folder `sub` inside the block folder.
     pub(super) fn entry_dir(&self, pos: BlockPos, c: &Cached, sub: &str) -> Stat {
-        let hash = dir_hash(c, sub);
-        self.dir_stat(
-            self.blocks
-                .entry_mtime(pos, c.mtime, c.hash, sub, Some(hash)),
-        )
+        let hash = self.dir_hash(pos, c, sub);
+        self.dir_stat(self.blocks.entry_mtime(pos, c.mtime, sub, hash))
     }
 
-    /// Stat of a block folder from the block's stored bytes.
+    /// Stat of a block folder from the block's stored bytes: the time of the block's last
+    /// change (or the time set on the folder since), so `ls -lt blocks` shows the blocks
+    /// edited last first.
     pub(super) fn block_dir(&self, pos: BlockPos, blob: &[u8]) -> Stat {
         let mtime = self.blocks.mtime_of(pos, blob);
-        self.dir_stat(
-            self.blocks
-                .entry_mtime(pos, mtime, content_hash(blob), "", None),
-        )
+        self.dir_stat(self.blocks.entry_mtime(pos, mtime, "", content_hash(blob)))
     }
 
     /// Every entry inside a block folder: its path inside the folder and the hash of its
@@ -284,7 +297,7 @@ impl LuantiTree {
                 (v.name.to_string(), content_hash(&data))
             })
             .collect();
-        out.push(("meta".to_string(), dir_hash(c, "meta")));
+        out.push(("meta".to_string(), self.dir_hash(pos, c, "meta")));
         for m in &c.block.metadata {
             let dir = format!("meta/{}", rel_name(m.pos));
             for sub in [
@@ -292,7 +305,7 @@ impl LuantiTree {
                 format!("{dir}/fields"),
                 format!("{dir}/private"),
             ] {
-                let hash = dir_hash(c, &sub);
+                let hash = self.dir_hash(pos, c, &sub);
                 out.push((sub, hash));
             }
             out.push((
@@ -322,9 +335,7 @@ impl LuantiTree {
             .block_files(pos, &before)
             .into_iter()
             .map(|(sub, hash)| {
-                let t = self
-                    .blocks
-                    .entry_mtime(pos, before.mtime, before.hash, &sub, Some(hash));
+                let t = self.blocks.entry_mtime(pos, before.mtime, &sub, hash);
                 (sub, (hash, t))
             })
             .collect();
@@ -333,15 +344,16 @@ impl LuantiTree {
         if after.hash == before.hash {
             return Ok(());
         }
-        let keep: Vec<(String, Option<u64>, SystemTime)> = self
+        let keep: Vec<(String, u64, SystemTime)> = self
             .block_files(pos, &after)
             .into_iter()
             .filter_map(|(sub, hash)| match times.get(&sub) {
-                Some(&(h, t)) if h == hash => Some((sub, Some(hash), t)),
+                Some(&(h, t)) if h == hash => Some((sub, hash, t)),
                 _ => None,
             })
             .collect();
-        self.blocks.set_entry_mtimes(pos, &keep)
+        self.blocks.set_entry_mtimes(pos, &keep);
+        Ok(())
     }
 
     pub(super) fn meta_exists(&self, pos: BlockPos, c: &Cached, rel: RelPos) -> bool {

@@ -83,7 +83,6 @@ impl TvdaTree {
     }
 
     pub(super) fn root_entries(&self) -> Result<Vec<Entry>> {
-        let dir_time = self.root_mtime()?;
         let mut entries = Vec::new();
         for (i, w) in names::well_known(self.kind).iter().enumerate() {
             let Ok((id, view)) = self.target(Place::WellKnown(*w), &[]) else {
@@ -116,19 +115,19 @@ impl TvdaTree {
         entries.push(Entry {
             name: "actors".into(),
             cookie: COOKIE_ACTORS,
-            stat: self.dir_stat(dir_time),
+            stat: self.dir_stat(self.folder_mtime(Place::Actors)?),
         });
         if self.has_chunks()? {
             entries.push(Entry {
                 name: "chunks".into(),
                 cookie: COOKIE_CHUNKS,
-                stat: self.dir_stat(dir_time),
+                stat: self.dir_stat(self.folder_mtime(Place::Chunks)?),
             });
         }
         entries.push(Entry {
             name: "entries".into(),
             cookie: COOKIE_ENTRIES,
-            stat: self.dir_stat(dir_time),
+            stat: self.dir_stat(self.folder_mtime(Place::Entries)?),
         });
         Ok(entries)
     }
