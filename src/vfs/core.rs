@@ -262,27 +262,7 @@ impl Vfs {
             None => self.open_file(&path)?,
         };
         if let Some(size) = size {
-            let len = check_size(size)?;
-            if let Some(fh) = fh {
-                lock(&*self.handle(fh)?)?.state.wrote();
-            }
-            let truncated = match &file {
-                Some(f) => {
-                    let mut f = lock(f)?;
-                    if f.shared() || fh.is_some() {
-                        f.data.resize(len, 0);
-                        f.dirty = true;
-                        f.mtime = SystemTime::now();
-                        true
-                    } else {
-                        false
-                    }
-                }
-                None => false,
-            };
-            if !truncated {
-                self.truncate_closed(&path, len)?;
-            }
+            self.truncate(&path, fh, file.as_ref(), size)?;
         }
         // A time set while the file holds unsaved writes is the file's once they are
         // committed (`cp -a` sets it before it closes).
@@ -324,6 +304,31 @@ impl Vfs {
                 .map_err(|e| e.context(display_path(&path)))?;
         }
         self.stat_path(&path)
+    }
+
+    /// Truncates `path` to `size`: the buffer of the file being written (through handle `fh`,
+    /// or shared by its writers), else the closed file.
+    fn truncate(
+        &self,
+        path: &[String],
+        fh: Option<u64>,
+        file: Option<&Arc<Mutex<OpenFile>>>,
+        size: u64,
+    ) -> Result<()> {
+        let len = check_size(size)?;
+        if let Some(fh) = fh {
+            lock(&*self.handle(fh)?)?.state.wrote();
+        }
+        if let Some(f) = file {
+            let mut f = lock(f)?;
+            if f.shared() || fh.is_some() {
+                f.data.resize(len, 0);
+                f.dirty = true;
+                f.mtime = SystemTime::now();
+                return Ok(());
+            }
+        }
+        self.truncate_closed(path, len)
     }
 
     /// Truncates a file no handle is writing: held text, or a tree file (committed now).
