@@ -356,3 +356,40 @@ fn modes_set_through_the_core_reach_the_folder_as_rsync_sets_them() {
     vfs.setattr(mods, None, None, None, Some(0o40750)).unwrap();
     assert_eq!(mode(&world.join("worldmods")), 0o750);
 }
+
+#[test]
+fn a_store_is_never_created_through_a_link_planted_under_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    fs::create_dir(&world).unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    let outside = dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let tree = open(&world, false);
+    tree.write_back(worldfs::luanti::store::write_back::WINDOW)
+        .unwrap();
+    tree.mkdir(&p("blocks/0,0,0")).unwrap();
+    // Planted while the first block is pending, before its commit creates the map.
+    symlink(outside.join("map.db"), world.join("map.sqlite")).unwrap();
+    assert!(
+        tree.sync().is_err(),
+        "the first block was stored through the link"
+    );
+    drop(tree);
+    assert!(files_in(&outside).is_empty(), "created through a link");
+    // Planted before the mount, under a store made by its first write.
+    let world = dir.path().join("world2");
+    fs::create_dir(&world).unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    symlink(outside.join("players.db"), world.join("players.sqlite")).unwrap();
+    if let Ok(tree) = LuantiTree::open(
+        &world,
+        &Options {
+            read_only: false,
+            cache_bytes: 1 << 20,
+        },
+    ) {
+        let _ = tree.write(&p("players/singleplayer"), b"");
+    }
+    assert!(files_in(&outside).is_empty(), "created through a link");
+}
