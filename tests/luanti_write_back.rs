@@ -294,3 +294,25 @@ fn a_close_after_another_writers_commit_edits_its_version() {
     assert_eq!(stored_field(&map, pos(1), "second"), Some(b"ours".to_vec()));
     assert_eq!(stored_field(&map, pos(1), "first"), None);
 }
+
+/// A final commit that fails (the database locked by another program past the busy
+/// timeout) loses the pending blocks when the daemon ends: they are reported as not
+/// committed, as text no commit took is, so `worldfs unmount` says so and fails.
+#[test]
+fn pending_blocks_a_failed_final_commit_leaves_are_reported_not_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let map = map(dir.path());
+    let tree = Arc::new(tree(&map, Some(HOUR)));
+    let vfs = Vfs::new(tree.clone(), None);
+    tree.write(&field(3, "k"), b"three\n").unwrap();
+    let other = Connection::open(&map).unwrap();
+    other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    assert_eq!(vfs.commit_all(), 1, "the failed commit is counted");
+    let unsaved: Vec<String> = vfs
+        .save_unsaved(&dir.path().join("unsaved"))
+        .into_iter()
+        .map(|u| u.path)
+        .collect();
+    assert_eq!(unsaved, vec!["blocks/3,0,0".to_string()]);
+    other.execute_batch("ROLLBACK").unwrap();
+}
