@@ -393,3 +393,38 @@ fn a_store_is_never_created_through_a_link_planted_under_its_name() {
     }
     assert!(files_in(&outside).is_empty(), "created through a link");
 }
+
+/// vim's save (backupcopy=auto): the file renamed to its backup name, a new file created
+/// with the old mode, written, chmodded, the backup removed; and rsync replacing a file
+/// whose mode had set-id bits, with a temporary it chmods to 0755.
+#[test]
+fn an_editor_save_keeps_the_mode_and_a_replacement_keeps_no_set_id_bit() {
+    use std::sync::Arc;
+    use worldfs::vfs::inodes::ROOT;
+    use worldfs::vfs::Vfs;
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    fs::set_permissions(world.join("world.mt"), fs::Permissions::from_mode(0o600)).unwrap();
+    let vfs = Vfs::new(Arc::new(open(world, false)), None);
+    vfs.rename(ROOT, "world.mt", ROOT, "world.mt~").unwrap();
+    let (made, _, fh) = vfs.create(ROOT, "world.mt", 0o600).unwrap();
+    vfs.write(fh, 0, b"gameid = x\n", false).unwrap();
+    vfs.release(fh).unwrap();
+    vfs.setattr(made, None, None, None, Some(0o100600)).unwrap();
+    vfs.unlink(ROOT, "world.mt~").unwrap();
+    assert_eq!(fs::read(world.join("world.mt")).unwrap(), b"gameid = x\n");
+    assert_eq!(mode(&world.join("world.mt")), 0o600);
+    assert_eq!(files_in(world), vec!["world.mt"]);
+
+    let tool = world.join("tool");
+    fs::write(&tool, b"old").unwrap();
+    fs::set_permissions(&tool, fs::Permissions::from_mode(0o4755)).unwrap();
+    let (tmp, _, fh) = vfs.create(ROOT, ".tool.Ab12Cd", 0o600).unwrap();
+    vfs.write(fh, 0, b"new", false).unwrap();
+    vfs.release(fh).unwrap();
+    vfs.setattr(tmp, None, None, None, Some(0o100755)).unwrap();
+    vfs.rename(ROOT, ".tool.Ab12Cd", ROOT, "tool").unwrap();
+    assert_eq!(fs::read(&tool).unwrap(), b"new");
+    assert_eq!(mode(&tool), 0o755, "new content kept the set-user-id bit");
+}
