@@ -428,3 +428,64 @@ fn an_editor_save_keeps_the_mode_and_a_replacement_keeps_no_set_id_bit() {
     assert_eq!(fs::read(&tool).unwrap(), b"new");
     assert_eq!(mode(&tool), 0o755, "new content kept the set-user-id bit");
 }
+
+/// Odd things in sub-folders: names the top level hides are shown below it, a FIFO is
+/// neither shown nor opened (nothing waits for a writer), `..` goes nowhere, a folder
+/// cannot move into itself, and nothing moves between the world folder and the views.
+#[test]
+fn sub_folders_hide_nothing_open_no_fifo_and_stay_inside() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    fs::create_dir(&world).unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    let mods = world.join("worldmods");
+    fs::create_dir_all(mods.join("a/b")).unwrap();
+    for name in ["blocks", "players", "map.sqlite", "mod_storage"] {
+        fs::write(mods.join(name), name).unwrap();
+    }
+    nix::unistd::mkfifo(
+        &mods.join("fifo"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let tree = open(&world, false);
+    assert_eq!(
+        names(&tree, "worldmods"),
+        vec!["a", "blocks", "map.sqlite", "mod_storage", "players"]
+    );
+    assert_eq!(
+        &**tree.read(&p("worldmods/map.sqlite")).unwrap(),
+        b"map.sqlite"
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let fifo = p("worldmods/fifo");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let errs = [
+                tree.stat(&fifo).is_err(),
+                tree.read(&fifo).is_err(),
+                tree.write(&fifo, b"x").is_err(),
+            ];
+            tx.send(errs).unwrap();
+        });
+        let errs = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a FIFO was opened");
+        assert_eq!(errs, [true; 3]);
+    });
+    for path in ["worldmods/../world.mt", "worldmods/a/../../world.mt", ".."] {
+        assert!(tree.stat(&p(path)).is_err(), "{path}");
+        assert!(tree.write(&p(path), b"x").is_err(), "{path}");
+    }
+    assert!(tree
+        .rename(&p("worldmods/a"), &p("worldmods/a/b/a"))
+        .is_err());
+    assert!(tree.rename(&p("world.mt"), &p("blocks/0,0,0")).is_err());
+    assert!(tree.rename(&p("worldmods/a"), &p("players/a")).is_err());
+    assert!(mods.join("a/b").is_dir());
+    assert_eq!(
+        fs::read(world.join("world.mt")).unwrap(),
+        WORLD_MT.as_bytes()
+    );
+    assert!(dir.path().join("world.mt").symlink_metadata().is_err());
+}

@@ -316,3 +316,43 @@ fn pending_blocks_a_failed_final_commit_leaves_are_reported_not_committed() {
     assert_eq!(unsaved, vec!["blocks/3,0,0".to_string()]);
     other.execute_batch("ROLLBACK").unwrap();
 }
+
+/// A pending edit then an `rm -r`, an `mv` of its block folder, and a read through another
+/// path of the same block: each sees the pending edit, and the commit stores the last of them.
+#[test]
+fn a_pending_edit_then_a_delete_or_a_move_of_its_block_commits_the_last() {
+    let p = |s: &str| -> Vec<String> { s.split('/').map(str::to_string).collect() };
+    let dir = tempfile::tempdir().unwrap();
+    let map = map(dir.path());
+    let tree = tree(&map, Some(HOUR));
+    tree.write(&field(1, "k"), b"one\n").unwrap();
+    tree.rmdir(&p("blocks/1,0,0")).unwrap();
+    tree.write(&field(2, "k"), b"two\n").unwrap();
+    tree.rename(&p("blocks/2,0,0"), &p("blocks/40,0,0"))
+        .unwrap();
+    tree.write(&field(3, "k"), b"three\n").unwrap();
+    let listed = {
+        let mut names = Vec::new();
+        tree.list(&p("blocks/3,0,0/meta/0,0,0/fields"), 0, &mut |e| {
+            names.push(e.name);
+            true
+        })
+        .unwrap();
+        names
+    };
+    assert_eq!(listed, vec!["k"]);
+    assert!(tree.stat(&p("blocks/1,0,0")).is_err());
+    assert_eq!(
+        &**tree.read(&field(40, "k")).unwrap(),
+        b"two\n",
+        "the move took the pending edit"
+    );
+    tree.sync().unwrap();
+    assert!(
+        stored(&map, pos(1)).is_none(),
+        "the deleted block came back"
+    );
+    assert!(stored(&map, pos(2)).is_none());
+    assert_eq!(stored_field(&map, pos(40), "k"), Some(b"two".to_vec()));
+    assert_eq!(stored_field(&map, pos(3), "k"), Some(b"three".to_vec()));
+}
