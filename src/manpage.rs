@@ -107,7 +107,9 @@ of auth.txt stays 0600).
 Removing a file whose commit failed discards only its text: the stored object shows again,
 and removing it again deletes it. Text no commit took is never dropped: at unmount (or
 SIGTERM) it is saved under $XDG_STATE_HOME/worldfs/unsaved/, the log names each file, and
-worldfs unmount prints "not committed: PATH (saved in FILE)" and exits 1. Descriptors open
+worldfs unmount prints "not committed: PATH (saved in FILE)" and exits 1. Blocks written
+back whose commit still fails at unmount are lost: worldfs unmount prints "not committed:
+blocks/X,Y,Z (could not be saved: ...)" for each and exits 1. Descriptors open
 on one file share its buffer: each reads what the others wrote, and stat shows the
 buffer's size. A file is at most 256 MiB (EFBIG beyond). A second read-write mount of a
 world is refused, and so is a mount point that is not empty (unless -o nonempty).

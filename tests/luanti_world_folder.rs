@@ -356,3 +356,136 @@ fn modes_set_through_the_core_reach_the_folder_as_rsync_sets_them() {
     vfs.setattr(mods, None, None, None, Some(0o40750)).unwrap();
     assert_eq!(mode(&world.join("worldmods")), 0o750);
 }
+
+#[test]
+fn a_store_is_never_created_through_a_link_planted_under_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    fs::create_dir(&world).unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    let outside = dir.path().join("outside");
+    fs::create_dir(&outside).unwrap();
+    let tree = open(&world, false);
+    tree.write_back(worldfs::luanti::store::write_back::WINDOW)
+        .unwrap();
+    tree.mkdir(&p("blocks/0,0,0")).unwrap();
+    // Planted while the first block is pending, before its commit creates the map.
+    symlink(outside.join("map.db"), world.join("map.sqlite")).unwrap();
+    assert!(
+        tree.sync().is_err(),
+        "the first block was stored through the link"
+    );
+    drop(tree);
+    assert!(files_in(&outside).is_empty(), "created through a link");
+    // Planted before the mount, under a store made by its first write.
+    let world = dir.path().join("world2");
+    fs::create_dir(&world).unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    symlink(outside.join("players.db"), world.join("players.sqlite")).unwrap();
+    if let Ok(tree) = LuantiTree::open(
+        &world,
+        &Options {
+            read_only: false,
+            cache_bytes: 1 << 20,
+        },
+    ) {
+        let _ = tree.write(&p("players/singleplayer"), b"");
+    }
+    assert!(files_in(&outside).is_empty(), "created through a link");
+}
+
+/// vim's save (backupcopy=auto): the file renamed to its backup name, a new file created
+/// with the old mode, written, chmodded, the backup removed; and rsync replacing a file
+/// whose mode had set-id bits, with a temporary it chmods to 0755.
+#[test]
+fn an_editor_save_keeps_the_mode_and_a_replacement_keeps_no_set_id_bit() {
+    use std::sync::Arc;
+    use worldfs::vfs::inodes::ROOT;
+    use worldfs::vfs::Vfs;
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    fs::set_permissions(world.join("world.mt"), fs::Permissions::from_mode(0o600)).unwrap();
+    let vfs = Vfs::new(Arc::new(open(world, false)), None);
+    vfs.rename(ROOT, "world.mt", ROOT, "world.mt~").unwrap();
+    let (made, _, fh) = vfs.create(ROOT, "world.mt", 0o600).unwrap();
+    vfs.write(fh, 0, b"gameid = x\n", false).unwrap();
+    vfs.release(fh).unwrap();
+    vfs.setattr(made, None, None, None, Some(0o100600)).unwrap();
+    vfs.unlink(ROOT, "world.mt~").unwrap();
+    assert_eq!(fs::read(world.join("world.mt")).unwrap(), b"gameid = x\n");
+    assert_eq!(mode(&world.join("world.mt")), 0o600);
+    assert_eq!(files_in(world), vec!["world.mt"]);
+
+    let tool = world.join("tool");
+    fs::write(&tool, b"old").unwrap();
+    fs::set_permissions(&tool, fs::Permissions::from_mode(0o4755)).unwrap();
+    let (tmp, _, fh) = vfs.create(ROOT, ".tool.Ab12Cd", 0o600).unwrap();
+    vfs.write(fh, 0, b"new", false).unwrap();
+    vfs.release(fh).unwrap();
+    vfs.setattr(tmp, None, None, None, Some(0o100755)).unwrap();
+    vfs.rename(ROOT, ".tool.Ab12Cd", ROOT, "tool").unwrap();
+    assert_eq!(fs::read(&tool).unwrap(), b"new");
+    assert_eq!(mode(&tool), 0o755, "new content kept the set-user-id bit");
+}
+
+/// Odd things in sub-folders: names the top level hides are shown below it, a FIFO is
+/// neither shown nor opened (nothing waits for a writer), `..` goes nowhere, a folder
+/// cannot move into itself, and nothing moves between the world folder and the views.
+#[test]
+fn sub_folders_hide_nothing_open_no_fifo_and_stay_inside() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("world");
+    fs::create_dir(&world).unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    let mods = world.join("worldmods");
+    fs::create_dir_all(mods.join("a/b")).unwrap();
+    for name in ["blocks", "players", "map.sqlite", "mod_storage"] {
+        fs::write(mods.join(name), name).unwrap();
+    }
+    nix::unistd::mkfifo(
+        &mods.join("fifo"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    let tree = open(&world, false);
+    assert_eq!(
+        names(&tree, "worldmods"),
+        vec!["a", "blocks", "map.sqlite", "mod_storage", "players"]
+    );
+    assert_eq!(
+        &**tree.read(&p("worldmods/map.sqlite")).unwrap(),
+        b"map.sqlite"
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let fifo = p("worldmods/fifo");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let errs = [
+                tree.stat(&fifo).is_err(),
+                tree.read(&fifo).is_err(),
+                tree.write(&fifo, b"x").is_err(),
+            ];
+            tx.send(errs).unwrap();
+        });
+        let errs = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a FIFO was opened");
+        assert_eq!(errs, [true; 3]);
+    });
+    for path in ["worldmods/../world.mt", "worldmods/a/../../world.mt", ".."] {
+        assert!(tree.stat(&p(path)).is_err(), "{path}");
+        assert!(tree.write(&p(path), b"x").is_err(), "{path}");
+    }
+    assert!(tree
+        .rename(&p("worldmods/a"), &p("worldmods/a/b/a"))
+        .is_err());
+    assert!(tree.rename(&p("world.mt"), &p("blocks/0,0,0")).is_err());
+    assert!(tree.rename(&p("worldmods/a"), &p("players/a")).is_err());
+    assert!(mods.join("a/b").is_dir());
+    assert_eq!(
+        fs::read(world.join("world.mt")).unwrap(),
+        WORLD_MT.as_bytes()
+    );
+    assert!(dir.path().join("world.mt").symlink_metadata().is_err());
+}

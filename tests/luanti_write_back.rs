@@ -294,3 +294,65 @@ fn a_close_after_another_writers_commit_edits_its_version() {
     assert_eq!(stored_field(&map, pos(1), "second"), Some(b"ours".to_vec()));
     assert_eq!(stored_field(&map, pos(1), "first"), None);
 }
+
+/// A final commit that fails (the database locked by another program past the busy
+/// timeout) loses the pending blocks when the daemon ends: they are reported as not
+/// committed, as text no commit took is, so `worldfs unmount` says so and fails.
+#[test]
+fn pending_blocks_a_failed_final_commit_leaves_are_reported_not_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let map = map(dir.path());
+    let tree = Arc::new(tree(&map, Some(HOUR)));
+    let vfs = Vfs::new(tree.clone(), None);
+    tree.write(&field(3, "k"), b"three\n").unwrap();
+    let other = Connection::open(&map).unwrap();
+    other.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    assert_eq!(vfs.commit_all(), 1, "the failed commit is counted");
+    let unsaved: Vec<String> = vfs
+        .save_unsaved(&dir.path().join("unsaved"))
+        .into_iter()
+        .map(|u| u.path)
+        .collect();
+    assert_eq!(unsaved, vec!["blocks/3,0,0".to_string()]);
+    other.execute_batch("ROLLBACK").unwrap();
+}
+
+/// A pending edit then an `rm -r`, an `mv` of its block folder, and a read through another
+/// path of the same block: each sees the pending edit, and the commit stores the last of them.
+#[test]
+fn a_pending_edit_then_a_delete_or_a_move_of_its_block_commits_the_last() {
+    let p = |s: &str| -> Vec<String> { s.split('/').map(str::to_string).collect() };
+    let dir = tempfile::tempdir().unwrap();
+    let map = map(dir.path());
+    let tree = tree(&map, Some(HOUR));
+    tree.write(&field(1, "k"), b"one\n").unwrap();
+    tree.rmdir(&p("blocks/1,0,0")).unwrap();
+    tree.write(&field(2, "k"), b"two\n").unwrap();
+    tree.rename(&p("blocks/2,0,0"), &p("blocks/40,0,0"))
+        .unwrap();
+    tree.write(&field(3, "k"), b"three\n").unwrap();
+    let listed = {
+        let mut names = Vec::new();
+        tree.list(&p("blocks/3,0,0/meta/0,0,0/fields"), 0, &mut |e| {
+            names.push(e.name);
+            true
+        })
+        .unwrap();
+        names
+    };
+    assert_eq!(listed, vec!["k"]);
+    assert!(tree.stat(&p("blocks/1,0,0")).is_err());
+    assert_eq!(
+        &**tree.read(&field(40, "k")).unwrap(),
+        b"two\n",
+        "the move took the pending edit"
+    );
+    tree.sync().unwrap();
+    assert!(
+        stored(&map, pos(1)).is_none(),
+        "the deleted block came back"
+    );
+    assert!(stored(&map, pos(2)).is_none());
+    assert_eq!(stored_field(&map, pos(40), "k"), Some(b"two".to_vec()));
+    assert_eq!(stored_field(&map, pos(3), "k"), Some(b"three".to_vec()));
+}

@@ -554,6 +554,14 @@ impl Tree for LuantiTree {
         self.blocks.store().flush()
     }
 
+    fn uncommitted(&self) -> Vec<String> {
+        let pending = self.blocks.store().pending();
+        pending
+            .into_iter()
+            .map(|pos| format!("blocks/{}", block_name(pos)))
+            .collect()
+    }
+
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.readlink(path),

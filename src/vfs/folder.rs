@@ -373,11 +373,20 @@ impl FolderFiles {
         .map_err(|e| at_error(path, e))
     }
 
-    /// Sets the permission bits of one file or folder (a link has none: `EOPNOTSUPP`).
+    /// Sets the permission bits of one file or folder (a link has none: `EOPNOTSUPP`), and
+    /// clears its set-id and sticky bits, as `chmod` to `perm` does: new content that
+    /// replaced a set-user-id file (kept with the old mode and owner) does not keep them.
     pub fn set_perm(&self, path: &TreePath, perm: u16) -> Result<()> {
         self.check_writable()?;
         let at = self.at(path)?;
-        if self.stat_in(&at.dir, at.name, path)?.perm == perm {
+        self.stat_in(&at.dir, at.name, path)?;
+        let st = fstatat(
+            Some(at.dir.as_raw_fd()),
+            at.name,
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| at_error(path, e))?;
+        if st.st_mode & 0o7777 == u32::from(perm) {
             return Ok(());
         }
         fchmodat(

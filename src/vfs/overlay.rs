@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::error::{lock, Result};
+use crate::error::{lock, Error, Result};
 use crate::vfs::core::{display_path, Vfs};
 use crate::vfs::held::{private_dir, Text};
 use crate::vfs::tree::{Kind, Stat};
@@ -131,7 +131,9 @@ impl Vfs {
     }
 
     /// Saves the text no commit took into `dir` (made, mode 0700), one file per path at the
-    /// same relative path, and drops every held text. Called once, at unmount.
+    /// same relative path, and drops every held text; the paths the tree holds back
+    /// uncommitted ([`Tree::uncommitted`](crate::vfs::tree::Tree::uncommitted)) come with
+    /// an error. Called once, at unmount.
     pub fn save_unsaved(&self, dir: &Path) -> Vec<Unsaved> {
         let held: Vec<(Vec<String>, Overlay)> = match self.overlay.lock() {
             Ok(mut o) => o.drain().collect(),
@@ -154,6 +156,15 @@ impl Vfs {
             })
             .collect();
         self.spill.remove();
+        // Changes the tree took but could not commit (its last sync failed) end with the
+        // daemon: they have no text to save, but are reported all the same.
+        unsaved.extend(self.tree.uncommitted().into_iter().map(|path| Unsaved {
+            path,
+            saved: Err(Error::new(
+                libc::EIO,
+                "the change was taken but its commit failed; it is lost",
+            )),
+        }));
         unsaved.sort_by(|a, b| a.path.cmp(&b.path));
         unsaved
     }

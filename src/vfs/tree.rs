@@ -175,6 +175,13 @@ pub trait Tree: Send + Sync + 'static {
         Ok(())
     }
 
+    /// The paths whose changes the tree still holds back (a [`Tree::sync`] failed): they are
+    /// lost when the daemon ends, and reported as not committed. Trees that commit each
+    /// change at once keep this default.
+    fn uncommitted(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The error every change meets while [`Tree::read_only`] (`EROFS`); a tree that knows
     /// more of why it is read-only says it.
     fn read_only_error(&self) -> Error {

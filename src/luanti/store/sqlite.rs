@@ -26,9 +26,17 @@ pub fn open(path: &Path, read_only: bool) -> Result<Connection> {
     Ok(conn)
 }
 
-/// Opens a database, creating it with `schema` (idempotent SQL) when needed.
+/// Opens a database, creating it with `schema` (idempotent SQL) when needed. Never through
+/// a link: a store is created where none exists, and a link planted under its name (even
+/// one pointing nowhere yet) would have it created anywhere the user running worldfs can
+/// write.
 pub fn open_or_create(path: &Path, schema: &str) -> Result<Connection> {
-    let conn = Connection::open(path).map_err(|e| Error::from(e).context(path.display()))?;
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_NOFOLLOW;
+    let conn = Connection::open_with_flags(path, flags)
+        .map_err(|e| Error::from(e).context(path.display()))?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
     conn.execute_batch(schema)?;
     Ok(conn)

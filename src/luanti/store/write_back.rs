@@ -128,6 +128,16 @@ impl BlockStore {
             .map_err(|_| Error::corrupt("pending blocks lock poisoned"))
     }
 
+    /// The blocks whose changes are pending, sorted.
+    pub fn pending(&self) -> Vec<BlockPos> {
+        let mut pending: Vec<BlockPos> = match self.queue() {
+            Ok(q) => q.blocks.keys().copied().collect(),
+            Err(_) => Vec::new(),
+        };
+        pending.sort_by_key(|p| (p.x, p.y, p.z));
+        pending
+    }
+
     /// The blob of one block: pending, or stored.
     pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         if let Some(p) = self.queue()?.blocks.get(&pos) {
