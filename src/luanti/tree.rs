@@ -278,10 +278,7 @@ impl Tree for LuantiTree {
             Place::Root => self.list_root(after, sink),
             Place::Blocks => self.list_blocks(after, sink),
             Place::Accounts => self.accounts()?.list(dir, after, sink),
-            Place::WorldFile => {
-                stream(self.world_files()?.entries(dir, 1)?, after, sink);
-                Ok(())
-            }
+            Place::WorldFile => self.world_files()?.list(dir, 1, after, sink),
             Place::Block(pos) => self.list_block(pos, after, sink),
             Place::Meta(pos) => self.list_meta(pos, after, sink),
             Place::MetaNode(pos, rel) => self.list_meta_node(dir, (pos, rel), after, sink),

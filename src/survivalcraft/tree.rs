@@ -423,10 +423,7 @@ impl Tree for SurvivalcraftTree {
                 Ok(())
             }
             Place::Chunks => self.chunk_listing(after, sink),
-            Place::WorldFile => {
-                stream(self.world_files()?.entries(dir, 1)?, after, sink);
-                Ok(())
-            }
+            Place::WorldFile => self.world_files()?.list(dir, 1, after, sink),
             Place::Chunk(pos) => {
                 let mut entries = Vec::new();
                 for (i, v) in views_for(self.objects.format()).enumerate() {

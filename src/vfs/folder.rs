@@ -29,7 +29,7 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::dir::Dir;
@@ -40,7 +40,7 @@ use nix::sys::stat::{
 use nix::sys::time::TimeSpec;
 use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::replace::{is_temp_name, open_no_follow_at, remove_all_leftovers, write_atomic_at};
 use crate::vfs::tree::{Entry, Kind, Stat, TreePath, MAX_TREE_COOKIE};
@@ -57,6 +57,34 @@ pub struct FolderFiles {
     dir: PathBuf,
     hidden: fn(&str) -> bool,
     read_only: bool,
+    /// The names of the folders listed last, in cookie order, so a listing paged over many
+    /// `readdir` calls reads a big folder once and stats only the entries each call returns.
+    listings: Mutex<Vec<Listing>>,
+    /// Entries looked at with `fstatat` (tests count them).
+    #[cfg(test)]
+    stats: std::sync::atomic::AtomicUsize,
+    /// Folders read whole (tests count them).
+    #[cfg(test)]
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+/// Folders whose names are kept between `readdir` calls (several listings may run at once).
+const LISTINGS_KEPT: usize = 4;
+
+/// How long a folder must have been unchanged for its names to be kept. A folder's change
+/// time ticks coarsely (the kernel's clock tick), so an entry added in the same tick as a
+/// listing would leave the time as it was: names read so soon after a change are not kept
+/// (the rule of git's "racily clean" index entries).
+const SETTLED: Duration = Duration::from_secs(1);
+
+/// The shown names of one folder, in cookie order, while the folder is unchanged.
+struct Listing {
+    path: Vec<String>,
+    /// The folder's inode and change time when it was read: any entry added, removed or
+    /// renamed changes them.
+    version: (u64, i64, i64),
+    first_cookie: u64,
+    names: Arc<Vec<(u64, String)>>,
 }
 
 /// An error of a `*at` call on `path`.
@@ -101,6 +129,11 @@ impl FolderFiles {
             dir: dir.to_path_buf(),
             hidden,
             read_only,
+            listings: Mutex::new(Vec::new()),
+            #[cfg(test)]
+            stats: Default::default(),
+            #[cfg(test)]
+            reads: Default::default(),
         }
     }
 
@@ -223,7 +256,68 @@ impl FolderFiles {
     /// entries come and go: a listing paged across a `create` or an `unlink` neither skips
     /// nor repeats one.
     pub fn entries(&self, path: &TreePath, first_cookie: u64) -> Result<Vec<Entry>> {
+        let mut entries = Vec::new();
+        self.list(path, first_cookie, 0, &mut |e| {
+            entries.push(e);
+            true
+        })?;
+        Ok(entries)
+    }
+
+    /// Streams the entries of the folder `path` whose cookie is greater than `after`, in
+    /// cookie order, until `sink` returns false ([`crate::vfs::Tree::list`]). The folder's
+    /// names are read once while it is unchanged; only the entries sent are stat-ed.
+    pub fn list(
+        &self,
+        path: &TreePath,
+        first_cookie: u64,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
         let dir = self.open_dir(path)?;
+        let names = self.sorted_names(&dir, path, first_cookie)?;
+        let start = names.partition_point(|(cookie, _)| *cookie <= after);
+        for (cookie, name) in &names[start..] {
+            let mut full = path.to_vec();
+            full.push(name.clone());
+            #[cfg(test)]
+            self.stats
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // An entry removed since the names were read is left out.
+            if let Ok(stat) = self.stat_in(&dir, name, &full) {
+                let entry = Entry {
+                    name: name.clone(),
+                    cookie: *cookie,
+                    stat,
+                };
+                if !sink(entry) {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The shown names of the open folder `dir` at `path` with their cookies, in cookie order:
+    /// kept from an earlier call while the folder is unchanged, else read.
+    fn sorted_names(
+        &self,
+        dir: &File,
+        path: &TreePath,
+        first_cookie: u64,
+    ) -> Result<Arc<Vec<(u64, String)>>> {
+        let st = nix::sys::stat::fstat(dir.as_raw_fd()).map_err(|e| at_error(path, e))?;
+        let version = (st.st_ino, st.st_ctime, st.st_ctime_nsec);
+        let fits = |l: &Listing| l.path == path && l.first_cookie == first_cookie;
+        if let Some(l) = lock(&self.listings)?.iter().find(|l| fits(l)) {
+            if l.version == version {
+                return Ok(l.names.clone());
+            }
+        }
+        let read_at = SystemTime::now();
+        #[cfg(test)]
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let listed = dir.try_clone()?;
         let mut reader = Dir::from_fd(std::os::fd::IntoRawFd::into_raw_fd(listed))
             .map_err(|e| at_error(path, e))?;
@@ -237,20 +331,39 @@ impl FolderFiles {
             }
         }
         names.sort();
-        let mut entries = Vec::new();
         let mut used = std::collections::BTreeSet::new();
-        for name in names {
-            let mut full = path.to_vec();
-            full.push(name.clone());
-            if let Ok(stat) = self.stat_in(&dir, &name, &full) {
+        let mut cookies: Vec<(u64, String)> = names
+            .into_iter()
+            .map(|name| {
                 let mut cookie = name_cookie(first_cookie, &name);
                 while !used.insert(cookie) {
                     cookie += 1;
                 }
-                entries.push(Entry { name, cookie, stat });
-            }
+                (cookie, name)
+            })
+            .collect();
+        cookies.sort();
+        let names = Arc::new(cookies);
+        let changed = UNIX_EPOCH
+            + Duration::new(
+                u64::try_from(st.st_ctime).unwrap_or(0),
+                u32::try_from(st.st_ctime_nsec).unwrap_or(0),
+            );
+        if changed + SETTLED > read_at {
+            return Ok(names);
         }
-        Ok(entries)
+        let mut listings = lock(&self.listings)?;
+        listings.retain(|l| !fits(l));
+        if listings.len() >= LISTINGS_KEPT {
+            listings.remove(0);
+        }
+        listings.push(Listing {
+            path: path.to_vec(),
+            version,
+            first_cookie,
+            names: names.clone(),
+        });
+        Ok(names)
     }
 
     /// Content of one file (a link is refused with `ELOOP`).
@@ -408,6 +521,68 @@ mod tests {
         name.split('/').map(str::to_string).collect()
     }
 
+    /// Lists `path` a page of `page` entries at a time, as the kernel's readdir calls do.
+    fn paged(f: &FolderFiles, path: &[String], page: usize) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut after = 0;
+        loop {
+            let mut got = Vec::new();
+            f.list(path, 1, after, &mut |e| {
+                got.push(e);
+                got.len() < page
+            })
+            .unwrap();
+            let Some(last) = got.last() else { break };
+            after = last.cookie;
+            names.extend(got.into_iter().map(|e| e.name));
+        }
+        names.sort();
+        names
+    }
+
+    fn stats(f: &FolderFiles) -> usize {
+        f.stats.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    #[test]
+    fn a_big_folder_listed_page_by_page_is_read_once_and_stats_only_what_it_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("schems")).unwrap();
+        for i in 0..2000 {
+            fs::write(dir.path().join(format!("schems/s{i}.mts")), b"x").unwrap();
+        }
+        // Names read in the tick of a change are not kept; these are after a second.
+        std::thread::sleep(SETTLED + Duration::from_millis(100));
+        let f = FolderFiles::new(dir.path(), |_| false, false);
+        let names = paged(&f, &p("schems"), 40);
+        assert_eq!(names.len(), 2000);
+        assert_eq!(
+            stats(&f),
+            2000,
+            "each entry stat-ed once, not once per page"
+        );
+        let reads = f.reads.load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!(reads, 1, "the folder read once for its 51 pages");
+        // A change shows at once: the folder's change time moved.
+        fs::write(dir.path().join("schems/new.mts"), b"y").unwrap();
+        fs::remove_file(dir.path().join("schems/s7.mts")).unwrap();
+        let names = paged(&f, &p("schems"), 40);
+        assert_eq!(names.len(), 2000);
+        assert!(names.contains(&"new.mts".to_string()));
+        assert!(!names.contains(&"s7.mts".to_string()));
+    }
+
+    #[test]
+    fn names_read_right_after_a_change_are_read_again_next_time() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("d")).unwrap();
+        let f = FolderFiles::new(dir.path(), |_| false, false);
+        assert!(paged(&f, &p("d"), 10).is_empty());
+        // Within the same clock tick as the listing: the folder's time may not move.
+        fs::write(dir.path().join("d/a"), b"").unwrap();
+        assert_eq!(paged(&f, &p("d"), 10), ["a"]);
+    }
+
     impl FolderFiles {
         /// The names at the top, sorted.
         fn names(&self) -> Vec<String> {
@@ -516,8 +691,8 @@ mod tests {
         );
         assert_eq!(st.perm, 0o777);
         let listed = f.entries(&[], 1).unwrap();
-        assert_eq!(listed[1].name, "linked.txt");
-        assert_eq!(listed[1].stat.kind, Kind::Symlink);
+        let link = listed.iter().find(|e| e.name == "linked.txt").unwrap();
+        assert_eq!(link.stat.kind, Kind::Symlink);
         assert_eq!(f.readlink(&p("linked.txt")).unwrap(), target);
         assert_eq!(
             f.readlink(&p("env_meta.txt")).unwrap_err().errno(),
