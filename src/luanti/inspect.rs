@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::error::{Error, Result};
 use crate::luanti::codec;
 use crate::luanti::store::map_sqlite::MapStore;
+use crate::luanti::store::world_mt::WorldMt;
 use crate::luanti::tree::accounts::Accounts;
 use crate::luanti::tree::{block_name, locate};
 
@@ -19,11 +20,12 @@ fn out_err(e: std::io::Error) -> Error {
 
 /// The `key = value` settings of `world.mt` that name backends.
 fn backends(world: &Path) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(world.join("world.mt")).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .filter(|(k, _)| k == "gameid" || k.ends_with("backend"))
+    let Ok(mt) = WorldMt::read(world) else {
+        return Vec::new();
+    };
+    mt.settings()
+        .filter(|(k, _)| *k == "gameid" || k.ends_with("backend"))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 

@@ -4,10 +4,12 @@
 //! `player_backend` or `auth_backend` is treated as `files` (and the engine rewrites the
 //! file; worldfs never does); a missing `mod_storage_backend` is `files` too.
 
+use std::io::Read;
 use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::settings::{self, Mode, Value};
+use crate::vfs::replace::open_no_follow;
 
 /// The settings of a `world.mt` file (last occurrence of a key wins, as in the engine).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -39,14 +41,24 @@ impl WorldMt {
         Ok(WorldMt { entries })
     }
 
-    /// Reads `WORLD/world.mt`; a world without one has no settings.
+    /// Reads `WORLD/world.mt`; a world without one has no settings. A `world.mt` that is a
+    /// link is refused, never read through: its errors would quote the target's lines.
     pub fn read(world: &Path) -> Result<WorldMt> {
         let path = world.join("world.mt");
-        match std::fs::read(&path) {
-            Ok(bytes) => Self::parse(&bytes).map_err(|e| e.context(path.display())),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(WorldMt::default()),
-            Err(e) => Err(Error::from(e).context(path.display())),
-        }
+        let mut file = match open_no_follow(&path, false) {
+            Ok(file) => file,
+            Err(e) if e.errno() == libc::ENOENT => return Ok(WorldMt::default()),
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| Error::from(e).context(path.display()))?;
+        Self::parse(&bytes).map_err(|e| e.context(path.display()))
+    }
+
+    /// Every setting, in file order.
+    pub fn settings(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.entries.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
     /// The value of `key`, if set.
@@ -84,6 +96,21 @@ impl Backend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_world_mt_that_is_a_link_is_refused_not_read_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, b"password = hunter2\n").unwrap();
+        let world = dir.path().join("world");
+        std::fs::create_dir(&world).unwrap();
+        std::os::unix::fs::symlink(&secret, world.join("world.mt")).unwrap();
+        let e = WorldMt::read(&world).unwrap_err();
+        assert_eq!(e.errno(), libc::ELOOP, "{e}");
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        std::fs::remove_file(world.join("world.mt")).unwrap();
+        assert_eq!(WorldMt::read(&world).unwrap().settings().count(), 0);
+    }
 
     #[test]
     fn backends_default_to_files() {
