@@ -164,8 +164,8 @@ impl Blocks {
         self.store.write_back(window)
     }
 
-    /// Starts a new generation when another writer committed to the database since we last
-    /// looked: our pending changes are committed then (see [`BlockStore`] for the blocks
+    /// Starts a new generation when the database changed since we last looked (another
+    /// writer's commit, or ours: see `BlockStore::others_committed`): our pending changes are committed then (see [`BlockStore`] for the blocks
     /// both changed), and cached blocks are checked against their stored bytes on their next
     /// use.
     pub fn refresh(&self) {
@@ -488,19 +488,9 @@ mod tests {
     /// reads the database's new `data_version`, which includes the other commit.
     #[test]
     fn another_writers_commit_just_before_ours_is_still_seen() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("map.sqlite");
-        rusqlite::Connection::open(&path)
-            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
-            .expect("a map database");
         let (a, b) = (pos(0, 0, 0), pos(1, 0, 0));
+        let (_dir, path) = map_with(&[(a, "default:stone"), (b, "default:dirt")]);
         let outside = MapStore::open(&path, false).expect("writer");
-        outside
-            .commit(&[
-                (a, Some(blob("default:stone"))),
-                (b, Some(blob("default:dirt"))),
-            ])
-            .expect("first commit");
         let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
         assert!(blocks.get(a).is_ok());
         assert_eq!(

@@ -90,16 +90,9 @@ pub fn heavy_objects(count: i32) -> Vec<StaticObject> {
 pub fn blank() -> MapBlock {
     MapBlock {
         version: 1,
-        flags: 0,
-        lighting_complete: 0,
         timestamp: 0,
         names: vec!["x".into()],
-        content: vec![0; NODE_COUNT],
-        param1: vec![0; NODE_COUNT],
-        param2: vec![0; NODE_COUNT],
-        metadata: Vec::new(),
-        objects: Vec::new(),
-        timers: Vec::new(),
+        ..new_block()
     }
 }
 
