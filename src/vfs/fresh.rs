@@ -7,7 +7,7 @@
 //! folder does not see the entries of it that it has not written yet; every other process
 //! sees the folder as it is.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -21,10 +21,20 @@ struct Fresh {
     shown: HashSet<String>,
 }
 
-/// The folders recently made by `mkdir`, by path.
+/// The folders recently made by `mkdir`, by path, and in the order they were made (so
+/// expired ones are dropped from the front, not by a scan of all at every `mkdir`: a restore
+/// makes tens of thousands of folders within the window).
 #[derive(Default)]
 pub struct FreshDirs {
-    dirs: Mutex<HashMap<Vec<String>, Fresh>>,
+    dirs: Mutex<Made>,
+}
+
+#[derive(Default)]
+struct Made {
+    /// Ordered, so the folders below a path are one range (a rename of any file asks).
+    by_path: BTreeMap<Vec<String>, Fresh>,
+    /// Oldest first; an entry whose folder was removed or made again since is skipped.
+    order: VecDeque<(Instant, Vec<String>)>,
 }
 
 impl FreshDirs {
@@ -34,12 +44,22 @@ impl FreshDirs {
             return;
         }
         if let Ok(mut d) = self.dirs.lock() {
-            d.retain(|_, f| f.made.elapsed() < WINDOW);
-            d.insert(
+            let now = Instant::now();
+            while let Some((made, path)) = d.order.front().cloned() {
+                if now.duration_since(made) < WINDOW {
+                    break;
+                }
+                d.order.pop_front();
+                if d.by_path.get(&path).is_some_and(|f| f.made == made) {
+                    d.by_path.remove(&path);
+                }
+            }
+            d.order.push_back((now, dir.to_vec()));
+            d.by_path.insert(
                 dir.to_vec(),
                 Fresh {
                     pid,
-                    made: Instant::now(),
+                    made: now,
                     shown: HashSet::new(),
                 },
             );
@@ -49,7 +69,7 @@ impl FreshDirs {
     /// Whether entry `name` of folder `dir` is hidden from process `pid`.
     pub fn hidden(&self, dir: &[String], name: &str, pid: u32) -> bool {
         self.dirs.lock().is_ok_and(|d| {
-            d.get(dir).is_some_and(|f| {
+            d.by_path.get(dir).is_some_and(|f| {
                 f.pid == pid && f.made.elapsed() < WINDOW && !f.shown.contains(name)
             })
         })
@@ -58,7 +78,7 @@ impl FreshDirs {
     /// Entry `name` of folder `dir` was written: nobody has it hidden any more.
     pub fn show(&self, dir: &[String], name: &str) {
         if let Ok(mut d) = self.dirs.lock() {
-            if let Some(f) = d.get_mut(dir) {
+            if let Some(f) = d.by_path.get_mut(dir) {
                 f.shown.insert(name.to_string());
             }
         }
@@ -67,7 +87,15 @@ impl FreshDirs {
     /// Folder `dir` was removed or moved away: forget it and the folders below it.
     pub fn removed(&self, dir: &[String]) {
         if let Ok(mut d) = self.dirs.lock() {
-            d.retain(|p, _| !p.starts_with(dir));
+            let below: Vec<Vec<String>> = d
+                .by_path
+                .range(dir.to_vec()..)
+                .take_while(|(p, _)| p.starts_with(dir))
+                .map(|(p, _)| p.clone())
+                .collect();
+            for p in below {
+                d.by_path.remove(&p);
+            }
         }
     }
 }
@@ -99,5 +127,30 @@ mod tests {
             !f.hidden(&p("x"), "y", 0),
             "kernel-internal requests see everything"
         );
+    }
+
+    #[test]
+    fn removal_forgets_exactly_the_folders_below_and_many_folders_stay_cheap() {
+        let f = FreshDirs::default();
+        for i in 0..50_000 {
+            f.made(&p(&format!("blocks/{i},0,0")), 42);
+        }
+        f.made(&p("blocks/1,0,0/meta"), 42);
+        f.made(&p("blocks/1,0,0 /meta"), 42);
+        // A rename of a file asks for a removal of its path: nothing is below it.
+        for i in 0..50_000 {
+            f.removed(&p(&format!("blocks/{i},0,0/.nodes.cubeset.tmp")));
+        }
+        f.removed(&p("blocks/1,0,0"));
+        assert!(!f.hidden(&p("blocks/1,0,0"), "meta", 42));
+        assert!(!f.hidden(&p("blocks/1,0,0/meta"), "x", 42));
+        assert!(
+            f.hidden(&p("blocks/1,0,0 /meta"), "x", 42),
+            "a sibling whose name starts alike stays"
+        );
+        assert!(f.hidden(&p("blocks/10,0,0"), "meta", 42));
+        // Made again after a removal: hidden again, from its new time.
+        f.made(&p("blocks/1,0,0"), 42);
+        assert!(f.hidden(&p("blocks/1,0,0"), "meta", 42));
     }
 }
