@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map_postgres::PostgresMap;
 use crate::luanti::store::map_sqlite::SqliteMap;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -79,6 +80,7 @@ pub(crate) fn is_last_page(listed: &[Listed], limit: usize) -> bool {
 /// The map of a world, in whichever backend holds it.
 pub enum MapStore {
     Sqlite(SqliteMap),
+    Postgres(PostgresMap),
 }
 
 impl MapStore {
@@ -96,6 +98,7 @@ impl MapStore {
                 &source.join("map.sqlite"),
                 read_only,
             )?)),
+            Backend::Postgresql => Ok(MapStore::Postgres(PostgresMap::open(&world_mt, read_only)?)),
             other => Err(other
                 .unsupported("map")
                 .context(format!("{}: world.mt", source.display()))),
@@ -107,6 +110,7 @@ impl MapStore {
     pub fn describe(&self) -> Vec<(&'static str, String)> {
         match self {
             MapStore::Sqlite(s) => s.describe(),
+            MapStore::Postgres(p) => p.describe(),
         }
     }
 
@@ -115,6 +119,7 @@ impl MapStore {
     pub fn identity(&self) -> PathBuf {
         match self {
             MapStore::Sqlite(s) => s.path().to_path_buf(),
+            MapStore::Postgres(p) => PathBuf::from(format!("postgresql {}", p.shown())),
         }
     }
 
@@ -122,6 +127,7 @@ impl MapStore {
     pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         match self {
             MapStore::Sqlite(s) => s.get(pos),
+            MapStore::Postgres(p) => p.get(pos),
         }
     }
 
@@ -129,6 +135,7 @@ impl MapStore {
     pub fn key_of(&self, pos: BlockPos) -> u64 {
         match self {
             MapStore::Sqlite(s) => s.key_of(pos),
+            MapStore::Postgres(p) => p.key_of(pos),
         }
     }
 
@@ -141,6 +148,7 @@ impl MapStore {
     pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         match self {
             MapStore::Sqlite(s) => s.list(after, limit, with_data),
+            MapStore::Postgres(p) => p.list(after, limit, with_data),
         }
     }
 
@@ -149,6 +157,7 @@ impl MapStore {
     pub fn out_of_range(&self) -> Result<u64> {
         match self {
             MapStore::Sqlite(s) => s.out_of_range(),
+            MapStore::Postgres(p) => p.out_of_range(),
         }
     }
 
@@ -156,6 +165,7 @@ impl MapStore {
     pub fn count(&self) -> Result<u64> {
         match self {
             MapStore::Sqlite(s) => s.count(),
+            MapStore::Postgres(p) => p.count(),
         }
     }
 
@@ -164,6 +174,7 @@ impl MapStore {
     pub fn data_version(&self) -> Result<i64> {
         match self {
             MapStore::Sqlite(s) => s.data_version(),
+            MapStore::Postgres(p) => p.data_version(),
         }
     }
 
@@ -171,6 +182,7 @@ impl MapStore {
     pub fn read_only(&self) -> bool {
         match self {
             MapStore::Sqlite(s) => s.read_only(),
+            MapStore::Postgres(p) => p.read_only(),
         }
     }
 
@@ -191,6 +203,7 @@ impl MapStore {
         let select = |changes| select(self, changes);
         match self {
             MapStore::Sqlite(s) => s.commit_selected(changes, select),
+            MapStore::Postgres(p) => p.commit_selected(changes, select),
         }
     }
 }
