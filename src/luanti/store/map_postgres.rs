@@ -16,7 +16,6 @@
 //! the map. A row whose coordinates are no `s16` is never loaded by the engine (it asks for
 //! blocks by position) and is left out here too.
 
-use postgres::error::SqlState;
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
 use postgres::Client;
@@ -26,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{is_last_page, push_listed, Change, Listed, MAX_STORED};
-use crate::luanti::store::postgres::{error, Server};
+use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::world_mt::WorldMt;
 
 /// The table the newest engine creates (`MapDatabasePostgreSQL::createDatabase`).
@@ -66,11 +65,6 @@ fn from_key(k: u64) -> BlockPos {
         y: v(16),
         z: v(0),
     }
-}
-
-/// Whether a failure says the table `blocks` does not exist (yet): an empty map.
-fn no_table(e: &postgres::Error) -> bool {
-    e.code() == Some(&SqlState::UNDEFINED_TABLE)
 }
 
 /// A map in PostgreSQL.
@@ -270,13 +264,7 @@ impl PostgresMap {
         }
         self.server.write(|c| {
             let mut tx = c.transaction().map_err(error)?;
-            let absent: bool = tx
-                .query_one("SELECT to_regclass('blocks') IS NULL", &[])
-                .map_err(error)?
-                .get(0);
-            if absent {
-                tx.batch_execute(MAP_SCHEMA).map_err(error)?;
-            }
+            create_tables(&mut tx, &[("blocks", MAP_SCHEMA)])?;
             tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
                 .map_err(error)?;
             let changes = select(changes)?;

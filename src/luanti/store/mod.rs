@@ -8,15 +8,18 @@
 
 pub mod auth;
 pub mod auth_files;
+pub mod auth_postgres;
 pub mod auth_sqlite;
 pub mod map;
 pub mod map_postgres;
 pub mod map_sqlite;
 pub mod mod_storage;
 pub mod mod_storage_files;
+pub mod mod_storage_postgres;
 pub mod mod_storage_sqlite;
 pub mod players;
 pub mod players_files;
+pub mod players_postgres;
 pub mod players_sqlite;
 pub mod postgres;
 pub mod sqlite;

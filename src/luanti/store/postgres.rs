@@ -34,7 +34,8 @@ const DEFAULT_SOCKET: &str = "/var/run/postgresql";
 
 /// A database server and database, from a `world.mt` connection string.
 pub struct Server {
-    config: Config,
+    /// Boxed: a configuration is large, and stores are variants of enums.
+    config: Box<Config>,
     shown: String,
     idle: Mutex<Vec<Client>>,
 }
@@ -42,6 +43,27 @@ pub struct Server {
 /// A PostgreSQL error as an `EIO` naming the server (never the password).
 pub fn error(e: postgres::Error) -> Error {
     Error::new(libc::EIO, format!("PostgreSQL: {e}"))
+}
+
+/// Whether a failure says a table does not exist (yet): the engine creates its tables when
+/// it connects, so a database without them holds nothing.
+pub fn no_table(e: &postgres::Error) -> bool {
+    e.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE)
+}
+
+/// Creates each `(table, definition)` that does not exist, as the engine's
+/// `createTableIfNotExists` does (inside the caller's transaction).
+pub fn create_tables(tx: &mut postgres::Transaction<'_>, tables: &[(&str, &str)]) -> Result<()> {
+    for (table, definition) in tables {
+        let absent: bool = tx
+            .query_one("SELECT to_regclass($1::text) IS NULL", &[table])
+            .map_err(error)?
+            .get(0);
+        if absent {
+            tx.batch_execute(definition).map_err(error)?;
+        }
+    }
+    Ok(())
 }
 
 impl Server {
@@ -72,7 +94,7 @@ impl Server {
         }
         let shown = shown(&config);
         Ok(Server {
-            config,
+            config: Box::new(config),
             shown,
             idle: Mutex::new(Vec::new()),
         })
