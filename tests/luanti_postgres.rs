@@ -333,3 +333,147 @@ fn a_server_down_or_gone_fails_clearly_and_the_mount_recovers() {
     assert_eq!(store.get(pos(1, 2, 3)).unwrap(), Some(b"v3".to_vec()));
     assert_eq!(list_blocks(&v), Ok(vec!["1,2,3".to_string()]));
 }
+
+/// Players and auth the engine moved into PostgreSQL read as their SQLite copies (through the
+/// tree too); what worldfs then saves there is what the engine moves back out of it; mod
+/// storage (which Debian's engine cannot keep in PostgreSQL) lives in the newer engine's
+/// table.
+#[test]
+fn players_auth_and_mod_storage_in_postgresql() {
+    use worldfs::luanti::codec::block::ItemStack;
+    use worldfs::luanti::store::auth::{parse_auth, render_auth, AuthStore};
+    use worldfs::luanti::store::auth_sqlite::SqliteAuth;
+    use worldfs::luanti::store::mod_storage::ModStorage;
+    use worldfs::luanti::store::mod_storage_sqlite::SqliteModStorage;
+    use worldfs::luanti::store::players::PlayerStore;
+    use worldfs::luanti::store::players_sqlite::SqlitePlayers;
+    use worldfs::luanti::store::world_mt::WorldMt;
+
+    state_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let _engine = ENGINE_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let (world, copy) = engine_world(tmp.path(), "w");
+    let accounts = database();
+    set(&world, "pgsql_player_connection", &accounts);
+    set(&world, "pgsql_auth_connection", &accounts);
+    common::postgres::migrate(&world, "--migrate-players");
+    common::postgres::migrate(&world, "--migrate-auth");
+    let mt = WorldMt::read(&world).unwrap();
+    assert_eq!(mt.get("player_backend"), Some("postgresql"));
+    assert_eq!(mt.get("auth_backend"), Some("postgresql"));
+
+    let mut players = PlayerStore::open(&world, &mt, false).unwrap();
+    assert!(matches!(players, PlayerStore::Postgres(_)));
+    let sqlite_players = SqlitePlayers::open(&copy.join("players.sqlite"), true).unwrap();
+    assert_eq!(players.list().unwrap(), ["celeron55"]);
+    let stored = players.load("celeron55").unwrap();
+    assert_eq!(stored, sqlite_players.load("celeron55").unwrap());
+    let mut auth = AuthStore::open(&world, &mt, false).unwrap();
+    let sqlite_auth = SqliteAuth::open(&copy.join("auth.sqlite"), true).unwrap();
+    assert_eq!(auth.entries().unwrap(), sqlite_auth.entries().unwrap());
+    {
+        let (a, b) = (vfs(&world, true), vfs(&copy, true));
+        for file in ["players/celeron55", "auth.txt"] {
+            assert_eq!(cat(&a, file), cat(&b, file), "{file}");
+        }
+    }
+
+    let mut edited = stored.clone();
+    edited.hp = 7;
+    edited.position = [100.5, -20.0, 3.25];
+    edited.metadata.insert("note".into(), "two\nlines".into());
+    edited.inventory.lists[0].slots[0] = ItemStack {
+        name: b"default:mese".to_vec(),
+        count: 42,
+        ..ItemStack::default()
+    };
+    players.save(&edited).unwrap();
+    let mut second = edited.clone();
+    second.name = "newcomer".into();
+    players.create(&second).unwrap();
+    assert_eq!(players.create(&second).unwrap_err().errno(), libc::EEXIST);
+    assert_eq!(players.list().unwrap(), ["celeron55", "newcomer"]);
+    let text = String::from_utf8(render_auth(&auth.entries().unwrap())).unwrap()
+        + "newcomer:#1#salt#verifier:interact,shout:1700000000\n";
+    let text = text.replace("celeron55::interact,shout", "celeron55::interact,fly");
+    let changes = auth.apply(text.as_bytes()).unwrap();
+    assert_eq!(changes.added, ["newcomer"]);
+    assert_eq!(changes.changed, ["celeron55"]);
+    let want_auth = parse_auth(text.as_bytes()).unwrap();
+    drop((players, auth));
+
+    // The engine moves them back out of PostgreSQL into SQLite.
+    let back = tmp.path().join("back");
+    common::scratch::copy_dir(&world, &back);
+    std::fs::remove_file(back.join("players.sqlite")).unwrap();
+    std::fs::remove_file(back.join("auth.sqlite")).unwrap();
+    common::engine::migrate(&back, "players", "sqlite3");
+    common::engine::migrate(&back, "auth", "sqlite3");
+    let engine = SqlitePlayers::open(&back.join("players.sqlite"), true).unwrap();
+    assert_eq!(engine.list().unwrap(), ["celeron55", "newcomer"]);
+    assert_eq!(engine.load("celeron55").unwrap(), edited);
+    assert_eq!(engine.load("newcomer").unwrap(), second);
+    let engine = SqliteAuth::open(&back.join("auth.sqlite"), true).unwrap();
+    let mut want = want_auth.clone();
+    want.sort_by(|a, b| a.name.cmp(&b.name));
+    for e in &mut want {
+        e.privileges.sort();
+    }
+    assert_eq!(engine.entries().unwrap(), want);
+
+    // Mod storage: the engine's entries of the SQLite copy, stored in PostgreSQL.
+    set(&world, "mod_storage_backend", "postgresql");
+    set(&world, "pgsql_mod_storage_connection", &accounts);
+    let mt = WorldMt::read(&world).unwrap();
+    let mut mods = ModStorage::open(&world, &mt, false).unwrap();
+    assert!(matches!(mods, ModStorage::Postgres(_)));
+    assert!(mods.list_mods().unwrap().is_empty(), "no table yet");
+    let sqlite_mods = SqliteModStorage::open(&copy.join("mod_storage.sqlite"), true).unwrap();
+    let mut entries = Vec::new();
+    for m in sqlite_mods.list_mods().unwrap() {
+        for k in sqlite_mods.list_keys(&m).unwrap() {
+            let v = sqlite_mods.read(&m, &k).unwrap();
+            mods.create(&m, &k, &v).unwrap();
+            entries.push((m.clone(), k, v));
+        }
+    }
+    assert!(!entries.is_empty());
+    let (m, k, v) = &entries[0];
+    assert_eq!(mods.create(m, k, v).unwrap_err().errno(), libc::EEXIST);
+    assert_eq!(&mods.read(m, k).unwrap(), v);
+    mods.write(m, b"bin\0key", b"\xff\x00value").unwrap();
+    mods.write(m, b"bin\0key", b"second").unwrap();
+    assert_eq!(mods.read(m, b"bin\0key").unwrap(), b"second");
+    let mut client = postgres::Client::connect(&accounts, postgres::NoTls).unwrap();
+    let columns: Vec<(String, String)> = client
+        .query(
+            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute \
+             WHERE attrelid = 'mod_storage'::regclass AND attnum > 0 ORDER BY attnum",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("modname".to_string(), "text".to_string()),
+            ("key".into(), "bytea".into()),
+            ("value".into(), "bytea".into())
+        ]
+    );
+    mods.delete(m, b"bin\0key").unwrap();
+    assert_eq!(
+        mods.delete(m, b"bin\0key").unwrap_err().errno(),
+        libc::ENOENT
+    );
+    let v2 = vfs(&world, true);
+    assert_eq!(
+        cat(
+            &v2,
+            &format!("mod_storage/{m}/{}", String::from_utf8_lossy(k))
+        ),
+        format!("{}\n", String::from_utf8_lossy(v))
+    );
+}
