@@ -27,6 +27,10 @@ use crate::luanti::store::world_mt::WorldMt;
 /// is down fails the mount quickly.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a statement waits for a lock another session holds (a server running on the
+/// world, inside its save transaction) before failing, as the SQLite stores' busy timeout.
+const LOCK_TIMEOUT: &str = "SET lock_timeout = '2s'";
+
 /// The most connections kept open for reuse per database.
 const POOL: usize = 4;
 
@@ -126,7 +130,11 @@ impl Server {
     /// A new connection. The first failure of an outage and the first success after it
     /// are logged.
     fn connect(&self) -> Result<Client> {
-        match self.config.connect(NoTls) {
+        let connected = self.config.connect(NoTls).and_then(|mut client| {
+            client.batch_execute(LOCK_TIMEOUT)?;
+            Ok(client)
+        });
+        match connected {
             Ok(client) => {
                 if self.down.swap(false, Ordering::Relaxed) {
                     log::warn!("PostgreSQL ({}): connected again", self.shown);
