@@ -9,6 +9,7 @@ pub mod auth;
 pub mod auth_files;
 pub mod auth_sqlite;
 pub mod leveldb;
+pub mod map_leveldb;
 pub mod map_sqlite;
 pub mod mod_storage;
 pub mod mod_storage_files;
