@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use worldfs::luanti::codec;
-use worldfs::luanti::store::map_sqlite::MapStore;
+use worldfs::luanti::store::map::MapStore;
 use worldfs::luanti::tree::LuantiTree;
 use worldfs::luanti::views;
 use worldfs::vfs::tree::Options;
@@ -154,8 +154,7 @@ impl<T> Best<T> {
 /// affects all of them alike, and prints the best times of each.
 fn run(world: &Path, runs: usize, only: &[String]) -> Result<()> {
     let wanted = |walk: &str| only.is_empty() || only.iter().any(|w| w == walk);
-    let (map, _) = worldfs::luanti::tree::locate(world)?;
-    let store = MapStore::open(&map, true)?;
+    let store = MapStore::open(world, true)?;
     // Warm the page cache so that every walk reads the database from memory.
     floor(&store)?;
     let (mut f, mut c, mut t) = (Best::new(), Best::new(), Best::new());

@@ -31,7 +31,7 @@ use worldfs::luanti::codec::block::{
     NodeTimer, ObjectData, RelPos, StaticObject, NODE_COUNT,
 };
 use worldfs::luanti::codec::{decode_block, encode_block};
-use worldfs::luanti::store::map_sqlite::pos_to_int;
+use worldfs::luanti::store::map::pos_to_int;
 use worldfs::luanti::tree::{block_name, LuantiTree};
 use worldfs::luanti::views;
 use worldfs::names;

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use worldfs::luanti::cache::new_block;
 use worldfs::luanti::codec::encode_block;
-use worldfs::luanti::store::map_sqlite::pos_to_int;
+use worldfs::luanti::store::map::pos_to_int;
 use worldfs::luanti::tree::LuantiTree;
 use worldfs::vfs::inodes::ROOT;
 use worldfs::vfs::tree::Options;

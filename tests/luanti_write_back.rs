@@ -12,7 +12,7 @@ use rusqlite::{params, Connection};
 use worldfs::luanti::cache::new_block;
 use worldfs::luanti::codec::block::{BlockPos, MapBlock};
 use worldfs::luanti::codec::{decode_block, encode_block};
-use worldfs::luanti::store::map_sqlite::pos_to_int;
+use worldfs::luanti::store::map::pos_to_int;
 use worldfs::luanti::store::write_back::Window;
 use worldfs::luanti::tree::LuantiTree;
 use worldfs::vfs::inodes::ROOT;

@@ -20,7 +20,7 @@ use std::time::SystemTime;
 use crate::error::{Error, Result};
 use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
-use crate::luanti::store::map_sqlite::{Change, MapStore};
+use crate::luanti::store::map::{Change, MapStore};
 use crate::luanti::store::write_back::{BlockStore, Window};
 use crate::luanti::views;
 use crate::vfs::mtimes::{content_hash, Mtimes};
@@ -137,7 +137,7 @@ pub fn new_block() -> MapBlock {
 impl Blocks {
     /// Blocks of `store`, caching up to `cache_bytes` of decoded blocks.
     pub fn new(store: MapStore, cache_bytes: usize, read_only: bool) -> Blocks {
-        let mtimes = Mtimes::open(store.path(), read_only);
+        let mtimes = Mtimes::open(&store.identity(), read_only);
         Blocks {
             store: BlockStore::new(store),
             cache: ObjectCache::keeping_oversized(cache_bytes),

@@ -9,10 +9,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec;
-use crate::luanti::store::map_sqlite::MapStore;
+use crate::luanti::store::map::MapStore;
 use crate::luanti::store::world_mt::WorldMt;
 use crate::luanti::tree::accounts::Accounts;
-use crate::luanti::tree::{block_name, locate};
+use crate::luanti::tree::{block_name, world_folder};
 
 fn out_err(e: std::io::Error) -> Error {
     Error::from(e).context("writing the report")
@@ -31,8 +31,8 @@ fn backends(world: &Path) -> Vec<(String, String)> {
 
 /// Prints format, schema, block counts per version and the world's backends.
 pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
-    let (map, world) = locate(source)?;
-    let store = MapStore::open(&map, true)?;
+    let world = world_folder(source)?;
+    let store = MapStore::open(source, true)?;
     let mut versions: BTreeMap<u8, u64> = BTreeMap::new();
     let mut total = 0u64;
     let mut after = 0;
@@ -51,9 +51,9 @@ pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
         }
     }
     let w = |out: &mut dyn Write, s: String| writeln!(out, "{s}").map_err(out_err);
-    w(out, "format: Luanti world (map.sqlite)".into())?;
-    w(out, format!("map: {}", map.display()))?;
-    w(out, format!("schema: {}", store.schema().name()))?;
+    for (k, v) in store.describe() {
+        w(out, format!("{k}: {v}"))?;
+    }
     w(out, format!("blocks: {total}"))?;
     for (v, n) in &versions {
         w(out, format!("  serialization version {v}: {n}"))?;
@@ -71,8 +71,8 @@ pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
 
 /// Decodes, re-encodes and decodes again every block; prints each broken one.
 pub fn check(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
-    let (map, _) = locate(source)?;
-    let store = MapStore::open(&map, true)?;
+    world_folder(source)?;
+    let store = MapStore::open(source, true)?;
     let total = store.count()?;
     let bar = ProgressBar::new(total);
     bar.set_style(

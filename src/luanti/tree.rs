@@ -24,8 +24,7 @@ use crate::error::{Error, Result};
 use crate::luanti::cache::Blocks;
 use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
-use crate::luanti::store::map_sqlite::MapStore;
-use crate::luanti::store::world_mt::WorldMt;
+use crate::luanti::store::map::MapStore;
 use crate::luanti::store::write_back::Window;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
@@ -95,28 +94,12 @@ pub struct LuantiTree {
     headers: Mutex<HashMap<BlockPos, Instant>>,
 }
 
-/// The `map.sqlite` of a source (a world folder or the database itself) and the world folder.
-///
-/// A world folder needs no `map.sqlite` yet (a restore starts from a folder holding the
-/// backup's `world.mt`): the map is created by the first block written, as long as
-/// `world.mt` names the sqlite3 map backend (or none: the engine's default).
-pub fn locate(source: &Path) -> Result<(PathBuf, Option<PathBuf>)> {
+/// The world folder of a source: the folder itself, or none for a map database file.
+pub fn world_folder(source: &Path) -> Result<Option<PathBuf>> {
     if source.is_dir() {
-        let map = source.join("map.sqlite");
-        if !map.is_file() {
-            match WorldMt::read(source)?.get("backend") {
-                None | Some("sqlite3") => {}
-                Some(other) => {
-                    return Err(Error::unsupported(format!(
-                        "{}: world.mt names the map backend {other:?}; only sqlite3 is supported",
-                        source.display()
-                    )))
-                }
-            }
-        }
-        Ok((map, Some(source.to_path_buf())))
+        Ok(Some(source.to_path_buf()))
     } else if source.is_file() {
-        Ok((source.to_path_buf(), None))
+        Ok(None)
     } else {
         Err(Error::not_found(format!(
             "{}: no such file or folder",
@@ -128,8 +111,8 @@ pub fn locate(source: &Path) -> Result<(PathBuf, Option<PathBuf>)> {
 impl LuantiTree {
     /// Opens the world at `source` (nothing is decoded).
     pub fn open(source: &Path, options: &Options) -> Result<LuantiTree> {
-        let (map, world) = locate(source)?;
-        let store = MapStore::open(&map, options.read_only)?;
+        let world = world_folder(source)?;
+        let store = MapStore::open(source, options.read_only)?;
         Ok(LuantiTree {
             blocks: Blocks::new(store, options.cache_bytes, options.read_only),
             files: world

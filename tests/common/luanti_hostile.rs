@@ -18,7 +18,7 @@ use worldfs::luanti::codec::block::{
 use worldfs::luanti::codec::encode_block;
 
 use super::mapblock::{chest_v25, heavy_objects, lua_entity, stone};
-use worldfs::luanti::store::map_sqlite::pos_to_int;
+use worldfs::luanti::store::map::pos_to_int;
 
 /// What reading a row's block through the tree must give.
 #[derive(Debug, Clone, PartialEq)]

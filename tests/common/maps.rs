@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OpenFlags};
 use worldfs::luanti::codec::block::{BlockPos, MapBlock};
 use worldfs::luanti::codec::{decode_block, encode_block};
-use worldfs::luanti::store::map_sqlite::int_to_pos;
+use worldfs::luanti::store::map::int_to_pos;
 
 /// Opens a database read-only without touching its journal files.
 pub fn open_ro(path: &Path) -> Connection {

@@ -19,7 +19,7 @@
 //! each character packed as a nibble (`-` = 1, `0`…`9` = 2…11, a missing character 0)
 //! gives a `u64` in the same order as the text ([`listing_key`]); a page seeks the
 //! iterator to the text of its `after` and reads at most `limit` keys (and
-//! [`LIST_BYTES`](super::map_sqlite::LIST_BYTES) of values): memory is bounded whatever the
+//! [`LIST_BYTES`] of values): memory is bounded whatever the
 //! size of the map.
 //!
 //! One process: LevelDB lets one process open a database at a time (its `LOCK` file), so a
@@ -34,9 +34,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::leveldb::Db;
-use crate::luanti::store::map_sqlite::{
-    int_to_pos, pos_to_int, Change, Listed, LIST_BYTES, MAX_STORED,
-};
+use crate::luanti::store::map::{int_to_pos, pos_to_int, Change, Listed, LIST_BYTES, MAX_STORED};
 
 /// The smallest and largest `getBlockAsInteger` of a position.
 const POS_MIN: i64 = -2048 * 0x100_0000 - 2048 * 0x1000 - 2048;
@@ -112,6 +110,14 @@ impl LevelDbMap {
     /// The database folder.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// `key: value` lines for `worldfs info`.
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("format", "Luanti world (LevelDB map.db)".to_string()),
+            ("map", self.path.display().to_string()),
+        ]
     }
 
     /// Whether the store refuses every change.

@@ -14,6 +14,9 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map::{
+    int_to_pos, is_last_page, pos_to_int, push_listed, Change, Listed, MAX_STORED,
+};
 use crate::luanti::store::sqlite;
 
 /// The two `map.sqlite` schemas.
@@ -35,19 +38,8 @@ impl Schema {
     }
 }
 
-/// One stored block as listed: its position, its ordering key and optionally its blob.
-pub struct Listed {
-    pub pos: BlockPos,
-    /// A stable key in listing order, usable as a resume point for [`MapStore::list`].
-    pub key: u64,
-    pub data: Option<Vec<u8>>,
-}
-
-/// A change to commit: a new blob, or `None` to delete the block.
-pub type Change = (BlockPos, Option<Vec<u8>>);
-
 /// An open `map.sqlite`.
-pub struct MapStore {
+pub struct SqliteMap {
     path: PathBuf,
     schema: Schema,
     read_only: bool,
@@ -67,14 +59,7 @@ pub struct MapStore {
 const MAP_SCHEMA: &str =
     "CREATE TABLE IF NOT EXISTS `blocks` (\n\t`pos` INT PRIMARY KEY,\n\t`data` BLOB\n);\n";
 
-/// Adds a listed block to a page; whether the page is full ([`LIST_BYTES`] of data).
-fn push_listed(out: &mut Vec<Listed>, bytes: &mut usize, listed: Listed) -> bool {
-    *bytes += listed.data.as_ref().map_or(0, Vec::len);
-    out.push(listed);
-    *bytes >= LIST_BYTES
-}
-
-/// A page of [`MapStore::list`] in the `pos` schema; `data` is the data column or `NULL`.
+/// A page of [`SqliteMap::list`] in the `pos` schema; `data` is the data column or `NULL`.
 fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Listed>> {
     let sql = format!(
         "SELECT pos, {data} FROM blocks WHERE pos > ?1 AND {} ORDER BY pos LIMIT ?2",
@@ -102,7 +87,7 @@ fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
     Ok(out)
 }
 
-/// A page of [`MapStore::list`] in the `x, y, z` schema; `data` is the data column or `NULL`.
+/// A page of [`SqliteMap::list`] in the `x, y, z` schema; `data` is the data column or `NULL`.
 fn list_xyz(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Listed>> {
     let sql = format!(
         "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) AND {} \
@@ -138,32 +123,6 @@ fn list_xyz(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
         }
     }
     Ok(out)
-}
-
-/// The engine's integer position (`getBlockAsInteger`).
-pub fn pos_to_int(p: BlockPos) -> i64 {
-    i64::from(p.z) * 0x100_0000 + i64::from(p.y) * 0x1000 + i64::from(p.x)
-}
-
-/// The engine's `getIntegerAsBlock`.
-pub fn int_to_pos(i: i64) -> BlockPos {
-    fn unsigned_to_signed(i: i64, max_positive: i64) -> i64 {
-        if i < max_positive {
-            i
-        } else {
-            i - 2 * max_positive
-        }
-    }
-    let x = unsigned_to_signed(i.rem_euclid(4096), 2048);
-    let i = (i - x).div_euclid(4096);
-    let y = unsigned_to_signed(i.rem_euclid(4096), 2048);
-    let i = (i - y).div_euclid(4096);
-    let z = unsigned_to_signed(i.rem_euclid(4096), 2048);
-    BlockPos {
-        x: x as i16,
-        y: y as i16,
-        z: z as i16,
-    }
 }
 
 fn xyz_key(p: BlockPos) -> u64 {
@@ -205,31 +164,22 @@ fn loadable_rows(schema: Schema) -> String {
     }
 }
 
-/// The most bytes of one stored block that are read: real blocks are compressed to a few
-/// KiB; a larger row is refused rather than loaded into memory.
-pub const MAX_STORED: usize = 8 << 20;
-
 /// The stored data as bytes, whatever its SQL type: what the engine's `sqlite3_column_blob`
 /// reads (text as its bytes, a number as its decimal text, NULL as nothing), so a row of the
 /// wrong type lists like any other and fails only when its block is decoded. NULL when the
 /// data is longer than [`MAX_STORED`] (`octet_length` reads only the row's header).
-/// The most data bytes one [`MapStore::list`] call returns: a page stops early past it, so a
-/// listing holds at most this much of a store's rows at once (512 hostile rows of 8 MiB each
-/// would otherwise take 4 GiB).
-pub const LIST_BYTES: usize = 32 << 20;
-
 fn data_column() -> String {
     format!("CASE WHEN octet_length(data) > {MAX_STORED} THEN NULL ELSE IFNULL(CAST(data AS BLOB), X'') END")
 }
 
-/// One row of [`MapStore::get`]: the data (NULL when too long) and its length.
+/// One row of [`SqliteMap::get`]: the data (NULL when too long) and its length.
 type DataRow = (Option<Vec<u8>>, Option<i64>);
 
-impl MapStore {
+impl SqliteMap {
     /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database. A file that
     /// does not exist is an empty map until the first commit creates it.
-    pub fn open(path: &Path, read_only: bool) -> Result<MapStore> {
-        let store = MapStore {
+    pub fn open(path: &Path, read_only: bool) -> Result<SqliteMap> {
+        let store = SqliteMap {
             path: path.to_path_buf(),
             schema: Schema::Pos,
             read_only,
@@ -270,7 +220,7 @@ impl MapStore {
             }
         };
         store.release(conn);
-        Ok(MapStore { schema, ..store })
+        Ok(SqliteMap { schema, ..store })
     }
 
     /// The schema of this database.
@@ -283,6 +233,15 @@ impl MapStore {
         &self.path
     }
 
+    /// What `worldfs info` shows of this map.
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("format", "Luanti world (map.sqlite)".to_string()),
+            ("map", self.path.display().to_string()),
+            ("schema", self.schema.name().to_string()),
+        ]
+    }
+
     fn connect(&self, read_only: bool) -> Result<Connection> {
         let conn = sqlite::open(&self.path, read_only)?;
         // Several pooled readers each keep a page cache; blobs are read once and decoded
@@ -291,7 +250,7 @@ impl MapStore {
         Ok(conn)
     }
 
-    /// Whether the database does not exist yet (see [`MapStore::open`]).
+    /// Whether the database does not exist yet (see [`SqliteMap::open`]).
     fn is_absent(&self) -> bool {
         self.absent.load(Ordering::Relaxed) && std::fs::symlink_metadata(&self.path).is_err()
     }
@@ -367,7 +326,7 @@ impl MapStore {
     /// Up to `limit` blocks with a key greater than `after` (0 = from the start), in key order;
     /// with their blobs when `with_data`. One short statement per call.
     ///
-    /// A page holding [`LIST_BYTES`] of data ends early, before `limit` rows: the listing
+    /// A page holding [`LIST_BYTES`](crate::luanti::store::map::LIST_BYTES) of data ends early, before `limit` rows: the listing
     /// goes on after its last key.
     pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         if self.is_absent() {
@@ -383,11 +342,7 @@ impl MapStore {
             Schema::Pos => list_pos(c, after, limit, &data),
             Schema::Xyz => list_xyz(c, after, limit, &data),
         })?;
-        let bytes: usize = listed
-            .iter()
-            .map(|l| l.data.as_ref().map_or(0, Vec::len))
-            .sum();
-        if listed.len() < usize::try_from(limit).unwrap_or(usize::MAX) && bytes < LIST_BYTES {
+        if is_last_page(&listed, usize::try_from(limit).unwrap_or(usize::MAX)) {
             self.report_out_of_range();
         }
         Ok(listed)
@@ -460,20 +415,14 @@ impl MapStore {
         self.read_only
     }
 
-    /// Commits all changes in one transaction: every block ends up old or new together.
-    pub fn commit(&self, changes: &[Change]) -> Result<()> {
-        self.commit_selected(changes.to_vec(), |_, all| Ok(all))
-            .map(drop)
-    }
-
     /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
     /// once the transaction holds the write lock: no other connection can commit until it
-    /// ends, so what `select` reads of the store ([`MapStore::get`], `data_version`) stays
+    /// ends, so what `select` reads of the store ([`SqliteMap::get`], `data_version`) stays
     /// true until the commit.
     pub fn commit_selected(
         &self,
         changes: Vec<Change>,
-        select: impl FnOnce(&MapStore, Vec<Change>) -> Result<Vec<Change>>,
+        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
     ) -> Result<Vec<Change>> {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
@@ -493,7 +442,7 @@ impl MapStore {
             .as_mut()
             .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let changes = select(self, changes)?;
+        let changes = select(changes)?;
         for (pos, data) in &changes {
             match (self.schema, data) {
                 (Schema::Pos, Some(d)) => {
@@ -524,27 +473,20 @@ impl MapStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::luanti::store::map::LIST_BYTES;
     use proptest::prelude::*;
 
     fn pos(x: i16, y: i16, z: i16) -> BlockPos {
         BlockPos { x, y, z }
     }
 
-    #[test]
-    fn integer_positions_match_the_engine() {
-        assert_eq!(pos_to_int(pos(0, 0, 0)), 0);
-        assert_eq!(pos_to_int(pos(-1, 0, 0)), -1);
-        assert_eq!(int_to_pos(-1), pos(-1, 0, 0));
-        assert_eq!(
-            int_to_pos(pos_to_int(pos(-2048, 2047, -7))),
-            pos(-2048, 2047, -7)
-        );
+    fn commit(store: &SqliteMap, changes: &[Change]) -> Result<()> {
+        store.commit_selected(changes.to_vec(), Ok).map(drop)
     }
 
     proptest! {
         #[test]
-        fn integer_positions_round_trip(x in -2048i16..2048, y in -2048i16..2048, z in -2048i16..2048) {
-            prop_assert_eq!(int_to_pos(pos_to_int(pos(x, y, z))), pos(x, y, z));
+        fn xyz_keys_round_trip(x: i16, y: i16, z: i16) {
             prop_assert_eq!(xyz_from_key(xyz_key(pos(x, y, z))), pos(x, y, z));
         }
     }
@@ -571,13 +513,13 @@ mod tests {
         for schema in [Schema::Pos, Schema::Xyz] {
             let dir = tempfile::tempdir().unwrap();
             let path = make_db(dir.path(), schema);
-            let store = MapStore::open(&path, false).unwrap();
+            let store = SqliteMap::open(&path, false).unwrap();
             assert_eq!(store.schema(), schema);
             let blocks: Vec<_> = [(-3, 1, 2), (0, 0, 0), (5, -7, -1), (0, 1, 0)]
                 .iter()
                 .map(|&(x, y, z)| (pos(x, y, z), Some(vec![x as u8, y as u8, z as u8])))
                 .collect();
-            store.commit(&blocks).unwrap();
+            commit(&store, &blocks).unwrap();
             assert_eq!(store.count().unwrap(), 4);
             assert_eq!(store.get(pos(5, -7, -1)).unwrap(), Some(vec![5, 249, 255]));
             assert_eq!(store.get(pos(9, 9, 9)).unwrap(), None);
@@ -595,11 +537,11 @@ mod tests {
             let mut sorted = seen.clone();
             sorted.sort_by_key(|p| store.key_of(*p));
             assert_eq!(seen, sorted);
-            store.commit(&[(pos(0, 0, 0), None)]).unwrap();
+            commit(&store, &[(pos(0, 0, 0), None)]).unwrap();
             assert_eq!(store.count().unwrap(), 3);
-            let ro = MapStore::open(&path, true).unwrap();
+            let ro = SqliteMap::open(&path, true).unwrap();
             assert_eq!(
-                ro.commit(&[(pos(0, 0, 0), None)]).unwrap_err().errno(),
+                commit(&ro, &[(pos(0, 0, 0), None)]).unwrap_err().errno(),
                 libc::EROFS
             );
         }
@@ -610,12 +552,12 @@ mod tests {
         for schema in [Schema::Pos, Schema::Xyz] {
             let dir = tempfile::tempdir().unwrap();
             let path = make_db(dir.path(), schema);
-            let store = MapStore::open(&path, false).unwrap();
+            let store = SqliteMap::open(&path, false).unwrap();
             let rows = LIST_BYTES / (1 << 20) + 8;
             let blocks: Vec<_> = (0..rows)
                 .map(|i| (pos(i as i16, 0, 0), Some(vec![i as u8; 1 << 20])))
                 .collect();
-            store.commit(&blocks).unwrap();
+            commit(&store, &blocks).unwrap();
             let page = store.list(0, 512, true).unwrap();
             let bytes: usize = page.iter().map(|l| l.data.as_ref().unwrap().len()).sum();
             assert!(page.len() < rows, "{schema:?}: the page stops early");
@@ -625,7 +567,7 @@ mod tests {
     }
 
     /// Every listed position of the whole listing, page by page.
-    fn listed(store: &MapStore, page: usize) -> Vec<(BlockPos, Option<Vec<u8>>)> {
+    fn listed(store: &SqliteMap, page: usize) -> Vec<(BlockPos, Option<Vec<u8>>)> {
         let mut out = Vec::new();
         let mut after = 0;
         loop {
@@ -711,7 +653,7 @@ mod tests {
         for schema in [Schema::Pos, Schema::Xyz] {
             let dir = tempfile::tempdir().unwrap();
             let path = bad_rows_db(dir.path(), schema);
-            let store = MapStore::open(&path, true).unwrap();
+            let store = SqliteMap::open(&path, true).unwrap();
             for page in [1, 2, 512] {
                 let got = listed(&store, page);
                 let positions: Vec<BlockPos> = got.iter().map(|(p, _)| *p).collect();
@@ -747,7 +689,7 @@ mod tests {
             .unwrap()
             .execute("CREATE TABLE other (a)", [])
             .unwrap();
-        let err = MapStore::open(&path, true).err().unwrap();
+        let err = SqliteMap::open(&path, true).err().unwrap();
         assert!(
             err.to_string().contains("not a Luanti map database"),
             "{err}"

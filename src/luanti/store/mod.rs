@@ -1,6 +1,6 @@
-//! The containers of a Luanti world and their transactions: the map database
-//! ([`map_sqlite`]), and for players, auth and mod storage one enum each over the backends
-//! `world.mt` can name ([`players`], [`auth`], [`mod_storage`]), with one file per backend.
+//! The containers of a Luanti world and their transactions: for the map, players, auth and
+//! mod storage one enum each over the backends `world.mt` can name ([`map`], [`players`],
+//! [`auth`], [`mod_storage`]), with one file per backend.
 //! [`sqlite`] opens every SQLite database the same way (one busy timeout); [`world_mt`] reads
 //! the backend names; [`write_back`] groups the map's commits. Formats are in `codec/`, never
 //! here.
@@ -9,6 +9,7 @@ pub mod auth;
 pub mod auth_files;
 pub mod auth_sqlite;
 pub mod leveldb;
+pub mod map;
 pub mod map_leveldb;
 pub mod map_sqlite;
 pub mod mod_storage;

@@ -1,8 +1,9 @@
-//! `world.mt`: which backend stores players, auth and mod storage.
+//! `world.mt`: which backend stores the map, players, auth and mod storage.
 //!
 //! The engine reads `world.mt` with the Settings syntax and no terminator. A world without
 //! `player_backend` or `auth_backend` is treated as `files` (and the engine rewrites the
-//! file; worldfs never does); a missing `mod_storage_backend` is `files` too.
+//! file; worldfs never does); a missing `mod_storage_backend` is `files` too, a missing map
+//! `backend` is `sqlite3`.
 
 use std::io::Read;
 use std::path::Path;
@@ -22,7 +23,10 @@ pub struct WorldMt {
 pub enum Backend {
     Sqlite3,
     Files,
-    /// `leveldb`, `postgresql`, `redis`, `dummy`, …: not handled by worldfs.
+    Postgresql,
+    LevelDb,
+    Redis,
+    /// `dummy`, or a name the engine does not know either.
     Other(String),
 }
 
@@ -74,22 +78,48 @@ impl WorldMt {
     /// `mod_storage_backend`); `files` when unset, as the engine treats it.
     pub fn backend(&self, key: &str) -> Backend {
         match self.get(key) {
-            None | Some("files") => Backend::Files,
-            Some("sqlite3") => Backend::Sqlite3,
-            Some(other) => Backend::Other(other.to_string()),
+            None => Backend::Files,
+            Some(name) => Backend::named(name),
+        }
+    }
+
+    /// The map backend (`backend`); `sqlite3` when unset, as the engine treats it.
+    pub fn map_backend(&self) -> Backend {
+        match self.get("backend") {
+            None => Backend::Sqlite3,
+            Some(name) => Backend::named(name),
         }
     }
 }
 
 impl Backend {
-    /// The error for a backend worldfs cannot open.
-    pub fn unsupported(&self, what: &str) -> Error {
-        let name = match self {
+    /// The backend of a name as `world.mt` spells it.
+    fn named(name: &str) -> Backend {
+        match name {
+            "files" => Backend::Files,
+            "sqlite3" => Backend::Sqlite3,
+            "postgresql" => Backend::Postgresql,
+            "leveldb" => Backend::LevelDb,
+            "redis" => Backend::Redis,
+            other => Backend::Other(other.to_string()),
+        }
+    }
+
+    /// The name as `world.mt` spells it.
+    pub fn name(&self) -> &str {
+        match self {
             Backend::Sqlite3 => "sqlite3",
             Backend::Files => "files",
+            Backend::Postgresql => "postgresql",
+            Backend::LevelDb => "leveldb",
+            Backend::Redis => "redis",
             Backend::Other(name) => name,
-        };
-        Error::unsupported(format!("{what} backend {name:?} is not supported"))
+        }
+    }
+
+    /// The error for a backend worldfs cannot open.
+    pub fn unsupported(&self, what: &str) -> Error {
+        Error::unsupported(format!("{what} backend {:?} is not supported", self.name()))
     }
 }
 
@@ -119,8 +149,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(mt.backend("player_backend"), Backend::Sqlite3);
-        assert_eq!(mt.backend("auth_backend"), Backend::Other("leveldb".into()));
+        assert_eq!(mt.backend("auth_backend"), Backend::LevelDb);
         assert_eq!(mt.backend("mod_storage_backend"), Backend::Files);
+        assert_eq!(mt.map_backend(), Backend::Sqlite3);
         assert_eq!(mt.get("gameid"), Some("minetest"));
     }
 }

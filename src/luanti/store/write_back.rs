@@ -1,4 +1,4 @@
-//! The blocks of `map.sqlite` as the tree writes them: each change committed at once (one
+//! The blocks of the map as the tree writes them: each change committed at once (one
 //! transaction per close, `-o sync`), or written back in groups.
 //!
 //! A transaction of SQLite ends with an fsync, which costs tens of milliseconds: a restore
@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
-use crate::luanti::store::map_sqlite::{Change, Listed, MapStore};
+use crate::luanti::store::map::{Change, Listed, MapStore};
 use crate::vfs::mtimes::content_hash;
 
 /// When pending changes are committed.

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::luanti::cache::Cached;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NodeMeta, RelPos};
 use crate::luanti::codec::inventory::serialize_inventory;
-use crate::luanti::store::map_sqlite::LIST_BYTES;
+use crate::luanti::store::map::LIST_BYTES;
 use crate::luanti::views;
 use crate::names;
 use crate::vfs::mtimes::content_hash;

@@ -36,7 +36,7 @@ impl<S> Lazy<S> {
         let (database, label) = match world_mt.backend(key) {
             Backend::Sqlite3 => (Some(world.join(database_file)), database_file),
             Backend::Files => (None, files_label),
-            Backend::Other(_) => return None,
+            _ => return None,
         };
         Some(Lazy {
             world: world.to_path_buf(),
