@@ -77,7 +77,9 @@ pub(crate) fn is_last_page(listed: &[Listed], limit: usize) -> bool {
     listed.len() < limit && bytes < LIST_BYTES
 }
 
-/// The map of a world, in whichever backend holds it.
+/// The map of a world, in whichever backend holds it (one per mount: the variants' sizes
+/// do not matter).
+#[allow(clippy::large_enum_variant)]
 pub enum MapStore {
     Sqlite(SqliteMap),
     LevelDb(LevelDbMap),
