@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map_leveldb::LevelDbMap;
+use crate::luanti::store::map_redis::RedisMap;
 use crate::luanti::store::map_sqlite::SqliteMap;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -83,6 +84,7 @@ pub(crate) fn is_last_page(listed: &[Listed], limit: usize) -> bool {
 pub enum MapStore {
     Sqlite(SqliteMap),
     LevelDb(LevelDbMap),
+    Redis(RedisMap),
 }
 
 impl MapStore {
@@ -104,6 +106,10 @@ impl MapStore {
                 &source.join("map.db"),
                 read_only,
             )?)),
+            Backend::Redis => Ok(MapStore::Redis(
+                RedisMap::open(&world_mt, read_only)
+                    .map_err(|e| e.context(format!("{}: world.mt", source.display())))?,
+            )),
             other => Err(other
                 .unsupported("map")
                 .context(format!("{}: world.mt", source.display()))),
@@ -116,6 +122,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.describe(),
             MapStore::LevelDb(s) => s.describe(),
+            MapStore::Redis(s) => s.describe(),
         }
     }
 
@@ -125,6 +132,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.path().to_path_buf(),
             MapStore::LevelDb(s) => s.path().to_path_buf(),
+            MapStore::Redis(s) => s.identity(),
         }
     }
 
@@ -133,6 +141,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.get(pos),
             MapStore::LevelDb(s) => s.get(pos),
+            MapStore::Redis(s) => s.get(pos),
         }
     }
 
@@ -141,6 +150,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.key_of(pos),
             MapStore::LevelDb(s) => s.key_of(pos),
+            MapStore::Redis(s) => s.key_of(pos),
         }
     }
 
@@ -154,6 +164,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.list(after, limit, with_data),
             MapStore::LevelDb(s) => s.list(after, limit, with_data),
+            MapStore::Redis(s) => s.list(after, limit, with_data),
         }
     }
 
@@ -163,6 +174,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.out_of_range(),
             MapStore::LevelDb(s) => s.out_of_range(),
+            MapStore::Redis(s) => s.out_of_range(),
         }
     }
 
@@ -171,6 +183,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.count(),
             MapStore::LevelDb(s) => s.count(),
+            MapStore::Redis(s) => s.count(),
         }
     }
 
@@ -180,6 +193,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.data_version(),
             MapStore::LevelDb(s) => s.data_version(),
+            MapStore::Redis(s) => s.data_version(),
         }
     }
 
@@ -188,6 +202,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.read_only(),
             MapStore::LevelDb(s) => s.read_only(),
+            MapStore::Redis(s) => s.read_only(),
         }
     }
 
@@ -209,6 +224,7 @@ impl MapStore {
         match self {
             MapStore::Sqlite(s) => s.commit_selected(changes, select),
             MapStore::LevelDb(s) => s.commit_selected(changes, select),
+            MapStore::Redis(s) => s.commit_selected(changes, select),
         }
     }
 }

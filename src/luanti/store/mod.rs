@@ -11,6 +11,7 @@ pub mod auth_sqlite;
 pub mod leveldb;
 pub mod map;
 pub mod map_leveldb;
+pub mod map_redis;
 pub mod map_sqlite;
 pub mod mod_storage;
 pub mod mod_storage_files;
