@@ -1,4 +1,4 @@
-//! Luanti auth: auth.txt lines from auth.sqlite or the real auth.txt.
+//! Luanti auth: auth.txt lines from auth.sqlite, LevelDB's auth.db or the real auth.txt.
 //!
 //! [`AuthStore`] opens the backend `world.mt` names (`auth_backend`, missing = `files`),
 //! renders every player as one auth.txt view, and applies an edited view: the text is parsed
@@ -13,6 +13,7 @@ use std::path::Path;
 use crate::error::Result;
 pub use crate::luanti::codec::auth_line::{parse_auth, read_auth_file, render_auth, AuthEntry};
 use crate::luanti::store::auth_files::FilesAuth;
+use crate::luanti::store::auth_leveldb::LevelDbAuth;
 use crate::luanti::store::auth_sqlite::SqliteAuth;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -63,6 +64,7 @@ pub fn diff(current: &[AuthEntry], edited: &[AuthEntry]) -> AuthChanges {
 pub enum AuthStore {
     Sqlite(SqliteAuth),
     Files(FilesAuth),
+    LevelDb(LevelDbAuth),
 }
 
 impl AuthStore {
@@ -80,6 +82,11 @@ impl AuthStore {
                 };
                 Ok(AuthStore::Sqlite(store))
             }
+            Backend::LevelDb => Ok(AuthStore::LevelDb(LevelDbAuth::open(
+                &world.join("auth.db"),
+                read_only,
+                !read_only,
+            )?)),
             other => Err(other.unsupported("auth")),
         }
     }
@@ -89,6 +96,7 @@ impl AuthStore {
         match self {
             AuthStore::Sqlite(s) => s.entries(),
             AuthStore::Files(f) => f.entries(),
+            AuthStore::LevelDb(l) => l.entries(),
         }
     }
 
@@ -103,6 +111,7 @@ impl AuthStore {
         match self {
             AuthStore::Sqlite(s) => s.apply(&edited),
             AuthStore::Files(f) => f.apply(&edited),
+            AuthStore::LevelDb(l) => l.apply(&edited),
         }
     }
 }

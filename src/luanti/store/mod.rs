@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod auth_files;
+pub mod auth_leveldb;
 pub mod auth_sqlite;
 pub mod leveldb;
 pub mod map;
@@ -18,6 +19,7 @@ pub mod mod_storage_files;
 pub mod mod_storage_sqlite;
 pub mod players;
 pub mod players_files;
+pub mod players_leveldb;
 pub mod players_sqlite;
 pub mod sqlite;
 pub mod world_mt;

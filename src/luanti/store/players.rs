@@ -1,4 +1,5 @@
-//! Luanti players: the player file format, players.sqlite (both schemas) and the files backend.
+//! Luanti players: the player file format, players.sqlite (both schemas), LevelDB's
+//! players.db and the files backend.
 //!
 //! [`PlayerStore`] opens whichever backend `world.mt` names (`player_backend`, missing =
 //! `files`) and offers the same operations on both, so `players/NAME` in the mount is the same
@@ -10,6 +11,7 @@ use std::path::Path;
 use crate::error::Result;
 pub use crate::luanti::codec::player::{parse_player, read_player_file, render_player, Player};
 use crate::luanti::store::players_files::FilesPlayers;
+use crate::luanti::store::players_leveldb::LevelDbPlayers;
 use crate::luanti::store::players_sqlite::SqlitePlayers;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -17,6 +19,7 @@ use crate::luanti::store::world_mt::{Backend, WorldMt};
 pub enum PlayerStore {
     Sqlite(SqlitePlayers),
     Files(FilesPlayers),
+    LevelDb(LevelDbPlayers),
 }
 
 impl PlayerStore {
@@ -36,6 +39,11 @@ impl PlayerStore {
                 };
                 Ok(PlayerStore::Sqlite(store))
             }
+            Backend::LevelDb => Ok(PlayerStore::LevelDb(LevelDbPlayers::open(
+                &world.join("players.db"),
+                read_only,
+                !read_only,
+            )?)),
             other => Err(other.unsupported("player")),
         }
     }
@@ -45,6 +53,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.list(),
             PlayerStore::Files(f) => f.list(),
+            PlayerStore::LevelDb(l) => l.list(),
         }
     }
 
@@ -53,6 +62,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.load(name),
             PlayerStore::Files(f) => f.load(name),
+            PlayerStore::LevelDb(l) => l.load(name),
         }
     }
 
@@ -61,6 +71,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.save(player),
             PlayerStore::Files(f) => f.save(player),
+            PlayerStore::LevelDb(l) => l.save(player),
         }
     }
 
@@ -69,6 +80,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.create(player),
             PlayerStore::Files(f) => f.create(player),
+            PlayerStore::LevelDb(l) => l.create(player),
         }
     }
 
@@ -77,6 +89,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.delete(name),
             PlayerStore::Files(f) => f.delete(name),
+            PlayerStore::LevelDb(l) => l.delete(name),
         }
     }
 }
