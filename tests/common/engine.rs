@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 /// The machine-wide lock every engine run takes (other test binaries and the mount tests
 /// take it too).
-const ENGINE_LOCK: &str = "/tmp/worldfs-engine.lock";
+pub const ENGINE_LOCK: &str = "/tmp/worldfs-engine.lock";
 const ENGINE: &str = "/usr/games/minetestserver";
 
 /// Serialises runs of the real engine inside one test binary.

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map_leveldb::LevelDbMap;
+use crate::luanti::store::map_postgres::PostgresMap;
 use crate::luanti::store::map_redis::RedisMap;
 use crate::luanti::store::map_sqlite::SqliteMap;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
@@ -85,6 +86,7 @@ pub enum MapStore {
     Sqlite(SqliteMap),
     LevelDb(LevelDbMap),
     Redis(RedisMap),
+    Postgres(PostgresMap),
 }
 
 impl MapStore {
@@ -110,6 +112,7 @@ impl MapStore {
                 RedisMap::open(&world_mt, read_only)
                     .map_err(|e| e.context(format!("{}: world.mt", source.display())))?,
             )),
+            Backend::Postgresql => Ok(MapStore::Postgres(PostgresMap::open(&world_mt, read_only)?)),
             other => Err(other
                 .unsupported("map")
                 .context(format!("{}: world.mt", source.display()))),
@@ -123,6 +126,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.describe(),
             MapStore::LevelDb(s) => s.describe(),
             MapStore::Redis(s) => s.describe(),
+            MapStore::Postgres(p) => p.describe(),
         }
     }
 
@@ -133,6 +137,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.path().to_path_buf(),
             MapStore::LevelDb(s) => s.path().to_path_buf(),
             MapStore::Redis(s) => s.identity(),
+            MapStore::Postgres(p) => PathBuf::from(format!("postgresql {}", p.shown())),
         }
     }
 
@@ -142,6 +147,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.get(pos),
             MapStore::LevelDb(s) => s.get(pos),
             MapStore::Redis(s) => s.get(pos),
+            MapStore::Postgres(p) => p.get(pos),
         }
     }
 
@@ -151,6 +157,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.key_of(pos),
             MapStore::LevelDb(s) => s.key_of(pos),
             MapStore::Redis(s) => s.key_of(pos),
+            MapStore::Postgres(p) => p.key_of(pos),
         }
     }
 
@@ -165,6 +172,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.list(after, limit, with_data),
             MapStore::LevelDb(s) => s.list(after, limit, with_data),
             MapStore::Redis(s) => s.list(after, limit, with_data),
+            MapStore::Postgres(p) => p.list(after, limit, with_data),
         }
     }
 
@@ -175,6 +183,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.out_of_range(),
             MapStore::LevelDb(s) => s.out_of_range(),
             MapStore::Redis(s) => s.out_of_range(),
+            MapStore::Postgres(p) => p.out_of_range(),
         }
     }
 
@@ -184,6 +193,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.count(),
             MapStore::LevelDb(s) => s.count(),
             MapStore::Redis(s) => s.count(),
+            MapStore::Postgres(p) => p.count(),
         }
     }
 
@@ -194,6 +204,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.data_version(),
             MapStore::LevelDb(s) => s.data_version(),
             MapStore::Redis(s) => s.data_version(),
+            MapStore::Postgres(p) => p.data_version(),
         }
     }
 
@@ -203,6 +214,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.read_only(),
             MapStore::LevelDb(s) => s.read_only(),
             MapStore::Redis(s) => s.read_only(),
+            MapStore::Postgres(p) => p.read_only(),
         }
     }
 
@@ -225,6 +237,7 @@ impl MapStore {
             MapStore::Sqlite(s) => s.commit_selected(changes, select),
             MapStore::LevelDb(s) => s.commit_selected(changes, select),
             MapStore::Redis(s) => s.commit_selected(changes, select),
+            MapStore::Postgres(p) => p.commit_selected(changes, select),
         }
     }
 }

@@ -1,26 +1,32 @@
 //! The containers of a Luanti world and their transactions: for the map, players, auth and
 //! mod storage one enum each over the backends `world.mt` can name ([`map`], [`players`],
 //! [`auth`], [`mod_storage`]), with one file per backend.
-//! [`sqlite`] opens every SQLite database the same way (one busy timeout); [`world_mt`] reads
-//! the backend names; [`write_back`] groups the map's commits. Formats are in `codec/`, never
+//! [`postgres`] connects to every PostgreSQL database one way (no password ever shown),
+//! [`sqlite`] opens every SQLite database one way (one busy timeout); [`world_mt`] reads the
+//! backend names; [`write_back`] groups the map's commits. Formats are in `codec/`, never
 //! here.
 
 pub mod auth;
 pub mod auth_files;
 pub mod auth_leveldb;
+pub mod auth_postgres;
 pub mod auth_sqlite;
 pub mod leveldb;
 pub mod map;
 pub mod map_leveldb;
+pub mod map_postgres;
 pub mod map_redis;
 pub mod map_sqlite;
 pub mod mod_storage;
 pub mod mod_storage_files;
+pub mod mod_storage_postgres;
 pub mod mod_storage_sqlite;
 pub mod players;
 pub mod players_files;
 pub mod players_leveldb;
+pub mod players_postgres;
 pub mod players_sqlite;
+pub mod postgres;
 pub mod sqlite;
 pub mod world_mt;
 pub mod write_back;

@@ -1,4 +1,4 @@
-//! Luanti mod storage: mod_storage.sqlite and the files backend.
+//! Luanti mod storage: mod_storage.sqlite, PostgreSQL and the files backend.
 //!
 //! [`ModStorage`] opens the backend `world.mt` names (`mod_storage_backend`, missing =
 //! `files`) and exposes entries the way the mount shows them, `mod_storage/MOD/KEY`: list the
@@ -9,6 +9,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::luanti::store::mod_storage_files::FilesModStorage;
+use crate::luanti::store::mod_storage_postgres::PostgresModStorage;
 use crate::luanti::store::mod_storage_sqlite::SqliteModStorage;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -16,6 +17,7 @@ use crate::luanti::store::world_mt::{Backend, WorldMt};
 pub enum ModStorage {
     Sqlite(SqliteModStorage),
     Files(FilesModStorage),
+    Postgres(PostgresModStorage),
 }
 
 impl ModStorage {
@@ -35,6 +37,7 @@ impl ModStorage {
                 };
                 Ok(ModStorage::Sqlite(store))
             }
+            Backend::Postgresql => Ok(ModStorage::Postgres(PostgresModStorage::open(world_mt)?)),
             other => Err(other.unsupported("mod storage")),
         }
     }
@@ -44,6 +47,7 @@ impl ModStorage {
         match self {
             ModStorage::Sqlite(s) => s.list_mods(),
             ModStorage::Files(f) => f.list_mods(),
+            ModStorage::Postgres(p) => p.list_mods(),
         }
     }
 
@@ -52,6 +56,7 @@ impl ModStorage {
         match self {
             ModStorage::Sqlite(s) => s.list_keys(modname),
             ModStorage::Files(f) => f.list_keys(modname),
+            ModStorage::Postgres(p) => p.list_keys(modname),
         }
     }
 
@@ -60,6 +65,7 @@ impl ModStorage {
         match self {
             ModStorage::Sqlite(s) => s.read(modname, key),
             ModStorage::Files(f) => f.read(modname, key),
+            ModStorage::Postgres(p) => p.read(modname, key),
         }
     }
 
@@ -68,6 +74,7 @@ impl ModStorage {
         match self {
             ModStorage::Sqlite(s) => s.write(modname, key, value),
             ModStorage::Files(f) => f.write(modname, key, value),
+            ModStorage::Postgres(p) => p.write(modname, key, value),
         }
     }
 
@@ -76,6 +83,7 @@ impl ModStorage {
         match self {
             ModStorage::Sqlite(s) => s.create(modname, key, value),
             ModStorage::Files(f) => f.create(modname, key, value),
+            ModStorage::Postgres(p) => p.create(modname, key, value),
         }
     }
 
@@ -84,14 +92,15 @@ impl ModStorage {
         match self {
             ModStorage::Sqlite(s) => s.delete(modname, key),
             ModStorage::Files(f) => f.delete(modname, key),
+            ModStorage::Postgres(p) => p.delete(modname, key),
         }
     }
     /// Forgets a mod that has no entries left: the files backend removes its (empty) file;
-    /// in mod_storage.sqlite a mod without rows does not exist anyway.
+    /// in a database a mod without rows does not exist anyway.
     pub fn remove_mod(&mut self, modname: &str) -> Result<()> {
         match self {
-            ModStorage::Sqlite(s) => {
-                if s.list_keys(modname)?.is_empty() {
+            ModStorage::Sqlite(_) | ModStorage::Postgres(_) => {
+                if self.list_keys(modname)?.is_empty() {
                     Ok(())
                 } else {
                     Err(crate::error::Error::not_empty(format!(

@@ -1,5 +1,5 @@
 //! Luanti players: the player file format, players.sqlite (both schemas), LevelDB's
-//! players.db and the files backend.
+//! players.db, PostgreSQL and the files backend.
 //!
 //! [`PlayerStore`] opens whichever backend `world.mt` names (`player_backend`, missing =
 //! `files`) and offers the same operations on both, so `players/NAME` in the mount is the same
@@ -12,6 +12,7 @@ use crate::error::Result;
 pub use crate::luanti::codec::player::{parse_player, read_player_file, render_player, Player};
 use crate::luanti::store::players_files::FilesPlayers;
 use crate::luanti::store::players_leveldb::LevelDbPlayers;
+use crate::luanti::store::players_postgres::PostgresPlayers;
 use crate::luanti::store::players_sqlite::SqlitePlayers;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -20,6 +21,7 @@ pub enum PlayerStore {
     Sqlite(SqlitePlayers),
     Files(FilesPlayers),
     LevelDb(LevelDbPlayers),
+    Postgres(PostgresPlayers),
 }
 
 impl PlayerStore {
@@ -44,6 +46,7 @@ impl PlayerStore {
                 read_only,
                 !read_only,
             )?)),
+            Backend::Postgresql => Ok(PlayerStore::Postgres(PostgresPlayers::open(world_mt)?)),
             other => Err(other.unsupported("player")),
         }
     }
@@ -54,6 +57,7 @@ impl PlayerStore {
             PlayerStore::Sqlite(s) => s.list(),
             PlayerStore::Files(f) => f.list(),
             PlayerStore::LevelDb(l) => l.list(),
+            PlayerStore::Postgres(p) => p.list(),
         }
     }
 
@@ -63,6 +67,7 @@ impl PlayerStore {
             PlayerStore::Sqlite(s) => s.load(name),
             PlayerStore::Files(f) => f.load(name),
             PlayerStore::LevelDb(l) => l.load(name),
+            PlayerStore::Postgres(p) => p.load(name),
         }
     }
 
@@ -72,6 +77,7 @@ impl PlayerStore {
             PlayerStore::Sqlite(s) => s.save(player),
             PlayerStore::Files(f) => f.save(player),
             PlayerStore::LevelDb(l) => l.save(player),
+            PlayerStore::Postgres(p) => p.save(player),
         }
     }
 
@@ -81,6 +87,7 @@ impl PlayerStore {
             PlayerStore::Sqlite(s) => s.create(player),
             PlayerStore::Files(f) => f.create(player),
             PlayerStore::LevelDb(l) => l.create(player),
+            PlayerStore::Postgres(p) => p.create(player),
         }
     }
 
@@ -90,6 +97,7 @@ impl PlayerStore {
             PlayerStore::Sqlite(s) => s.delete(name),
             PlayerStore::Files(f) => f.delete(name),
             PlayerStore::LevelDb(l) => l.delete(name),
+            PlayerStore::Postgres(p) => p.delete(name),
         }
     }
 }

@@ -1,5 +1,7 @@
 //! A backend store opened on first use: reading a world never creates a database, and a
-//! store whose database file does not exist yet reads as empty until the first write.
+//! store whose database file does not exist yet reads as empty until the first write. A
+//! store on a PostgreSQL server is connected to on first use too: a server that is down
+//! fails the calls that need it, not the mount.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -7,6 +9,10 @@ use std::sync::Mutex;
 use super::lock;
 use crate::error::Result;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
+
+/// The label of a store on a PostgreSQL server (always there: the engine creates its tables
+/// when it connects).
+const POSTGRESQL: &str = "PostgreSQL";
 
 pub(super) type Opener<S> = fn(&Path, &WorldMt, bool) -> Result<S>;
 
@@ -37,6 +43,7 @@ impl<S> Lazy<S> {
             (Backend::Sqlite3, _) => (Some(world.join(database_file)), database_file),
             (Backend::LevelDb, Some(folder)) => (Some(world.join(folder)), folder),
             (Backend::Files, _) => (None, files_label),
+            (Backend::Postgresql, _) => (None, POSTGRESQL),
             _ => return None,
         };
         Some(Lazy {
@@ -53,7 +60,8 @@ impl<S> Lazy<S> {
     /// Whether what holds the data exists in the world folder (the database, or the
     /// files backend's file or folder).
     pub(super) fn stored(&self) -> bool {
-        std::fs::symlink_metadata(self.world.join(self.label.trim_end_matches('/'))).is_ok()
+        self.label == POSTGRESQL
+            || std::fs::symlink_metadata(self.world.join(self.label.trim_end_matches('/'))).is_ok()
     }
 
     /// Runs `f` on the store; `absent` gives the answer while a database to be read does

@@ -1,0 +1,333 @@
+//! The map in PostgreSQL (`backend = postgresql`, `pgsql_connection` in `world.mt`).
+//!
+//! As `MapDatabasePostgreSQL` in the engine's `src/database/database-postgresql.cpp`: one
+//! table `blocks(posX, posY, posZ, data BYTEA)` with primary key `(posX, posY, posZ)`, the
+//! coordinates `INT` up to 5.6 and `smallint` since (luanti PR #9108); both are read, and a
+//! table we create is the newer one, which 5.6 reads and writes as well (it compares and
+//! inserts `int4` parameters). A block is written with the engine's own upsert (`INSERT …
+//! ON CONFLICT ON CONSTRAINT blocks_pkey DO UPDATE SET data = …`) and deleted with its
+//! `DELETE`; every commit is one transaction, which first locks the table against other
+//! writers (`SHARE ROW EXCLUSIVE`: readers go on), so what the write-back checks before
+//! committing stays true until the commit.
+//!
+//! A listing is paged by key (`(posX, posY, posZ) > (…) ORDER BY … LIMIT`, the primary key's
+//! order), each page streamed row by row and cut at
+//! [`LIST_BYTES`](crate::luanti::store::map::LIST_BYTES): memory stays bounded however big
+//! the map. A row whose coordinates are no `s16` is never loaded by the engine (it asks for
+//! blocks by position) and is left out here too.
+
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::ToSql;
+use postgres::Client;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::error::{Error, Result};
+use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map::{is_last_page, push_listed, Change, Listed, MAX_STORED};
+use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
+use crate::luanti::store::world_mt::WorldMt;
+
+/// The table the newest engine creates (`MapDatabasePostgreSQL::createDatabase`).
+const MAP_SCHEMA: &str = "CREATE TABLE blocks (posX smallint NOT NULL,\
+    posY smallint NOT NULL,posZ smallint NOT NULL,data BYTEA,PRIMARY KEY (posX,posY,posZ));";
+
+/// The engine's upsert (`write_block`, servers since 9.5) and delete (`delete_block`).
+const WRITE: &str = "INSERT INTO blocks (posX, posY, posZ, data) VALUES \
+    ($1::int4, $2::int4, $3::int4, $4::bytea) ON CONFLICT ON CONSTRAINT blocks_pkey DO \
+    UPDATE SET data = $4::bytea";
+const DELETE: &str =
+    "DELETE FROM blocks WHERE posX = $1::int4 AND posY = $2::int4 AND posZ = $3::int4";
+
+/// The rows whose position is a block the engine can load.
+const LOADABLE: &str = "posX BETWEEN -32768 AND 32767 AND posY BETWEEN -32768 AND 32767 \
+    AND posZ BETWEEN -32768 AND 32767";
+
+/// The stored data as bytes (NULL as nothing, as the engine reads it), or NULL when longer
+/// than [`MAX_STORED`].
+fn data_column() -> String {
+    format!(
+        "CASE WHEN octet_length(data) > {MAX_STORED} THEN NULL ELSE COALESCE(data, ''::bytea) END"
+    )
+}
+
+/// The listing key of a position: the primary key's order, never 0 (the start).
+fn key(p: BlockPos) -> u64 {
+    let b = |v: i16| u64::from((i32::from(v) + 32768) as u16);
+    ((b(p.x) << 32) | (b(p.y) << 16) | b(p.z)) + 1
+}
+
+fn from_key(k: u64) -> BlockPos {
+    let k = k.saturating_sub(1);
+    let v = |s: u32| (((k >> s) & 0xFFFF) as i32 - 32768) as i16;
+    BlockPos {
+        x: v(32),
+        y: v(16),
+        z: v(0),
+    }
+}
+
+/// A map in PostgreSQL.
+pub struct PostgresMap {
+    server: Server,
+    read_only: bool,
+    /// The type of the coordinates (`smallint`, `integer`), for `worldfs info`.
+    coordinates: String,
+    /// Whether the rows left out of the listing were counted and reported.
+    reported: AtomicBool,
+}
+
+impl PostgresMap {
+    /// Connects to the server `pgsql_connection` names; fails clearly when it is down or
+    /// when its table `blocks` is not a Luanti map. A database without the table is an empty
+    /// map until the first commit creates it, as the engine would on start.
+    pub fn open(world_mt: &WorldMt, read_only: bool) -> Result<PostgresMap> {
+        let server = Server::open(world_mt, "pgsql_connection")?;
+        let columns: Vec<(String, String)> = server.read(|c| {
+            let rows = c
+                .query(
+                    "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute \
+                     WHERE attrelid = to_regclass('blocks') AND attnum > 0 AND NOT attisdropped",
+                    &[],
+                )
+                .map_err(error)?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })?;
+        let type_of = |name: &str| {
+            columns
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone())
+        };
+        let coordinates = match (
+            type_of("posx"),
+            type_of("posy"),
+            type_of("posz"),
+            type_of("data"),
+        ) {
+            _ if columns.is_empty() => "smallint (no table yet)".to_string(),
+            (Some(x), Some(_), Some(_), Some(d)) if d == "bytea" => x,
+            _ => {
+                return Err(Error::unsupported(format!(
+                    "PostgreSQL ({}): table blocks is not a Luanti map (no columns posX, posY, \
+                     posZ, data BYTEA)",
+                    server.shown()
+                )))
+            }
+        };
+        Ok(PostgresMap {
+            server,
+            read_only,
+            coordinates,
+            reported: AtomicBool::new(false),
+        })
+    }
+
+    /// What `worldfs info` shows of this map (never the password).
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("format", "Luanti world (PostgreSQL)".to_string()),
+            ("map", format!("postgresql {}", self.server.shown())),
+            ("schema", format!("posX,posY,posZ ({})", self.coordinates)),
+        ]
+    }
+
+    /// The server and database, without the password.
+    pub fn shown(&self) -> &str {
+        self.server.shown()
+    }
+
+    /// The stored blob of one block.
+    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        let sql = format!(
+            "SELECT {}, octet_length(data) FROM blocks \
+             WHERE posX = $1::int4 AND posY = $2::int4 AND posZ = $3::int4",
+            data_column()
+        );
+        let row = self.server.read(|c| {
+            let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
+            match c.query_opt(sql.as_str(), &[&x, &y, &z]) {
+                Ok(row) => {
+                    Ok(row.map(|r| (r.get::<_, Option<Vec<u8>>>(0), r.get::<_, Option<i32>>(1))))
+                }
+                Err(e) if no_table(&e) => Ok(None),
+                Err(e) => Err(error(e)),
+            }
+        })?;
+        match row {
+            None => Ok(None),
+            Some((Some(data), _)) => Ok(Some(data)),
+            Some((None, length)) => Err(Error::corrupt(format!(
+                "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
+                pos.x,
+                pos.y,
+                pos.z,
+                length.unwrap_or(0)
+            ))),
+        }
+    }
+
+    /// The listing key of a position.
+    pub fn key_of(&self, pos: BlockPos) -> u64 {
+        key(pos)
+    }
+
+    /// Up to `limit` blocks after the key `after`, streamed and cut at `LIST_BYTES`.
+    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+        let data = if with_data {
+            data_column()
+        } else {
+            "NULL::bytea".to_string()
+        };
+        let sql = format!(
+            "SELECT posX::int4, posY::int4, posZ::int4, {data} FROM blocks \
+             WHERE (posX, posY, posZ) > ($1::int4, $2::int4, $3::int4) AND {LOADABLE} \
+             ORDER BY posX, posY, posZ LIMIT $4::int8"
+        );
+        let start = if after == 0 {
+            (i32::MIN, i32::MIN, i32::MIN)
+        } else {
+            let p = from_key(after);
+            (i32::from(p.x), i32::from(p.y), i32::from(p.z))
+        };
+        let rows = i64::try_from(limit).unwrap_or(i64::MAX);
+        let listed = self.server.read(|c| list_page(c, &sql, start, rows))?;
+        if is_last_page(&listed, limit) {
+            self.report_out_of_range();
+        }
+        Ok(listed)
+    }
+
+    /// The number of rows whose position is no block the engine can load.
+    pub fn out_of_range(&self) -> Result<u64> {
+        self.count_where(&format!("NOT ({LOADABLE})"))
+    }
+
+    /// Number of stored blocks.
+    pub fn count(&self) -> Result<u64> {
+        self.count_where("true")
+    }
+
+    fn count_where(&self, condition: &str) -> Result<u64> {
+        let sql = format!("SELECT count(*) FROM blocks WHERE {condition}");
+        self.server.read(|c| match c.query_one(sql.as_str(), &[]) {
+            Ok(r) => Ok(u64::try_from(r.get::<_, i64>(0)).unwrap_or(0)),
+            Err(e) if no_table(&e) => Ok(0),
+            Err(e) => Err(error(e)),
+        })
+    }
+
+    fn report_out_of_range(&self) {
+        if self.reported.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        match self.out_of_range() {
+            Ok(0) => {}
+            Ok(n) => log::warn!(
+                "PostgreSQL ({}): {n} rows of table blocks have a position no block can have; \
+                 they are not shown, and the engine never loads them",
+                self.server.shown()
+            ),
+            Err(e) => log::warn!("counting unusable rows: {e}"),
+        }
+    }
+
+    /// The server's write-ahead log position: it moves with every commit to the cluster
+    /// (ours, the engine's, another database's), so it tells when the map may have changed.
+    pub fn data_version(&self) -> Result<i64> {
+        self.server.read(|c| {
+            let r = c
+                .query_one(
+                    "SELECT ((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
+                     ELSE pg_current_wal_lsn() END) - '0/0'::pg_lsn)::int8",
+                    &[],
+                )
+                .map_err(error)?;
+            Ok(r.get::<_, Option<i64>>(0).unwrap_or(0))
+        })
+    }
+
+    /// Whether the store refuses every change.
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Commits in one transaction the changes `select` keeps (run once other writers are
+    /// locked out), and returns them.
+    pub fn commit_selected(
+        &self,
+        changes: Vec<Change>,
+        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
+    ) -> Result<Vec<Change>> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        self.server.write(|c| {
+            let mut tx = c.transaction().map_err(error)?;
+            create_tables(&mut tx, &[("blocks", MAP_SCHEMA)])?;
+            tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
+                .map_err(error)?;
+            let changes = select(changes)?;
+            let write = tx.prepare(WRITE).map_err(error)?;
+            let delete = tx.prepare(DELETE).map_err(error)?;
+            for (pos, data) in &changes {
+                let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
+                match data {
+                    Some(d) => tx.execute(&write, &[&x, &y, &z, d]),
+                    None => tx.execute(&delete, &[&x, &y, &z]),
+                }
+                .map_err(error)?;
+            }
+            tx.commit().map_err(error)?;
+            Ok(changes)
+        })
+    }
+}
+
+/// One page of a listing, read row by row until `LIST_BYTES` of data.
+fn list_page(c: &mut Client, sql: &str, start: (i32, i32, i32), rows: i64) -> Result<Vec<Listed>> {
+    let params: [&(dyn ToSql + Sync); 4] = [&start.0, &start.1, &start.2, &rows];
+    let mut iter = match c.query_raw(sql, params) {
+        Ok(iter) => iter,
+        Err(e) if no_table(&e) => return Ok(Vec::new()),
+        Err(e) => return Err(error(e)),
+    };
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    while let Some(r) = iter.next().map_err(error)? {
+        let coord = |i: usize| {
+            let v: i32 = r.get(i);
+            i16::try_from(v)
+                .map_err(|_| Error::corrupt(format!("block coordinate {v} out of range")))
+        };
+        let pos = BlockPos {
+            x: coord(0)?,
+            y: coord(1)?,
+            z: coord(2)?,
+        };
+        let listed = Listed {
+            pos,
+            key: key(pos),
+            data: r.get(3),
+        };
+        if push_listed(&mut out, &mut bytes, listed) {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn keys_round_trip_in_primary_key_order(a: (i16, i16, i16), b: (i16, i16, i16)) {
+            let p = |(x, y, z)| BlockPos { x, y, z };
+            prop_assert_eq!(from_key(key(p(a))), p(a));
+            prop_assert!(key(p(a)) > 0);
+            prop_assert_eq!(key(p(a)).cmp(&key(p(b))), a.cmp(&b));
+        }
+    }
+}
