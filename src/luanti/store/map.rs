@@ -14,6 +14,7 @@ use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map_leveldb::LevelDbMap;
 use crate::luanti::store::map_postgres::PostgresMap;
 use crate::luanti::store::map_redis::RedisMap;
+use crate::luanti::store::map_seeded::SeededMap;
 use crate::luanti::store::map_sqlite::SqliteMap;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -87,6 +88,8 @@ pub enum MapStore {
     LevelDb(LevelDbMap),
     Redis(RedisMap),
     Postgres(PostgresMap),
+    /// A map with a `readonly_backend` seed under it.
+    Seeded(SeededMap),
 }
 
 impl MapStore {
@@ -99,7 +102,37 @@ impl MapStore {
             return Ok(MapStore::Sqlite(SqliteMap::open(source, read_only)?));
         }
         let world_mt = WorldMt::read(source)?;
-        match world_mt.map_backend() {
+        let main = Self::open_backend(source, &world_mt, &world_mt.map_backend(), read_only)?;
+        let Some(name) = world_mt.get("readonly_backend") else {
+            return Ok(main);
+        };
+        // The engine opens it with the same settings in WORLD/readonly (src/map.cpp).
+        let dir = source.join("readonly");
+        let seed = match Backend::named(name) {
+            b @ (Backend::Sqlite3 | Backend::LevelDb) => {
+                Self::open_backend(&dir, &world_mt, &b, true)?
+            }
+            other => {
+                return Err(other
+                    .unsupported("readonly map")
+                    .context(format!("{}: world.mt", source.display())))
+            }
+        };
+        Ok(MapStore::Seeded(SeededMap::new(
+            main,
+            seed,
+            format!("{} ({name})", dir.display()),
+        )?))
+    }
+
+    /// Opens the map `backend` names for the world folder `source`.
+    fn open_backend(
+        source: &Path,
+        world_mt: &WorldMt,
+        backend: &Backend,
+        read_only: bool,
+    ) -> Result<MapStore> {
+        match backend {
             Backend::Sqlite3 => Ok(MapStore::Sqlite(SqliteMap::open(
                 &source.join("map.sqlite"),
                 read_only,
@@ -109,10 +142,10 @@ impl MapStore {
                 read_only,
             )?)),
             Backend::Redis => Ok(MapStore::Redis(
-                RedisMap::open(&world_mt, read_only)
+                RedisMap::open(world_mt, read_only)
                     .map_err(|e| e.context(format!("{}: world.mt", source.display())))?,
             )),
-            Backend::Postgresql => Ok(MapStore::Postgres(PostgresMap::open(&world_mt, read_only)?)),
+            Backend::Postgresql => Ok(MapStore::Postgres(PostgresMap::open(world_mt, read_only)?)),
             other => Err(other
                 .unsupported("map")
                 .context(format!("{}: world.mt", source.display()))),
@@ -127,6 +160,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.describe(),
             MapStore::Redis(s) => s.describe(),
             MapStore::Postgres(p) => p.describe(),
+            MapStore::Seeded(p) => p.describe(),
         }
     }
 
@@ -138,6 +172,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.path().to_path_buf(),
             MapStore::Redis(s) => s.identity(),
             MapStore::Postgres(p) => PathBuf::from(format!("postgresql {}", p.shown())),
+            MapStore::Seeded(p) => p.identity(),
         }
     }
 
@@ -148,6 +183,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.get(pos),
             MapStore::Redis(s) => s.get(pos),
             MapStore::Postgres(p) => p.get(pos),
+            MapStore::Seeded(p) => p.get(pos),
         }
     }
 
@@ -158,6 +194,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.key_of(pos),
             MapStore::Redis(s) => s.key_of(pos),
             MapStore::Postgres(p) => p.key_of(pos),
+            MapStore::Seeded(p) => p.key_of(pos),
         }
     }
 
@@ -173,6 +210,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.list(after, limit, with_data),
             MapStore::Redis(s) => s.list(after, limit, with_data),
             MapStore::Postgres(p) => p.list(after, limit, with_data),
+            MapStore::Seeded(p) => p.list(after, limit, with_data),
         }
     }
 
@@ -184,6 +222,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.out_of_range(),
             MapStore::Redis(s) => s.out_of_range(),
             MapStore::Postgres(p) => p.out_of_range(),
+            MapStore::Seeded(p) => p.out_of_range(),
         }
     }
 
@@ -194,6 +233,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.count(),
             MapStore::Redis(s) => s.count(),
             MapStore::Postgres(p) => p.count(),
+            MapStore::Seeded(p) => p.count(),
         }
     }
 
@@ -205,6 +245,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.data_version(),
             MapStore::Redis(s) => s.data_version(),
             MapStore::Postgres(p) => p.data_version(),
+            MapStore::Seeded(p) => p.data_version(),
         }
     }
 
@@ -215,6 +256,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.read_only(),
             MapStore::Redis(s) => s.read_only(),
             MapStore::Postgres(p) => p.read_only(),
+            MapStore::Seeded(p) => p.read_only(),
         }
     }
 
@@ -238,6 +280,7 @@ impl MapStore {
             MapStore::LevelDb(s) => s.commit_selected(changes, select),
             MapStore::Redis(s) => s.commit_selected(changes, select),
             MapStore::Postgres(p) => p.commit_selected(changes, select),
+            MapStore::Seeded(p) => p.commit_selected(changes, select),
         }
     }
 }

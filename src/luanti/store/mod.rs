@@ -16,6 +16,7 @@ pub mod map;
 pub mod map_leveldb;
 pub mod map_postgres;
 pub mod map_redis;
+pub mod map_seeded;
 pub mod map_sqlite;
 pub mod mod_storage;
 pub mod mod_storage_files;
