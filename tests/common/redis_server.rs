@@ -17,7 +17,7 @@ pub struct Redis {
 impl Redis {
     /// The shared server of `scripts/test`, or one of our own.
     pub fn shared() -> Redis {
-        match std::env::var_os("WORLDFS_REDIS_SOCKET") {
+        match std::env::var_os("WORLDFS_REDIS_SOCKET").filter(|s| !s.is_empty()) {
             Some(s) => {
                 let socket = PathBuf::from(s);
                 assert!(
