@@ -477,3 +477,32 @@ fn players_auth_and_mod_storage_in_postgresql() {
         format!("{}\n", String::from_utf8_lossy(v))
     );
 }
+
+/// A commit waiting for a lock another session holds on the table (a server running on the
+/// world, inside its save) gives up after a while instead of hanging the call; reads go on.
+#[test]
+fn a_commit_behind_another_writer_gives_up_instead_of_hanging() {
+    state_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let connection = empty_world(tmp.path());
+    let store = MapStore::open(tmp.path(), false).unwrap();
+    store
+        .commit(&[(pos(0, 0, 0), Some(b"old".to_vec()))])
+        .unwrap();
+    let mut other = postgres::Client::connect(&connection, postgres::NoTls).unwrap();
+    let mut tx = other.transaction().unwrap();
+    tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
+        .unwrap();
+    let started = std::time::Instant::now();
+    let e = store
+        .commit(&[(pos(0, 0, 0), Some(b"new".to_vec()))])
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::EIO, "{e}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(store.get(pos(0, 0, 0)).unwrap(), Some(b"old".to_vec()));
+    tx.commit().unwrap();
+    store
+        .commit(&[(pos(0, 0, 0), Some(b"new".to_vec()))])
+        .unwrap();
+    assert_eq!(store.get(pos(0, 0, 0)).unwrap(), Some(b"new".to_vec()));
+}

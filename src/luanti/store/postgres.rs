@@ -14,6 +14,7 @@
 //! lost before its commit leaves nothing half-written.
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -25,6 +26,10 @@ use crate::luanti::store::world_mt::WorldMt;
 /// How long connecting may take when the string names no `connect_timeout`: a server that
 /// is down fails the mount quickly.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a statement waits for a lock another session holds (a server running on the
+/// world, inside its save transaction) before failing, as the SQLite stores' busy timeout.
+const LOCK_TIMEOUT: &str = "SET lock_timeout = '2s'";
 
 /// The most connections kept open for reuse per database.
 const POOL: usize = 4;
@@ -38,11 +43,27 @@ pub struct Server {
     config: Box<Config>,
     shown: String,
     idle: Mutex<Vec<Client>>,
+    /// Whether the last connection attempt failed (logged once per outage).
+    down: AtomicBool,
 }
 
 /// A PostgreSQL error as an `EIO` naming the server (never the password).
 pub fn error(e: postgres::Error) -> Error {
-    Error::new(libc::EIO, format!("PostgreSQL: {e}"))
+    Error::new(libc::EIO, format!("PostgreSQL: {}", chain(&e)))
+}
+
+/// An error with its causes (`error connecting to server: No such file or directory`).
+fn chain(e: &postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let more = s.to_string();
+        if !text.contains(&more) {
+            text.push_str(&format!(": {more}"));
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// Whether a failure says a table does not exist (yet): the engine creates its tables when
@@ -97,6 +118,7 @@ impl Server {
             config: Box::new(config),
             shown,
             idle: Mutex::new(Vec::new()),
+            down: AtomicBool::new(false),
         })
     }
 
@@ -105,13 +127,35 @@ impl Server {
         &self.shown
     }
 
+    /// A new connection. The first failure of an outage and the first success after it
+    /// are logged.
     fn connect(&self) -> Result<Client> {
-        self.config.connect(NoTls).map_err(|e| {
-            Error::new(
-                libc::EIO,
-                format!("cannot connect to PostgreSQL ({}): {e}", self.shown),
-            )
-        })
+        let connected = self.config.connect(NoTls).and_then(|mut client| {
+            client.batch_execute(LOCK_TIMEOUT)?;
+            Ok(client)
+        });
+        match connected {
+            Ok(client) => {
+                if self.down.swap(false, Ordering::Relaxed) {
+                    log::warn!("PostgreSQL ({}): connected again", self.shown);
+                }
+                Ok(client)
+            }
+            Err(e) => {
+                let e = Error::new(
+                    libc::EIO,
+                    format!(
+                        "cannot connect to PostgreSQL ({}): {}",
+                        self.shown,
+                        chain(&e)
+                    ),
+                );
+                if !self.down.swap(true, Ordering::Relaxed) {
+                    log::error!("{e}; the calls that need it fail until it is back");
+                }
+                Err(e)
+            }
+        }
     }
 
     fn release(&self, client: Client) {
