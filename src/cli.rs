@@ -12,7 +12,7 @@ use clap::{ArgAction, Args, Parser, Subcommand};
     version,
     about = "Mount a voxel-game world as a tree of readable, writable files",
     long_about = "worldfs mounts a game world as a directory tree of decoded text files: a \
-Luanti (Minetest) world folder (map in map.sqlite or PostgreSQL) or map.sqlite (map blocks \
+Luanti (Minetest) world folder (map in map.sqlite, PostgreSQL, LevelDB or Redis) or map.sqlite (map blocks \
 as Cubeset node grids, light, headers, node metadata, inventories, timers, static objects, \
 players, auth, mod storage), a Terrarum TVDA or TEVD disk, or a Survivalcraft world. Edit the files with any tool; each file is \
 parsed and re-encoded when it is closed, and committed to the world's store then, or for \

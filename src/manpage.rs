@@ -10,7 +10,7 @@ use crate::cli::Cli;
 const EXTRA: &str = r#".SH "THE TREE (LUANTI)"
 .nf
 MOUNT/world.mt, worldmods/, ...     the world folder's other files, folders and links (as on disk)
-MOUNT/players/NAME                  the player file format (players.sqlite, PostgreSQL or players/)
+MOUNT/players/NAME                  the player file format (players.sqlite, players.db, PostgreSQL or players/)
 MOUNT/auth.txt                      name:password:privileges:last_login (0600; where auth data exists)
 MOUNT/mod_storage/MOD/KEY           one file per mod-storage entry
 MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coordinates)
@@ -32,12 +32,17 @@ folder's files). A folder named like a view (blocks/, players/ beside the sqlite
 backend, mod_storage/) is not shown: the view wins.
 .PP
 The backends world.mt names (backend, player_backend, auth_backend, mod_storage_backend) are
-used: sqlite3, files, or postgresql with the libpq strings pgsql_connection,
-pgsql_player_connection, pgsql_auth_connection, pgsql_mod_storage_connection; the tree is
-the same. The tables and statements are the engine's, each commit one transaction. A
-PostgreSQL server that is down fails the mount; one that goes away fails the calls needing
-it with EIO until it is back. Passwords are never shown (info, errors and logs name host,
-port, database and user).
+used: sqlite3, files, postgresql with the libpq strings pgsql_connection,
+pgsql_player_connection, pgsql_auth_connection, pgsql_mod_storage_connection, leveldb
+(map.db, players.db, auth.db) or redis for the map (redis_address, redis_port, redis_hash,
+redis_password); the tree is the same. The tables, keys and records are the engine's, each
+commit one transaction (a LevelDB write batch, a Redis MULTI/EXEC). A world whose server
+runs on LevelDB fails the mount naming map.db/LOCK (LevelDB allows one process). A
+PostgreSQL or Redis server that is down fails the mount; one that goes away fails the calls
+needing it with EIO until it is back. Passwords are never shown (info, errors and logs name
+host, port, database and user, or the Redis server and hash).
+A readonly_backend seed map in readonly/ shows where the engine reads it; its blocks that
+the main map lacks refuse changes (EROFS).
 .PP
 A folder holding only world.mt mounts as an empty world (restoring a backup into it with
 rsync -a creates each store on first write, map.sqlite with the Luanti 5.6 schema); a

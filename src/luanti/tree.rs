@@ -55,6 +55,7 @@ fn value_from_file(data: &[u8]) -> &[u8] {
 /// folder beside the sqlite3 player backend, which the engine ignores then).
 fn hidden_world_file(name: &str) -> bool {
     name.starts_with("map.sqlite")
+        || name == "map.db"
         || name == "blocks"
         || name == accounts::PLAYERS
         || name == accounts::MOD_STORAGE

@@ -80,16 +80,21 @@ pub fn probe(world: &Path, p1: &str, p2: &str, points: &str) -> String {
     text
 }
 
-/// Lets the engine migrate `what` (`players`, `auth`, `mod-storage`) of `world` to `backend`
-/// in place; asserts that it reports success.
+/// Lets the engine migrate `what` (`map`, `players`, `auth`, `mod-storage`) of `world` to
+/// `backend` in place; asserts that it reports success.
 pub fn migrate(world: &Path, what: &str, backend: &str) {
+    let flag = if what == "map" {
+        "--migrate".to_string()
+    } else {
+        format!("--migrate-{what}")
+    };
     let log = world.join("migrate.log");
     let status = Command::new("flock")
         .arg(ENGINE_LOCK)
         .arg(ENGINE)
         .arg("--world")
         .arg(world)
-        .arg(format!("--migrate-{what}"))
+        .arg(flag)
         .arg(backend)
         .arg("--logfile")
         .arg(&log)
@@ -112,4 +117,27 @@ pub fn migrate_copy(world: &Path, copy: &Path, what: &str, backend: &str) {
         .expect("run cp");
     assert!(status.success());
     migrate(copy, what, backend);
+}
+
+/// Runs `f` while this process holds the machine-wide engine lock (for starting a server by
+/// hand on the scripts' port).
+pub fn with_engine_lock<T>(f: impl FnOnce() -> T) -> T {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(ENGINE_LOCK)
+        .expect("open the engine lock");
+    // SAFETY: a valid descriptor; the lock goes with the file.
+    assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) }, 0);
+    let out = f();
+    drop(file);
+    out
+}
+
+/// The engine binary.
+pub fn engine() -> &'static Path {
+    tools();
+    Path::new(ENGINE)
 }

@@ -5,6 +5,7 @@
 //! - [`scratch`]: writable temporary copies of samples and the daemon's state folder.
 //! - [`engine`]: the real Luanti engine (world generator, probe, migrations).
 //! - [`postgres`]: a throwaway PostgreSQL server and worlds the engine moved into it.
+//! - [`redis_server`]: throwaway Redis servers (the one of `scripts/test`, or our own).
 //! - [`mapblock`]: the one generator of synthetic Luanti map blocks.
 //! - [`maps`]: reading every block of a `map.sqlite` and the codec round trip.
 //! - [`survivalcraft`], [`tvda`]: helpers of those games' stores.
@@ -17,6 +18,7 @@ pub mod luanti_hostile;
 pub mod mapblock;
 pub mod maps;
 pub mod postgres;
+pub mod redis_server;
 pub mod samples;
 pub mod scratch;
 pub mod survivalcraft;

@@ -24,6 +24,7 @@
 pub mod auth_line;
 pub mod block;
 pub mod inventory;
+pub mod leveldb_records;
 pub mod player;
 pub mod settings;
 

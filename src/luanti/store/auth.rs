@@ -1,4 +1,5 @@
-//! Luanti auth: auth.txt lines from auth.sqlite, PostgreSQL or the real auth.txt.
+//! Luanti auth: auth.txt lines from auth.sqlite, LevelDB's auth.db, PostgreSQL or the real
+//! auth.txt.
 //!
 //! [`AuthStore`] opens the backend `world.mt` names (`auth_backend`, missing = `files`),
 //! renders every player as one auth.txt view, and applies an edited view: the text is parsed
@@ -13,6 +14,7 @@ use std::path::Path;
 use crate::error::Result;
 pub use crate::luanti::codec::auth_line::{parse_auth, read_auth_file, render_auth, AuthEntry};
 use crate::luanti::store::auth_files::FilesAuth;
+use crate::luanti::store::auth_leveldb::LevelDbAuth;
 use crate::luanti::store::auth_postgres::PostgresAuth;
 use crate::luanti::store::auth_sqlite::SqliteAuth;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
@@ -64,6 +66,7 @@ pub fn diff(current: &[AuthEntry], edited: &[AuthEntry]) -> AuthChanges {
 pub enum AuthStore {
     Sqlite(SqliteAuth),
     Files(FilesAuth),
+    LevelDb(LevelDbAuth),
     Postgres(PostgresAuth),
 }
 
@@ -82,6 +85,11 @@ impl AuthStore {
                 };
                 Ok(AuthStore::Sqlite(store))
             }
+            Backend::LevelDb => Ok(AuthStore::LevelDb(LevelDbAuth::open(
+                &world.join("auth.db"),
+                read_only,
+                !read_only,
+            )?)),
             Backend::Postgresql => Ok(AuthStore::Postgres(PostgresAuth::open(world_mt)?)),
             other => Err(other.unsupported("auth")),
         }
@@ -92,6 +100,7 @@ impl AuthStore {
         match self {
             AuthStore::Sqlite(s) => s.entries(),
             AuthStore::Files(f) => f.entries(),
+            AuthStore::LevelDb(l) => l.entries(),
             AuthStore::Postgres(p) => p.entries(),
         }
     }
@@ -107,6 +116,7 @@ impl AuthStore {
         match self {
             AuthStore::Sqlite(s) => s.apply(&edited),
             AuthStore::Files(f) => f.apply(&edited),
+            AuthStore::LevelDb(l) => l.apply(&edited),
             AuthStore::Postgres(p) => p.apply(&edited),
         }
     }

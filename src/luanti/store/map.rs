@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map_leveldb::LevelDbMap;
 use crate::luanti::store::map_postgres::PostgresMap;
+use crate::luanti::store::map_redis::RedisMap;
+use crate::luanti::store::map_seeded::SeededMap;
 use crate::luanti::store::map_sqlite::SqliteMap;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -77,10 +80,16 @@ pub(crate) fn is_last_page(listed: &[Listed], limit: usize) -> bool {
     listed.len() < limit && bytes < LIST_BYTES
 }
 
-/// The map of a world, in whichever backend holds it.
+/// The map of a world, in whichever backend holds it (one per mount: the variants' sizes
+/// do not matter).
+#[allow(clippy::large_enum_variant)]
 pub enum MapStore {
     Sqlite(SqliteMap),
+    LevelDb(LevelDbMap),
+    Redis(RedisMap),
     Postgres(PostgresMap),
+    /// A map with a `readonly_backend` seed under it.
+    Seeded(SeededMap),
 }
 
 impl MapStore {
@@ -93,12 +102,50 @@ impl MapStore {
             return Ok(MapStore::Sqlite(SqliteMap::open(source, read_only)?));
         }
         let world_mt = WorldMt::read(source)?;
-        match world_mt.map_backend() {
+        let main = Self::open_backend(source, &world_mt, &world_mt.map_backend(), read_only)?;
+        let Some(name) = world_mt.get("readonly_backend") else {
+            return Ok(main);
+        };
+        // The engine opens it with the same settings in WORLD/readonly (src/map.cpp).
+        let dir = source.join("readonly");
+        let seed = match Backend::named(name) {
+            b @ (Backend::Sqlite3 | Backend::LevelDb) => {
+                Self::open_backend(&dir, &world_mt, &b, true)?
+            }
+            other => {
+                return Err(other
+                    .unsupported("readonly map")
+                    .context(format!("{}: world.mt", source.display())))
+            }
+        };
+        Ok(MapStore::Seeded(SeededMap::new(
+            main,
+            seed,
+            format!("{} ({name})", dir.display()),
+        )?))
+    }
+
+    /// Opens the map `backend` names for the world folder `source`.
+    fn open_backend(
+        source: &Path,
+        world_mt: &WorldMt,
+        backend: &Backend,
+        read_only: bool,
+    ) -> Result<MapStore> {
+        match backend {
             Backend::Sqlite3 => Ok(MapStore::Sqlite(SqliteMap::open(
                 &source.join("map.sqlite"),
                 read_only,
             )?)),
-            Backend::Postgresql => Ok(MapStore::Postgres(PostgresMap::open(&world_mt, read_only)?)),
+            Backend::LevelDb => Ok(MapStore::LevelDb(LevelDbMap::open(
+                &source.join("map.db"),
+                read_only,
+            )?)),
+            Backend::Redis => Ok(MapStore::Redis(
+                RedisMap::open(world_mt, read_only)
+                    .map_err(|e| e.context(format!("{}: world.mt", source.display())))?,
+            )),
+            Backend::Postgresql => Ok(MapStore::Postgres(PostgresMap::open(world_mt, read_only)?)),
             other => Err(other
                 .unsupported("map")
                 .context(format!("{}: world.mt", source.display()))),
@@ -110,7 +157,10 @@ impl MapStore {
     pub fn describe(&self) -> Vec<(&'static str, String)> {
         match self {
             MapStore::Sqlite(s) => s.describe(),
+            MapStore::LevelDb(s) => s.describe(),
+            MapStore::Redis(s) => s.describe(),
             MapStore::Postgres(p) => p.describe(),
+            MapStore::Seeded(p) => p.describe(),
         }
     }
 
@@ -119,7 +169,10 @@ impl MapStore {
     pub fn identity(&self) -> PathBuf {
         match self {
             MapStore::Sqlite(s) => s.path().to_path_buf(),
+            MapStore::LevelDb(s) => s.path().to_path_buf(),
+            MapStore::Redis(s) => s.identity(),
             MapStore::Postgres(p) => PathBuf::from(format!("postgresql {}", p.shown())),
+            MapStore::Seeded(p) => p.identity(),
         }
     }
 
@@ -127,7 +180,10 @@ impl MapStore {
     pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         match self {
             MapStore::Sqlite(s) => s.get(pos),
+            MapStore::LevelDb(s) => s.get(pos),
+            MapStore::Redis(s) => s.get(pos),
             MapStore::Postgres(p) => p.get(pos),
+            MapStore::Seeded(p) => p.get(pos),
         }
     }
 
@@ -135,7 +191,10 @@ impl MapStore {
     pub fn key_of(&self, pos: BlockPos) -> u64 {
         match self {
             MapStore::Sqlite(s) => s.key_of(pos),
+            MapStore::LevelDb(s) => s.key_of(pos),
+            MapStore::Redis(s) => s.key_of(pos),
             MapStore::Postgres(p) => p.key_of(pos),
+            MapStore::Seeded(p) => p.key_of(pos),
         }
     }
 
@@ -148,7 +207,10 @@ impl MapStore {
     pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         match self {
             MapStore::Sqlite(s) => s.list(after, limit, with_data),
+            MapStore::LevelDb(s) => s.list(after, limit, with_data),
+            MapStore::Redis(s) => s.list(after, limit, with_data),
             MapStore::Postgres(p) => p.list(after, limit, with_data),
+            MapStore::Seeded(p) => p.list(after, limit, with_data),
         }
     }
 
@@ -157,7 +219,10 @@ impl MapStore {
     pub fn out_of_range(&self) -> Result<u64> {
         match self {
             MapStore::Sqlite(s) => s.out_of_range(),
+            MapStore::LevelDb(s) => s.out_of_range(),
+            MapStore::Redis(s) => s.out_of_range(),
             MapStore::Postgres(p) => p.out_of_range(),
+            MapStore::Seeded(p) => p.out_of_range(),
         }
     }
 
@@ -165,7 +230,10 @@ impl MapStore {
     pub fn count(&self) -> Result<u64> {
         match self {
             MapStore::Sqlite(s) => s.count(),
+            MapStore::LevelDb(s) => s.count(),
+            MapStore::Redis(s) => s.count(),
             MapStore::Postgres(p) => p.count(),
+            MapStore::Seeded(p) => p.count(),
         }
     }
 
@@ -174,7 +242,10 @@ impl MapStore {
     pub fn data_version(&self) -> Result<i64> {
         match self {
             MapStore::Sqlite(s) => s.data_version(),
+            MapStore::LevelDb(s) => s.data_version(),
+            MapStore::Redis(s) => s.data_version(),
             MapStore::Postgres(p) => p.data_version(),
+            MapStore::Seeded(p) => p.data_version(),
         }
     }
 
@@ -182,7 +253,10 @@ impl MapStore {
     pub fn read_only(&self) -> bool {
         match self {
             MapStore::Sqlite(s) => s.read_only(),
+            MapStore::LevelDb(s) => s.read_only(),
+            MapStore::Redis(s) => s.read_only(),
             MapStore::Postgres(p) => p.read_only(),
+            MapStore::Seeded(p) => p.read_only(),
         }
     }
 
@@ -203,7 +277,10 @@ impl MapStore {
         let select = |changes| select(self, changes);
         match self {
             MapStore::Sqlite(s) => s.commit_selected(changes, select),
+            MapStore::LevelDb(s) => s.commit_selected(changes, select),
+            MapStore::Redis(s) => s.commit_selected(changes, select),
             MapStore::Postgres(p) => p.commit_selected(changes, select),
+            MapStore::Seeded(p) => p.commit_selected(changes, select),
         }
     }
 }

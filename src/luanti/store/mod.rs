@@ -8,10 +8,15 @@
 
 pub mod auth;
 pub mod auth_files;
+pub mod auth_leveldb;
 pub mod auth_postgres;
 pub mod auth_sqlite;
+pub mod leveldb;
 pub mod map;
+pub mod map_leveldb;
 pub mod map_postgres;
+pub mod map_redis;
+pub mod map_seeded;
 pub mod map_sqlite;
 pub mod mod_storage;
 pub mod mod_storage_files;
@@ -19,6 +24,7 @@ pub mod mod_storage_postgres;
 pub mod mod_storage_sqlite;
 pub mod players;
 pub mod players_files;
+pub mod players_leveldb;
 pub mod players_postgres;
 pub mod players_sqlite;
 pub mod postgres;

@@ -1,5 +1,5 @@
-//! Luanti players: the player file format, players.sqlite (both schemas), PostgreSQL and the
-//! files backend.
+//! Luanti players: the player file format, players.sqlite (both schemas), LevelDB's
+//! players.db, PostgreSQL and the files backend.
 //!
 //! [`PlayerStore`] opens whichever backend `world.mt` names (`player_backend`, missing =
 //! `files`) and offers the same operations on both, so `players/NAME` in the mount is the same
@@ -11,6 +11,7 @@ use std::path::Path;
 use crate::error::Result;
 pub use crate::luanti::codec::player::{parse_player, read_player_file, render_player, Player};
 use crate::luanti::store::players_files::FilesPlayers;
+use crate::luanti::store::players_leveldb::LevelDbPlayers;
 use crate::luanti::store::players_postgres::PostgresPlayers;
 use crate::luanti::store::players_sqlite::SqlitePlayers;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
@@ -19,6 +20,7 @@ use crate::luanti::store::world_mt::{Backend, WorldMt};
 pub enum PlayerStore {
     Sqlite(SqlitePlayers),
     Files(FilesPlayers),
+    LevelDb(LevelDbPlayers),
     Postgres(PostgresPlayers),
 }
 
@@ -39,6 +41,11 @@ impl PlayerStore {
                 };
                 Ok(PlayerStore::Sqlite(store))
             }
+            Backend::LevelDb => Ok(PlayerStore::LevelDb(LevelDbPlayers::open(
+                &world.join("players.db"),
+                read_only,
+                !read_only,
+            )?)),
             Backend::Postgresql => Ok(PlayerStore::Postgres(PostgresPlayers::open(world_mt)?)),
             other => Err(other.unsupported("player")),
         }
@@ -49,6 +56,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.list(),
             PlayerStore::Files(f) => f.list(),
+            PlayerStore::LevelDb(l) => l.list(),
             PlayerStore::Postgres(p) => p.list(),
         }
     }
@@ -58,6 +66,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.load(name),
             PlayerStore::Files(f) => f.load(name),
+            PlayerStore::LevelDb(l) => l.load(name),
             PlayerStore::Postgres(p) => p.load(name),
         }
     }
@@ -67,6 +76,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.save(player),
             PlayerStore::Files(f) => f.save(player),
+            PlayerStore::LevelDb(l) => l.save(player),
             PlayerStore::Postgres(p) => p.save(player),
         }
     }
@@ -76,6 +86,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.create(player),
             PlayerStore::Files(f) => f.create(player),
+            PlayerStore::LevelDb(l) => l.create(player),
             PlayerStore::Postgres(p) => p.create(player),
         }
     }
@@ -85,6 +96,7 @@ impl PlayerStore {
         match self {
             PlayerStore::Sqlite(s) => s.delete(name),
             PlayerStore::Files(f) => f.delete(name),
+            PlayerStore::LevelDb(l) => l.delete(name),
             PlayerStore::Postgres(p) => p.delete(name),
         }
     }

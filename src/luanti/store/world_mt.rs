@@ -94,7 +94,7 @@ impl WorldMt {
 
 impl Backend {
     /// The backend of a name as `world.mt` spells it.
-    fn named(name: &str) -> Backend {
+    pub fn named(name: &str) -> Backend {
         match name {
             "files" => Backend::Files,
             "sqlite3" => Backend::Sqlite3,

@@ -61,6 +61,8 @@ pub fn hidden_world_file(name: &str) -> bool {
         || name.starts_with("players.sqlite")
         || name.starts_with("auth.sqlite")
         || name.starts_with("mod_storage.sqlite")
+        || name == "players.db"
+        || name == "auth.db"
 }
 
 /// Where an accounts path points.
@@ -99,7 +101,7 @@ impl Accounts {
                 &world_mt,
                 read_only,
                 "player_backend",
-                ("players.sqlite", "players/"),
+                ("players.sqlite", Some("players.db"), "players/"),
                 PlayerStore::open,
             ),
             auth: Lazy::new(
@@ -107,7 +109,7 @@ impl Accounts {
                 &world_mt,
                 read_only,
                 "auth_backend",
-                ("auth.sqlite", "auth.txt"),
+                ("auth.sqlite", Some("auth.db"), "auth.txt"),
                 AuthStore::open,
             ),
             mods: Lazy::new(
@@ -115,7 +117,7 @@ impl Accounts {
                 &world_mt,
                 read_only,
                 "mod_storage_backend",
-                ("mod_storage.sqlite", "mod_storage/"),
+                ("mod_storage.sqlite", None, "mod_storage/"),
                 ModStorage::open,
             ),
             empty_mods: Mutex::new(BTreeSet::new()),

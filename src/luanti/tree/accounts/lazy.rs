@@ -36,13 +36,14 @@ impl<S> Lazy<S> {
         world_mt: &WorldMt,
         read_only: bool,
         key: &str,
-        (database_file, files_label): (&str, &str),
+        (database_file, leveldb, files_label): (&str, Option<&str>, &str),
         open: Opener<S>,
     ) -> Option<Lazy<S>> {
-        let (database, label) = match world_mt.backend(key) {
-            Backend::Sqlite3 => (Some(world.join(database_file)), database_file),
-            Backend::Files => (None, files_label),
-            Backend::Postgresql => (None, POSTGRESQL),
+        let (database, label) = match (world_mt.backend(key), leveldb) {
+            (Backend::Sqlite3, _) => (Some(world.join(database_file)), database_file),
+            (Backend::LevelDb, Some(folder)) => (Some(world.join(folder)), folder),
+            (Backend::Files, _) => (None, files_label),
+            (Backend::Postgresql, _) => (None, POSTGRESQL),
             _ => return None,
         };
         Some(Lazy {

@@ -1,0 +1,342 @@
+//! A minimal safe binding of the system's LevelDB (`leveldb/c.h` of Debian's `libleveldb`).
+//!
+//! Why our own binding over the C API: Debian's engine links the same `libleveldb`, so what
+//! one writes the other reads (table format, snappy compression, manifest) with no question
+//! of compatibility, and the few calls worldfs needs (open, get, an atomic write batch, an
+//! iterator seeking a key) are a page of code. The crates that bundle a LevelDB build their
+//! own copy of it instead.
+//!
+//! LevelDB is safe for concurrent use from many threads (one `leveldb_t`); an iterator is
+//! used by one thread at a time, which [`Db::scan`] guarantees by keeping it inside the
+//! call. LevelDB allows one process per database: [`Db::open`] turns the failure to take its
+//! `LOCK` into an error naming that file.
+
+use std::ffi::{c_char, c_int, c_uchar, c_void, CStr, CString};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+#[allow(non_camel_case_types)]
+mod sys {
+    use super::{c_char, c_int, c_uchar, c_void};
+
+    pub enum leveldb_t {}
+    pub enum leveldb_options_t {}
+    pub enum leveldb_readoptions_t {}
+    pub enum leveldb_writeoptions_t {}
+    pub enum leveldb_writebatch_t {}
+    pub enum leveldb_iterator_t {}
+
+    #[link(name = "leveldb")]
+    extern "C" {
+        pub fn leveldb_open(
+            options: *const leveldb_options_t,
+            name: *const c_char,
+            errptr: *mut *mut c_char,
+        ) -> *mut leveldb_t;
+        pub fn leveldb_close(db: *mut leveldb_t);
+        pub fn leveldb_get(
+            db: *mut leveldb_t,
+            options: *const leveldb_readoptions_t,
+            key: *const c_char,
+            keylen: usize,
+            vallen: *mut usize,
+            errptr: *mut *mut c_char,
+        ) -> *mut c_char;
+        pub fn leveldb_write(
+            db: *mut leveldb_t,
+            options: *const leveldb_writeoptions_t,
+            batch: *mut leveldb_writebatch_t,
+            errptr: *mut *mut c_char,
+        );
+        pub fn leveldb_create_iterator(
+            db: *mut leveldb_t,
+            options: *const leveldb_readoptions_t,
+        ) -> *mut leveldb_iterator_t;
+        pub fn leveldb_iter_destroy(it: *mut leveldb_iterator_t);
+        pub fn leveldb_iter_valid(it: *const leveldb_iterator_t) -> c_uchar;
+        pub fn leveldb_iter_seek_to_first(it: *mut leveldb_iterator_t);
+        pub fn leveldb_iter_seek(it: *mut leveldb_iterator_t, k: *const c_char, klen: usize);
+        pub fn leveldb_iter_next(it: *mut leveldb_iterator_t);
+        pub fn leveldb_iter_key(it: *const leveldb_iterator_t, klen: *mut usize) -> *const c_char;
+        pub fn leveldb_iter_value(it: *const leveldb_iterator_t, vlen: *mut usize)
+            -> *const c_char;
+        pub fn leveldb_iter_get_error(it: *const leveldb_iterator_t, errptr: *mut *mut c_char);
+        pub fn leveldb_writebatch_create() -> *mut leveldb_writebatch_t;
+        pub fn leveldb_writebatch_destroy(b: *mut leveldb_writebatch_t);
+        pub fn leveldb_writebatch_put(
+            b: *mut leveldb_writebatch_t,
+            key: *const c_char,
+            klen: usize,
+            val: *const c_char,
+            vlen: usize,
+        );
+        pub fn leveldb_writebatch_delete(
+            b: *mut leveldb_writebatch_t,
+            key: *const c_char,
+            klen: usize,
+        );
+        pub fn leveldb_options_create() -> *mut leveldb_options_t;
+        pub fn leveldb_options_destroy(o: *mut leveldb_options_t);
+        pub fn leveldb_options_set_create_if_missing(o: *mut leveldb_options_t, v: c_uchar);
+        pub fn leveldb_options_set_max_open_files(o: *mut leveldb_options_t, n: c_int);
+        pub fn leveldb_readoptions_create() -> *mut leveldb_readoptions_t;
+        pub fn leveldb_readoptions_destroy(o: *mut leveldb_readoptions_t);
+        pub fn leveldb_readoptions_set_fill_cache(o: *mut leveldb_readoptions_t, v: c_uchar);
+        pub fn leveldb_writeoptions_create() -> *mut leveldb_writeoptions_t;
+        pub fn leveldb_writeoptions_destroy(o: *mut leveldb_writeoptions_t);
+        pub fn leveldb_writeoptions_set_sync(o: *mut leveldb_writeoptions_t, v: c_uchar);
+        pub fn leveldb_free(ptr: *mut c_void);
+    }
+}
+
+/// Takes the error string LevelDB allocated, if any.
+fn take_error(err: *mut c_char) -> Option<String> {
+    if err.is_null() {
+        return None;
+    }
+    // SAFETY: LevelDB hands over a NUL-terminated string allocated with malloc, ours to free.
+    let text = unsafe { CStr::from_ptr(err) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: freed once, with LevelDB's own free.
+    unsafe { sys::leveldb_free(err.cast()) };
+    Some(text)
+}
+
+/// One change of a write batch: a value to put, or `None` to delete the key.
+pub type Write<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// An open LevelDB database.
+pub struct Db {
+    db: *mut sys::leveldb_t,
+    path: PathBuf,
+}
+
+// SAFETY: a `leveldb::DB` is documented safe for concurrent access from several threads
+// without external synchronisation; iterators never leave the call that made them.
+unsafe impl Send for Db {}
+// SAFETY: as above.
+unsafe impl Sync for Db {}
+
+impl Db {
+    /// Opens the database folder `path`, creating it when `create` (as the engine does:
+    /// `create_if_missing`). A database another process holds fails with `EBUSY` and a
+    /// message naming its `LOCK` file.
+    pub fn open(path: &Path, create: bool) -> Result<Db> {
+        let name = CString::new(path.as_os_str().as_encoded_bytes())
+            .map_err(|_| Error::invalid(format!("{}: a NUL in the path", path.display())))?;
+        let mut err = std::ptr::null_mut();
+        // SAFETY: options live until destroyed below; `name` outlives the call.
+        let db = unsafe {
+            let options = sys::leveldb_options_create();
+            sys::leveldb_options_set_create_if_missing(options, c_uchar::from(create));
+            // Each open table keeps a descriptor; a mount keeps few.
+            sys::leveldb_options_set_max_open_files(options, 64 as c_int);
+            let db = sys::leveldb_open(options, name.as_ptr(), &mut err);
+            sys::leveldb_options_destroy(options);
+            db
+        };
+        if let Some(e) = take_error(err) {
+            let lock = path.join("LOCK");
+            if e.contains("lock") || e.contains("LOCK") {
+                return Err(Error::new(
+                    libc::EBUSY,
+                    format!(
+                        "{}: LevelDB allows one process at a time and another one (a running \
+                         server?) holds it: stop it first ({e})",
+                        lock.display()
+                    ),
+                ));
+            }
+            return Err(Error::new(
+                libc::EIO,
+                format!("{}: LevelDB: {e}", path.display()),
+            ));
+        }
+        if db.is_null() {
+            return Err(Error::new(
+                libc::EIO,
+                format!("{}: LevelDB could not open it", path.display()),
+            ));
+        }
+        Ok(Db {
+            db,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database folder.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn fail(&self, what: &str, e: String) -> Error {
+        Error::new(
+            libc::EIO,
+            format!("{}: LevelDB {what}: {e}", self.path.display()),
+        )
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let mut len = 0usize;
+        let mut err = std::ptr::null_mut();
+        // SAFETY: the key slice is valid for the call; options destroyed after it.
+        let value = unsafe {
+            let options = sys::leveldb_readoptions_create();
+            let v = sys::leveldb_get(
+                self.db,
+                options,
+                key.as_ptr().cast(),
+                key.len(),
+                &mut len,
+                &mut err,
+            );
+            sys::leveldb_readoptions_destroy(options);
+            v
+        };
+        if let Some(e) = take_error(err) {
+            return Err(self.fail("read", e));
+        }
+        if value.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: LevelDB returns `len` bytes allocated with malloc, ours to free.
+        let bytes = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), len) }.to_vec();
+        // SAFETY: freed once.
+        unsafe { sys::leveldb_free(value.cast()) };
+        Ok(Some(bytes))
+    }
+
+    /// Applies every change in one atomic write batch, synced to disk before it returns.
+    pub fn write(&self, changes: &[Write<'_>]) -> Result<()> {
+        let mut err = std::ptr::null_mut();
+        // SAFETY: the batch copies keys and values; everything is destroyed after the write.
+        unsafe {
+            let batch = sys::leveldb_writebatch_create();
+            for (key, value) in changes {
+                match value {
+                    Some(v) => sys::leveldb_writebatch_put(
+                        batch,
+                        key.as_ptr().cast(),
+                        key.len(),
+                        v.as_ptr().cast(),
+                        v.len(),
+                    ),
+                    None => sys::leveldb_writebatch_delete(batch, key.as_ptr().cast(), key.len()),
+                }
+            }
+            let options = sys::leveldb_writeoptions_create();
+            sys::leveldb_writeoptions_set_sync(options, 1);
+            sys::leveldb_write(self.db, options, batch, &mut err);
+            sys::leveldb_writeoptions_destroy(options);
+            sys::leveldb_writebatch_destroy(batch);
+        }
+        match take_error(err) {
+            Some(e) => Err(self.fail("write", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Calls `each(key, value)` for the keys from `start` (the first key when `None`) in
+    /// LevelDB's order (bytewise), until it returns `false` or the keys end. The value is
+    /// read only when `with_values`.
+    pub fn scan(
+        &self,
+        start: Option<&[u8]>,
+        with_values: bool,
+        mut each: impl FnMut(&[u8], Option<&[u8]>) -> Result<bool>,
+    ) -> Result<()> {
+        // SAFETY: the iterator lives inside this call only and is destroyed on every path;
+        // key and value slices are copied out before the next move of the iterator.
+        let it = unsafe {
+            let options = sys::leveldb_readoptions_create();
+            // A listing reads every block once: it should not evict what is being edited.
+            sys::leveldb_readoptions_set_fill_cache(options, 0);
+            let it = sys::leveldb_create_iterator(self.db, options);
+            sys::leveldb_readoptions_destroy(options);
+            it
+        };
+        struct Guard(*mut sys::leveldb_iterator_t);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                // SAFETY: destroyed once, here.
+                unsafe { sys::leveldb_iter_destroy(self.0) }
+            }
+        }
+        let guard = Guard(it);
+        // SAFETY: valid iterator; `start` is valid for the call.
+        unsafe {
+            match start {
+                Some(k) => sys::leveldb_iter_seek(guard.0, k.as_ptr().cast(), k.len()),
+                None => sys::leveldb_iter_seek_to_first(guard.0),
+            }
+        }
+        // SAFETY: key/value pointers are valid until the iterator moves; copied before.
+        while unsafe { sys::leveldb_iter_valid(guard.0) } != 0 {
+            let (mut klen, mut vlen) = (0usize, 0usize);
+            let key = unsafe { sys::leveldb_iter_key(guard.0, &mut klen) };
+            let key = unsafe { std::slice::from_raw_parts(key.cast::<u8>(), klen) };
+            let value = if with_values {
+                let v = unsafe { sys::leveldb_iter_value(guard.0, &mut vlen) };
+                Some(unsafe { std::slice::from_raw_parts(v.cast::<u8>(), vlen) })
+            } else {
+                None
+            };
+            if !each(key, value)? {
+                return Ok(());
+            }
+            unsafe { sys::leveldb_iter_next(guard.0) };
+        }
+        let mut err = std::ptr::null_mut();
+        // SAFETY: valid iterator.
+        unsafe { sys::leveldb_iter_get_error(guard.0, &mut err) };
+        match take_error(err) {
+            Some(e) => Err(self.fail("scan", e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        // SAFETY: closed once; no iterator outlives a `scan` call.
+        unsafe { sys::leveldb_close(self.db) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_get_delete_scan_and_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.db");
+        assert!(Db::open(&path, false).is_err(), "not created unless asked");
+        let db = Db::open(&path, true).unwrap();
+        db.write(&[(b"b", Some(b"2")), (b"a", Some(b"1")), (b"c", Some(b""))])
+            .unwrap();
+        assert_eq!(db.get(b"a").unwrap(), Some(b"1".to_vec()));
+        assert_eq!(db.get(b"c").unwrap(), Some(Vec::new()));
+        assert_eq!(db.get(b"z").unwrap(), None);
+        db.write(&[(b"a", None)]).unwrap();
+        let mut seen = Vec::new();
+        db.scan(Some(b"a"), true, |k, v| {
+            seen.push((k.to_vec(), v.unwrap().to_vec()));
+            Ok(true)
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![(b"b".to_vec(), b"2".to_vec()), (b"c".to_vec(), Vec::new())]
+        );
+        let e = Db::open(&path, true).err().unwrap();
+        assert_eq!(e.errno(), libc::EBUSY, "{e}");
+        assert!(e.message().contains("x.db/LOCK"), "{e}");
+        drop(db);
+        let db = Db::open(&path, false).unwrap();
+        assert_eq!(db.get(b"b").unwrap(), Some(b"2".to_vec()));
+    }
+}

@@ -1,0 +1,205 @@
+//! A map with a read-only seed database: `readonly_backend` in `world.mt`.
+//!
+//! What the engine does (`ServerMap::ServerMap` and `ServerMap::loadBlock` in
+//! `src/map.cpp`, 5.6.1): when `world.mt` sets `readonly_backend`, a second database of that
+//! backend is opened in `WORLD/readonly/` (`readonly/map.sqlite`, `readonly/map.db`). A block
+//! is loaded from the main map; only when the main map has no data for it (no row, or an
+//! empty one) is it loaded from the read-only one. The engine never writes the read-only
+//! database: a block it loaded from there and changed is saved to the main map. Its
+//! `listAllLoadableBlocks` lists both.
+//!
+//! So here: [`SeededMap::get`] answers as `loadBlock`, the listing is the union of both (the
+//! main map's block where both have one), and a block only the seed holds is read-only: a
+//! commit touching one fails with `EROFS`, writing nothing. Both databases must list in the
+//! same key order (the same kind of key: `sqlite3` with `sqlite3` of the same schema,
+//! `leveldb` with `leveldb`); the listing merges two bounded pages at a time.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map::{Change, Listed, MapStore, LIST_BYTES};
+
+/// A main map over a read-only seed map.
+pub struct SeededMap {
+    main: Box<MapStore>,
+    seed: Box<MapStore>,
+    /// Where the seed is, for messages.
+    seed_name: String,
+}
+
+/// Positions whose keys tell whether two stores list in the same order.
+const PROBES: [BlockPos; 4] = [
+    BlockPos { x: 0, y: 0, z: 0 },
+    BlockPos { x: -1, y: 2, z: -3 },
+    BlockPos { x: 5, y: -7, z: 9 },
+    BlockPos {
+        x: -2048,
+        y: 2047,
+        z: 100,
+    },
+];
+
+fn has_data(data: &Option<Vec<u8>>) -> bool {
+    data.as_ref().is_some_and(|d| !d.is_empty())
+}
+
+impl SeededMap {
+    /// `main` over `seed`; fails when the two do not list in the same order.
+    pub fn new(main: MapStore, seed: MapStore, seed_name: String) -> Result<SeededMap> {
+        if PROBES.iter().any(|&p| main.key_of(p) != seed.key_of(p)) {
+            return Err(Error::unsupported(format!(
+                "the read-only map {seed_name} keeps its blocks in another order than the main \
+                 map; worldfs shows a readonly_backend only of the main map's kind"
+            )));
+        }
+        Ok(SeededMap {
+            main: Box::new(main),
+            seed: Box::new(seed),
+            seed_name,
+        })
+    }
+
+    /// `key: value` lines for `worldfs info`.
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        let mut lines = self.main.describe();
+        for (k, v) in self.seed.describe() {
+            if k == "map" {
+                lines.push(("readonly map", v));
+            }
+        }
+        lines
+    }
+
+    /// The main map's identity.
+    pub fn identity(&self) -> PathBuf {
+        self.main.identity()
+    }
+
+    /// The block as the engine loads it: the main map's, else the seed's.
+    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        let main = self.main.get(pos)?;
+        if has_data(&main) {
+            return Ok(main);
+        }
+        let seed = self.seed.get(pos)?;
+        Ok(if has_data(&seed) { seed } else { main })
+    }
+
+    /// Whether `pos` is shown from the seed (and so cannot be changed).
+    pub fn from_seed(&self, pos: BlockPos) -> Result<bool> {
+        Ok(!has_data(&self.main.get(pos)?) && has_data(&self.seed.get(pos)?))
+    }
+
+    /// The main map's listing key.
+    pub fn key_of(&self, pos: BlockPos) -> u64 {
+        self.main.key_of(pos)
+    }
+
+    /// Up to `limit` blocks of either map after `after`, in key order, the main map's where
+    /// both hold one. Each round reads one bounded page of each and keeps only what both
+    /// pages cover, so a page of the result is full unless the listing ends.
+    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+        let mut out: Vec<Listed> = Vec::new();
+        let mut bytes = 0usize;
+        let mut cursor = after;
+        while out.len() < limit && bytes < LIST_BYTES {
+            let want = limit - out.len();
+            let a = self.main.list(cursor, want, with_data)?;
+            let b = self.seed.list(cursor, want, with_data)?;
+            let end = |page: &[Listed]| {
+                let last = crate::luanti::store::map::is_last_page(page, want);
+                (!last).then(|| page.last().map_or(u64::MAX, |l| l.key))
+            };
+            let cut = [end(&a), end(&b)].into_iter().flatten().min();
+            let both_ended = cut.is_none();
+            let cut = cut.unwrap_or(u64::MAX);
+            let mut merged: Vec<Listed> = Vec::new();
+            let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+            loop {
+                let next = match (a.peek(), b.peek()) {
+                    (Some(x), Some(y)) if x.key == y.key => {
+                        let x = a.next();
+                        let y = b.next();
+                        match (x, y) {
+                            (Some(x), Some(y)) if with_data && !has_data(&x.data) => Some(y),
+                            (Some(x), _) => Some(x),
+                            _ => None,
+                        }
+                    }
+                    (Some(x), Some(y)) if x.key < y.key => a.next(),
+                    (Some(_), Some(_)) => b.next(),
+                    (Some(_), None) => a.next(),
+                    (None, Some(_)) => b.next(),
+                    (None, None) => None,
+                };
+                match next {
+                    Some(l) if l.key <= cut => merged.push(l),
+                    _ => break,
+                }
+            }
+            let Some(last) = merged.last().map(|l| l.key) else {
+                break;
+            };
+            cursor = last;
+            for l in merged {
+                if out.len() >= limit || bytes >= LIST_BYTES {
+                    break;
+                }
+                bytes += l.data.as_ref().map_or(0, Vec::len);
+                out.push(l);
+            }
+            if both_ended {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Both maps' entries the engine never loads.
+    pub fn out_of_range(&self) -> Result<u64> {
+        Ok(self.main.out_of_range()? + self.seed.out_of_range()?)
+    }
+
+    /// Both maps' counts added (a block in both counts twice: this is for progress bars).
+    pub fn count(&self) -> Result<u64> {
+        Ok(self.main.count()? + self.seed.count()?)
+    }
+
+    /// Changes when either map changed.
+    pub fn data_version(&self) -> Result<i64> {
+        Ok(self.main.data_version()? ^ self.seed.data_version()?.rotate_left(32))
+    }
+
+    /// Whether the main map refuses every change.
+    pub fn read_only(&self) -> bool {
+        self.main.read_only()
+    }
+
+    /// Commits to the main map; a change of a block only the seed holds fails with `EROFS`
+    /// before anything is written.
+    pub fn commit_selected(
+        &self,
+        changes: Vec<Change>,
+        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
+    ) -> Result<Vec<Change>> {
+        for (pos, _) in &changes {
+            if self.from_seed(*pos)? {
+                return Err(Error::read_only(format!(
+                    "block {},{},{} is read from the read-only map {} (readonly_backend): the \
+                     engine never writes that one",
+                    pos.x, pos.y, pos.z, self.seed_name
+                )));
+            }
+        }
+        commit_main(&self.main, changes, Box::new(select))
+    }
+}
+
+/// The main map's commit, not generic (the map's own `commit_selected` is, and it holds
+/// this one).
+type Select<'a> = Box<dyn FnOnce(Vec<Change>) -> Result<Vec<Change>> + 'a>;
+
+fn commit_main(main: &MapStore, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>> {
+    main.commit_selected(changes, |_, c| select(c))
+}
