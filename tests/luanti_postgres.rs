@@ -169,7 +169,7 @@ fn the_engine_loads_what_the_tree_wrote_to_postgresql() {
     let stone: usize = before
         .lines()
         .find_map(|l| l.strip_prefix("count default:stone "))
-        .expect("block 0,0,0 holds stone")
+        .unwrap_or_else(|| panic!("block 0,0,0 holds stone; the probe said:\n{before}"))
         .parse()
         .unwrap();
     {
