@@ -1,0 +1,475 @@
+//! Whole-world questions of a Luanti map, answered in-process (README "index/"): which
+//! blocks hold a node, which inventory slots hold an item, which nodes have a metadata field
+//! set to a value, which blocks do not decode.
+//!
+//! Walking the mount's files costs the kernel's price per file (minutes on a large world);
+//! reading and decompressing every block in-process costs a fraction of a second per
+//! hundred thousand blocks. So a question is answered by one scan of the whole store:
+//! pages of blobs are read from [`BlockStore::list`] (the only access to the store, so any
+//! backend serves), decoded by worker threads (two or more, one per core) and merged into an
+//! [`Answer`]. Nothing is scanned at mount; the first question of a kind (nodes, items,
+//! fields) scans for that kind, and every scan also finds the blocks that do not decode.
+//!
+//! The answer is kept true without rescanning after our own commits: the store reports each
+//! commit with the database's `data_version` before and after it ([`CommitWatch`]), and
+//! when the answer was current before the commit it is updated for the committed blocks
+//! only. Any other change of `data_version` (another writer's commit) leaves the answer out
+//! of date: the next question scans again. An answer larger than the cache budget is used
+//! for the question that made it and not kept.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::luanti::codec;
+use crate::luanti::codec::block::{BlockPos, MapBlock};
+use crate::luanti::store::map_sqlite::Change;
+use crate::luanti::store::write_back::{BlockStore, CommitWatch};
+
+/// Blocks per page read from the store by a scan.
+const SCAN_PAGE: usize = 256;
+
+/// Scans tried before an answer is given that the store changed under (it is then not kept).
+const SCAN_TRIES: usize = 3;
+
+/// A block position packed into an integer ordered by x, then y, then z (never 0, below
+/// 2⁴⁸): the listing cookie of the block in every answer.
+pub fn pack(pos: BlockPos) -> u64 {
+    let u = |v: i16| u64::from((v as u16) ^ 0x8000);
+    ((u(pos.x) << 32) | (u(pos.y) << 16) | u(pos.z)) + 1
+}
+
+/// The position [`pack`] made `packed` from.
+pub fn unpack(packed: u64) -> BlockPos {
+    let p = packed.wrapping_sub(1);
+    let i = |shift: u32| ((p >> shift) as u16 ^ 0x8000) as i16;
+    BlockPos {
+        x: i(32),
+        y: i(16),
+        z: i(0),
+    }
+}
+
+/// The kinds of question a scan answers (blocks that do not decode are always found).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Nodes,
+    Items,
+    Fields,
+}
+
+/// One inventory slot holding an item, in a node's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Slot {
+    pub block: u64,
+    pub node: u16,
+    pub list: String,
+    /// 1-based, as Lua's `inv:get_stack(list, i)` counts.
+    pub slot: u32,
+    pub count: u16,
+}
+
+/// What a block contributes to the answers of one kind.
+enum Facts {
+    Nodes(Vec<String>),
+    Items(Vec<(Vec<u8>, Slot)>),
+    Fields(Vec<(Vec<u8>, Vec<u8>, u16)>),
+}
+
+/// The node names a block holds: those its nodes use (an id the mapping names but no node
+/// uses is not held).
+pub fn used_names(block: &MapBlock) -> Vec<String> {
+    let mut used = vec![false; block.names.len()];
+    for &id in &block.content {
+        if let Some(u) = used.get_mut(usize::from(id)) {
+            *u = true;
+        }
+    }
+    let mut names: Vec<String> = block
+        .names
+        .iter()
+        .zip(used)
+        .filter(|(_, u)| *u)
+        .map(|(n, _)| n.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn facts(kind: Kind, packed: u64, block: &MapBlock) -> Facts {
+    match kind {
+        Kind::Nodes => Facts::Nodes(used_names(block)),
+        Kind::Items => Facts::Items(
+            block
+                .metadata
+                .iter()
+                .flat_map(|m| {
+                    m.inventory.lists.iter().flat_map(move |l| {
+                        l.slots
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, s)| !s.name.is_empty())
+                            .map(move |(i, s)| {
+                                (
+                                    s.name.clone(),
+                                    Slot {
+                                        block: packed,
+                                        node: m.pos.index(),
+                                        list: l.name.clone(),
+                                        slot: i as u32 + 1,
+                                        count: s.count,
+                                    },
+                                )
+                            })
+                    })
+                })
+                .collect(),
+        ),
+        Kind::Fields => Facts::Fields(
+            block
+                .metadata
+                .iter()
+                .flat_map(|m| {
+                    m.vars
+                        .iter()
+                        .filter(|v| !v.private)
+                        .map(move |v| (v.key.clone(), v.value.clone(), m.pos.index()))
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The answers of the kinds scanned so far, as of one `data_version` of the store.
+#[derive(Default, Clone)]
+pub struct Answer {
+    /// Node name → packed positions of the blocks holding it.
+    pub nodes: Option<BTreeMap<String, BTreeSet<u64>>>,
+    /// Item name → the node inventory slots holding it.
+    pub items: Option<BTreeMap<Vec<u8>, BTreeSet<Slot>>>,
+    /// Field key → value → (packed block, node index).
+    pub fields: Option<BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, BTreeSet<(u64, u16)>>>>,
+    /// Packed positions of the blocks that do not decode → why.
+    pub broken: BTreeMap<u64, String>,
+}
+
+impl Answer {
+    fn has(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Nodes => self.nodes.is_some(),
+            Kind::Items => self.items.is_some(),
+            Kind::Fields => self.fields.is_some(),
+        }
+    }
+
+    fn start(&mut self, kind: Kind) {
+        match kind {
+            Kind::Nodes => self.nodes = Some(BTreeMap::new()),
+            Kind::Items => self.items = Some(BTreeMap::new()),
+            Kind::Fields => self.fields = Some(BTreeMap::new()),
+        }
+    }
+
+    fn add(&mut self, facts: Facts, packed: u64) {
+        match facts {
+            Facts::Nodes(names) => {
+                if let Some(nodes) = &mut self.nodes {
+                    for n in names {
+                        nodes.entry(n).or_default().insert(packed);
+                    }
+                }
+            }
+            Facts::Items(slots) => {
+                if let Some(items) = &mut self.items {
+                    for (name, slot) in slots {
+                        items.entry(name).or_default().insert(slot);
+                    }
+                }
+            }
+            Facts::Fields(vars) => {
+                if let Some(fields) = &mut self.fields {
+                    for (key, value, node) in vars {
+                        fields
+                            .entry(key)
+                            .or_default()
+                            .entry(value)
+                            .or_default()
+                            .insert((packed, node));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets what the block `packed` contributed.
+    fn remove(&mut self, packed: u64) {
+        self.broken.remove(&packed);
+        if let Some(nodes) = &mut self.nodes {
+            nodes.retain(|_, set| {
+                set.remove(&packed);
+                !set.is_empty()
+            });
+        }
+        if let Some(items) = &mut self.items {
+            items.retain(|_, slots| {
+                slots.retain(|s| s.block != packed);
+                !slots.is_empty()
+            });
+        }
+        if let Some(fields) = &mut self.fields {
+            fields.retain(|_, values| {
+                values.retain(|_, nodes| {
+                    nodes.retain(|(b, _)| *b != packed);
+                    !nodes.is_empty()
+                });
+                !values.is_empty()
+            });
+        }
+    }
+
+    /// Takes the block `pos` as now stored as `blob` (`None`: deleted).
+    fn update(&mut self, pos: BlockPos, blob: Option<&[u8]>) {
+        let packed = pack(pos);
+        self.remove(packed);
+        let Some(blob) = blob else { return };
+        match codec::decode_block(blob) {
+            Ok(block) => {
+                for kind in [Kind::Nodes, Kind::Items, Kind::Fields] {
+                    if self.has(kind) {
+                        self.add(facts(kind, packed, &block), packed);
+                    }
+                }
+            }
+            Err(e) => {
+                self.broken.insert(packed, e.to_string());
+            }
+        }
+    }
+
+    /// About how many bytes the answer holds.
+    pub fn weight(&self) -> usize {
+        const ENTRY: usize = 48;
+        let nodes: usize = self.nodes.iter().flatten().map(|(n, s)| n.len() + ENTRY * (1 + s.len())).sum();
+        let items: usize = self
+            .items
+            .iter()
+            .flatten()
+            .map(|(n, s)| n.len() + s.iter().map(|s| ENTRY + s.list.len()).sum::<usize>())
+            .sum();
+        let fields: usize = self
+            .fields
+            .iter()
+            .flatten()
+            .flat_map(|(k, values)| {
+                values
+                    .iter()
+                    .map(move |(v, nodes)| k.len() + v.len() + ENTRY * (1 + nodes.len()))
+            })
+            .sum();
+        let broken: usize = self.broken.values().map(|r| r.len() + ENTRY).sum();
+        nodes + items + fields + broken
+    }
+}
+
+/// What one worker makes of a page: per block, its facts or why it does not decode.
+type Decoded = Vec<(u64, std::result::Result<Facts, String>)>;
+
+/// Scans every block of `store` for `kind` into `answer` (which holds what other scans of
+/// the same store version found): pages are read here and decoded by `workers` threads.
+fn scan(store: &BlockStore, kind: Kind, answer: &mut Answer, workers: usize) -> Result<()> {
+    answer.start(kind);
+    answer.broken.clear();
+    let (page_tx, page_rx) = mpsc::sync_channel::<Vec<(BlockPos, Vec<u8>)>>(workers * 2);
+    let page_rx = Mutex::new(page_rx);
+    let (out_tx, out_rx) = mpsc::channel::<Decoded>();
+    std::thread::scope(|s| -> Result<()> {
+        for _ in 0..workers {
+            let out_tx = out_tx.clone();
+            let page_rx = &page_rx;
+            s.spawn(move || loop {
+                let page = match page_rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(_) => return,
+                };
+                let Ok(page) = page else { return };
+                let decoded: Decoded = page
+                    .into_iter()
+                    .map(|(pos, blob)| {
+                        let packed = pack(pos);
+                        let facts = codec::decode_block(&blob)
+                            .map(|b| facts(kind, packed, &b))
+                            .map_err(|e| e.to_string());
+                        (packed, facts)
+                    })
+                    .collect();
+                if out_tx.send(decoded).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(out_tx);
+        let reader = s.spawn(move || -> Result<()> {
+            let mut after = 0;
+            loop {
+                let listed = store.list(after, SCAN_PAGE, true)?;
+                let Some(last) = listed.last() else {
+                    return Ok(());
+                };
+                after = last.key;
+                let page = listed
+                    .into_iter()
+                    .filter_map(|l| Some((l.pos, l.data?)))
+                    .collect();
+                if page_tx.send(page).is_err() {
+                    return Ok(());
+                }
+            }
+        });
+        for decoded in out_rx {
+            for (packed, facts) in decoded {
+                match facts {
+                    Ok(f) => answer.add(f, packed),
+                    Err(reason) => {
+                        answer.broken.insert(packed, reason);
+                    }
+                }
+            }
+        }
+        reader
+            .join()
+            .map_err(|_| Error::corrupt("the scanning thread panicked"))?
+    })
+}
+
+/// The kept answer and the store version it is true for.
+#[derive(Default)]
+struct Kept {
+    version: Option<i64>,
+    answer: Arc<Answer>,
+}
+
+/// The whole-world questions of one map store.
+pub struct Index {
+    store: Arc<BlockStore>,
+    kept: Mutex<Kept>,
+    /// One scan at a time (questions asked during a scan wait for its answer).
+    scanning: Mutex<()>,
+    budget: usize,
+    workers: usize,
+}
+
+impl Index {
+    /// The index of `store`, keeping answers up to `budget` bytes. Nothing is scanned yet.
+    pub fn new(store: Arc<BlockStore>, budget: usize) -> Arc<Index> {
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .max(2);
+        let index = Arc::new(Index {
+            store: store.clone(),
+            kept: Mutex::new(Kept::default()),
+            scanning: Mutex::new(()),
+            budget,
+            workers,
+        });
+        store.watch(Arc::downgrade(&index) as std::sync::Weak<dyn CommitWatch>);
+        index
+    }
+
+    fn kept(&self) -> Result<MutexGuard<'_, Kept>> {
+        self.kept
+            .lock()
+            .map_err(|_| Error::corrupt("index lock poisoned"))
+    }
+
+    /// The answer holding `kind`, true for the store as committed now (pending changes are
+    /// committed first).
+    pub fn answer(&self, kind: Kind) -> Result<Arc<Answer>> {
+        let _one = self
+            .scanning
+            .lock()
+            .map_err(|_| Error::corrupt("index scan lock poisoned"))?;
+        self.store.flush()?;
+        for _ in 0..SCAN_TRIES {
+            let version = self.store.map().data_version()?;
+            let mut base = {
+                let kept = self.kept()?;
+                if kept.version == Some(version) {
+                    if kept.answer.has(kind) {
+                        return Ok(kept.answer.clone());
+                    }
+                    Answer::clone(&kept.answer)
+                } else {
+                    Answer::default()
+                }
+            };
+            let started = std::time::Instant::now();
+            scan(&self.store, kind, &mut base, self.workers)?;
+            log::info!(
+                "index: scanned the map for {kind:?} in {:.3} s",
+                started.elapsed().as_secs_f64()
+            );
+            let answer = Arc::new(base);
+            let mut kept = self.kept()?;
+            if self.store.map().data_version()? != version {
+                log::debug!("index: the map changed during the scan; scanning again");
+                continue;
+            }
+            if answer.weight() <= self.budget {
+                kept.version = Some(version);
+                kept.answer = answer.clone();
+            } else {
+                log::info!(
+                    "index: the answer ({} bytes) is larger than the cache budget; not kept",
+                    answer.weight()
+                );
+                *kept = Kept::default();
+            }
+            return Ok(answer);
+        }
+        Err(Error::new(
+            libc::EAGAIN,
+            "the map kept changing while it was scanned; try again",
+        ))
+    }
+}
+
+impl CommitWatch for Index {
+    fn committed(&self, before: i64, after: i64, changes: &[Change]) {
+        let Ok(mut kept) = self.kept() else { return };
+        if kept.version != Some(before) {
+            *kept = Kept::default();
+            return;
+        }
+        // Copied only while a question still holds the previous answer.
+        let answer = Arc::make_mut(&mut kept.answer);
+        for (pos, blob) in changes {
+            answer.update(*pos, blob.as_deref());
+        }
+        kept.version = Some(after);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_keeps_every_position_and_its_order() {
+        let all = [-32768i16, -2048, -1, 0, 1, 2047, 32767];
+        let mut last = 0;
+        for x in all {
+            for y in all {
+                for z in all {
+                    let p = BlockPos { x, y, z };
+                    let k = pack(p);
+                    assert!(k > last && k > 0 && k < 1 << 48);
+                    last = k;
+                    assert_eq!(unpack(k), p);
+                }
+            }
+        }
+    }
+}
