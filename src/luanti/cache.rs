@@ -159,6 +159,11 @@ impl Blocks {
         &self.store
     }
 
+    /// The underlying store, shared (the index scans it and watches its commits).
+    pub fn shared_store(&self) -> Arc<BlockStore> {
+        self.store.clone()
+    }
+
     /// Groups commits from now on (see [`BlockStore::write_back`]).
     pub fn write_back(&self, window: Window) -> Result<()> {
         self.store.write_back(window)

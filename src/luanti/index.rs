@@ -251,7 +251,12 @@ impl Answer {
     /// About how many bytes the answer holds.
     pub fn weight(&self) -> usize {
         const ENTRY: usize = 48;
-        let nodes: usize = self.nodes.iter().flatten().map(|(n, s)| n.len() + ENTRY * (1 + s.len())).sum();
+        let nodes: usize = self
+            .nodes
+            .iter()
+            .flatten()
+            .map(|(n, s)| n.len() + ENTRY * (1 + s.len()))
+            .sum();
         let items: usize = self
             .items
             .iter()
@@ -358,6 +363,7 @@ pub struct Index {
     scanning: Mutex<()>,
     budget: usize,
     workers: usize,
+    scans: std::sync::atomic::AtomicU64,
 }
 
 impl Index {
@@ -373,6 +379,7 @@ impl Index {
             scanning: Mutex::new(()),
             budget,
             workers,
+            scans: Default::default(),
         });
         store.watch(Arc::downgrade(&index) as std::sync::Weak<dyn CommitWatch>);
         index
@@ -382,6 +389,11 @@ impl Index {
         self.kept
             .lock()
             .map_err(|_| Error::corrupt("index lock poisoned"))
+    }
+
+    /// How many scans ran so far.
+    pub fn scans(&self) -> u64 {
+        self.scans.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The answer holding `kind`, true for the store as committed now (pending changes are
@@ -406,6 +418,8 @@ impl Index {
                 }
             };
             let started = std::time::Instant::now();
+            self.scans
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             scan(&self.store, kind, &mut base, self.workers)?;
             log::info!(
                 "index: scanned the map for {kind:?} in {:.3} s",

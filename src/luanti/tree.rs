@@ -14,6 +14,7 @@
 
 pub mod accounts;
 mod blocks;
+mod index;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::luanti::cache::Blocks;
 use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
+use crate::luanti::index::Index;
 use crate::luanti::store::map_sqlite::MapStore;
 use crate::luanti::store::world_mt::WorldMt;
 use crate::luanti::store::write_back::Window;
@@ -57,6 +59,7 @@ fn value_from_file(data: &[u8]) -> &[u8] {
 fn hidden_world_file(name: &str) -> bool {
     name.starts_with("map.sqlite")
         || name == "blocks"
+        || name == index::INDEX
         || name == accounts::PLAYERS
         || name == accounts::MOD_STORAGE
         || accounts::hidden_world_file(name)
@@ -77,11 +80,15 @@ enum Place {
     Vars(BlockPos, RelPos, bool),
     Var(BlockPos, RelPos, bool, Vec<u8>),
     Inventory(BlockPos, RelPos),
+    /// `index/…`: whole-world answers (see [`index`]).
+    Index(index::At),
 }
 
 /// A Luanti world (or a bare `map.sqlite`) as a tree.
 pub struct LuantiTree {
     blocks: Blocks,
+    /// The whole-world answers of `index/`.
+    index: Arc<Index>,
     files: Option<FolderFiles>,
     accounts: Option<Accounts>,
     read_only: bool,
@@ -130,8 +137,10 @@ impl LuantiTree {
     pub fn open(source: &Path, options: &Options) -> Result<LuantiTree> {
         let (map, world) = locate(source)?;
         let store = MapStore::open(&map, options.read_only)?;
+        let blocks = Blocks::new(store, options.cache_bytes, options.read_only);
         Ok(LuantiTree {
-            blocks: Blocks::new(store, options.cache_bytes, options.read_only),
+            index: Index::new(blocks.shared_store(), options.cache_bytes),
+            blocks,
             files: world
                 .as_ref()
                 .map(|w| FolderFiles::new(w, hidden_world_file, options.read_only)),
@@ -153,6 +162,11 @@ impl LuantiTree {
         self.blocks.write_back(window)
     }
 
+    /// The whole-world answers of `index/`.
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
     /// The blocks under this tree.
     pub fn blocks(&self) -> &Blocks {
         &self.blocks
@@ -166,6 +180,7 @@ impl LuantiTree {
             [] => Place::Root,
             [top, ..] if self.accounts.as_ref().is_some_and(|a| a.owns(top)) => Place::Accounts,
             ["blocks"] => Place::Blocks,
+            [index::INDEX, rest @ ..] => Place::Index(self.index_at(path, rest)?),
             [top, ..] if *top != "blocks" => Place::WorldFile,
             ["blocks", b] => Place::Block(block(b)?),
             ["blocks", b, "meta"] => Place::Meta(block(b)?),
@@ -211,6 +226,7 @@ impl LuantiTree {
         match place {
             Place::WorldFile => self.world_files()?.read(path),
             Place::Accounts => self.accounts()?.read(path),
+            Place::Index(at) => self.index_read(path, at),
             Place::View(pos, view) => {
                 let c = self.blocks.get(*pos)?;
                 let pos = *pos;
@@ -247,6 +263,7 @@ impl Tree for LuantiTree {
         let place = self.place(path)?;
         match &place {
             Place::Root | Place::Blocks => Ok(self.dir_stat(base_time())),
+            Place::Index(at) => self.index_stat(at),
             Place::WorldFile => self.world_files()?.stat(path),
             Place::Accounts => self.accounts()?.stat(path),
             Place::Block(pos) => {
@@ -277,6 +294,7 @@ impl Tree for LuantiTree {
         match self.place(dir)? {
             Place::Root => self.list_root(after, sink),
             Place::Blocks => self.list_blocks(after, sink),
+            Place::Index(at) => self.index_list(&at, after, sink),
             Place::Accounts => self.accounts()?.list(dir, after, sink),
             Place::WorldFile => self.world_files()?.list(dir, 1, after, sink),
             Place::Block(pos) => self.list_block(pos, after, sink),
@@ -512,7 +530,7 @@ impl Tree for LuantiTree {
         let place = self.place(path)?;
         let sub = sub_path(path);
         match place {
-            Place::Root | Place::Blocks => Ok(()),
+            Place::Root | Place::Blocks | Place::Index(_) => Ok(()),
             Place::WorldFile => self.world_files()?.set_mtime(path, mtime),
             Place::Accounts => self.accounts()?.set_mtime(path, mtime),
             Place::Block(pos) => {
@@ -562,6 +580,7 @@ impl Tree for LuantiTree {
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.readlink(path),
+            Place::Index(at) => self.index_readlink(&at).ok_or_else(|| not_a_link(path)),
             _ => Err(not_a_link(path)),
         }
     }
@@ -577,11 +596,18 @@ impl Tree for LuantiTree {
 impl LuantiTree {
     /// Lists the top level: `blocks`, the accounts' names and the world folder's other files.
     fn list_root(&self, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
-        let mut entries = vec![Entry {
-            name: "blocks".into(),
-            cookie: 1,
-            stat: self.dir_stat(base_time()),
-        }];
+        let mut entries = vec![
+            Entry {
+                name: "blocks".into(),
+                cookie: 1,
+                stat: self.dir_stat(base_time()),
+            },
+            Entry {
+                name: index::INDEX.into(),
+                cookie: 5,
+                stat: self.dir_stat(base_time()),
+            },
+        ];
         if let Some(accounts) = &self.accounts {
             for (i, name) in accounts.top_names().into_iter().enumerate() {
                 if let Ok(stat) = accounts.stat(&[name.to_string()]) {
@@ -594,7 +620,7 @@ impl LuantiTree {
             }
         }
         if let Some(files) = &self.files {
-            entries.extend(files.entries(&[], 5)?);
+            entries.extend(files.entries(&[], 6)?);
         }
         stream(entries, after, sink);
         Ok(())

@@ -32,6 +32,7 @@ use std::time::SystemTime;
 
 use super::{value_from_file, value_to_file};
 use crate::error::{lock, Error, Result};
+use crate::luanti::codec::block::Inventory;
 use crate::luanti::codec::player::check_name;
 use crate::luanti::store::auth::{parse_auth, AuthStore};
 use crate::luanti::store::mod_storage::ModStorage;
@@ -137,6 +138,32 @@ impl Accounts {
             out.push(PLAYERS);
         }
         out
+    }
+
+    /// Every player's inventory, by player name, sorted (none when the player backend is
+    /// not read). A player that does not load is left out, with a warning.
+    pub fn inventories(&self) -> Result<Vec<(String, Inventory)>> {
+        let Some(players) = &self.players else {
+            return Ok(Vec::new());
+        };
+        players.with(
+            false,
+            || Ok(Vec::new()),
+            |s| {
+                let mut names = s.list()?;
+                names.sort();
+                Ok(names
+                    .into_iter()
+                    .filter_map(|n| match s.load(&n) {
+                        Ok(p) => Some((n, p.inventory)),
+                        Err(e) => {
+                            log::warn!("player {n:?} left out of index/items: {e}");
+                            None
+                        }
+                    })
+                    .collect())
+            },
+        )
     }
 
     /// Whether the top-level name `name` belongs to the accounts.

@@ -1,0 +1,353 @@
+//! The `index/` part of the mounted Luanti tree (README "index/"): whole-world answers shown
+//! as folders of links and text files. The answers come from [`Index`]; here they are named
+//! (names escaped as everywhere in the mount), listed and linked.
+//!
+//! ```text
+//! index/nodes/NAME/X,Y,Z              -> ../../../blocks/X,Y,Z
+//! index/items/ITEM                    PATH LIST SLOT COUNT, one line per slot
+//! index/fields/KEY/VALUE/X,Y,Z,x,y,z  -> ../../../../blocks/X,Y,Z/meta/x,y,z
+//! index/broken/X,Y,Z                  -> ../../blocks/X,Y,Z (whose error.txt says why)
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::blocks::{block_name, rel_name};
+use super::{base_time, not_found, LuantiTree};
+use crate::error::{Error, Result};
+use crate::luanti::codec::block::RelPos;
+use crate::luanti::index::{pack, unpack, Answer, Kind};
+use crate::names;
+use crate::vfs::tree::{stream, Entry, Stat, TreePath};
+
+/// The top-level folder of the answers.
+pub const INDEX: &str = "index";
+
+/// The folders of `index/`, in listing order.
+const FOLDERS: [&str; 4] = ["broken", "fields", "items", "nodes"];
+
+/// Where a path below `index/` points.
+pub(super) enum At {
+    Top,
+    Folder(&'static str),
+    Node(String),
+    NodeLink(u64),
+    Item(Vec<u8>),
+    FieldKey(Vec<u8>),
+    FieldValue(Vec<u8>, Vec<u8>),
+    FieldLink(u64, u16),
+    Broken(u64),
+}
+
+/// The link name of a node in `fields/KEY/VALUE/`: its block and its place in the block.
+fn node_link_name(packed: u64, node: u16) -> String {
+    let rel = RelPos::from_index(node).map(rel_name).unwrap_or_default();
+    format!("{},{rel}", block_name(unpack(packed)))
+}
+
+/// The packed block and node index of a link name made by [`node_link_name`].
+fn parse_node_link(name: &str) -> Option<(u64, u16)> {
+    let parts: Vec<&str> = name.split(',').collect();
+    let [x, y, z, a, b, c] = parts.as_slice() else {
+        return None;
+    };
+    let pos = super::parse_block_name(&format!("{x},{y},{z}"))?;
+    let rel = super::blocks::parse_rel_name(&format!("{a},{b},{c}"))?;
+    (node_link_name(pack(pos), rel.index()) == name).then_some((pack(pos), rel.index()))
+}
+
+/// The packed position of a block folder name.
+fn parse_block(name: &str) -> Option<u64> {
+    super::parse_block_name(name).map(pack)
+}
+
+/// The stored name among `stored` that the file name `file` shows.
+fn stored<'a, T: AsRef<[u8]> + 'a>(
+    file: &str,
+    stored: impl IntoIterator<Item = &'a T>,
+) -> Option<&'a T> {
+    names::find(file, stored)
+}
+
+/// Entries of a folder of names, cookie = place in the sorted names plus one.
+fn named_entries<T: AsRef<[u8]>>(names: impl Iterator<Item = T>, stat: Stat) -> Vec<Entry> {
+    names
+        .enumerate()
+        .map(|(i, n)| Entry {
+            name: names::escape(n.as_ref()),
+            cookie: i as u64 + 1,
+            stat: stat.clone(),
+        })
+        .collect()
+}
+
+fn unavailable(kind: &str) -> Error {
+    Error::corrupt(format!("index: the {kind} answer is missing"))
+}
+
+impl LuantiTree {
+    fn index_answer(&self, kind: Kind) -> Result<Arc<Answer>> {
+        self.index.answer(kind)
+    }
+
+    /// Parses a path below `index/` (`parts` without `index`).
+    pub(super) fn index_at(&self, path: &TreePath, parts: &[&str]) -> Result<At> {
+        let nf = || not_found(path);
+        Ok(match parts {
+            [] => At::Top,
+            [f] => At::Folder(FOLDERS.iter().find(|x| *x == f).copied().ok_or_else(nf)?),
+            ["nodes", name, rest @ ..] => {
+                let a = self.index_answer(Kind::Nodes)?;
+                let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
+                let (name, set) = nodes
+                    .iter()
+                    .find(|(n, _)| names::escape(n.as_bytes()) == *name)
+                    .ok_or_else(nf)?;
+                match rest {
+                    [] => At::Node(name.clone()),
+                    [b] => {
+                        let packed = parse_block(b).filter(|p| set.contains(p)).ok_or_else(nf)?;
+                        At::NodeLink(packed)
+                    }
+                    _ => return Err(nf()),
+                }
+            }
+            ["items", item] => {
+                let items = self.item_lines()?;
+                At::Item(stored(item, items.keys()).cloned().ok_or_else(nf)?)
+            }
+            ["fields", key, rest @ ..] => {
+                let a = self.index_answer(Kind::Fields)?;
+                let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
+                let key = stored(key, fields.keys()).ok_or_else(nf)?;
+                let values = &fields[key];
+                match rest {
+                    [] => At::FieldKey(key.clone()),
+                    [value, rest @ ..] => {
+                        let value = stored(value, values.keys()).ok_or_else(nf)?;
+                        match rest {
+                            [] => At::FieldValue(key.clone(), value.clone()),
+                            [link] => {
+                                let (b, n) = parse_node_link(link)
+                                    .filter(|bn| values[value].contains(bn))
+                                    .ok_or_else(nf)?;
+                                At::FieldLink(b, n)
+                            }
+                            _ => return Err(nf()),
+                        }
+                    }
+                }
+            }
+            ["broken", b] => {
+                let a = self.index_answer(Kind::Nodes)?;
+                At::Broken(
+                    parse_block(b)
+                        .filter(|p| a.broken.contains_key(p))
+                        .ok_or_else(nf)?,
+                )
+            }
+            _ => return Err(nf()),
+        })
+    }
+
+    /// Every item in any inventory → the lines of its file (node inventories from the
+    /// answer, player inventories read now).
+    fn item_lines(&self) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+        let a = self.index_answer(Kind::Items)?;
+        let items = a.items.as_ref().ok_or_else(|| unavailable("items"))?;
+        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for (item, slots) in items {
+            let text = out.entry(item.clone()).or_default();
+            for s in slots {
+                let rel = RelPos::from_index(s.node).map(rel_name).unwrap_or_default();
+                text.extend_from_slice(
+                    format!(
+                        "blocks/{}/meta/{rel}/inventory {} {} {}\n",
+                        block_name(unpack(s.block)),
+                        s.list,
+                        s.slot,
+                        s.count
+                    )
+                    .as_bytes(),
+                );
+            }
+        }
+        if let Some(accounts) = &self.accounts {
+            for (player, inv) in accounts.inventories()? {
+                for l in &inv.lists {
+                    for (i, s) in l
+                        .slots
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| !s.name.is_empty())
+                    {
+                        out.entry(s.name.clone()).or_default().extend_from_slice(
+                            format!(
+                                "players/{} {} {} {}\n",
+                                names::escape(player.as_bytes()),
+                                l.name,
+                                i + 1,
+                                s.count
+                            )
+                            .as_bytes(),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn link_target(&self, at: &At) -> Option<String> {
+        match at {
+            At::NodeLink(b) => Some(format!("../../../blocks/{}", block_name(unpack(*b)))),
+            At::FieldLink(b, n) => Some(format!(
+                "../../../../blocks/{}/meta/{}",
+                block_name(unpack(*b)),
+                RelPos::from_index(*n).map(rel_name).unwrap_or_default()
+            )),
+            At::Broken(b) => Some(format!("../../blocks/{}", block_name(unpack(*b)))),
+            _ => None,
+        }
+    }
+
+    pub(super) fn index_stat(&self, at: &At) -> Result<Stat> {
+        if let Some(target) = self.link_target(at) {
+            return Ok(Stat::symlink(target.len() as u64, base_time()));
+        }
+        match at {
+            At::Item(item) => {
+                let len = self.item_lines()?.get(item).map_or(0, Vec::len);
+                Ok(self.file_stat(len, base_time()))
+            }
+            _ => Ok(self.dir_stat(base_time())),
+        }
+    }
+
+    pub(super) fn index_read(&self, path: &TreePath, at: &At) -> Result<Arc<Vec<u8>>> {
+        match at {
+            At::Item(item) => self
+                .item_lines()?
+                .remove(item)
+                .map(Arc::new)
+                .ok_or_else(|| not_found(path)),
+            At::NodeLink(..) | At::FieldLink(..) | At::Broken(_) => Err(Error::new(
+                libc::ELOOP,
+                format!("{}: a symbolic link", path.join("/")),
+            )),
+            _ => Err(Error::is_dir("is a directory")),
+        }
+    }
+
+    pub(super) fn index_readlink(&self, at: &At) -> Option<Vec<u8>> {
+        self.link_target(at).map(String::into_bytes)
+    }
+
+    pub(super) fn index_list(
+        &self,
+        at: &At,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        let dir = self.dir_stat(base_time());
+        let link = |target_len: usize| Stat::symlink(target_len as u64, base_time());
+        let entries: Vec<Entry> = match at {
+            At::Top => named_entries(FOLDERS.iter(), dir),
+            At::Folder("nodes") => {
+                let a = self.index_answer(Kind::Nodes)?;
+                let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
+                named_entries(nodes.keys(), dir)
+            }
+            At::Folder("items") => {
+                let items = self.item_lines()?;
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (n, text))| Entry {
+                        name: names::escape(n),
+                        cookie: i as u64 + 1,
+                        stat: self.file_stat(text.len(), base_time()),
+                    })
+                    .collect()
+            }
+            At::Folder("fields") => {
+                let a = self.index_answer(Kind::Fields)?;
+                let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
+                named_entries(fields.keys(), dir)
+            }
+            At::Folder(_) => {
+                let a = self.index_answer(Kind::Nodes)?;
+                let blocks = a.broken.range(after + 1..).map(|(b, _)| *b);
+                return stream_blocks(blocks, "../../blocks/", sink, link);
+            }
+            At::Node(name) => {
+                let a = self.index_answer(Kind::Nodes)?;
+                let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
+                let set = nodes
+                    .get(name)
+                    .ok_or_else(|| Error::not_found("no such node"))?;
+                let blocks = set.range(after + 1..).copied();
+                return stream_blocks(blocks, "../../../blocks/", sink, link);
+            }
+            At::FieldKey(key) => {
+                let a = self.index_answer(Kind::Fields)?;
+                let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
+                let values = fields
+                    .get(key)
+                    .ok_or_else(|| Error::not_found("no such field"))?;
+                named_entries(values.keys(), dir)
+            }
+            At::FieldValue(key, value) => {
+                let a = self.index_answer(Kind::Fields)?;
+                let nodes = a
+                    .fields
+                    .as_ref()
+                    .and_then(|f| f.get(key))
+                    .and_then(|v| v.get(value))
+                    .ok_or_else(|| Error::not_found("no such value"))?;
+                let from = (after.saturating_sub(1) >> 12) + 1;
+                for &(b, n) in nodes.range((from, 0)..) {
+                    let cookie = ((b - 1) << 12 | u64::from(n)) + 1;
+                    if cookie <= after {
+                        continue;
+                    }
+                    let target = self.link_target(&At::FieldLink(b, n)).unwrap_or_default();
+                    let e = Entry {
+                        name: node_link_name(b, n),
+                        cookie,
+                        stat: link(target.len()),
+                    };
+                    if !sink(e) {
+                        break;
+                    }
+                }
+                return Ok(());
+            }
+            _ => return Err(Error::not_dir("not a directory")),
+        };
+        stream(entries, after, sink);
+        Ok(())
+    }
+}
+
+/// Streams links to `blocks` (packed positions, ascending, those after the listing's
+/// cookie): the cookie of a block is its packed position.
+fn stream_blocks(
+    blocks: impl Iterator<Item = u64>,
+    prefix: &str,
+    sink: &mut dyn FnMut(Entry) -> bool,
+    link: impl Fn(usize) -> Stat,
+) -> Result<()> {
+    for b in blocks {
+        let name = block_name(unpack(b));
+        let e = Entry {
+            stat: link(prefix.len() + name.len()),
+            name,
+            cookie: b,
+        };
+        if !sink(e) {
+            break;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! Issue 13, the `index/` tree of a Luanti world: every answer equals what a brute-force walk
+//! over the decoded blocks finds (on every sample map and on engine-made worlds), a block
+//! that does not decode is listed in `broken/`, our own commits update the answer without a
+//! scan, and another writer's commit between two questions is seen by the second.
+
+#[allow(dead_code)]
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use common::engine::{mkworld, ENGINE_RUNS};
+use common::maps::{block_pos, map_databases, read_blocks};
+use common::{samples, scratch};
+use worldfs::luanti::codec::block::{BlockPos, MapBlock, RelPos};
+use worldfs::luanti::codec::{decode_block, encode_block};
+use worldfs::luanti::index::used_names;
+use worldfs::luanti::store::map_sqlite::MapStore;
+use worldfs::luanti::tree::{block_name, LuantiTree};
+use worldfs::names;
+use worldfs::vfs::tree::{Kind, Options, Tree};
+
+fn p(parts: &[&str]) -> Vec<String> {
+    parts.iter().map(|s| s.to_string()).collect()
+}
+
+fn open(source: &Path, read_only: bool) -> LuantiTree {
+    scratch::state_dir();
+    LuantiTree::open(
+        source,
+        &Options {
+            read_only,
+            cache_bytes: 64 << 20,
+        },
+    )
+    .expect("the world opens")
+}
+
+/// The names of a folder, listed as the core lists it: in pages of at most 7 entries, each
+/// resumed after the last cookie.
+fn ls(tree: &LuantiTree, dir: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut after = 0;
+    loop {
+        let mut page = Vec::new();
+        tree.list(&p(dir), after, &mut |e| {
+            page.push(e);
+            page.len() < 7
+        })
+        .unwrap_or_else(|e| panic!("listing {dir:?}: {e}"));
+        let Some(last) = page.last() else { break };
+        assert!(last.cookie > after, "cookies grow");
+        after = last.cookie;
+        out.extend(page.into_iter().map(|e| e.name));
+    }
+    out
+}
+
+fn link(tree: &LuantiTree, path: &[&str]) -> String {
+    assert_eq!(tree.stat(&p(path)).expect("stat").kind, Kind::Symlink);
+    String::from_utf8(tree.readlink(&p(path)).expect("readlink")).expect("utf-8")
+}
+
+/// What a brute-force walk over the decoded blocks the tree lists finds.
+#[derive(Debug, Default, PartialEq)]
+struct Expected {
+    nodes: BTreeMap<String, BTreeSet<String>>,
+    items: BTreeMap<String, BTreeSet<String>>,
+    fields: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
+    broken: BTreeSet<String>,
+}
+
+fn rel_name(r: RelPos) -> String {
+    format!("{},{},{}", r.x, r.y, r.z)
+}
+
+fn add_block(e: &mut Expected, pos: BlockPos, block: &MapBlock) {
+    let b = block_name(pos);
+    for n in used_names(block) {
+        e.nodes
+            .entry(names::escape(n.as_bytes()))
+            .or_default()
+            .insert(b.clone());
+    }
+    for m in &block.metadata {
+        for l in &m.inventory.lists {
+            for (i, s) in l.slots.iter().enumerate() {
+                if !s.name.is_empty() {
+                    e.items
+                        .entry(names::escape(&s.name))
+                        .or_default()
+                        .insert(format!(
+                            "blocks/{b}/meta/{}/inventory {} {} {}",
+                            rel_name(m.pos),
+                            l.name,
+                            i + 1,
+                            s.count
+                        ));
+                }
+            }
+        }
+        for v in m.vars.iter().filter(|v| !v.private) {
+            e.fields
+                .entry(names::escape(&v.key))
+                .or_default()
+                .entry(names::escape(&v.value))
+                .or_default()
+                .insert(format!("{b},{}", rel_name(m.pos)));
+        }
+    }
+}
+
+/// The brute-force answers for the blocks of `map` that the tree lists in `blocks/`.
+fn brute_force(tree: &LuantiTree, map: &Path) -> Expected {
+    let listed: BTreeSet<String> = ls(tree, &["blocks"]).into_iter().collect();
+    let mut e = Expected::default();
+    for (key, blob) in read_blocks(map) {
+        let pos = block_pos(key);
+        if !listed.contains(&block_name(pos)) {
+            continue;
+        }
+        match decode_block(&blob) {
+            Ok(block) => add_block(&mut e, pos, &block),
+            Err(_) => {
+                e.broken.insert(block_name(pos));
+            }
+        }
+    }
+    e
+}
+
+/// What the tree's `index/` shows, read back into the same shape (links checked).
+fn shown(tree: &LuantiTree) -> Expected {
+    let mut e = Expected::default();
+    for n in ls(tree, &["index", "nodes"]) {
+        let blocks: BTreeSet<String> = ls(tree, &["index", "nodes", &n]).into_iter().collect();
+        for b in &blocks {
+            assert_eq!(
+                link(tree, &["index", "nodes", &n, b]),
+                format!("../../../blocks/{b}")
+            );
+        }
+        e.nodes.insert(n, blocks);
+    }
+    for item in ls(tree, &["index", "items"]) {
+        let text = tree.read(&p(&["index", "items", &item])).expect("read");
+        let size = tree
+            .stat(&p(&["index", "items", &item]))
+            .expect("stat")
+            .size;
+        assert_eq!(size, text.len() as u64);
+        let lines: BTreeSet<String> = String::from_utf8(text.to_vec())
+            .expect("utf-8")
+            .lines()
+            .filter(|l| l.starts_with("blocks/"))
+            .map(String::from)
+            .collect();
+        if !lines.is_empty() {
+            e.items.insert(item, lines);
+        }
+    }
+    for key in ls(tree, &["index", "fields"]) {
+        for value in ls(tree, &["index", "fields", &key]) {
+            let nodes: BTreeSet<String> = ls(tree, &["index", "fields", &key, &value])
+                .into_iter()
+                .collect();
+            for n in &nodes {
+                let target = link(tree, &["index", "fields", &key, &value, n]);
+                let parts: Vec<&str> = n.split(',').collect();
+                assert_eq!(
+                    target,
+                    format!(
+                        "../../../../blocks/{}/meta/{}",
+                        parts[..3].join(","),
+                        parts[3..].join(",")
+                    )
+                );
+            }
+            e.fields
+                .entry(key.clone())
+                .or_default()
+                .insert(value, nodes);
+        }
+    }
+    for b in ls(tree, &["index", "broken"]) {
+        assert_eq!(
+            link(tree, &["index", "broken", &b]),
+            format!("../../blocks/{b}")
+        );
+        e.broken.insert(b);
+    }
+    e
+}
+
+#[test]
+fn every_sample_map_answers_what_a_brute_force_walk_finds() {
+    let maps = map_databases(&samples::root().join("luanti"));
+    assert!(!maps.is_empty(), "no sample maps");
+    for map in maps {
+        let tree = open(&map, true);
+        let expected = brute_force(&tree, &map);
+        assert!(!expected.nodes.is_empty(), "{}: no nodes", map.display());
+        let got = shown(&tree);
+        assert_eq!(got.nodes, expected.nodes, "{}: nodes", map.display());
+        assert_eq!(got.items, expected.items, "{}: items", map.display());
+        assert_eq!(got.fields, expected.fields, "{}: fields", map.display());
+        assert_eq!(got.broken, expected.broken, "{}: broken", map.display());
+        println!(
+            "{}: {} node names, {} items, {} field keys, {} broken",
+            map.display(),
+            got.nodes.len(),
+            got.items.len(),
+            got.fields.len(),
+            got.broken.len()
+        );
+    }
+}
+
+/// A radius-1 engine world in a temporary folder.
+fn engine_world() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let world = dir.path().join("world");
+    {
+        let _engine = ENGINE_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+        mkworld(&world, 1);
+    }
+    (dir, world)
+}
+
+/// Replaces the stored bytes of one block behind the tree's back (another writer).
+fn overwrite(map: &Path, pos: BlockPos, blob: Option<Vec<u8>>) {
+    MapStore::open(map, false)
+        .expect("another writer")
+        .commit(&[(pos, blob)])
+        .expect("the other writer commits");
+}
+
+#[test]
+fn an_engine_world_answers_what_a_brute_force_walk_finds_players_included() {
+    let (_dir, world) = engine_world();
+    let map = world.join("map.sqlite");
+    let tree = open(&world, false);
+    let expected = brute_force(&tree, &map);
+    assert!(
+        expected.nodes.contains_key("default:chest"),
+        "{:?}",
+        expected.nodes.keys()
+    );
+    assert!(expected.fields.contains_key("infotext"));
+    let got = shown(&tree);
+    assert_eq!(got, expected);
+    // The players' slots are lines too.
+    let players = ls(&tree, &["players"]);
+    assert!(!players.is_empty());
+    let mut player_lines = 0;
+    for item in ls(&tree, &["index", "items"]) {
+        let text = tree.read(&p(&["index", "items", &item])).expect("read");
+        for line in String::from_utf8_lossy(&text).lines() {
+            if let Some(rest) = line.strip_prefix("players/") {
+                let player = rest.split(' ').next().unwrap_or_default();
+                let inv = tree.read(&p(&["players", player])).expect("player file");
+                let name = names::unescape(&item).expect("item name");
+                assert!(
+                    inv.windows(name.len()).any(|w| w == name),
+                    "{player} holds {item}"
+                );
+                player_lines += 1;
+            }
+        }
+    }
+    assert!(player_lines > 0, "no player inventory line");
+}
+
+#[test]
+fn our_commits_update_the_answer_and_another_writers_are_seen_by_the_next_question() {
+    let (_dir, world) = engine_world();
+    let map = world.join("map.sqlite");
+    let tree = open(&world, false);
+    let chests = ls(&tree, &["index", "nodes", "default:chest"]);
+    assert!(!chests.is_empty());
+    let scans = tree.index().scans();
+
+    // Our own commit: a block made all gold.
+    let target = ls(&tree, &["blocks"])
+        .into_iter()
+        .find(|b| !chests.contains(b))
+        .expect("a block without a chest");
+    let text = tree
+        .read(&p(&["blocks", &target, "nodes.cubeset"]))
+        .expect("nodes");
+    let text = String::from_utf8(text.to_vec()).expect("utf-8");
+    let mut lines: Vec<String> = text.lines().map(String::from).collect();
+    let n = lines.len();
+    lines.retain(|l| l.starts_with('#'));
+    assert!(lines.len() < n);
+    lines.push("0,0,0 15,15,15 default:goldblock".into());
+    tree.write(
+        &p(&["blocks", &target, "nodes.cubeset"]),
+        (lines.join("\n") + "\n").as_bytes(),
+    )
+    .expect("write nodes");
+    assert_eq!(
+        ls(&tree, &["index", "nodes", "default:goldblock"]),
+        vec![target.clone()]
+    );
+    assert_eq!(tree.index().scans(), scans, "our commit needed no scan");
+    assert_eq!(shown(&tree), brute_force(&tree, &map));
+
+    // Another writer: the chest block becomes all mese, and one block stops decoding.
+    let chest_pos = worldfs::luanti::tree::parse_block_name(&chests[0]).expect("a block name");
+    let mut block = decode_block(
+        &MapStore::open(&map, true)
+            .expect("reader")
+            .get(chest_pos)
+            .expect("get")
+            .expect("stored"),
+    )
+    .expect("decodes");
+    block.names = vec!["default:mese".into()];
+    block.content = vec![0; block.content.len()];
+    block.metadata.clear();
+    overwrite(
+        &map,
+        chest_pos,
+        Some(encode_block(&block).expect("encodes")),
+    );
+    let corrupt = worldfs::luanti::tree::parse_block_name(&target).expect("name");
+    overwrite(&map, corrupt, Some(vec![29, 1, 2, 3]));
+    std::thread::sleep(Duration::from_millis(60));
+    assert!(ls(&tree, &["index", "nodes", "default:mese"]).contains(&chests[0]));
+    assert!(!ls(&tree, &["index", "nodes", "default:chest"]).contains(&chests[0]));
+    assert_eq!(ls(&tree, &["index", "broken"]), vec![target.clone()]);
+    assert!(
+        tree.index().scans() > scans,
+        "the other writer's commit made a scan"
+    );
+    assert_eq!(shown(&tree), brute_force(&tree, &map));
+}
