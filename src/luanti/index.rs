@@ -142,6 +142,9 @@ fn facts(kind: Kind, packed: u64, block: &MapBlock) -> Facts {
     }
 }
 
+/// The values of one metadata field key → the nodes holding each: (packed block, node index).
+pub type FieldValues = BTreeMap<Vec<u8>, BTreeSet<(u64, u16)>>;
+
 /// The answers of the kinds scanned so far, as of one `data_version` of the store.
 #[derive(Default, Clone)]
 pub struct Answer {
@@ -150,7 +153,7 @@ pub struct Answer {
     /// Item name → the node inventory slots holding it.
     pub items: Option<BTreeMap<Vec<u8>, BTreeSet<Slot>>>,
     /// Field key → value → (packed block, node index).
-    pub fields: Option<BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, BTreeSet<(u64, u16)>>>>,
+    pub fields: Option<BTreeMap<Vec<u8>, FieldValues>>,
     /// Packed positions of the blocks that do not decode → why.
     pub broken: BTreeMap<u64, String>,
 }
