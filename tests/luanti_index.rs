@@ -333,3 +333,56 @@ fn our_commits_update_the_answer_and_another_writers_are_seen_by_the_next_questi
     );
     assert_eq!(shown(&tree), brute_force(&tree, &map));
 }
+
+/// Issue 13: a block that does not decode stays listed in `blocks/`, its folder shows
+/// `error.txt` with the reason instead of the views, `rm -r` (unlink of its files, then
+/// rmdir) deletes it, and the engine loads the world afterwards.
+#[test]
+fn a_block_that_does_not_decode_shows_its_error_and_rm_r_deletes_it() {
+    let (_dir, world) = engine_world();
+    let map = world.join("map.sqlite");
+    let victim = BlockPos { x: 0, y: 0, z: 0 };
+    let name = block_name(victim);
+    overwrite(
+        &map,
+        victim,
+        Some(vec![29, 0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3]),
+    );
+    {
+        let tree = open(&world, false);
+        assert!(ls(&tree, &["blocks"]).contains(&name));
+        assert_eq!(ls(&tree, &["index", "broken"]), vec![name.clone()]);
+        assert_eq!(ls(&tree, &["blocks", &name]), vec!["error.txt".to_string()]);
+        let reason = tree
+            .read(&p(&["blocks", &name, "error.txt"]))
+            .expect("error.txt");
+        let reason = String::from_utf8(reason.to_vec()).expect("utf-8");
+        assert!(
+            reason.contains("zstd") || reason.contains("frame"),
+            "{reason}"
+        );
+        assert_eq!(
+            tree.stat(&p(&["blocks", &name, "error.txt"]))
+                .expect("stat")
+                .size,
+            reason.len() as u64
+        );
+        let follow = link(&tree, &["index", "broken", &name]);
+        assert_eq!(follow, format!("../../blocks/{name}"));
+        // rm -r: every listed file is unlinked, then the folder.
+        for f in ls(&tree, &["blocks", &name]) {
+            tree.remove(&p(&["blocks", &name, &f])).expect("unlink");
+        }
+        tree.rmdir(&p(&["blocks", &name])).expect("rmdir");
+        assert!(!ls(&tree, &["blocks"]).contains(&name));
+        assert!(ls(&tree, &["index", "broken"]).is_empty());
+    }
+    assert!(MapStore::open(&map, true)
+        .expect("reader")
+        .get(victim)
+        .expect("get")
+        .is_none());
+    let _engine = ENGINE_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let out = common::engine::probe(&world, "0,0,0", "15,15,15", "0,0,0");
+    assert!(!out.contains("PROBE FAILED"), "{out}");
+}

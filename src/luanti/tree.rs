@@ -80,6 +80,8 @@ enum Place {
     Vars(BlockPos, RelPos, bool),
     Var(BlockPos, RelPos, bool, Vec<u8>),
     Inventory(BlockPos, RelPos),
+    /// `blocks/X,Y,Z/error.txt`: why a block does not decode (only such a block shows it).
+    BlockError(BlockPos),
     /// `index/…`: whole-world answers (see [`index`]).
     Index(index::At),
 }
@@ -184,6 +186,7 @@ impl LuantiTree {
             [top, ..] if *top != "blocks" => Place::WorldFile,
             ["blocks", b] => Place::Block(block(b)?),
             ["blocks", b, "meta"] => Place::Meta(block(b)?),
+            ["blocks", b, blocks::ERROR_FILE] => Place::BlockError(block(b)?),
             ["blocks", b, v] => {
                 let view = VIEWS
                     .iter()
@@ -227,6 +230,10 @@ impl LuantiTree {
             Place::WorldFile => self.world_files()?.read(path),
             Place::Accounts => self.accounts()?.read(path),
             Place::Index(at) => self.index_read(path, at),
+            Place::BlockError(pos) => self
+                .decode_error(*pos)?
+                .map(|reason| Arc::new(format!("{reason}\n").into_bytes()))
+                .ok_or_else(|| not_found(path)),
             Place::View(pos, view) => {
                 let c = self.blocks.get(*pos)?;
                 let pos = *pos;
@@ -264,6 +271,10 @@ impl Tree for LuantiTree {
         match &place {
             Place::Root | Place::Blocks => Ok(self.dir_stat(base_time())),
             Place::Index(at) => self.index_stat(at),
+            Place::BlockError(_) => {
+                let data = self.read_place(&place, path)?;
+                Ok(self.file_stat(data.len(), base_time()))
+            }
             Place::WorldFile => self.world_files()?.stat(path),
             Place::Accounts => self.accounts()?.stat(path),
             Place::Block(pos) => {
@@ -395,6 +406,11 @@ impl Tree for LuantiTree {
             // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
             // a block folder reaches the rmdir that deletes the block.
             Place::View(pos, _) => self.blocks.get(pos).map(|_| ()),
+            // So is removing a broken block's error.txt, so `rm -r` reaches the rmdir.
+            Place::BlockError(pos) => match self.decode_error(pos)? {
+                Some(_) => Ok(()),
+                None => Err(not_found(path)),
+            },
             Place::Inventory(pos, rel) => {
                 self.modify(pos, |b| {
                     if let Some(m) = b.metadata.iter_mut().find(|m| m.pos == rel) {
@@ -530,7 +546,7 @@ impl Tree for LuantiTree {
         let place = self.place(path)?;
         let sub = sub_path(path);
         match place {
-            Place::Root | Place::Blocks | Place::Index(_) => Ok(()),
+            Place::Root | Place::Blocks | Place::Index(_) | Place::BlockError(_) => Ok(()),
             Place::WorldFile => self.world_files()?.set_mtime(path, mtime),
             Place::Accounts => self.accounts()?.set_mtime(path, mtime),
             Place::Block(pos) => {
