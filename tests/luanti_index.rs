@@ -386,3 +386,34 @@ fn a_block_that_does_not_decode_shows_its_error_and_rm_r_deletes_it() {
     let out = common::engine::probe(&world, "0,0,0", "15,15,15", "0,0,0");
     assert!(!out.contains("PROBE FAILED"), "{out}");
 }
+
+/// Issue 13: a folder named `index` in the world folder is hidden while mounted (the view
+/// wins, as for `blocks/`), and stays untouched on disk.
+#[test]
+fn the_index_view_wins_over_a_world_folder_named_index() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let world = scratch::copy_into(
+        &samples::root().join("luanti").join(
+            std::fs::read_dir(samples::root().join("luanti"))
+                .expect("samples")
+                .filter_map(|e| e.ok())
+                .find(|e| e.path().join("map.sqlite").is_file())
+                .expect("a sample world folder")
+                .file_name(),
+        ),
+        dir.path(),
+    );
+    std::fs::create_dir(world.join("index")).expect("mkdir");
+    std::fs::write(world.join("index/mine.txt"), b"mine\n").expect("write");
+    let tree = open(&world, false);
+    assert_eq!(ls(&tree, &[]).iter().filter(|n| *n == "index").count(), 1);
+    assert_eq!(
+        ls(&tree, &["index"]),
+        ["broken", "fields", "items", "nodes"]
+    );
+    assert!(tree.stat(&p(&["index", "mine.txt"])).is_err());
+    assert_eq!(
+        std::fs::read(world.join("index/mine.txt")).expect("kept"),
+        b"mine\n"
+    );
+}
