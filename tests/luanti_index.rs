@@ -350,6 +350,8 @@ fn a_block_that_does_not_decode_shows_its_error_and_rm_r_deletes_it() {
     );
     {
         let tree = open(&world, false);
+        tree.write_back(worldfs::luanti::store::write_back::WINDOW)
+            .expect("write-back, as a mount does");
         assert!(ls(&tree, &["blocks"]).contains(&name));
         assert_eq!(ls(&tree, &["index", "broken"]), vec![name.clone()]);
         assert_eq!(ls(&tree, &["blocks", &name]), vec!["error.txt".to_string()]);

@@ -1,0 +1,52 @@
+#!/bin/bash
+# Issue 13, the index/ tree through a real mount: `ls`, `cat`, `awk` and `grep -l` over
+# index/nodes/NAME/*/meta/*/inventory see what a walk of blocks/ finds; a block that does
+# not decode is in index/broken/, shows error.txt, and `rm -r` deletes it.
+. "$(dirname "$0")/lib.sh"
+
+W=$(world w 1)
+M=$T/mnt
+mount_world "$W" "$M"
+
+ls "$M/index" >"$T/top"
+assert_eq "$(tr '\n' ' ' <"$T/top")" "broken fields items nodes " "index/ folders"
+
+# Chests: the links of index/nodes/default:chest are exactly the blocks whose nodes.cubeset
+# names a chest (a walk of blocks/).
+ls "$M/index/nodes/default:chest" >"$T/chests"
+[ -s "$T/chests" ] || fail "no chest block"
+grep -l 'default:chest' "$M"/blocks/*/nodes.cubeset | awk -F/ '{print $(NF-1)}' | sort >"$T/walk"
+sort "$T/chests" | cmp -s - "$T/walk" || fail "chest blocks differ: $(cat "$T/chests") vs $(cat "$T/walk")"
+[ -L "$M/index/nodes/default:chest/$(head -1 "$T/chests")" ] || fail "not a link"
+
+# grep -l through the links reads the chest inventories.
+grep -l . "$M"/index/nodes/default:chest/*/meta/*/inventory >"$T/invs" || true
+[ -s "$T/invs" ] || fail "no chest inventory through the links"
+
+# items: one line per slot; awk sums the counts; the lines name real inventories.
+ITEM=$(ls "$M/index/items" | head -1)
+[ -n "$ITEM" ] || fail "no item"
+SUM=$(awk '{s+=$4} END {print s}' "$M/index/items/$ITEM")
+[ "$SUM" -gt 0 ] || fail "no count for $ITEM"
+while read -r path list slot count; do
+  [ -e "$M/$path" ] || fail "$path of $ITEM does not exist"
+done <"$M/index/items/$ITEM"
+
+# A corrupt block: listed in broken/, error.txt readable, rm -r deletes it.
+unmount_world "$M"
+python3 - "$W/map.sqlite" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("UPDATE blocks SET data = x'1d28b52ffd010203' WHERE pos = 0")
+c.commit()
+PY
+mount_world "$W" "$M"
+assert_eq "$(ls "$M/index/broken")" "0,0,0" "broken blocks"
+assert_eq "$(ls "$M/blocks/0,0,0")" "error.txt" "files of a broken block"
+grep -q zstd "$M/index/broken/0,0,0/error.txt" || fail "no reason: $(cat "$M/blocks/0,0,0/error.txt")"
+rm -r "$M/blocks/0,0,0" || fail "rm -r of the broken block"
+[ -e "$M/blocks/0,0,0" ] && fail "the broken block is still there"
+assert_eq "$(ls "$M/index/broken" | wc -l)" "0" "broken after rm -r"
+unmount_world "$M"
+probe_area "$W" 0,0,0 15,15,15 "0,0,0" >"$T/probe" || fail "the engine does not load the world"
+echo ok
