@@ -9,17 +9,21 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
     ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
     ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::error::Error;
+use crate::vfs::kernel_cache::KernelCache;
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
 
-/// How long the kernel may cache names and directory attributes. File attributes are not
-/// cached (TTL 0): a commit may change the size of several views of one object at once,
-/// and a listing's file sizes are not computed (see `Tree::list`).
+/// How long the kernel may cache what the core keeps true (see `vfs::kernel_cache`): it is
+/// told at once of every change, so this only bounds the harm of a change it was not told.
+const KEPT_TTL: Duration = Duration::from_secs(60);
+
+/// How long the kernel may cache names and folder attributes the core does not keep true.
+/// Such files' attributes are not cached at all (TTL 0).
 const ENTRY_TTL: Duration = Duration::from_secs(1);
 
 /// The adapter over a core.
@@ -63,11 +67,34 @@ impl WorldFs {
         }
     }
 
-    fn ttl(s: &Stat) -> Duration {
+    /// How long the kernel may keep the attributes `s` of `ino`.
+    fn ttl(&self, ino: u64, s: &Stat) -> Duration {
+        if self.vfs.kernel_keeps(ino, s) {
+            return KEPT_TTL;
+        }
         match s.kind {
             Kind::Dir => ENTRY_TTL,
             Kind::File | Kind::Symlink => Duration::ZERO,
         }
+    }
+
+    /// Replies with the name of `ino` and its attributes `s`, kept as long as they may be.
+    fn entry(&self, reply: ReplyEntry, ino: u64, s: &Stat) {
+        let ttl = self.ttl(ino, s);
+        reply.entry_with_ttls(&ttl, &ttl.max(ENTRY_TTL), &self.attr(ino, s), Generation(0));
+    }
+}
+
+/// The kernel's caches, reached through fuser's notifications.
+pub struct KernelNotifier(pub Notifier);
+
+impl KernelCache for KernelNotifier {
+    fn inval_inode(&self, ino: u64) -> std::io::Result<()> {
+        self.0.inval_inode(INodeNo(ino), 0, 0)
+    }
+
+    fn inval_entry(&self, parent: u64, name: &str) -> std::io::Result<()> {
+        self.0.inval_entry(INodeNo(parent), OsStr::new(name))
     }
 }
 
@@ -114,7 +141,10 @@ impl Filesystem for WorldFs {
         // empty file; readdirplus answers `ls -l` and `find` in one pass.
         // With READDIRPLUS_AUTO the kernel asks for attributes only when a program stats what
         // it lists (`ls -l`), not for `find` or `grep -r`.
+        // AUTO_INVAL_DATA: attributes fetched again with a new mtime drop the file's
+        // cached pages (a second guard beside the core's own invalidations).
         let wanted = InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_AUTO_INVAL_DATA
             | InitFlags::FUSE_DO_READDIRPLUS
             | InitFlags::FUSE_READDIRPLUS_AUTO;
         if let Err(missing) = config.add_capabilities(wanted) {
@@ -142,12 +172,7 @@ impl Filesystem for WorldFs {
             Err(e) => return reply.error(e),
         };
         match self.vfs.lookup(parent.0, name, req.pid()) {
-            Ok((ino, s)) => reply.entry_with_ttls(
-                &Self::ttl(&s),
-                &ENTRY_TTL,
-                &self.attr(ino, &s),
-                Generation(0),
-            ),
+            Ok((ino, s)) => self.entry(reply, ino, &s),
             Err(e) => reply.error(fail("lookup", &e)),
         }
     }
@@ -158,7 +183,7 @@ impl Filesystem for WorldFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         match self.vfs.getattr(ino.0, fh.map(|f| f.0)) {
-            Ok(s) => reply.attr(&Self::ttl(&s), &self.attr(ino.0, &s)),
+            Ok(s) => reply.attr(&self.ttl(ino.0, &s), &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("getattr", &e)),
         }
     }
@@ -188,7 +213,7 @@ impl Filesystem for WorldFs {
             .vfs
             .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time), mode)
         {
-            Ok(s) => reply.attr(&Self::ttl(&s), &self.attr(ino.0, &s)),
+            Ok(s) => reply.attr(&self.ttl(ino.0, &s), &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("setattr", &e)),
         }
     }
@@ -206,13 +231,10 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        match self.vfs.mkdir(parent.0, name, req.pid()) {
-            Ok((ino, s)) => reply.entry_with_ttls(
-                &Self::ttl(&s),
-                &ENTRY_TTL,
-                &self.attr(ino, &s),
-                Generation(0),
-            ),
+        let result = self.vfs.mkdir(parent.0, name, req.pid());
+        self.vfs.settle();
+        match result {
+            Ok((ino, s)) => self.entry(reply, ino, &s),
             Err(e) => reply.error(fail("mkdir", &e)),
         }
     }
@@ -237,13 +259,10 @@ impl Filesystem for WorldFs {
             Err(e) => return reply.error(e),
         };
         let target = target.as_os_str().as_bytes();
-        match self.vfs.symlink(parent.0, name, target, req.pid()) {
-            Ok((ino, s)) => reply.entry_with_ttls(
-                &Self::ttl(&s),
-                &ENTRY_TTL,
-                &self.attr(ino, &s),
-                Generation(0),
-            ),
+        let result = self.vfs.symlink(parent.0, name, target, req.pid());
+        self.vfs.settle();
+        match result {
+            Ok((ino, s)) => self.entry(reply, ino, &s),
             Err(e) => reply.error(fail("symlink", &e)),
         }
     }
@@ -253,7 +272,9 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        match self.vfs.unlink(parent.0, name) {
+        let result = self.vfs.unlink(parent.0, name);
+        self.vfs.settle();
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("unlink", &e)),
         }
@@ -264,7 +285,9 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        match self.vfs.rmdir(parent.0, name) {
+        let result = self.vfs.rmdir(parent.0, name);
+        self.vfs.settle();
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("rmdir", &e)),
         }
@@ -287,7 +310,9 @@ impl Filesystem for WorldFs {
             (Ok(a), Ok(b)) => (a, b),
             (Err(e), _) | (_, Err(e)) => return reply.error(e),
         };
-        match self.vfs.rename(parent.0, name, newparent.0, newname) {
+        let result = self.vfs.rename(parent.0, name, newparent.0, newname);
+        self.vfs.settle();
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("rename", &e)),
         }
@@ -301,13 +326,18 @@ impl Filesystem for WorldFs {
         };
         // A handle opened for reading is never dirty, so its close has nothing to commit:
         // FOPEN_NOFLUSH spares the kernel's FLUSH round trip on every close of a read.
-        let open_flags = if mode.write {
-            FopenFlags::empty()
-        } else {
-            FopenFlags::FOPEN_NOFLUSH
-        };
-        match self.vfs.open(ino.0, mode) {
-            Ok(fh) => reply.opened(FileHandle(fh), open_flags),
+        // FOPEN_KEEP_CACHE where the core keeps the kernel's pages true.
+        match self.vfs.open_keeping(ino.0, mode) {
+            Ok((fh, keep)) => {
+                let mut open_flags = FopenFlags::empty();
+                if !mode.write {
+                    open_flags |= FopenFlags::FOPEN_NOFLUSH;
+                }
+                if keep {
+                    open_flags |= FopenFlags::FOPEN_KEEP_CACHE;
+                }
+                reply.opened(FileHandle(fh), open_flags)
+            }
             Err(e) => reply.error(fail("open", &e)),
         }
     }
@@ -326,9 +356,11 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        match self.vfs.create(parent.0, name, mode) {
+        let result = self.vfs.create(parent.0, name, mode);
+        self.vfs.settle();
+        match result {
             Ok((ino, s, fh)) => reply.created(
-                &Self::ttl(&s),
+                &self.ttl(ino, &s),
                 &self.attr(ino, &s),
                 Generation(0),
                 FileHandle(fh),
@@ -382,7 +414,9 @@ impl Filesystem for WorldFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        match self.vfs.flush(fh.0) {
+        let result = self.vfs.flush(fh.0);
+        self.vfs.settle();
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("close", &e)),
         }
@@ -398,7 +432,9 @@ impl Filesystem for WorldFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        match self.vfs.release(fh.0) {
+        let result = self.vfs.release(fh.0);
+        self.vfs.settle();
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("release", &e)),
         }
@@ -412,7 +448,9 @@ impl Filesystem for WorldFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.vfs.fsync(fh.0) {
+        let result = self.vfs.fsync(fh.0);
+        self.vfs.settle();
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),
         }
@@ -426,7 +464,9 @@ impl Filesystem for WorldFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.vfs.sync() {
+        let result = self.vfs.sync();
+        self.vfs.settle();
+        match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),
         }
@@ -471,7 +511,7 @@ impl Filesystem for WorldFs {
                 INodeNo(e.ino),
                 e.offset,
                 e.name,
-                &Self::ttl(e.stat),
+                &self.ttl(e.ino, e.stat),
                 &attr,
                 Generation(0),
             )

@@ -23,7 +23,7 @@ use nix::unistd::{fork, setsid, ForkResult};
 
 use crate::cli::MountArgs;
 use crate::error::{Error, Result};
-use crate::fuse::WorldFs;
+use crate::fuse::{KernelNotifier, WorldFs};
 use crate::luanti::store::write_back::WINDOW;
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, state_dir};
@@ -371,6 +371,8 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     )
     .map_err(|e| Error::from(e).context(format!("mounting on {}", args.mountpoint.display())))?;
     forget_past_budget(vfs.clone(), session.notifier(), args.max_inodes.max(1000));
+    vfs.keep_kernel_cache(Box::new(KernelNotifier(session.notifier())));
+    vfs.watch()?;
     unmount_on_signal(
         signals,
         vfs.clone(),

@@ -186,6 +186,13 @@ impl Blocks {
         }
     }
 
+    /// Looks whether the database changed underneath (see [`Blocks::refresh`]); the number
+    /// returned changes whenever it did.
+    pub fn underneath(&self) -> u64 {
+        self.refresh();
+        self.cache.underneath_seen()
+    }
+
     /// The mtime of a block given its stored bytes.
     pub fn mtime_of(&self, pos: BlockPos, blob: &[u8]) -> SystemTime {
         self.mtimes

@@ -581,6 +581,20 @@ impl Tree for LuantiTree {
         self.read_only
     }
 
+    /// A change to any file of a block changes its other views (and its folder's time).
+    fn change_scope(&self, path: &TreePath) -> usize {
+        match path.first().map(String::as_str) {
+            Some("blocks") if path.len() > 2 => 2,
+            _ => path.len(),
+        }
+    }
+
+    /// The map database (players, auth and mod storage are read afresh on each use, and
+    /// the world folder's files are the system's: their stats are volatile).
+    fn underneath(&self) -> Option<u64> {
+        Some(self.blocks.underneath())
+    }
+
     fn sync(&self) -> Result<()> {
         self.blocks.store().flush()
     }

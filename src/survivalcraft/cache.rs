@@ -188,6 +188,13 @@ impl Objects {
         }
     }
 
+    /// Looks whether the world's files changed underneath (see [`Objects::refresh`]); the
+    /// number returned changes whenever they did.
+    pub fn underneath(&self) -> u64 {
+        self.refresh();
+        self.cache.underneath_seen()
+    }
+
     /// Notes the world folder's files after our own commit.
     fn saw_own_commit(&self) {
         if let Ok(mut seen) = self.seen.lock() {

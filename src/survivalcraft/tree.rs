@@ -612,6 +612,20 @@ impl Tree for SurvivalcraftTree {
         self.read_only
     }
 
+    /// A change to a chunk's file changes its other views; one to the project or a holder
+    /// (both stored in the project file) may change any of them.
+    fn change_scope(&self, path: &TreePath) -> usize {
+        match self.place(path) {
+            Ok(Place::View(..) | Place::Chunk(_)) => 2,
+            Ok(Place::WorldFile) => path.len(),
+            _ => 0,
+        }
+    }
+
+    fn underneath(&self) -> Option<u64> {
+        Some(self.objects.underneath())
+    }
+
     /// A packed world says how to unpack it to edit it.
     fn read_only_error(&self) -> Error {
         match &self.archive {

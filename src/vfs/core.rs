@@ -28,7 +28,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
@@ -36,6 +36,7 @@ use crate::vfs::fresh::FreshDirs;
 use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
 use crate::vfs::inodes::Inodes;
+use crate::vfs::kernel_cache::KernelCache;
 use crate::vfs::overlay::{overlay_stat, Overlay};
 use crate::vfs::readdir::FIRST_HELD_COOKIE;
 use crate::vfs::tree::{Kind, Stat, Tree};
@@ -62,6 +63,15 @@ pub struct Vfs {
     /// the scratch path holding their text. The source is hidden but stays in the store
     /// until new content is committed to it, or until the scratch copy is deleted.
     pub(super) aside: Mutex<HashMap<Vec<String>, Vec<String>>>,
+    /// The kernel's caches, once the mount lets it keep what it is served (see
+    /// [`crate::vfs::kernel_cache`]).
+    pub(super) kernel: OnceLock<Box<dyn KernelCache>>,
+    /// Paths the core changed since the kernel was last told (see [`Vfs::settle`]).
+    pub(super) changes: Mutex<Vec<Vec<String>>>,
+    /// Names the kernel keeps that no longer exist, for the watcher to drop.
+    pub(super) stale_names: Mutex<Vec<(u64, Arc<str>)>>,
+    /// What [`Tree::underneath`] said when the watcher last looked.
+    pub(super) underneath_seen: AtomicU64,
     /// Tests: runs inside `release` between its commit and its leaving the open files, the
     /// window another thread's truncation by path can hit.
     #[cfg(test)]
@@ -147,6 +157,10 @@ impl Vfs {
             spill: Spill::new(held_dir),
             fresh: FreshDirs::default(),
             aside: Mutex::new(HashMap::new()),
+            kernel: OnceLock::new(),
+            changes: Mutex::new(Vec::new()),
+            stale_names: Mutex::new(Vec::new()),
+            underneath_seen: AtomicU64::new(0),
             #[cfg(test)]
             race_in_release: Default::default(),
         }
@@ -303,6 +317,9 @@ impl Vfs {
                 .set_perm(&path, permission_bits(mode))
                 .map_err(|e| e.context(display_path(&path)))?;
         }
+        if size.is_some() || mtime.is_some() || mode.is_some() {
+            self.note_change(&path);
+        }
         self.stat_path(&path)
     }
 
@@ -379,6 +396,7 @@ impl Vfs {
         self.tree
             .symlink(&path, target)
             .map_err(|e| e.context(display_path(&path)))?;
+        self.note_change(&path);
         self.fresh.show(&dir, name);
         self.lookup(parent, name, pid)
     }
@@ -411,7 +429,8 @@ impl Vfs {
                 self.writable()?;
                 self.tree
                     .mkdir(&path)
-                    .map_err(|e| e.context(display_path(&path)))?
+                    .map_err(|e| e.context(display_path(&path)))?;
+                self.note_change(&path);
             }
         }
         self.fresh.show(&dir, name);
@@ -461,6 +480,7 @@ impl Vfs {
                 .remove(&path)
                 .map_err(|e| e.context(display_path(&path)))?,
         }
+        self.note_change(&path);
         self.detach(&path)?;
         if let Ok(mut t) = self.inodes.write() {
             t.unlink(parent, name);
@@ -484,6 +504,7 @@ impl Vfs {
         self.tree
             .rmdir(&path)
             .map_err(|e| e.context(display_path(&path)))?;
+        self.note_change(&path);
         let below: Vec<Vec<String>> = lock(&self.open)?
             .keys()
             .filter(|p| p.starts_with(&path))

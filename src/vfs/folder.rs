@@ -242,6 +242,7 @@ impl FolderFiles {
             },
             mtime,
             perm,
+            volatile: true,
         })
     }
 

@@ -45,6 +45,7 @@ impl OpenFile {
             size: self.data.len() as u64,
             mtime: self.mtime,
             perm: self.perm,
+            volatile: true,
         }
     }
 }
@@ -168,14 +169,22 @@ impl Vfs {
 
     /// Opens the file `ino`.
     pub fn open(&self, ino: u64, mode: OpenMode) -> Result<u64> {
+        self.open_keeping(ino, mode).map(|(fh, _)| fh)
+    }
+
+    /// Opens the file `ino`; true when the kernel may keep its cached pages from earlier
+    /// opens (read from the tree, whose changes the core reports: see
+    /// [`crate::vfs::kernel_cache`]).
+    pub fn open_keeping(&self, ino: u64, mode: OpenMode) -> Result<(u64, bool)> {
         let path = self.path_of(ino)?;
         if mode.write {
             self.writable()?;
         }
         let joined = Self::join(&*lock(&self.open)?, &path, mode)?;
         if let Some(f) = joined {
-            return self.add_handle(f, HandleState::opened(mode.write));
+            return Ok((self.add_handle(f, HandleState::opened(mode.write))?, false));
         }
+        let mut keep = false;
         let held = lock(&self.overlay)?.get(&path).map(|o| {
             let data = if mode.truncate {
                 Ok(Vec::new())
@@ -212,6 +221,7 @@ impl Vfs {
                         .map_err(|e| e.context(display_path(&path)))?
                         .to_vec()
                 };
+                keep = !mode.write && self.kernel_keeps(ino, &stat);
                 (data, Home::Tree, stat.perm, stat.mtime)
             }
         };
@@ -236,13 +246,16 @@ impl Vfs {
             // Another handle may have started writing meanwhile: then share its buffer.
             if let Some(other) = Self::join(&open, &path, mode)? {
                 drop(open);
-                return self.add_handle(other, HandleState::Opened);
+                return Ok((self.add_handle(other, HandleState::Opened)?, false));
             }
             open.insert(path.clone(), file.clone());
             drop(open);
             self.attach_readers(&path, &file)?;
         }
-        self.add_handle(file, HandleState::opened(mode.write))
+        Ok((
+            self.add_handle(file, HandleState::opened(mode.write))?,
+            keep,
+        ))
     }
 
     /// Descriptors opened read-only on `path` before `file` started being written read from
@@ -440,7 +453,9 @@ impl Vfs {
         match set_mtime {
             Some(m) => self.tree.set_mtime(&f.path, m),
             None => Ok(()),
-        }
+        }?;
+        self.note_change(&f.path);
+        Ok(())
     }
 
     /// Closes a handle, committing what is still unflushed.

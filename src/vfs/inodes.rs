@@ -2,10 +2,14 @@
 //!
 //! Paths are not stored whole; each node keeps its parent and its own name, so renaming a
 //! directory moves its whole subtree at once and memory stays proportional to what the kernel
-//! currently remembers (nodes are dropped when the kernel forgets them).
+//! currently remembers (nodes are dropped when the kernel forgets them). Each node also keeps
+//! the attributes the kernel was last given for it, so the core can tell the kernel exactly
+//! which of its cached inodes changed (see `vfs::kernel_cache`).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+use crate::vfs::tree::Stat;
 
 /// The root inode.
 pub const ROOT: u64 = 1;
@@ -14,12 +18,23 @@ struct Node {
     parent: u64,
     name: Arc<str>,
     nlookup: u64,
+    /// The attributes the kernel holds for this inode with a long time to live, if any.
+    kept: Option<Stat>,
+}
+
+/// An inode the kernel holds attributes of, as [`Inodes::kept_below`] returns it.
+pub struct Kept {
+    pub ino: u64,
+    pub parent: u64,
+    pub name: Arc<str>,
+    pub stat: Stat,
 }
 
 /// Inode numbers for paths the kernel knows.
 pub struct Inodes {
     nodes: HashMap<u64, Node>,
-    by_name: HashMap<(u64, Arc<str>), u64>,
+    /// Ordered, so the children of a folder are one range.
+    by_name: BTreeMap<(u64, Arc<str>), u64>,
     next: u64,
 }
 
@@ -32,11 +47,12 @@ impl Default for Inodes {
                 parent: ROOT,
                 name: Arc::from(""),
                 nlookup: 1,
+                kept: None,
             },
         );
         Inodes {
             nodes,
-            by_name: HashMap::new(),
+            by_name: BTreeMap::new(),
             next: ROOT + 1,
         }
     }
@@ -85,6 +101,7 @@ impl Inodes {
                 parent,
                 name: key.1.clone(),
                 nlookup: 1,
+                kept: None,
             },
         );
         self.by_name.insert(key, ino);
@@ -154,6 +171,59 @@ impl Inodes {
         old.select_nth_unstable_by_key(excess - 1, |&(ino, _, _)| ino);
         old.truncate(excess);
         old.into_iter().map(|(_, p, n)| (p, n.clone())).collect()
+    }
+
+    /// Notes the attributes the kernel was given for `ino`: kept when `stat` is not
+    /// volatile (the kernel then caches them for long), else forgotten.
+    pub fn keep(&mut self, ino: u64, stat: &Stat) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.kept = (!stat.volatile).then(|| stat.clone());
+        }
+    }
+
+    /// Replaces what the kernel keeps of `ino` (`None`: nothing, until it is served again).
+    pub fn set_kept(&mut self, ino: u64, stat: Option<Stat>) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.kept = stat;
+        }
+    }
+
+    /// `ino`, if the kernel keeps its attributes.
+    pub fn kept_one(&self, ino: u64) -> Option<Kept> {
+        let node = self.nodes.get(&ino)?;
+        Some(Kept {
+            ino,
+            parent: node.parent,
+            name: node.name.clone(),
+            stat: node.kept.clone()?,
+        })
+    }
+
+    /// The inodes at and below `ino` whose attributes the kernel keeps, or all of them when
+    /// `ino` is `None`.
+    pub fn kept_below(&self, ino: Option<u64>) -> Vec<Kept> {
+        let kept = |ino: u64| self.kept_one(ino);
+        let Some(top) = ino else {
+            return self.nodes.keys().filter_map(|&i| kept(i)).collect();
+        };
+        let mut found = Vec::new();
+        let mut todo = vec![top];
+        // A table with a loop (a bug) must not loop here: no walk visits more than all nodes.
+        let mut budget = self.nodes.len();
+        while let Some(dir) = todo.pop() {
+            if budget == 0 {
+                break;
+            }
+            budget -= 1;
+            found.extend(kept(dir));
+            let children = self
+                .by_name
+                .range((dir, Arc::from(""))..)
+                .take_while(|((parent, _), _)| *parent == dir)
+                .map(|(_, &child)| child);
+            todo.extend(children);
+        }
+        found
     }
 
     /// Number of inodes held (for tests and memory accounting).

@@ -7,6 +7,7 @@ pub mod fresh;
 pub mod handles;
 pub mod held;
 pub mod inodes;
+pub mod kernel_cache;
 pub mod lock;
 pub mod mtimes;
 pub mod objects;

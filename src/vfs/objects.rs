@@ -280,6 +280,11 @@ impl<K: Hash + Eq + Clone, V: Weigh> ObjectCache<K, V> {
         }
     }
 
+    /// How many times [`ObjectCache::changed_underneath`] was called.
+    pub fn underneath_seen(&self) -> u64 {
+        self.lock().epoch
+    }
+
     /// Another program changed the store, where is unknown: every entry is checked against
     /// its stored bytes before its next use.
     pub fn changed_underneath(&self) {

@@ -75,6 +75,7 @@ pub(super) fn overlay_stat(o: &Overlay) -> Stat {
         size: o.text.len(),
         mtime: o.mtime,
         perm: o.perm,
+        volatile: true,
     }
 }
 
@@ -89,6 +90,7 @@ impl Vfs {
                 self.tree
                     .set_perm(path, perm)
                     .map_err(|e| e.context(display_path(path)))?;
+                self.note_change(path);
                 lock(&self.aside)?.remove(path);
                 let done = lock(&self.overlay)?.remove(path);
                 if let Some(m) = done.and_then(|o| o.set_mtime) {

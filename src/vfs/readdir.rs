@@ -158,6 +158,20 @@ impl Vfs {
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> bool {
         let child_ino = self.entry_ino(listing.ino, name, listing.plus);
+        // Readdirplus hands the kernel attributes it may keep: those of a file are made exact
+        // (a tree may list approximate ones); one that cannot be is not kept.
+        let exact;
+        let stat = if listing.plus && stat.kind == Kind::File && !stat.volatile {
+            exact = self
+                .stat_path(&child(listing.dir, name))
+                .unwrap_or_else(|_| Stat {
+                    volatile: true,
+                    ..stat.clone()
+                });
+            &exact
+        } else {
+            stat
+        };
         let ok = sink(DirEntry {
             ino: child_ino,
             offset: cookie,

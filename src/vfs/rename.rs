@@ -56,6 +56,8 @@ impl Vfs {
                 self.rename_in_tree(&from, &to)?;
             }
         }
+        self.note_change(&from);
+        self.note_change(&to);
         self.fresh.removed(&from);
         self.fresh.show(to_dir, new_name);
         if let Ok(mut t) = self.inodes.write() {

@@ -1,7 +1,7 @@
 //! Tests only: a small [`Tree`] of files in memory that the core's unit tests run on.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -24,6 +24,8 @@ pub struct Files {
     pub mtimes: Mutex<HashMap<String, SystemTime>>,
     /// Whether the tree refuses changes (a TVDA disk turns read-only at a refused commit).
     pub read_only: AtomicBool,
+    /// What [`Tree::underneath`] says: tests bump it to stand for another program's change.
+    pub underneath: AtomicU64,
 }
 
 impl Files {
@@ -58,6 +60,7 @@ impl Tree for Files {
             size: data.len() as u64,
             mtime: UNIX_EPOCH,
             perm: if key.ends_with("/auth") { 0o600 } else { 0o644 },
+            volatile: false,
         })
     }
     fn list(&self, _: &[String], _: u64, _: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
@@ -129,6 +132,19 @@ impl Tree for Files {
         lock(&self.mtimes)?.insert(self.file_key(path)?, mtime);
         Ok(())
     }
+    /// Every file of `d` changes with any other (like a block's views).
+    fn change_scope(&self, path: &[String]) -> usize {
+        if path.first().is_some_and(|d| d == "d") {
+            1
+        } else {
+            path.len()
+        }
+    }
+
+    fn underneath(&self) -> Option<u64> {
+        Some(self.underneath.load(Ordering::Relaxed))
+    }
+
     fn read_only(&self) -> bool {
         self.read_only.load(Ordering::Relaxed)
     }

@@ -57,6 +57,11 @@ pub struct Stat {
     pub mtime: SystemTime,
     /// Permission bits (e.g. 0o644, 0o600 for secrets, 0o755 for directories).
     pub perm: u16,
+    /// Shown from something other programs may change without the tree noticing (a file of
+    /// the world folder, a player row read afresh on each use): the kernel may keep it only
+    /// briefly. Everything else the kernel keeps until the core tells it that it changed
+    /// (see [`Tree::underneath`] and [`Tree::change_scope`]).
+    pub volatile: bool,
 }
 
 impl Stat {
@@ -67,6 +72,7 @@ impl Stat {
             size: 0,
             mtime,
             perm: if read_only { 0o555 } else { 0o755 },
+            volatile: false,
         }
     }
 
@@ -77,6 +83,7 @@ impl Stat {
             size,
             mtime,
             perm: if read_only { 0o444 } else { 0o644 },
+            volatile: false,
         }
     }
 
@@ -87,6 +94,7 @@ impl Stat {
             size: len,
             mtime,
             perm: 0o777,
+            volatile: false,
         }
     }
 }
@@ -162,6 +170,22 @@ pub trait Tree: Send + Sync + 'static {
     /// it; the real folders a tree shows ([`crate::vfs::folder`]) set it on disk.
     fn set_perm(&self, _path: &TreePath, _perm: u16) -> Result<()> {
         Ok(())
+    }
+
+    /// How many leading components of `path` name the object a change at `path` may change
+    /// (a block folder for any file of a block, whose other views it changes too); the core
+    /// re-checks what the kernel holds below it after each change it makes. 0 means the
+    /// whole tree. Trees whose files change alone keep this default, the path itself.
+    fn change_scope(&self, path: &TreePath) -> usize {
+        path.len()
+    }
+
+    /// Looks (at most once per short interval) whether another program changed the stores
+    /// underneath, and returns a number that changes whenever it did. The core polls it and
+    /// re-checks everything the kernel keeps when it changes. `None`: the tree cannot tell,
+    /// so the kernel keeps nothing of it for long (the default).
+    fn underneath(&self) -> Option<u64> {
+        None
     }
 
     /// Whether the tree refuses all writes. The core refuses every change while it does (a

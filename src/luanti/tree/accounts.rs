@@ -239,6 +239,7 @@ impl Accounts {
             size: 0,
             mtime: base_time(),
             perm: if self.read_only { 0o555 } else { 0o755 },
+            volatile: true,
         }
     }
 
@@ -254,6 +255,7 @@ impl Accounts {
             size: data.len() as u64,
             mtime: self.mtimes.mtime(mtime_key(path), content_hash(data)),
             perm,
+            volatile: true,
         }
     }
 

@@ -107,6 +107,7 @@ impl TevdTree {
             size,
             mtime,
             perm: if self.read_only { perm & 0o555 } else { perm },
+            volatile: false,
         }
     }
 

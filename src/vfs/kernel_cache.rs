@@ -1,0 +1,338 @@
+//! Keeping the kernel's caches true. The kernel may keep names, attributes and file pages of
+//! what the core serves for long (see README "Semantics"), which spares a round trip per
+//! `lstat` on every rsync pass and makes a second `grep -r` run from the page cache. That is
+//! only right if the core tells it, at once, about every change of something it keeps:
+//!
+//! - after each change the core makes (a commit on close, a removal, a rename, …), every
+//!   inode the kernel keeps below the changed object ([`Tree::change_scope`]: a block's other
+//!   views change with it) and above it (folder times) is stat-ed again, and those whose
+//!   attributes differ from what the kernel was given are invalidated, before the operation
+//!   returns;
+//! - a watcher polls [`Tree::underneath`]; when another program changed a store, every inode
+//!   the kernel keeps is checked the same way, within [`WATCH_INTERVAL`].
+//!
+//! Attributes stand for content: every view's time changes with its bytes (recorded commit
+//! times, or times derived from a hash of the content). What a tree marks
+//! [`Stat::volatile`] (world-folder files, rows read afresh on each use) the kernel keeps
+//! only briefly, with no page cache across opens. Without a [`KernelCache`] (in-process use
+//! and tests) nothing is kept long.
+//!
+//! Names go stale too (a block another writer deleted): the kernel is told to drop them,
+//! but never from inside a request, since a request that changes a folder holds the lock
+//! the kernel needs to drop a name in it; the watcher sends those.
+//!
+//! [`Tree::change_scope`]: crate::vfs::Tree::change_scope
+//! [`Tree::underneath`]: crate::vfs::Tree::underneath
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::error::{lock, Error, Result};
+use crate::vfs::core::Vfs;
+use crate::vfs::inodes::{Kept, ROOT};
+use crate::vfs::tree::Stat;
+
+/// How often the watcher looks for other programs' changes and sends pending name drops.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The kernel's caches, as the FUSE adapter reaches them (fuser's `Notifier`).
+pub trait KernelCache: Send + Sync {
+    /// Drops the kernel's attributes and cached pages of `ino`.
+    fn inval_inode(&self, ino: u64) -> std::io::Result<()>;
+    /// Drops the kernel's name `name` in folder `parent`.
+    fn inval_entry(&self, parent: u64, name: &str) -> std::io::Result<()>;
+}
+
+impl Vfs {
+    /// Lets the kernel keep what it is served for long, telling it through `kernel` what
+    /// changes (the mount does this once, after mounting).
+    pub fn keep_kernel_cache(&self, kernel: Box<dyn KernelCache>) {
+        let Some(seen) = self.tree.underneath() else {
+            log::info!("this tree cannot tell other programs' changes: the kernel keeps little");
+            return;
+        };
+        self.underneath_seen.store(seen, Ordering::Relaxed);
+        if self.kernel.set(kernel).is_err() {
+            log::warn!("the kernel cache was already set");
+        }
+    }
+
+    /// Notes that the kernel was given `stat` for `ino`; true when it may keep it for long
+    /// (the core will tell it when it changes).
+    pub fn kernel_keeps(&self, ino: u64, stat: &Stat) -> bool {
+        if self.kernel.get().is_none() || stat.volatile {
+            return false;
+        }
+        match self.inodes.write() {
+            Ok(mut t) => {
+                t.keep(ino, stat);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Notes a change the core made at `path`, for [`Vfs::settle`] (safe under any lock).
+    pub(super) fn note_change(&self, path: &[String]) {
+        if self.kernel.get().is_none() {
+            return;
+        }
+        if let Ok(mut q) = lock(&self.changes) {
+            if !q.iter().any(|p| p == path) {
+                q.push(path.to_vec());
+            }
+        }
+    }
+
+    /// Tells the kernel which of the inodes it keeps changed with the changes noted since the
+    /// last call. The adapter calls it after every operation that may change something and
+    /// before it replies, so the next command sees the change.
+    pub fn settle(&self) {
+        let paths = match lock(&self.changes) {
+            Ok(mut q) if !q.is_empty() => std::mem::take(&mut *q),
+            _ => return,
+        };
+        for path in paths {
+            self.changed(&path);
+        }
+    }
+
+    /// After a change the core made at `path`: tells the kernel which of the inodes it
+    /// keeps changed with it (see the module docs).
+    fn changed(&self, path: &[String]) {
+        if self.kernel.get().is_none() {
+            return;
+        }
+        let scope = self.tree.change_scope(path).min(path.len());
+        let mut todo: Vec<Kept> = Vec::new();
+        let mut own = None;
+        if let Ok(t) = self.inodes.read() {
+            // The scope's folder (or none when the kernel does not know it: then it keeps
+            // nothing below it either) and the folders above it.
+            let mut at = Some(ROOT);
+            let mut above = Vec::new();
+            for name in &path[..scope] {
+                if let Some(dir) = at {
+                    above.push(dir);
+                    at = t.find(dir, name);
+                }
+            }
+            if let Some(top) = at {
+                todo.extend(t.kept_below(Some(top)));
+                own = path[scope..]
+                    .iter()
+                    .try_fold(top, |dir, name| t.find(dir, name));
+            }
+            todo.extend(above.into_iter().filter_map(|i| t.kept_one(i)));
+        }
+        let told = self.recheck(todo);
+        // The file written itself: its pages hold what was written, which may differ from
+        // the text the tree shows now (its canonical form).
+        if let (Some(ino), Some(kernel)) = (own, self.kernel.get()) {
+            if !told.contains(&ino) {
+                let _ = kernel.inval_inode(ino);
+            }
+        }
+    }
+
+    /// Stats each kept inode again and invalidates those whose attributes changed (which it
+    /// returns); names that no longer exist (or changed kind) are queued for the watcher.
+    fn recheck(&self, kept: Vec<Kept>) -> Vec<u64> {
+        let Some(kernel) = self.kernel.get() else {
+            return Vec::new();
+        };
+        let mut changed: Vec<(u64, Option<Stat>)> = Vec::new();
+        for k in kept {
+            let path = match self.path_of(k.ino) {
+                Ok(p) => p,
+                Err(_) => continue,
+            };
+            let now = self.stat_path(&path);
+            match now {
+                Ok(s) if same(&s, &k.stat) => {}
+                Ok(s) if s.kind == k.stat.kind => {
+                    let _ = kernel.inval_inode(k.ino);
+                    changed.push((k.ino, (!s.volatile).then_some(s)));
+                }
+                _ => {
+                    let _ = kernel.inval_inode(k.ino);
+                    changed.push((k.ino, None));
+                    if k.ino != ROOT {
+                        if let Ok(mut q) = lock(&self.stale_names) {
+                            q.push((k.parent, k.name.clone()));
+                        }
+                    }
+                }
+            }
+        }
+        if let Ok(mut t) = self.inodes.write() {
+            for (ino, stat) in &changed {
+                t.set_kept(*ino, stat.clone());
+            }
+        }
+        changed.into_iter().map(|(ino, _)| ino).collect()
+    }
+
+    /// One look of the watcher: other programs' changes, then the names to drop.
+    pub fn watch_once(&self) {
+        let Some(kernel) = self.kernel.get() else {
+            return;
+        };
+        let seen = self.tree.underneath().unwrap_or_default();
+        if self.underneath_seen.swap(seen, Ordering::Relaxed) != seen {
+            let all = match self.inodes.read() {
+                Ok(t) => t.kept_below(None),
+                Err(_) => Vec::new(),
+            };
+            log::debug!(
+                "stores changed underneath: checking {} kept inodes",
+                all.len()
+            );
+            self.recheck(all);
+        }
+        let names = match lock(&self.stale_names) {
+            Ok(mut q) => std::mem::take(&mut *q),
+            Err(_) => Vec::new(),
+        };
+        for (parent, name) in names {
+            // ENOENT: the kernel dropped it already.
+            let _ = kernel.inval_entry(parent, &name);
+        }
+    }
+
+    /// Starts the watcher thread; it ends with the core.
+    pub fn watch(self: &Arc<Self>) -> Result<()> {
+        let vfs: Weak<Vfs> = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("worldfs-watch".into())
+            .spawn(move || loop {
+                std::thread::sleep(WATCH_INTERVAL);
+                match vfs.upgrade() {
+                    Some(vfs) => vfs.watch_once(),
+                    None => return,
+                }
+            })
+            .map(|_| ())
+            .map_err(|e| Error::from(e).context("starting the kernel cache watcher"))
+    }
+}
+
+/// Whether the kernel's copy of the attributes is still right.
+fn same(now: &Stat, kept: &Stat) -> bool {
+    now.kind == kept.kind
+        && now.size == kept.size
+        && now.mtime == kept.mtime
+        && now.perm == kept.perm
+        && !now.volatile
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vfs::test_tree::*;
+    use std::sync::Mutex;
+
+    /// What the core told the kernel.
+    #[derive(Default, Clone)]
+    struct Told(Arc<Mutex<Vec<String>>>);
+
+    impl KernelCache for Told {
+        fn inval_inode(&self, ino: u64) -> std::io::Result<()> {
+            self.0.lock().unwrap().push(format!("inode {ino}"));
+            Ok(())
+        }
+        fn inval_entry(&self, parent: u64, name: &str) -> std::io::Result<()> {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("entry {parent} {name}"));
+            Ok(())
+        }
+    }
+
+    impl Told {
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut *self.0.lock().unwrap())
+        }
+    }
+
+    /// A core whose kernel keeps `d/f`, `d/g` and `d/h`, as served by lookups.
+    fn kept() -> (Arc<Files>, Vfs, Told, [u64; 3]) {
+        let (tree, vfs, f) = setup();
+        for name in ["d/g", "d/h"] {
+            lock(&tree.files)
+                .unwrap()
+                .insert(name.into(), b"ok same".to_vec());
+        }
+        let told = Told::default();
+        vfs.keep_kernel_cache(Box::new(told.clone()));
+        let d = dir_ino(&vfs);
+        let mut inos = [f, 0, 0];
+        for (i, name) in ["f", "g", "h"].into_iter().enumerate() {
+            let (ino, stat) = vfs.lookup(d, name, 1).unwrap();
+            assert!(vfs.kernel_keeps(ino, &stat));
+            inos[i] = ino;
+        }
+        (tree, vfs, told, inos)
+    }
+
+    #[test]
+    fn a_commit_tells_the_kernel_of_exactly_the_files_of_its_object_that_changed() {
+        let (tree, vfs, told, [f, g, _]) = kept();
+        // The commit of f changes g too (as a node edit changes a block's block.txt).
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok changed".to_vec());
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"ok new text", false).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(told.take().is_empty(), "nothing is told before settle");
+        vfs.settle();
+        let mut got = told.take();
+        got.sort();
+        assert_eq!(got, vec![format!("inode {f}"), format!("inode {g}")]);
+        vfs.settle();
+        assert!(told.take().is_empty(), "told once");
+    }
+
+    #[test]
+    fn another_programs_change_is_told_at_the_next_watch_and_only_then() {
+        let (tree, vfs, told, [_, g, h]) = kept();
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok other".to_vec());
+        lock(&tree.files).unwrap().remove("d/h");
+        vfs.watch_once();
+        assert!(told.take().is_empty(), "the tree saw no change yet");
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        let d = dir_ino(&vfs);
+        let mut got = told.take();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                format!("entry {d} h"),
+                format!("inode {g}"),
+                format!("inode {h}"),
+            ]
+        );
+        vfs.watch_once();
+        assert!(told.take().is_empty(), "told once");
+    }
+
+    #[test]
+    fn without_a_kernel_cache_or_for_volatile_files_nothing_is_kept() {
+        let (_, vfs, f) = setup();
+        let stat = vfs.getattr(f, None).unwrap();
+        assert!(!vfs.kernel_keeps(f, &stat), "no kernel cache set");
+        vfs.keep_kernel_cache(Box::new(Told::default()));
+        assert!(vfs.kernel_keeps(f, &stat));
+        let volatile = Stat {
+            volatile: true,
+            ..stat
+        };
+        assert!(!vfs.kernel_keeps(f, &volatile));
+    }
+}
