@@ -371,6 +371,8 @@ fn a_block_that_does_not_decode_shows_its_error_and_rm_r_deletes_it() {
         );
         let follow = link(&tree, &["index", "broken", &name]);
         assert_eq!(follow, format!("../../blocks/{name}"));
+        let folder = tree.stat(&p(&["index", "broken"])).expect("stat");
+        assert!(folder.volatile, "index/ depends on the whole map");
         // rm -r: every listed file is unlinked, then the folder.
         for f in ls(&tree, &["blocks", &name]) {
             tree.remove(&p(&["blocks", &name, &f])).expect("unlink");
@@ -378,6 +380,11 @@ fn a_block_that_does_not_decode_shows_its_error_and_rm_r_deletes_it() {
         tree.rmdir(&p(&["blocks", &name])).expect("rmdir");
         assert!(!ls(&tree, &["blocks"]).contains(&name));
         assert!(ls(&tree, &["index", "broken"]).is_empty());
+        // The kernel opens folders itself and keeps their listings until their mtime
+        // changes: a folder whose answer changed shows a new one.
+        let after = tree.stat(&p(&["index", "broken"])).expect("stat");
+        assert_ne!(after.mtime, folder.mtime, "index/broken changed");
+        assert!(after.volatile);
     }
     assert!(MapStore::open(&map, true)
         .expect("reader")

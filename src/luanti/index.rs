@@ -156,6 +156,10 @@ pub struct Answer {
     pub fields: Option<BTreeMap<Vec<u8>, FieldValues>>,
     /// Packed positions of the blocks that do not decode → why.
     pub broken: BTreeMap<u64, String>,
+    /// Changes whenever the answer does (each scan, each commit of ours): the folders of
+    /// `index/` show it in their mtime, since the kernel keeps a folder's listing until
+    /// its mtime changes.
+    pub generation: u64,
 }
 
 impl Answer {
@@ -367,6 +371,8 @@ pub struct Index {
     budget: usize,
     workers: usize,
     scans: std::sync::atomic::AtomicU64,
+    /// The last [`Answer::generation`] given.
+    generations: std::sync::atomic::AtomicU64,
 }
 
 impl Index {
@@ -383,6 +389,7 @@ impl Index {
             budget,
             workers,
             scans: Default::default(),
+            generations: Default::default(),
         });
         store.watch(Arc::downgrade(&index) as std::sync::Weak<dyn CommitWatch>);
         index
@@ -392,6 +399,12 @@ impl Index {
         self.kept
             .lock()
             .map_err(|_| Error::corrupt("index lock poisoned"))
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
     }
 
     /// How many scans ran so far.
@@ -424,6 +437,7 @@ impl Index {
             self.scans
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             scan(&self.store, kind, &mut base, self.workers)?;
+            base.generation = self.next_generation();
             log::info!(
                 "index: scanned the map for {kind:?} in {:.3} s",
                 started.elapsed().as_secs_f64()
@@ -465,6 +479,7 @@ impl CommitWatch for Index {
         for (pos, blob) in changes {
             answer.update(*pos, blob.as_deref());
         }
+        answer.generation = self.next_generation();
         kept.version = Some(after);
     }
 }

@@ -581,10 +581,13 @@ impl Tree for LuantiTree {
         self.read_only
     }
 
-    /// A change to any file of a block changes its other views (and its folder's time).
+    /// A change to any file of a block changes its other views (and its folder's time); a
+    /// change under `index/` (a rename) may change any block.
     fn change_scope(&self, path: &TreePath) -> usize {
         match path.first().map(String::as_str) {
             Some("blocks") if path.len() > 2 => 2,
+            // A rename under index/ changes blocks all over the map.
+            Some(index::INDEX) => 0,
             _ => path.len(),
         }
     }
@@ -635,7 +638,10 @@ impl LuantiTree {
             Entry {
                 name: index::INDEX.into(),
                 cookie: 5,
-                stat: self.dir_stat(base_time()),
+                stat: Stat {
+                    volatile: true,
+                    ..self.dir_stat(base_time())
+                },
             },
         ];
         if let Some(accounts) = &self.accounts {

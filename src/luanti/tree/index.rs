@@ -10,7 +10,9 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::blocks::{block_name, rel_name};
 use super::{base_time, not_found, LuantiTree};
@@ -211,7 +213,16 @@ impl LuantiTree {
         }
     }
 
+    /// Every stat under `index/` is volatile: what it shows depends on the whole map, so
+    /// the kernel must not keep it (a change of any block may change it).
     pub(super) fn index_stat(&self, at: &At) -> Result<Stat> {
+        self.index_stat_kept(at).map(|mut s| {
+            s.volatile = true;
+            s
+        })
+    }
+
+    fn index_stat_kept(&self, at: &At) -> Result<Stat> {
         if let Some(target) = self.link_target(at) {
             return Ok(Stat::symlink(target.len() as u64, base_time()));
         }
@@ -220,8 +231,31 @@ impl LuantiTree {
                 let len = self.item_lines()?.get(item).map_or(0, Vec::len);
                 Ok(self.file_stat(len, base_time()))
             }
-            _ => Ok(self.dir_stat(base_time())),
+            At::Top => Ok(self.dir_stat(base_time())),
+            At::Folder("items") => Ok(self.items_dir_stat(&self.item_lines()?)),
+            At::Folder("fields") | At::FieldKey(_) | At::FieldValue(..) => {
+                Ok(self.answer_dir_stat(&*self.index_answer(Kind::Fields)?))
+            }
+            _ => Ok(self.answer_dir_stat(&*self.index_answer(Kind::Nodes)?)),
         }
+    }
+
+    /// A folder listing part of `answer`: its mtime changes with the answer (the kernel
+    /// opens folders itself and keeps a listing until the folder's mtime changes).
+    fn answer_dir_stat(&self, answer: &Answer) -> Stat {
+        self.dir_stat(base_time() + Duration::from_secs(answer.generation))
+    }
+
+    /// `items/`, which also lists the players' items (read afresh, not in the answer): its
+    /// mtime changes with its names and their sizes.
+    fn items_dir_stat(&self, items: &BTreeMap<Vec<u8>, Vec<u8>>) -> Stat {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (name, text) in items {
+            name.hash(&mut h);
+            text.len().hash(&mut h);
+        }
+        let nanos = (h.finish() % 1_000_000_000) as u32;
+        self.dir_stat(base_time() + Duration::new(0, nanos))
     }
 
     pub(super) fn index_read(&self, path: &TreePath, at: &At) -> Result<Arc<Vec<u8>>> {
@@ -249,14 +283,18 @@ impl LuantiTree {
         after: u64,
         sink: &mut dyn FnMut(Entry) -> bool,
     ) -> Result<()> {
-        let dir = self.dir_stat(base_time());
+        // Volatile, as in `index_stat`.
+        let sink = &mut |mut e: Entry| {
+            e.stat.volatile = true;
+            sink(e)
+        };
         let link = |target_len: usize| Stat::symlink(target_len as u64, base_time());
         let entries: Vec<Entry> = match at {
-            At::Top => named_entries(FOLDERS.iter(), dir),
+            At::Top => named_entries(FOLDERS.iter(), self.dir_stat(base_time())),
             At::Folder("nodes") => {
                 let a = self.index_answer(Kind::Nodes)?;
                 let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
-                named_entries(nodes.keys(), dir)
+                named_entries(nodes.keys(), self.answer_dir_stat(&a))
             }
             At::Folder("items") => {
                 let items = self.item_lines()?;
@@ -273,7 +311,7 @@ impl LuantiTree {
             At::Folder("fields") => {
                 let a = self.index_answer(Kind::Fields)?;
                 let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
-                named_entries(fields.keys(), dir)
+                named_entries(fields.keys(), self.answer_dir_stat(&a))
             }
             At::Folder(_) => {
                 let a = self.index_answer(Kind::Nodes)?;
@@ -295,7 +333,7 @@ impl LuantiTree {
                 let values = fields
                     .get(key)
                     .ok_or_else(|| Error::not_found("no such field"))?;
-                named_entries(values.keys(), dir)
+                named_entries(values.keys(), self.answer_dir_stat(&a))
             }
             At::FieldValue(key, value) => {
                 let a = self.index_answer(Kind::Fields)?;
