@@ -426,3 +426,157 @@ fn the_index_view_wins_over_a_world_folder_named_index() {
         b"mine\n"
     );
 }
+
+/// Every stored block's bytes, by position.
+fn all_blobs(map: &Path) -> BTreeMap<BlockPos, Vec<u8>> {
+    read_blocks(map)
+        .into_iter()
+        .map(|(key, blob)| (block_pos(key), blob))
+        .collect()
+}
+
+fn rename(tree: &LuantiTree, from: &[&str], to: &[&str]) -> worldfs::error::Result<()> {
+    tree.rename(&p(from), &p(to))
+}
+
+/// Issue 13: `mv index/nodes/A index/nodes/B` replaces A by B in every block holding it
+/// (param2 and light kept, merged where the block already holds B), in one commit; other
+/// blocks keep their bytes; the engine sees B everywhere A was; a bad name changes nothing.
+#[test]
+fn renaming_a_node_replaces_it_everywhere_and_the_engine_sees_it() {
+    let (_dir, world) = engine_world();
+    let map = world.join("map.sqlite");
+    let tree = open(&world, false);
+    tree.write_back(worldfs::luanti::store::write_back::WINDOW)
+        .expect("write-back, as a mount does");
+    let a = "default:chest";
+    let chests = ls(&tree, &["index", "nodes", a]);
+    assert!(!chests.is_empty());
+    let before = all_blobs(&map);
+    // B: another node a chest block holds, so the ids merge.
+    let first = decode_block(&before[&block_name_pos(&chests[0])]).expect("decodes");
+    let b = used_names(&first)
+        .into_iter()
+        .find(|n| n != a && n != "air")
+        .expect("another node beside the chest");
+
+    // Bad names change nothing.
+    for bad in ["", "two words", "default:chest:x", ":lead", "a/b"] {
+        let err = rename(&tree, &["index", "nodes", a], &["index", "nodes", bad]);
+        assert_eq!(err.err().map(|e| e.errno()), Some(libc::EINVAL), "{bad:?}");
+    }
+    assert_eq!(all_blobs(&map), before, "a bad name changed the map");
+
+    rename(&tree, &["index", "nodes", a], &["index", "nodes", &b]).expect("rename");
+    let after = all_blobs(&map);
+    assert_eq!(after.len(), before.len());
+    let mut want_counts: BTreeMap<String, usize> = BTreeMap::new();
+    for (pos, old) in &before {
+        let new = &after[pos];
+        let was = decode_block(old).expect("decodes");
+        if !used_names(&was).contains(&a.to_string()) {
+            assert_eq!(new, old, "block {pos:?} without {a} kept its bytes");
+        } else {
+            let now = decode_block(new).expect("decodes");
+            assert_eq!(now.param2, was.param2);
+            assert_eq!(now.param1, was.param1);
+            assert_eq!(now.metadata, was.metadata);
+            for i in 0..was.content.len() {
+                let old_name = &was.names[usize::from(was.content[i])];
+                let new_name = &now.names[usize::from(now.content[i])];
+                let want = if old_name == a { &b } else { old_name };
+                assert_eq!(new_name, want, "node {i} of {pos:?}");
+            }
+            let unique: BTreeSet<&String> = now.names.iter().collect();
+            assert_eq!(unique.len(), now.names.len(), "ids merged");
+        }
+        if (-2..=1).contains(&pos.x) && (-2..=1).contains(&pos.y) && (-2..=1).contains(&pos.z) {
+            let now = decode_block(new).expect("decodes");
+            for &c in &now.content {
+                *want_counts
+                    .entry(now.names[usize::from(c)].clone())
+                    .or_default() += 1;
+            }
+        }
+    }
+    assert!(ls(&tree, &["index", "nodes"]).iter().all(|n| n != a));
+    assert_eq!(shown(&tree), brute_force(&tree, &map));
+    drop(tree);
+
+    let _engine = ENGINE_RUNS.lock().unwrap_or_else(|e| e.into_inner());
+    let out = common::engine::probe(&world, "-32,-32,-32", "31,31,31", "0,0,0");
+    let got: BTreeMap<String, usize> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("count "))
+        .filter_map(|l| {
+            let (name, n) = l.rsplit_once(' ')?;
+            Some((name.to_string(), n.parse().ok()?))
+        })
+        .collect();
+    assert!(want_counts.contains_key(&b), "the probed area holds {b}");
+    assert!(!got.contains_key(a), "the engine still sees {a}: {out}");
+    assert_eq!(got.get(&b), want_counts.get(&b), "{out}");
+}
+
+fn block_name_pos(name: &str) -> BlockPos {
+    worldfs::luanti::tree::parse_block_name(name).expect("a block name")
+}
+
+fn lines_of(tree: &LuantiTree, item: &str) -> BTreeSet<String> {
+    match tree.read(&p(&["index", "items", item])) {
+        Ok(text) => String::from_utf8_lossy(&text)
+            .lines()
+            .map(String::from)
+            .collect(),
+        Err(_) => BTreeSet::new(),
+    }
+}
+
+/// Issue 13: `mv index/items/A index/items/B` replaces A by B in every node inventory and
+/// every player inventory, counts kept (the slots of A are now slots of B).
+#[test]
+fn renaming_an_item_replaces_it_in_node_and_player_inventories() {
+    let (_dir, world) = engine_world();
+    let tree = open(&world, false);
+    // An item in a node inventory and one in a player's.
+    let items = ls(&tree, &["index", "items"]);
+    let in_player = items
+        .iter()
+        .find(|i| lines_of(&tree, i).iter().any(|l| l.starts_with("players/")))
+        .expect("an item a player holds")
+        .clone();
+    let in_node = items
+        .iter()
+        .find(|i| lines_of(&tree, i).iter().any(|l| l.starts_with("blocks/")))
+        .expect("an item a node inventory holds")
+        .clone();
+    let b = "test:renamed";
+    for a in [&in_player, &in_node] {
+        let mut want = lines_of(&tree, a);
+        want.extend(lines_of(&tree, b));
+        rename(&tree, &["index", "items", a], &["index", "items", b]).expect("rename");
+        assert!(lines_of(&tree, a).is_empty(), "{a} is gone");
+        assert_eq!(lines_of(&tree, b), want);
+    }
+    let err = rename(
+        &tree,
+        &["index", "items", b],
+        &["index", "items", "no good"],
+    );
+    assert_eq!(err.err().map(|e| e.errno()), Some(libc::EINVAL));
+    // The players' files name the new item.
+    let player = lines_of(&tree, b)
+        .into_iter()
+        .find_map(|l| {
+            l.strip_prefix("players/")
+                .map(|r| r.split(' ').next().unwrap_or_default().to_string())
+        })
+        .expect("a player line");
+    let text = tree.read(&p(&["players", &player])).expect("player file");
+    assert!(String::from_utf8_lossy(&text).contains(b));
+    // Reopened: what was committed.
+    drop(tree);
+    let tree = open(&world, false);
+    assert!(lines_of(&tree, &in_player).is_empty());
+    assert!(!lines_of(&tree, b).is_empty());
+}

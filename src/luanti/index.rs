@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec;
-use crate::luanti::codec::block::{BlockPos, MapBlock};
+use crate::luanti::codec::block::{BlockPos, Inventory, MapBlock};
 use crate::luanti::store::map_sqlite::Change;
 use crate::luanti::store::write_back::{BlockStore, CommitWatch};
 
@@ -49,6 +49,48 @@ pub fn unpack(packed: u64) -> BlockPos {
         y: i(16),
         z: i(0),
     }
+}
+
+/// Whether `name` may name a node or an item in a rename: what the engine accepts in a
+/// registration (`modname:name`, letters, digits and `_`, or a plain builtin name such as
+/// `air`), at most 65,535 bytes (a name's length is stored in 16 bits).
+pub fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= usize::from(u16::MAX)
+        && name.iter().filter(|&&c| c == b':').count() <= 1
+        && name.first() != Some(&b':')
+        && name.last() != Some(&b':')
+        && name
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+/// Replaces node `from` by `to` in `block` (param2 and everything else kept; where the
+/// block already holds `to`, both ids become one when encoded, since names are written
+/// unique). Whether anything changed.
+pub fn rename_node(block: &mut MapBlock, from: &str, to: &str) -> bool {
+    let mut changed = false;
+    for n in block.names.iter_mut().filter(|n| *n == from) {
+        *n = to.to_string();
+        changed = true;
+    }
+    changed
+}
+
+/// Replaces item `from` by `to` in every slot of `inventory` (count, wear and item
+/// metadata kept). How many slots changed.
+pub fn rename_item(inventory: &mut Inventory, from: &[u8], to: &[u8]) -> usize {
+    let mut changed = 0;
+    for s in inventory
+        .lists
+        .iter_mut()
+        .flat_map(|l| l.slots.iter_mut())
+        .filter(|s| s.name == from)
+    {
+        s.name = to.to_vec();
+        changed += 1;
+    }
+    changed
 }
 
 /// The kinds of question a scan answers (blocks that do not decode are always found).

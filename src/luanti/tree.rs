@@ -388,6 +388,8 @@ impl Tree for LuantiTree {
             Place::Accounts => self.accounts()?.classify(dir, name)?,
             Place::Block(_) if VIEWS.iter().any(|v| v.name == name) => NewFile::Object,
             Place::MetaNode(..) if name == "inventory" => NewFile::Object,
+            // The target of a rename of a node or an item (`mv index/items/A index/items/B`).
+            Place::Index(index::At::Folder("nodes" | "items")) => NewFile::Object,
             // Field names are free: every name is a key but the exact temporaries of sed,
             // rsync and vim, and a long form names only a stored key.
             Place::Vars(..) if names::is_tool_temporary(name) => NewFile::Scratch,
@@ -509,6 +511,9 @@ impl Tree for LuantiTree {
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        if from.first().map(String::as_str) == Some(index::INDEX) {
+            return self.index_rename(from, to);
+        }
         match (self.place(from)?, self.place(to)?) {
             (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
             (Place::Accounts, Place::Accounts) => self.accounts()?.rename(from, to),

@@ -166,6 +166,30 @@ impl Accounts {
         )
     }
 
+    /// Replaces item `from` by `to` in every player's inventory (count, wear and item
+    /// metadata kept): each changed player is saved in its own transaction (the player
+    /// backend is another database than the map). Returns how many players changed.
+    pub fn rename_item(&self, from: &[u8], to: &[u8]) -> Result<usize> {
+        let Some(players) = &self.players else {
+            return Ok(0);
+        };
+        players.with(
+            false,
+            || Ok(0),
+            |s| {
+                let mut changed = 0;
+                for name in s.list()? {
+                    let mut player = s.load(&name)?;
+                    if crate::luanti::index::rename_item(&mut player.inventory, from, to) > 0 {
+                        s.save(&player)?;
+                        changed += 1;
+                    }
+                }
+                Ok(changed)
+            },
+        )
+    }
+
     /// Whether the top-level name `name` belongs to the accounts.
     pub fn owns(&self, name: &str) -> bool {
         self.top_names().contains(&name)

@@ -9,7 +9,7 @@
 //! index/broken/X,Y,Z                  -> ../../blocks/X,Y,Z (whose error.txt says why)
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +18,7 @@ use super::blocks::{block_name, rel_name};
 use super::{base_time, not_found, LuantiTree};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::RelPos;
-use crate::luanti::index::{pack, unpack, Answer, Kind};
+use crate::luanti::index::{pack, rename_item, rename_node, unpack, valid_name, Answer, Kind};
 use crate::names;
 use crate::vfs::tree::{stream, Entry, Stat, TreePath};
 
@@ -198,6 +198,118 @@ impl LuantiTree {
             }
         }
         Ok(out)
+    }
+
+    /// `mv index/nodes/A index/nodes/B` (also as `mv` asks it when B exists:
+    /// `index/nodes/B/A`) and `mv index/items/A index/items/B`: A replaced by B in every
+    /// block (and, for items, every player) holding it; see [`Blocks::edit_many`].
+    ///
+    /// [`Blocks::edit_many`]: crate::luanti::cache::Blocks::edit_many
+    pub(super) fn index_rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        let exdev = || {
+            Error::new(
+                libc::EXDEV,
+                "only index/nodes/NAME and index/items/ITEM can be renamed, within their folder",
+            )
+        };
+        let parts: Vec<&str> = from.iter().map(String::as_str).collect();
+        let at = self.index_at(from, &parts[1..])?;
+        let target = |to: &TreePath| -> Result<Vec<u8>> {
+            let name = to.get(2).ok_or_else(exdev)?;
+            let bytes = names::unescape(name)
+                .map_err(|_| Error::invalid(format!("{name}: not a valid name")))?;
+            if !valid_name(&bytes) {
+                return Err(Error::invalid(format!(
+                    "{name}: not a valid node or item name (modname:name, letters, digits, _)"
+                )));
+            }
+            Ok(bytes)
+        };
+        let same_folder = |folder: &str| to.len() >= 3 && to[0] == INDEX && to[1] == folder;
+        match at {
+            At::Node(a) if same_folder("nodes") => {
+                // `mv A B` with B an existing folder asks for B/A.
+                if to.len() == 4 && to[3] != from[2] || to.len() > 4 {
+                    return Err(exdev());
+                }
+                let b = String::from_utf8(target(to)?)
+                    .map_err(|_| Error::invalid("a node name is UTF-8"))?;
+                if a == b {
+                    return Ok(());
+                }
+                let answer = self.index_answer(Kind::Nodes)?;
+                let blocks: Vec<_> = answer
+                    .nodes
+                    .as_ref()
+                    .and_then(|n| n.get(&a))
+                    .into_iter()
+                    .flatten()
+                    .map(|&p| unpack(p))
+                    .collect();
+                drop(answer);
+                self.rename_in_blocks(&format!("node {a} to {b}"), &blocks, |block| {
+                    rename_node(block, &a, &b)
+                })
+            }
+            At::Item(a) if same_folder("items") && to.len() == 3 => {
+                let b = target(to)?;
+                if a == b {
+                    return Ok(());
+                }
+                let answer = self.index_answer(Kind::Items)?;
+                let blocks: BTreeSet<u64> = answer
+                    .items
+                    .as_ref()
+                    .and_then(|i| i.get(&a))
+                    .into_iter()
+                    .flatten()
+                    .map(|s| s.block)
+                    .collect();
+                drop(answer);
+                let blocks: Vec<_> = blocks.into_iter().map(unpack).collect();
+                let what = format!(
+                    "item {} to {}",
+                    String::from_utf8_lossy(&a),
+                    String::from_utf8_lossy(&b)
+                );
+                self.rename_in_blocks(&what, &blocks, |block| {
+                    block
+                        .metadata
+                        .iter_mut()
+                        .map(|m| rename_item(&mut m.inventory, &a, &b))
+                        .sum::<usize>()
+                        > 0
+                })?;
+                if let Some(accounts) = &self.accounts {
+                    let players = accounts.rename_item(&a, &b)?;
+                    log::info!("index: renamed {what} in {players} players' inventories");
+                }
+                Ok(())
+            }
+            _ => Err(exdev()),
+        }
+    }
+
+    /// Applies `edit` to `blocks` and commits the changed ones in one transaction, logging
+    /// the progress.
+    fn rename_in_blocks(
+        &self,
+        what: &str,
+        blocks: &[crate::luanti::codec::block::BlockPos],
+        edit: impl Fn(&mut crate::luanti::codec::block::MapBlock) -> bool,
+    ) -> Result<()> {
+        let started = std::time::Instant::now();
+        log::info!("index: renaming {what} in {} blocks", blocks.len());
+        let changed = self.blocks.edit_many(blocks, edit, |done| {
+            if done > 0 && done < blocks.len() {
+                log::info!("index: renaming {what}: {done} of {} blocks", blocks.len());
+            }
+        })?;
+        log::info!(
+            "index: renamed {what} in {changed} blocks, committed in one transaction ({:.3} s)",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
     }
 
     fn link_target(&self, at: &At) -> Option<String> {
