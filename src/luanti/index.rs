@@ -7,7 +7,8 @@
 //! hundred thousand blocks. So a question is answered by one scan of the whole store:
 //! pages of blobs are read from [`BlockStore::list`] (the only access to the store, so any
 //! backend serves), decoded by worker threads (two or more, one per core) and merged into an
-//! [`Answer`]. Nothing is scanned at mount; the first question of a kind (nodes, items,
+//! [`Answer`]. A scan holds at most [`SCAN_BYTES`] of blobs at once (plus one page), so its
+//! memory does not grow with the world. Nothing is scanned at mount; the first question of a kind (nodes, items,
 //! fields) scans for that kind, and every scan also finds the blocks that do not decode.
 //!
 //! The answer is kept true without rescanning after our own commits: the store reports each
@@ -19,7 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec;
@@ -30,10 +31,15 @@ use crate::luanti::store::write_back::{BlockStore, CommitWatch};
 /// Blocks per page read from the store by a scan.
 const SCAN_PAGE: usize = 256;
 
+/// Bytes of blobs a scan holds at most at once (read and not yet decoded), beyond one page
+/// (a page of [`BlockStore::list`] is itself bounded): memory stays bounded at any world
+/// size, whatever the blobs weigh.
+const SCAN_BYTES: usize = 16 << 20;
+
 /// Scans tried before an answer is given that the store changed under (it is then not kept).
 const SCAN_TRIES: usize = 3;
 
-/// A block position packed into an integer ordered by x, then y, then z (never 0, below
+/// A block position packed into an integer ordered by x, then y, then z (never 0, at most
 /// 2⁴⁸): the listing cookie of the block in every answer.
 pub fn pack(pos: BlockPos) -> u64 {
     let u = |v: i16| u64::from((v as u16) ^ 0x8000);
@@ -330,15 +336,79 @@ impl Answer {
 /// What one worker makes of a page: per block, its facts or why it does not decode.
 type Decoded = Vec<(u64, std::result::Result<Facts, String>)>;
 
+/// The bytes of blobs a scan holds in flight: the reader waits while a page would take
+/// them past the limit (a page always goes when nothing else is in flight).
+struct InFlight {
+    limit: usize,
+    state: Mutex<(usize, bool)>,
+    freed: Condvar,
+    /// The most bytes held at once (for the tests).
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+impl InFlight {
+    fn new(limit: usize) -> InFlight {
+        InFlight {
+            limit,
+            state: Mutex::new((0, false)),
+            freed: Condvar::new(),
+            peak: Default::default(),
+        }
+    }
+
+    /// Takes `n` bytes, waiting for room; false once the scan ended (no one decodes).
+    fn take(&self, n: usize) -> bool {
+        let Ok(mut st) = self.state.lock() else {
+            return false;
+        };
+        while !st.1 && st.0 > 0 && st.0 + n > self.limit {
+            st = match self.freed.wait(st) {
+                Ok(st) => st,
+                Err(_) => return false,
+            };
+        }
+        st.0 += n;
+        self.peak
+            .fetch_max(st.0, std::sync::atomic::Ordering::Relaxed);
+        !st.1
+    }
+
+    fn give(&self, n: usize) {
+        if let Ok(mut st) = self.state.lock() {
+            st.0 = st.0.saturating_sub(n);
+        }
+        self.freed.notify_all();
+    }
+
+    /// No more decoding: a waiting reader stops.
+    fn close(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.1 = true;
+        }
+        self.freed.notify_all();
+    }
+}
+
 /// Scans every block of `store` for `kind` into `answer` (which holds what other scans of
-/// the same store version found): pages are read here and decoded by `workers` threads.
-fn scan(store: &BlockStore, kind: Kind, answer: &mut Answer, workers: usize) -> Result<()> {
+/// the same store version found): pages are read here and decoded by `workers` threads,
+/// with at most `max_bytes` of blobs in flight (see [`InFlight`]). Returns the most bytes
+/// held at once.
+fn scan(
+    store: &BlockStore,
+    kind: Kind,
+    answer: &mut Answer,
+    workers: usize,
+    max_bytes: usize,
+) -> Result<usize> {
     answer.start(kind);
     answer.broken.clear();
-    let (page_tx, page_rx) = mpsc::sync_channel::<Vec<(BlockPos, Vec<u8>)>>(workers * 2);
+    type Page = (usize, Vec<(BlockPos, Vec<u8>)>);
+    let (page_tx, page_rx) = mpsc::sync_channel::<Page>(workers);
     let page_rx = Mutex::new(page_rx);
-    let (out_tx, out_rx) = mpsc::channel::<Decoded>();
-    std::thread::scope(|s| -> Result<()> {
+    let (out_tx, out_rx) = mpsc::sync_channel::<Decoded>(workers);
+    let in_flight = InFlight::new(max_bytes);
+    let in_flight = &in_flight;
+    std::thread::scope(|s| -> Result<usize> {
         for _ in 0..workers {
             let out_tx = out_tx.clone();
             let page_rx = &page_rx;
@@ -347,7 +417,7 @@ fn scan(store: &BlockStore, kind: Kind, answer: &mut Answer, workers: usize) -> 
                     Ok(rx) => rx.recv(),
                     Err(_) => return,
                 };
-                let Ok(page) = page else { return };
+                let Ok((bytes, page)) = page else { return };
                 let decoded: Decoded = page
                     .into_iter()
                     .map(|(pos, blob)| {
@@ -358,6 +428,7 @@ fn scan(store: &BlockStore, kind: Kind, answer: &mut Answer, workers: usize) -> 
                         (packed, facts)
                     })
                     .collect();
+                in_flight.give(bytes);
                 if out_tx.send(decoded).is_err() {
                     return;
                 }
@@ -372,11 +443,12 @@ fn scan(store: &BlockStore, kind: Kind, answer: &mut Answer, workers: usize) -> 
                     return Ok(());
                 };
                 after = last.key;
-                let page = listed
+                let page: Vec<_> = listed
                     .into_iter()
                     .filter_map(|l| Some((l.pos, l.data?)))
                     .collect();
-                if page_tx.send(page).is_err() {
+                let bytes = page.iter().map(|(_, b)| b.len()).sum();
+                if !in_flight.take(bytes) || page_tx.send((bytes, page)).is_err() {
                     return Ok(());
                 }
             }
@@ -391,9 +463,11 @@ fn scan(store: &BlockStore, kind: Kind, answer: &mut Answer, workers: usize) -> 
                 }
             }
         }
+        in_flight.close();
         reader
             .join()
-            .map_err(|_| Error::corrupt("the scanning thread panicked"))?
+            .map_err(|_| Error::corrupt("the scanning thread panicked"))??;
+        Ok(in_flight.peak.load(std::sync::atomic::Ordering::Relaxed))
     })
 }
 
@@ -478,7 +552,7 @@ impl Index {
             let started = std::time::Instant::now();
             self.scans
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            scan(&self.store, kind, &mut base, self.workers)?;
+            scan(&self.store, kind, &mut base, self.workers, SCAN_BYTES)?;
             base.generation = self.next_generation();
             log::info!(
                 "index: scanned the map for {kind:?} in {:.3} s",
@@ -529,6 +603,46 @@ impl CommitWatch for Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::luanti::store::map_sqlite::MapStore;
+
+    /// A scan holds at most its byte limit of blobs at once (one page when the limit is
+    /// smaller than a page), and answers the same whatever the limit.
+    #[test]
+    fn a_scan_keeps_its_blobs_in_flight_within_the_limit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let changes: Vec<Change> = (0..SCAN_PAGE as i16 * 4)
+            .map(|i| {
+                let mut b = crate::luanti::cache::new_block();
+                b.names[0] = format!("test:n{}", i % 7);
+                let pos = BlockPos { x: i, y: 0, z: 0 };
+                (pos, Some(codec::encode_block(&b).expect("encodes")))
+            })
+            .collect();
+        let total: usize = changes
+            .iter()
+            .map(|(_, b)| b.as_ref().map_or(0, Vec::len))
+            .sum();
+        let page = total / 4;
+        MapStore::open(&path, false)
+            .expect("writer")
+            .commit(&changes)
+            .expect("commit");
+        let store = BlockStore::new(MapStore::open(&path, true).expect("reader"));
+        let mut wide = Answer::default();
+        scan(&store, Kind::Nodes, &mut wide, 2, usize::MAX).expect("scan");
+        let mut narrow = Answer::default();
+        let peak = scan(&store, Kind::Nodes, &mut narrow, 2, 1).expect("scan");
+        assert_eq!(wide.nodes, narrow.nodes);
+        assert_eq!(wide.nodes.as_ref().map(BTreeMap::len), Some(7));
+        assert!(
+            peak > 0 && peak <= page + page / 8,
+            "{peak} bytes in flight, a page is about {page}"
+        );
+    }
 
     #[test]
     fn packing_keeps_every_position_and_its_order() {
@@ -539,7 +653,7 @@ mod tests {
                 for z in all {
                     let p = BlockPos { x, y, z };
                     let k = pack(p);
-                    assert!(k > last && k > 0 && k < 1 << 48);
+                    assert!(k > last && k > 0 && k <= 1 << 48);
                     last = k;
                     assert_eq!(unpack(k), p);
                 }
