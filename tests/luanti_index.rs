@@ -550,6 +550,11 @@ fn renaming_an_item_replaces_it_in_node_and_player_inventories() {
         .find(|i| lines_of(&tree, i).iter().any(|l| l.starts_with("blocks/")))
         .expect("an item a node inventory holds")
         .clone();
+    // Item files are answers: read-only, writing one fails with EPERM and changes nothing.
+    let item = p(&["index", "items", &in_node]);
+    assert_eq!(tree.stat(&item).expect("stat").perm, 0o444);
+    let err = tree.write(&item, b"x\n").err().map(|e| e.errno());
+    assert_eq!(err, Some(libc::EPERM));
     let b = "test:renamed";
     for a in [&in_player, &in_node] {
         let mut want = lines_of(&tree, a);

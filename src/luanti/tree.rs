@@ -86,6 +86,13 @@ enum Place {
     Index(index::At),
 }
 
+/// Why a file of `index/` cannot be written.
+fn index_is_read_only() -> Error {
+    Error::not_permitted(
+        "index/ holds answers: only mv of index/nodes/NAME or index/items/ITEM changes it",
+    )
+}
+
 /// A Luanti world (or a bare `map.sqlite`) as a tree.
 pub struct LuantiTree {
     blocks: Blocks,
@@ -355,6 +362,7 @@ impl Tree for LuantiTree {
                 self.keep_meta_dir(pos, rel);
                 Ok(())
             }
+            Place::Index(_) => Err(index_is_read_only()),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -368,6 +376,7 @@ impl Tree for LuantiTree {
             }
             Place::Inventory(..) => parse_inventory(data).map(drop),
             Place::Var(_, _, _, key) => check_key(&key),
+            Place::Index(_) => Err(index_is_read_only()),
             _ => Err(Error::is_dir("is a directory")),
         }
     }

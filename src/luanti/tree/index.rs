@@ -341,7 +341,7 @@ impl LuantiTree {
         match at {
             At::Item(item) => {
                 let len = self.item_lines()?.get(item).map_or(0, Vec::len);
-                Ok(self.file_stat(len, base_time()))
+                Ok(Stat::file(len as u64, base_time(), true))
             }
             At::Top => Ok(self.dir_stat(base_time())),
             At::Folder("items") => Ok(self.items_dir_stat(&self.item_lines()?)),
@@ -416,7 +416,7 @@ impl LuantiTree {
                     .map(|(i, (n, text))| Entry {
                         name: names::escape(n),
                         cookie: i as u64 + 1,
-                        stat: self.file_stat(text.len(), base_time()),
+                        stat: Stat::file(text.len() as u64, base_time(), true),
                     })
                     .collect()
             }
