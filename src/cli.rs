@@ -18,7 +18,7 @@ players, auth, mod storage), a Terrarum TVDA or TEVD disk, or a Survivalcraft wo
 parsed and re-encoded when it is closed, and committed to the world's store then, or for \
 Luanti blocks within a second (at once on fsync; -o sync commits each close). Never write while \
 the game runs on the world.",
-    after_help = "Examples:\n  worldfs mount ~/.minetest/worlds/world /mnt/world\n  grep -rl default:chest /mnt/world/blocks\n  worldfs unmount /mnt/world\n  worldfs check ~/.minetest/worlds/world"
+    after_help = "Examples:\n  worldfs mount ~/.minetest/worlds/world /mnt/world\n  ls /mnt/world/index/nodes/default:chest\n  worldfs unmount /mnt/world\n  worldfs check ~/.minetest/worlds/world"
 )]
 pub struct Cli {
     #[command(subcommand)]

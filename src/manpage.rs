@@ -22,13 +22,24 @@ MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coord
     meta/x,y,z/fields/KEY           public metadata fields, one file each
     meta/x,y,z/private/KEY          private metadata fields
     meta/x,y,z/inventory            the node's inventory (inventory text format)
+    error.txt                       only for a block that does not decode: why (rm \-r deletes it)
+MOUNT/index/nodes/NAME/X,Y,Z        link to each block holding node NAME
+MOUNT/index/items/ITEM              PATH LIST SLOT COUNT, one line per slot holding ITEM
+MOUNT/index/fields/KEY/VALUE/       links to the meta folders whose field KEY is VALUE
+MOUNT/index/broken/X,Y,Z            link to each block that does not decode
 .fi
+.PP
+index/ answers whole-world questions from one parallel in-process scan of the map (nothing
+is scanned at mount); the answer is kept and updated by changes made through the mount, and
+rescanned after another program's commit. mv index/nodes/A index/nodes/B replaces node A by
+B in every block (one transaction); mv index/items/A index/items/B replaces item A by B in
+every node and player inventory; an invalid new name fails with EINVAL.
 .PP
 World files and folders show their own permission bits (less write on --read-only) and
 mtimes; chmod and touch set them, and a replaced file keeps its mode. Symbolic links in the
 world folder show as links and worldfs never follows one: readlink gives the target as
 stored; rm, mv, touch -h and ln -s act on the link itself (ln -s only among the world
-folder's files). A folder named like a view (blocks/, players/ beside the sqlite3 player
+folder's files). A folder named like a view (blocks/, index/, players/ beside the sqlite3 player
 backend, mod_storage/) is not shown: the view wins.
 .PP
 The backends world.mt names (backend, player_backend, auth_backend, mod_storage_backend) are

@@ -159,6 +159,11 @@ impl Blocks {
         &self.store
     }
 
+    /// The underlying store, shared (the index scans it and watches its commits).
+    pub fn shared_store(&self) -> Arc<BlockStore> {
+        self.store.clone()
+    }
+
     /// Groups commits from now on (see [`BlockStore::write_back`]).
     pub fn write_back(&self, window: Window) -> Result<()> {
         self.store.write_back(window)
@@ -260,6 +265,11 @@ impl Blocks {
             };
             encoded.push((*pos, blob));
         }
+        self.commit_encoded(encoded, mtime)
+    }
+
+    /// Commits encoded blocks (see [`Blocks::commit`]).
+    fn commit_encoded(&self, encoded: Vec<Change>, mtime: SystemTime) -> Result<()> {
         let positions: Vec<BlockPos> = encoded.iter().map(|(pos, _)| *pos).collect();
         let hashes: Vec<(u64, u64)> = encoded
             .iter()
@@ -279,6 +289,50 @@ impl Blocks {
         #[cfg(test)]
         self.in_commit.run(self);
         Ok(())
+    }
+
+    /// Applies `edit` to each stored block at `positions` (it returns whether it changed the
+    /// block) and commits every changed block in one transaction, returning when committed;
+    /// blocks it leaves unchanged keep their stored bytes. Pending changes are committed
+    /// first, and every block lock is held throughout, so no edit through the mount
+    /// interleaves. `progress` is told how many blocks were looked at so far. Returns how
+    /// many blocks changed.
+    pub fn edit_many(
+        &self,
+        positions: &[BlockPos],
+        edit: impl Fn(&mut MapBlock) -> bool,
+        progress: impl Fn(usize),
+    ) -> Result<usize> {
+        let _all = self
+            .locks
+            .iter()
+            .map(|l| l.lock().map_err(|_| Error::corrupt("block lock poisoned")))
+            .collect::<Result<Vec<_>>>()?;
+        self.store.flush()?;
+        let mut changes = Vec::new();
+        for (i, &pos) in positions.iter().enumerate() {
+            if i % 1024 == 0 {
+                progress(i);
+            }
+            let Some(blob) = self.store.get(pos)? else {
+                continue;
+            };
+            let Ok(mut block) = codec::decode_block(&blob) else {
+                continue;
+            };
+            if edit(&mut block) {
+                let blob = codec::encode_block(&block)
+                    .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?;
+                changes.push((pos, Some(blob)));
+            }
+        }
+        progress(positions.len());
+        let count = changes.len();
+        if count > 0 {
+            self.commit_encoded(changes, SystemTime::now())?;
+            self.store.flush()?;
+        }
+        Ok(count)
     }
 
     /// Applies `edit` to the current block at `pos` and commits it if anything changed.

@@ -11,6 +11,7 @@
 
 pub mod cache;
 pub mod codec;
+pub mod index;
 pub mod inspect;
 pub mod store;
 pub mod tree;

@@ -14,6 +14,7 @@
 
 pub mod accounts;
 mod blocks;
+mod index;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -24,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::luanti::cache::Blocks;
 use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
+use crate::luanti::index::Index;
 use crate::luanti::store::map::MapStore;
 use crate::luanti::store::write_back::Window;
 use crate::names;
@@ -57,6 +59,7 @@ fn hidden_world_file(name: &str) -> bool {
     name.starts_with("map.sqlite")
         || name == "map.db"
         || name == "blocks"
+        || name == index::INDEX
         || name == accounts::PLAYERS
         || name == accounts::MOD_STORAGE
         || accounts::hidden_world_file(name)
@@ -77,11 +80,24 @@ enum Place {
     Vars(BlockPos, RelPos, bool),
     Var(BlockPos, RelPos, bool, Vec<u8>),
     Inventory(BlockPos, RelPos),
+    /// `blocks/X,Y,Z/error.txt`: why a block does not decode (only such a block shows it).
+    BlockError(BlockPos),
+    /// `index/…`: whole-world answers (see [`index`]).
+    Index(index::At),
+}
+
+/// Why a file of `index/` cannot be written.
+fn index_is_read_only() -> Error {
+    Error::not_permitted(
+        "index/ holds answers: only mv of index/nodes/NAME or index/items/ITEM changes it",
+    )
 }
 
 /// A Luanti world (or a bare `map.sqlite`) as a tree.
 pub struct LuantiTree {
     blocks: Blocks,
+    /// The whole-world answers of `index/`.
+    index: Arc<Index>,
     files: Option<FolderFiles>,
     accounts: Option<Accounts>,
     read_only: bool,
@@ -114,8 +130,10 @@ impl LuantiTree {
     pub fn open(source: &Path, options: &Options) -> Result<LuantiTree> {
         let world = world_folder(source)?;
         let store = MapStore::open(source, options.read_only)?;
+        let blocks = Blocks::new(store, options.cache_bytes, options.read_only);
         Ok(LuantiTree {
-            blocks: Blocks::new(store, options.cache_bytes, options.read_only),
+            index: Index::new(blocks.shared_store(), options.cache_bytes),
+            blocks,
             files: world
                 .as_ref()
                 .map(|w| FolderFiles::new(w, hidden_world_file, options.read_only)),
@@ -137,6 +155,11 @@ impl LuantiTree {
         self.blocks.write_back(window)
     }
 
+    /// The whole-world answers of `index/`.
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
     /// The blocks under this tree.
     pub fn blocks(&self) -> &Blocks {
         &self.blocks
@@ -150,9 +173,11 @@ impl LuantiTree {
             [] => Place::Root,
             [top, ..] if self.accounts.as_ref().is_some_and(|a| a.owns(top)) => Place::Accounts,
             ["blocks"] => Place::Blocks,
+            [index::INDEX, rest @ ..] => Place::Index(self.index_at(path, rest)?),
             [top, ..] if *top != "blocks" => Place::WorldFile,
             ["blocks", b] => Place::Block(block(b)?),
             ["blocks", b, "meta"] => Place::Meta(block(b)?),
+            ["blocks", b, blocks::ERROR_FILE] => Place::BlockError(block(b)?),
             ["blocks", b, v] => {
                 let view = VIEWS
                     .iter()
@@ -195,6 +220,11 @@ impl LuantiTree {
         match place {
             Place::WorldFile => self.world_files()?.read(path),
             Place::Accounts => self.accounts()?.read(path),
+            Place::Index(at) => self.index_read(path, at),
+            Place::BlockError(pos) => self
+                .decode_error(*pos)?
+                .map(|reason| Arc::new(format!("{reason}\n").into_bytes()))
+                .ok_or_else(|| not_found(path)),
             Place::View(pos, view) => {
                 let c = self.blocks.get(*pos)?;
                 let pos = *pos;
@@ -231,6 +261,11 @@ impl Tree for LuantiTree {
         let place = self.place(path)?;
         match &place {
             Place::Root | Place::Blocks => Ok(self.dir_stat(base_time())),
+            Place::Index(at) => self.index_stat(at),
+            Place::BlockError(_) => {
+                let data = self.read_place(&place, path)?;
+                Ok(self.file_stat(data.len(), base_time()))
+            }
             Place::WorldFile => self.world_files()?.stat(path),
             Place::Accounts => self.accounts()?.stat(path),
             Place::Block(pos) => {
@@ -261,6 +296,7 @@ impl Tree for LuantiTree {
         match self.place(dir)? {
             Place::Root => self.list_root(after, sink),
             Place::Blocks => self.list_blocks(after, sink),
+            Place::Index(at) => self.index_list(&at, after, sink),
             Place::Accounts => self.accounts()?.list(dir, after, sink),
             Place::WorldFile => self.world_files()?.list(dir, 1, after, sink),
             Place::Block(pos) => self.list_block(pos, after, sink),
@@ -310,6 +346,7 @@ impl Tree for LuantiTree {
                 self.keep_meta_dir(pos, rel);
                 Ok(())
             }
+            Place::Index(_) => Err(index_is_read_only()),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -323,6 +360,7 @@ impl Tree for LuantiTree {
             }
             Place::Inventory(..) => parse_inventory(data).map(drop),
             Place::Var(_, _, _, key) => check_key(&key),
+            Place::Index(_) => Err(index_is_read_only()),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -343,6 +381,8 @@ impl Tree for LuantiTree {
             Place::Accounts => self.accounts()?.classify(dir, name)?,
             Place::Block(_) if VIEWS.iter().any(|v| v.name == name) => NewFile::Object,
             Place::MetaNode(..) if name == "inventory" => NewFile::Object,
+            // The target of a rename of a node or an item (`mv index/items/A index/items/B`).
+            Place::Index(index::At::Folder("nodes" | "items")) => NewFile::Object,
             // Field names are free: every name is a key but the exact temporaries of sed,
             // rsync and vim, and a long form names only a stored key.
             Place::Vars(..) if names::is_tool_temporary(name) => NewFile::Scratch,
@@ -361,6 +401,11 @@ impl Tree for LuantiTree {
             // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
             // a block folder reaches the rmdir that deletes the block.
             Place::View(pos, _) => self.blocks.get(pos).map(|_| ()),
+            // So is removing a broken block's error.txt, so `rm -r` reaches the rmdir.
+            Place::BlockError(pos) => match self.decode_error(pos)? {
+                Some(_) => Ok(()),
+                None => Err(not_found(path)),
+            },
             Place::Inventory(pos, rel) => {
                 self.modify(pos, |b| {
                     if let Some(m) = b.metadata.iter_mut().find(|m| m.pos == rel) {
@@ -459,6 +504,9 @@ impl Tree for LuantiTree {
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        if from.first().map(String::as_str) == Some(index::INDEX) {
+            return self.index_rename(from, to);
+        }
         match (self.place(from)?, self.place(to)?) {
             (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
             (Place::Accounts, Place::Accounts) => self.accounts()?.rename(from, to),
@@ -496,7 +544,7 @@ impl Tree for LuantiTree {
         let place = self.place(path)?;
         let sub = sub_path(path);
         match place {
-            Place::Root | Place::Blocks => Ok(()),
+            Place::Root | Place::Blocks | Place::Index(_) | Place::BlockError(_) => Ok(()),
             Place::WorldFile => self.world_files()?.set_mtime(path, mtime),
             Place::Accounts => self.accounts()?.set_mtime(path, mtime),
             Place::Block(pos) => {
@@ -531,10 +579,13 @@ impl Tree for LuantiTree {
         self.read_only
     }
 
-    /// A change to any file of a block changes its other views (and its folder's time).
+    /// A change to any file of a block changes its other views (and its folder's time); a
+    /// change under `index/` (a rename) may change any block.
     fn change_scope(&self, path: &TreePath) -> usize {
         match path.first().map(String::as_str) {
             Some("blocks") if path.len() > 2 => 2,
+            // A rename under index/ changes blocks all over the map.
+            Some(index::INDEX) => 0,
             _ => path.len(),
         }
     }
@@ -560,6 +611,7 @@ impl Tree for LuantiTree {
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.readlink(path),
+            Place::Index(at) => self.index_readlink(&at).ok_or_else(|| not_a_link(path)),
             _ => Err(not_a_link(path)),
         }
     }
@@ -575,11 +627,21 @@ impl Tree for LuantiTree {
 impl LuantiTree {
     /// Lists the top level: `blocks`, the accounts' names and the world folder's other files.
     fn list_root(&self, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
-        let mut entries = vec![Entry {
-            name: "blocks".into(),
-            cookie: 1,
-            stat: self.dir_stat(base_time()),
-        }];
+        let mut entries = vec![
+            Entry {
+                name: "blocks".into(),
+                cookie: 1,
+                stat: self.dir_stat(base_time()),
+            },
+            Entry {
+                name: index::INDEX.into(),
+                cookie: 5,
+                stat: Stat {
+                    volatile: true,
+                    ..self.dir_stat(base_time())
+                },
+            },
+        ];
         if let Some(accounts) = &self.accounts {
             for (i, name) in accounts.top_names().into_iter().enumerate() {
                 if let Ok(stat) = accounts.stat(&[name.to_string()]) {
@@ -592,7 +654,7 @@ impl LuantiTree {
             }
         }
         if let Some(files) = &self.files {
-            entries.extend(files.entries(&[], 5)?);
+            entries.extend(files.entries(&[], 6)?);
         }
         stream(entries, after, sink);
         Ok(())

@@ -45,6 +45,16 @@ pub const WINDOW: Window = Window {
 /// How long the committing thread sleeps when nothing is pending (a change wakes it).
 const IDLE: Duration = Duration::from_secs(1);
 
+/// Told of every commit of ours, with the database's `data_version` just before it (read
+/// while the commit holds the write lock, so it covers every other writer's commit before
+/// ours) and just after it: whoever keeps something derived from the store (the index)
+/// updates it for the committed blocks when it was current before, and knows that it is
+/// current after. A `data_version` that could not be read is given as `i64::MIN`, which no
+/// version equals.
+pub trait CommitWatch: Send + Sync {
+    fn committed(&self, before: i64, after: i64, changes: &[Change]);
+}
+
 /// A pending change of one block.
 struct Pending {
     data: Option<Vec<u8>>,
@@ -77,6 +87,8 @@ pub struct BlockStore {
     /// hashed, not decoded) on their next use.
     known_version: AtomicI64,
     transactions: AtomicU64,
+    /// Told of each commit (see [`CommitWatch`]).
+    watch: OnceLock<Weak<dyn CommitWatch>>,
 }
 
 fn hash_of(data: &Option<Vec<u8>>) -> Option<u64> {
@@ -94,6 +106,7 @@ impl BlockStore {
             committer: OnceLock::new(),
             known_version: AtomicI64::new(known),
             transactions: AtomicU64::new(0),
+            watch: OnceLock::new(),
         })
     }
 
@@ -110,6 +123,11 @@ impl BlockStore {
             .map_err(|e| Error::from(e).context("starting the commit thread"))?;
         let _ = self.committer.set(thread.thread().clone());
         Ok(())
+    }
+
+    /// Tells `watch` of every commit from now on (one watcher per store).
+    pub fn watch(&self, watch: Weak<dyn CommitWatch>) {
+        let _ = self.watch.set(watch);
     }
 
     /// The underlying database.
@@ -209,7 +227,9 @@ impl BlockStore {
         bases: &HashMap<BlockPos, Option<u64>>,
     ) -> Result<()> {
         let count = changes.len();
+        let mut before = i64::MIN;
         let select = |store: &MapStore, changes: Vec<Change>| {
+            before = store.data_version().unwrap_or(i64::MIN);
             if bases.is_empty() {
                 return Ok(changes);
             }
@@ -231,6 +251,10 @@ impl BlockStore {
         };
         let kept = self.store.commit_selected(changes, select)?;
         self.transactions.fetch_add(1, Ordering::Relaxed);
+        if let Some(watch) = self.watch.get().and_then(Weak::upgrade) {
+            let after = self.store.data_version().unwrap_or(i64::MIN);
+            watch.committed(before, after, &kept);
+        }
         log::debug!(
             "committed {} of {count} pending block changes in one transaction",
             kept.len()

@@ -32,6 +32,7 @@ use std::time::SystemTime;
 
 use super::{value_from_file, value_to_file};
 use crate::error::{lock, Error, Result};
+use crate::luanti::codec::block::Inventory;
 use crate::luanti::codec::player::check_name;
 use crate::luanti::store::auth::{parse_auth, AuthStore};
 use crate::luanti::store::mod_storage::ModStorage;
@@ -139,6 +140,56 @@ impl Accounts {
             out.push(PLAYERS);
         }
         out
+    }
+
+    /// Every player's inventory, by player name, sorted (none when the player backend is
+    /// not read). A player that does not load is left out, with a warning.
+    pub fn inventories(&self) -> Result<Vec<(String, Inventory)>> {
+        let Some(players) = &self.players else {
+            return Ok(Vec::new());
+        };
+        players.with(
+            false,
+            || Ok(Vec::new()),
+            |s| {
+                let mut names = s.list()?;
+                names.sort();
+                Ok(names
+                    .into_iter()
+                    .filter_map(|n| match s.load(&n) {
+                        Ok(p) => Some((n, p.inventory)),
+                        Err(e) => {
+                            log::warn!("player {n:?} left out of index/items: {e}");
+                            None
+                        }
+                    })
+                    .collect())
+            },
+        )
+    }
+
+    /// Replaces item `from` by `to` in every player's inventory (count, wear and item
+    /// metadata kept): each changed player is saved in its own transaction (the player
+    /// backend is another database than the map). Returns how many players changed.
+    pub fn rename_item(&self, from: &[u8], to: &[u8]) -> Result<usize> {
+        let Some(players) = &self.players else {
+            return Ok(0);
+        };
+        players.with(
+            false,
+            || Ok(0),
+            |s| {
+                let mut changed = 0;
+                for name in s.list()? {
+                    let mut player = s.load(&name)?;
+                    if crate::luanti::index::rename_item(&mut player.inventory, from, to) > 0 {
+                        s.save(&player)?;
+                        changed += 1;
+                    }
+                }
+                Ok(changed)
+            },
+        )
     }
 
     /// Whether the top-level name `name` belongs to the accounts.

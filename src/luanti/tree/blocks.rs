@@ -14,6 +14,7 @@ use std::time::{Duration, Instant, SystemTime};
 use super::{base_time, not_found, value_to_file, LuantiTree};
 use crate::error::{Error, Result};
 use crate::luanti::cache::Cached;
+use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NodeMeta, RelPos};
 use crate::luanti::codec::inventory::serialize_inventory;
 use crate::luanti::store::map::LIST_BYTES;
@@ -153,6 +154,9 @@ pub(super) fn meta_entry(block: &mut MapBlock, rel: RelPos) -> &mut NodeMeta {
     &mut block.metadata[idx]
 }
 
+/// The one file of the folder of a block that does not decode: why.
+pub(super) const ERROR_FILE: &str = "error.txt";
+
 /// One page of the `blocks/` listing: the entries with cookies after `after`.
 pub(super) struct Page {
     generation: u64,
@@ -252,6 +256,16 @@ impl LuantiTree {
             vars.iter().filter(|v| v.private == private).map(|v| &v.key),
         )
         .cloned()
+    }
+
+    /// Why the stored block at `pos` does not decode (`None`: it decodes; `ENOENT`: no block).
+    pub(super) fn decode_error(&self, pos: BlockPos) -> Result<Option<String>> {
+        let blob = self
+            .blocks
+            .store()
+            .get(pos)?
+            .ok_or_else(|| Error::not_found(format!("no block at {}", block_name(pos))))?;
+        Ok(codec::decode_block(&blob).err().map(|e| e.to_string()))
     }
 
     pub(super) fn dir_stat(&self, mtime: SystemTime) -> Stat {
@@ -453,7 +467,21 @@ impl LuantiTree {
         after: u64,
         sink: &mut dyn FnMut(Entry) -> bool,
     ) -> Result<()> {
-        let c = self.blocks.get(pos)?;
+        let c = match self.blocks.get(pos) {
+            Ok(c) => c,
+            Err(e) => {
+                let Some(reason) = self.decode_error(pos)? else {
+                    return Err(e);
+                };
+                let entry = Entry {
+                    name: ERROR_FILE.into(),
+                    cookie: 1,
+                    stat: self.file_stat(reason.len() + 1, base_time()),
+                };
+                stream(vec![entry], after, sink);
+                return Ok(());
+            }
+        };
         // Views are not rendered to be listed: a listing's file sizes are not used
         // (see `Tree::list`), and `find` or `ls` should not render five views a block.
         let mut entries = Vec::new();

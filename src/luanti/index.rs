@@ -1,0 +1,663 @@
+//! Whole-world questions of a Luanti map, answered in-process (README "index/"): which
+//! blocks hold a node, which inventory slots hold an item, which nodes have a metadata field
+//! set to a value, which blocks do not decode.
+//!
+//! Walking the mount's files costs the kernel's price per file (minutes on a large world);
+//! reading and decompressing every block in-process costs a fraction of a second per
+//! hundred thousand blocks. So a question is answered by one scan of the whole store:
+//! pages of blobs are read from [`BlockStore::list`] (the only access to the store, so any
+//! backend serves), decoded by worker threads (two or more, one per core) and merged into an
+//! [`Answer`]. A scan holds at most [`SCAN_BYTES`] of blobs at once (plus one page), so its
+//! memory does not grow with the world. Nothing is scanned at mount; the first question of a kind (nodes, items,
+//! fields) scans for that kind, and every scan also finds the blocks that do not decode.
+//!
+//! The answer is kept true without rescanning after our own commits: the store reports each
+//! commit with the database's `data_version` before and after it ([`CommitWatch`]), and
+//! when the answer was current before the commit it is updated for the committed blocks
+//! only. Any other change of `data_version` (another writer's commit) leaves the answer out
+//! of date: the next question scans again. An answer larger than the cache budget is used
+//! for the question that made it and not kept.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+use crate::luanti::codec;
+use crate::luanti::codec::block::{BlockPos, Inventory, MapBlock};
+use crate::luanti::store::map::Change;
+use crate::luanti::store::write_back::{BlockStore, CommitWatch};
+
+/// Blocks per page read from the store by a scan.
+const SCAN_PAGE: usize = 256;
+
+/// Bytes of blobs a scan holds at most at once (read and not yet decoded), beyond one page
+/// (a page of [`BlockStore::list`] is itself bounded): memory stays bounded at any world
+/// size, whatever the blobs weigh.
+const SCAN_BYTES: usize = 16 << 20;
+
+/// Scans tried before an answer is given that the store changed under (it is then not kept).
+const SCAN_TRIES: usize = 3;
+
+/// A block position packed into an integer ordered by x, then y, then z (never 0, at most
+/// 2⁴⁸): the listing cookie of the block in every answer.
+pub fn pack(pos: BlockPos) -> u64 {
+    let u = |v: i16| u64::from((v as u16) ^ 0x8000);
+    ((u(pos.x) << 32) | (u(pos.y) << 16) | u(pos.z)) + 1
+}
+
+/// The position [`pack`] made `packed` from.
+pub fn unpack(packed: u64) -> BlockPos {
+    let p = packed.wrapping_sub(1);
+    let i = |shift: u32| ((p >> shift) as u16 ^ 0x8000) as i16;
+    BlockPos {
+        x: i(32),
+        y: i(16),
+        z: i(0),
+    }
+}
+
+/// Whether `name` may name a node or an item in a rename: what the engine accepts in a
+/// registration (`modname:name`, letters, digits and `_`, or a plain builtin name such as
+/// `air`), at most 65,535 bytes (a name's length is stored in 16 bits).
+pub fn valid_name(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.len() <= usize::from(u16::MAX)
+        && name.iter().filter(|&&c| c == b':').count() <= 1
+        && name.first() != Some(&b':')
+        && name.last() != Some(&b':')
+        && name
+            .iter()
+            .all(|&c| c.is_ascii_alphanumeric() || c == b'_' || c == b':')
+}
+
+/// Replaces node `from` by `to` in `block` (param2 and everything else kept; where the
+/// block already holds `to`, both ids become one when encoded, since names are written
+/// unique). Whether anything changed.
+pub fn rename_node(block: &mut MapBlock, from: &str, to: &str) -> bool {
+    let mut changed = false;
+    for n in block.names.iter_mut().filter(|n| *n == from) {
+        *n = to.to_string();
+        changed = true;
+    }
+    changed
+}
+
+/// Replaces item `from` by `to` in every slot of `inventory` (count, wear and item
+/// metadata kept). How many slots changed.
+pub fn rename_item(inventory: &mut Inventory, from: &[u8], to: &[u8]) -> usize {
+    let mut changed = 0;
+    for s in inventory
+        .lists
+        .iter_mut()
+        .flat_map(|l| l.slots.iter_mut())
+        .filter(|s| s.name == from)
+    {
+        s.name = to.to_vec();
+        changed += 1;
+    }
+    changed
+}
+
+/// The kinds of question a scan answers (blocks that do not decode are always found).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Nodes,
+    Items,
+    Fields,
+}
+
+/// One inventory slot holding an item, in a node's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Slot {
+    pub block: u64,
+    pub node: u16,
+    pub list: String,
+    /// 1-based, as Lua's `inv:get_stack(list, i)` counts.
+    pub slot: u32,
+    pub count: u16,
+}
+
+/// What a block contributes to the answers of one kind.
+enum Facts {
+    Nodes(Vec<String>),
+    Items(Vec<(Vec<u8>, Slot)>),
+    Fields(Vec<(Vec<u8>, Vec<u8>, u16)>),
+}
+
+/// The node names a block holds: those its nodes use (an id the mapping names but no node
+/// uses is not held).
+pub fn used_names(block: &MapBlock) -> Vec<String> {
+    let mut used = vec![false; block.names.len()];
+    for &id in &block.content {
+        if let Some(u) = used.get_mut(usize::from(id)) {
+            *u = true;
+        }
+    }
+    let mut names: Vec<String> = block
+        .names
+        .iter()
+        .zip(used)
+        .filter(|(_, u)| *u)
+        .map(|(n, _)| n.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn facts(kind: Kind, packed: u64, block: &MapBlock) -> Facts {
+    match kind {
+        Kind::Nodes => Facts::Nodes(used_names(block)),
+        Kind::Items => Facts::Items(
+            block
+                .metadata
+                .iter()
+                .flat_map(|m| {
+                    m.inventory.lists.iter().flat_map(move |l| {
+                        l.slots
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, s)| !s.name.is_empty())
+                            .map(move |(i, s)| {
+                                (
+                                    s.name.clone(),
+                                    Slot {
+                                        block: packed,
+                                        node: m.pos.index(),
+                                        list: l.name.clone(),
+                                        slot: i as u32 + 1,
+                                        count: s.count,
+                                    },
+                                )
+                            })
+                    })
+                })
+                .collect(),
+        ),
+        Kind::Fields => Facts::Fields(
+            block
+                .metadata
+                .iter()
+                .flat_map(|m| {
+                    m.vars
+                        .iter()
+                        .filter(|v| !v.private)
+                        .map(move |v| (v.key.clone(), v.value.clone(), m.pos.index()))
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The values of one metadata field key → the nodes holding each: (packed block, node index).
+pub type FieldValues = BTreeMap<Vec<u8>, BTreeSet<(u64, u16)>>;
+
+/// The answers of the kinds scanned so far, as of one `data_version` of the store.
+#[derive(Default, Clone)]
+pub struct Answer {
+    /// Node name → packed positions of the blocks holding it.
+    pub nodes: Option<BTreeMap<String, BTreeSet<u64>>>,
+    /// Item name → the node inventory slots holding it.
+    pub items: Option<BTreeMap<Vec<u8>, BTreeSet<Slot>>>,
+    /// Field key → value → (packed block, node index).
+    pub fields: Option<BTreeMap<Vec<u8>, FieldValues>>,
+    /// Packed positions of the blocks that do not decode → why.
+    pub broken: BTreeMap<u64, String>,
+    /// Changes whenever the answer does (each scan, each commit of ours): the folders of
+    /// `index/` show it in their mtime, since the kernel keeps a folder's listing until
+    /// its mtime changes.
+    pub generation: u64,
+}
+
+impl Answer {
+    fn has(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Nodes => self.nodes.is_some(),
+            Kind::Items => self.items.is_some(),
+            Kind::Fields => self.fields.is_some(),
+        }
+    }
+
+    fn start(&mut self, kind: Kind) {
+        match kind {
+            Kind::Nodes => self.nodes = Some(BTreeMap::new()),
+            Kind::Items => self.items = Some(BTreeMap::new()),
+            Kind::Fields => self.fields = Some(BTreeMap::new()),
+        }
+    }
+
+    fn add(&mut self, facts: Facts, packed: u64) {
+        match facts {
+            Facts::Nodes(names) => {
+                if let Some(nodes) = &mut self.nodes {
+                    for n in names {
+                        nodes.entry(n).or_default().insert(packed);
+                    }
+                }
+            }
+            Facts::Items(slots) => {
+                if let Some(items) = &mut self.items {
+                    for (name, slot) in slots {
+                        items.entry(name).or_default().insert(slot);
+                    }
+                }
+            }
+            Facts::Fields(vars) => {
+                if let Some(fields) = &mut self.fields {
+                    for (key, value, node) in vars {
+                        fields
+                            .entry(key)
+                            .or_default()
+                            .entry(value)
+                            .or_default()
+                            .insert((packed, node));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forgets what the block `packed` contributed.
+    fn remove(&mut self, packed: u64) {
+        self.broken.remove(&packed);
+        if let Some(nodes) = &mut self.nodes {
+            nodes.retain(|_, set| {
+                set.remove(&packed);
+                !set.is_empty()
+            });
+        }
+        if let Some(items) = &mut self.items {
+            items.retain(|_, slots| {
+                slots.retain(|s| s.block != packed);
+                !slots.is_empty()
+            });
+        }
+        if let Some(fields) = &mut self.fields {
+            fields.retain(|_, values| {
+                values.retain(|_, nodes| {
+                    nodes.retain(|(b, _)| *b != packed);
+                    !nodes.is_empty()
+                });
+                !values.is_empty()
+            });
+        }
+    }
+
+    /// Takes the block `pos` as now stored as `blob` (`None`: deleted).
+    fn update(&mut self, pos: BlockPos, blob: Option<&[u8]>) {
+        let packed = pack(pos);
+        self.remove(packed);
+        let Some(blob) = blob else { return };
+        match codec::decode_block(blob) {
+            Ok(block) => {
+                for kind in [Kind::Nodes, Kind::Items, Kind::Fields] {
+                    if self.has(kind) {
+                        self.add(facts(kind, packed, &block), packed);
+                    }
+                }
+            }
+            Err(e) => {
+                self.broken.insert(packed, e.to_string());
+            }
+        }
+    }
+
+    /// About how many bytes the answer holds.
+    pub fn weight(&self) -> usize {
+        const ENTRY: usize = 48;
+        let nodes: usize = self
+            .nodes
+            .iter()
+            .flatten()
+            .map(|(n, s)| n.len() + ENTRY * (1 + s.len()))
+            .sum();
+        let items: usize = self
+            .items
+            .iter()
+            .flatten()
+            .map(|(n, s)| n.len() + s.iter().map(|s| ENTRY + s.list.len()).sum::<usize>())
+            .sum();
+        let fields: usize = self
+            .fields
+            .iter()
+            .flatten()
+            .flat_map(|(k, values)| {
+                values
+                    .iter()
+                    .map(move |(v, nodes)| k.len() + v.len() + ENTRY * (1 + nodes.len()))
+            })
+            .sum();
+        let broken: usize = self.broken.values().map(|r| r.len() + ENTRY).sum();
+        nodes + items + fields + broken
+    }
+}
+
+/// What one worker makes of a page: per block, its facts or why it does not decode.
+type Decoded = Vec<(u64, std::result::Result<Facts, String>)>;
+
+/// The bytes of blobs a scan holds in flight: the reader waits while a page would take
+/// them past the limit (a page always goes when nothing else is in flight).
+struct InFlight {
+    limit: usize,
+    state: Mutex<(usize, bool)>,
+    freed: Condvar,
+    /// The most bytes held at once (for the tests).
+    peak: std::sync::atomic::AtomicUsize,
+}
+
+impl InFlight {
+    fn new(limit: usize) -> InFlight {
+        InFlight {
+            limit,
+            state: Mutex::new((0, false)),
+            freed: Condvar::new(),
+            peak: Default::default(),
+        }
+    }
+
+    /// Takes `n` bytes, waiting for room; false once the scan ended (no one decodes).
+    fn take(&self, n: usize) -> bool {
+        let Ok(mut st) = self.state.lock() else {
+            return false;
+        };
+        while !st.1 && st.0 > 0 && st.0 + n > self.limit {
+            st = match self.freed.wait(st) {
+                Ok(st) => st,
+                Err(_) => return false,
+            };
+        }
+        st.0 += n;
+        self.peak
+            .fetch_max(st.0, std::sync::atomic::Ordering::Relaxed);
+        !st.1
+    }
+
+    fn give(&self, n: usize) {
+        if let Ok(mut st) = self.state.lock() {
+            st.0 = st.0.saturating_sub(n);
+        }
+        self.freed.notify_all();
+    }
+
+    /// No more decoding: a waiting reader stops.
+    fn close(&self) {
+        if let Ok(mut st) = self.state.lock() {
+            st.1 = true;
+        }
+        self.freed.notify_all();
+    }
+}
+
+/// Scans every block of `store` for `kind` into `answer` (which holds what other scans of
+/// the same store version found): pages are read here and decoded by `workers` threads,
+/// with at most `max_bytes` of blobs in flight (see [`InFlight`]). Returns the most bytes
+/// held at once.
+fn scan(
+    store: &BlockStore,
+    kind: Kind,
+    answer: &mut Answer,
+    workers: usize,
+    max_bytes: usize,
+) -> Result<usize> {
+    answer.start(kind);
+    answer.broken.clear();
+    type Page = (usize, Vec<(BlockPos, Vec<u8>)>);
+    let (page_tx, page_rx) = mpsc::sync_channel::<Page>(workers);
+    let page_rx = Mutex::new(page_rx);
+    let (out_tx, out_rx) = mpsc::sync_channel::<Decoded>(workers);
+    let in_flight = InFlight::new(max_bytes);
+    let in_flight = &in_flight;
+    std::thread::scope(|s| -> Result<usize> {
+        for _ in 0..workers {
+            let out_tx = out_tx.clone();
+            let page_rx = &page_rx;
+            s.spawn(move || loop {
+                let page = match page_rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(_) => return,
+                };
+                let Ok((bytes, page)) = page else { return };
+                let decoded: Decoded = page
+                    .into_iter()
+                    .map(|(pos, blob)| {
+                        let packed = pack(pos);
+                        let facts = codec::decode_block(&blob)
+                            .map(|b| facts(kind, packed, &b))
+                            .map_err(|e| e.to_string());
+                        (packed, facts)
+                    })
+                    .collect();
+                in_flight.give(bytes);
+                if out_tx.send(decoded).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(out_tx);
+        let reader = s.spawn(move || -> Result<()> {
+            let mut after = 0;
+            loop {
+                let listed = store.list(after, SCAN_PAGE, true)?;
+                let Some(last) = listed.last() else {
+                    return Ok(());
+                };
+                after = last.key;
+                let page: Vec<_> = listed
+                    .into_iter()
+                    .filter_map(|l| Some((l.pos, l.data?)))
+                    .collect();
+                let bytes = page.iter().map(|(_, b)| b.len()).sum();
+                if !in_flight.take(bytes) || page_tx.send((bytes, page)).is_err() {
+                    return Ok(());
+                }
+            }
+        });
+        for decoded in out_rx {
+            for (packed, facts) in decoded {
+                match facts {
+                    Ok(f) => answer.add(f, packed),
+                    Err(reason) => {
+                        answer.broken.insert(packed, reason);
+                    }
+                }
+            }
+        }
+        in_flight.close();
+        reader
+            .join()
+            .map_err(|_| Error::corrupt("the scanning thread panicked"))??;
+        Ok(in_flight.peak.load(std::sync::atomic::Ordering::Relaxed))
+    })
+}
+
+/// The kept answer and the store version it is true for.
+#[derive(Default)]
+struct Kept {
+    version: Option<i64>,
+    answer: Arc<Answer>,
+}
+
+/// The whole-world questions of one map store.
+pub struct Index {
+    store: Arc<BlockStore>,
+    kept: Mutex<Kept>,
+    /// One scan at a time (questions asked during a scan wait for its answer).
+    scanning: Mutex<()>,
+    budget: usize,
+    workers: usize,
+    scans: std::sync::atomic::AtomicU64,
+    /// The last [`Answer::generation`] given.
+    generations: std::sync::atomic::AtomicU64,
+}
+
+impl Index {
+    /// The index of `store`, keeping answers up to `budget` bytes. Nothing is scanned yet.
+    pub fn new(store: Arc<BlockStore>, budget: usize) -> Arc<Index> {
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .max(2);
+        let index = Arc::new(Index {
+            store: store.clone(),
+            kept: Mutex::new(Kept::default()),
+            scanning: Mutex::new(()),
+            budget,
+            workers,
+            scans: Default::default(),
+            generations: Default::default(),
+        });
+        store.watch(Arc::downgrade(&index) as std::sync::Weak<dyn CommitWatch>);
+        index
+    }
+
+    fn kept(&self) -> Result<MutexGuard<'_, Kept>> {
+        self.kept
+            .lock()
+            .map_err(|_| Error::corrupt("index lock poisoned"))
+    }
+
+    fn next_generation(&self) -> u64 {
+        self.generations
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    }
+
+    /// How many scans ran so far.
+    pub fn scans(&self) -> u64 {
+        self.scans.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The answer holding `kind`, true for the store as committed now (pending changes are
+    /// committed first).
+    pub fn answer(&self, kind: Kind) -> Result<Arc<Answer>> {
+        let _one = self
+            .scanning
+            .lock()
+            .map_err(|_| Error::corrupt("index scan lock poisoned"))?;
+        self.store.flush()?;
+        for _ in 0..SCAN_TRIES {
+            let version = self.store.map().data_version()?;
+            let mut base = {
+                let kept = self.kept()?;
+                if kept.version == Some(version) {
+                    if kept.answer.has(kind) {
+                        return Ok(kept.answer.clone());
+                    }
+                    Answer::clone(&kept.answer)
+                } else {
+                    Answer::default()
+                }
+            };
+            let started = std::time::Instant::now();
+            self.scans
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            scan(&self.store, kind, &mut base, self.workers, SCAN_BYTES)?;
+            base.generation = self.next_generation();
+            log::info!(
+                "index: scanned the map for {kind:?} in {:.3} s",
+                started.elapsed().as_secs_f64()
+            );
+            let answer = Arc::new(base);
+            let mut kept = self.kept()?;
+            if self.store.map().data_version()? != version {
+                log::debug!("index: the map changed during the scan; scanning again");
+                continue;
+            }
+            if answer.weight() <= self.budget {
+                kept.version = Some(version);
+                kept.answer = answer.clone();
+            } else {
+                log::info!(
+                    "index: the answer ({} bytes) is larger than the cache budget; not kept",
+                    answer.weight()
+                );
+                *kept = Kept::default();
+            }
+            return Ok(answer);
+        }
+        Err(Error::new(
+            libc::EAGAIN,
+            "the map kept changing while it was scanned; try again",
+        ))
+    }
+}
+
+impl CommitWatch for Index {
+    fn committed(&self, before: i64, after: i64, changes: &[Change]) {
+        let Ok(mut kept) = self.kept() else { return };
+        if kept.version != Some(before) {
+            *kept = Kept::default();
+            return;
+        }
+        // Copied only while a question still holds the previous answer.
+        let answer = Arc::make_mut(&mut kept.answer);
+        for (pos, blob) in changes {
+            answer.update(*pos, blob.as_deref());
+        }
+        answer.generation = self.next_generation();
+        kept.version = Some(after);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::luanti::store::map::MapStore;
+
+    /// A scan holds at most its byte limit of blobs at once (one page when the limit is
+    /// smaller than a page), and answers the same whatever the limit.
+    #[test]
+    fn a_scan_keeps_its_blobs_in_flight_within_the_limit() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let changes: Vec<Change> = (0..SCAN_PAGE as i16 * 4)
+            .map(|i| {
+                let mut b = crate::luanti::cache::new_block();
+                b.names[0] = format!("test:n{}", i % 7);
+                let pos = BlockPos { x: i, y: 0, z: 0 };
+                (pos, Some(codec::encode_block(&b).expect("encodes")))
+            })
+            .collect();
+        let total: usize = changes
+            .iter()
+            .map(|(_, b)| b.as_ref().map_or(0, Vec::len))
+            .sum();
+        let page = total / 4;
+        MapStore::open(&path, false)
+            .expect("writer")
+            .commit(&changes)
+            .expect("commit");
+        let store = BlockStore::new(MapStore::open(&path, true).expect("reader"));
+        let mut wide = Answer::default();
+        scan(&store, Kind::Nodes, &mut wide, 2, usize::MAX).expect("scan");
+        let mut narrow = Answer::default();
+        let peak = scan(&store, Kind::Nodes, &mut narrow, 2, 1).expect("scan");
+        assert_eq!(wide.nodes, narrow.nodes);
+        assert_eq!(wide.nodes.as_ref().map(BTreeMap::len), Some(7));
+        assert!(
+            peak > 0 && peak <= page + page / 8,
+            "{peak} bytes in flight, a page is about {page}"
+        );
+    }
+
+    #[test]
+    fn packing_keeps_every_position_and_its_order() {
+        let all = [-32768i16, -2048, -1, 0, 1, 2047, 32767];
+        let mut last = 0;
+        for x in all {
+            for y in all {
+                for z in all {
+                    let p = BlockPos { x, y, z };
+                    let k = pack(p);
+                    assert!(k > last && k > 0 && k <= 1 << 48);
+                    last = k;
+                    assert_eq!(unpack(k), p);
+                }
+            }
+        }
+    }
+}

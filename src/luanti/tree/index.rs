@@ -1,0 +1,503 @@
+//! The `index/` part of the mounted Luanti tree (README "index/"): whole-world answers shown
+//! as folders of links and text files. The answers come from [`Index`]; here they are named
+//! (names escaped as everywhere in the mount), listed and linked.
+//!
+//! ```text
+//! index/nodes/NAME/X,Y,Z              -> ../../../blocks/X,Y,Z
+//! index/items/ITEM                    PATH LIST SLOT COUNT, one line per slot
+//! index/fields/KEY/VALUE/X,Y,Z,x,y,z  -> ../../../../blocks/X,Y,Z/meta/x,y,z
+//! index/broken/X,Y,Z                  -> ../../blocks/X,Y,Z (whose error.txt says why)
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::blocks::{block_name, rel_name};
+use super::{base_time, not_found, LuantiTree};
+use crate::error::{Error, Result};
+use crate::luanti::codec::block::RelPos;
+use crate::luanti::index::{pack, rename_item, rename_node, unpack, valid_name, Answer, Kind};
+use crate::names;
+use crate::vfs::tree::{stream, Entry, Stat, TreePath};
+
+/// The top-level folder of the answers.
+pub const INDEX: &str = "index";
+
+/// The folders of `index/`, in listing order.
+const FOLDERS: [&str; 4] = ["broken", "fields", "items", "nodes"];
+
+/// Where a path below `index/` points.
+pub(super) enum At {
+    Top,
+    Folder(&'static str),
+    Node(String),
+    NodeLink(u64),
+    Item(Vec<u8>),
+    FieldKey(Vec<u8>),
+    FieldValue(Vec<u8>, Vec<u8>),
+    FieldLink(u64, u16),
+    Broken(u64),
+}
+
+/// The link name of a node in `fields/KEY/VALUE/`: its block and its place in the block.
+fn node_link_name(packed: u64, node: u16) -> String {
+    let rel = RelPos::from_index(node).map(rel_name).unwrap_or_default();
+    format!("{},{rel}", block_name(unpack(packed)))
+}
+
+/// The packed block and node index of a link name made by [`node_link_name`].
+fn parse_node_link(name: &str) -> Option<(u64, u16)> {
+    let parts: Vec<&str> = name.split(',').collect();
+    let [x, y, z, a, b, c] = parts.as_slice() else {
+        return None;
+    };
+    let pos = super::parse_block_name(&format!("{x},{y},{z}"))?;
+    let rel = super::blocks::parse_rel_name(&format!("{a},{b},{c}"))?;
+    (node_link_name(pack(pos), rel.index()) == name).then_some((pack(pos), rel.index()))
+}
+
+/// The packed position of a block folder name.
+fn parse_block(name: &str) -> Option<u64> {
+    super::parse_block_name(name).map(pack)
+}
+
+/// The stored name among `stored` that the file name `file` shows.
+fn stored<'a, T: AsRef<[u8]> + 'a>(
+    file: &str,
+    stored: impl IntoIterator<Item = &'a T>,
+) -> Option<&'a T> {
+    names::find(file, stored)
+}
+
+/// Entries of a folder of names, cookie = place in the sorted names plus one.
+fn named_entries<T: AsRef<[u8]>>(names: impl Iterator<Item = T>, stat: Stat) -> Vec<Entry> {
+    names
+        .enumerate()
+        .map(|(i, n)| Entry {
+            name: names::escape(n.as_ref()),
+            cookie: i as u64 + 1,
+            stat: stat.clone(),
+        })
+        .collect()
+}
+
+fn unavailable(kind: &str) -> Error {
+    Error::corrupt(format!("index: the {kind} answer is missing"))
+}
+
+impl LuantiTree {
+    fn index_answer(&self, kind: Kind) -> Result<Arc<Answer>> {
+        self.index.answer(kind)
+    }
+
+    /// Parses a path below `index/` (`parts` without `index`).
+    pub(super) fn index_at(&self, path: &TreePath, parts: &[&str]) -> Result<At> {
+        let nf = || not_found(path);
+        Ok(match parts {
+            [] => At::Top,
+            [f] => At::Folder(FOLDERS.iter().find(|x| *x == f).copied().ok_or_else(nf)?),
+            ["nodes", name, rest @ ..] => {
+                let a = self.index_answer(Kind::Nodes)?;
+                let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
+                let (name, set) = nodes
+                    .iter()
+                    .find(|(n, _)| names::escape(n.as_bytes()) == *name)
+                    .ok_or_else(nf)?;
+                match rest {
+                    [] => At::Node(name.clone()),
+                    [b] => {
+                        let packed = parse_block(b).filter(|p| set.contains(p)).ok_or_else(nf)?;
+                        At::NodeLink(packed)
+                    }
+                    _ => return Err(nf()),
+                }
+            }
+            ["items", item] => {
+                let items = self.item_lines()?;
+                At::Item(stored(item, items.keys()).cloned().ok_or_else(nf)?)
+            }
+            ["fields", key, rest @ ..] => {
+                let a = self.index_answer(Kind::Fields)?;
+                let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
+                let key = stored(key, fields.keys()).ok_or_else(nf)?;
+                let values = &fields[key];
+                match rest {
+                    [] => At::FieldKey(key.clone()),
+                    [value, rest @ ..] => {
+                        let value = stored(value, values.keys()).ok_or_else(nf)?;
+                        match rest {
+                            [] => At::FieldValue(key.clone(), value.clone()),
+                            [link] => {
+                                let (b, n) = parse_node_link(link)
+                                    .filter(|bn| values[value].contains(bn))
+                                    .ok_or_else(nf)?;
+                                At::FieldLink(b, n)
+                            }
+                            _ => return Err(nf()),
+                        }
+                    }
+                }
+            }
+            ["broken", b] => {
+                let a = self.index_answer(Kind::Nodes)?;
+                At::Broken(
+                    parse_block(b)
+                        .filter(|p| a.broken.contains_key(p))
+                        .ok_or_else(nf)?,
+                )
+            }
+            _ => return Err(nf()),
+        })
+    }
+
+    /// Every item in any inventory → the lines of its file (node inventories from the
+    /// answer, player inventories read now).
+    fn item_lines(&self) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
+        let a = self.index_answer(Kind::Items)?;
+        let items = a.items.as_ref().ok_or_else(|| unavailable("items"))?;
+        let mut out: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        for (item, slots) in items {
+            let text = out.entry(item.clone()).or_default();
+            for s in slots {
+                let rel = RelPos::from_index(s.node).map(rel_name).unwrap_or_default();
+                text.extend_from_slice(
+                    format!(
+                        "blocks/{}/meta/{rel}/inventory {} {} {}\n",
+                        block_name(unpack(s.block)),
+                        s.list,
+                        s.slot,
+                        s.count
+                    )
+                    .as_bytes(),
+                );
+            }
+        }
+        if let Some(accounts) = &self.accounts {
+            for (player, inv) in accounts.inventories()? {
+                for l in &inv.lists {
+                    for (i, s) in l
+                        .slots
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, s)| !s.name.is_empty())
+                    {
+                        out.entry(s.name.clone()).or_default().extend_from_slice(
+                            format!(
+                                "players/{} {} {} {}\n",
+                                names::escape(player.as_bytes()),
+                                l.name,
+                                i + 1,
+                                s.count
+                            )
+                            .as_bytes(),
+                        );
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// `mv index/nodes/A index/nodes/B` (also as `mv` asks it when B exists:
+    /// `index/nodes/B/A`) and `mv index/items/A index/items/B`: A replaced by B in every
+    /// block (and, for items, every player) holding it; see [`Blocks::edit_many`].
+    ///
+    /// [`Blocks::edit_many`]: crate::luanti::cache::Blocks::edit_many
+    pub(super) fn index_rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        let exdev = || {
+            Error::new(
+                libc::EXDEV,
+                "only index/nodes/NAME and index/items/ITEM can be renamed, within their folder",
+            )
+        };
+        let parts: Vec<&str> = from.iter().map(String::as_str).collect();
+        let at = self.index_at(from, &parts[1..])?;
+        let target = |to: &TreePath| -> Result<Vec<u8>> {
+            let name = to.get(2).ok_or_else(exdev)?;
+            let bytes = names::unescape(name)
+                .map_err(|_| Error::invalid(format!("{name}: not a valid name")))?;
+            if !valid_name(&bytes) {
+                return Err(Error::invalid(format!(
+                    "{name}: not a valid node or item name (modname:name, letters, digits, _)"
+                )));
+            }
+            Ok(bytes)
+        };
+        let same_folder = |folder: &str| to.len() >= 3 && to[0] == INDEX && to[1] == folder;
+        match at {
+            At::Node(a) if same_folder("nodes") => {
+                // `mv A B` with B an existing folder asks for B/A.
+                if to.len() == 4 && to[3] != from[2] || to.len() > 4 {
+                    return Err(exdev());
+                }
+                let b = String::from_utf8(target(to)?)
+                    .map_err(|_| Error::invalid("a node name is UTF-8"))?;
+                if a == b {
+                    return Ok(());
+                }
+                let answer = self.index_answer(Kind::Nodes)?;
+                let blocks: Vec<_> = answer
+                    .nodes
+                    .as_ref()
+                    .and_then(|n| n.get(&a))
+                    .into_iter()
+                    .flatten()
+                    .map(|&p| unpack(p))
+                    .collect();
+                drop(answer);
+                self.rename_in_blocks(&format!("node {a} to {b}"), &blocks, |block| {
+                    rename_node(block, &a, &b)
+                })
+            }
+            At::Item(a) if same_folder("items") && to.len() == 3 => {
+                let b = target(to)?;
+                if a == b {
+                    return Ok(());
+                }
+                let answer = self.index_answer(Kind::Items)?;
+                let blocks: BTreeSet<u64> = answer
+                    .items
+                    .as_ref()
+                    .and_then(|i| i.get(&a))
+                    .into_iter()
+                    .flatten()
+                    .map(|s| s.block)
+                    .collect();
+                drop(answer);
+                let blocks: Vec<_> = blocks.into_iter().map(unpack).collect();
+                let what = format!(
+                    "item {} to {}",
+                    String::from_utf8_lossy(&a),
+                    String::from_utf8_lossy(&b)
+                );
+                self.rename_in_blocks(&what, &blocks, |block| {
+                    block
+                        .metadata
+                        .iter_mut()
+                        .map(|m| rename_item(&mut m.inventory, &a, &b))
+                        .sum::<usize>()
+                        > 0
+                })?;
+                if let Some(accounts) = &self.accounts {
+                    let players = accounts.rename_item(&a, &b)?;
+                    log::info!("index: renamed {what} in {players} players' inventories");
+                }
+                Ok(())
+            }
+            _ => Err(exdev()),
+        }
+    }
+
+    /// Applies `edit` to `blocks` and commits the changed ones in one transaction, logging
+    /// the progress.
+    fn rename_in_blocks(
+        &self,
+        what: &str,
+        blocks: &[crate::luanti::codec::block::BlockPos],
+        edit: impl Fn(&mut crate::luanti::codec::block::MapBlock) -> bool,
+    ) -> Result<()> {
+        let started = std::time::Instant::now();
+        log::info!("index: renaming {what} in {} blocks", blocks.len());
+        let changed = self.blocks.edit_many(blocks, edit, |done| {
+            if done > 0 && done < blocks.len() {
+                log::info!("index: renaming {what}: {done} of {} blocks", blocks.len());
+            }
+        })?;
+        log::info!(
+            "index: renamed {what} in {changed} blocks, committed in one transaction ({:.3} s)",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    fn link_target(&self, at: &At) -> Option<String> {
+        match at {
+            At::NodeLink(b) => Some(format!("../../../blocks/{}", block_name(unpack(*b)))),
+            At::FieldLink(b, n) => Some(format!(
+                "../../../../blocks/{}/meta/{}",
+                block_name(unpack(*b)),
+                RelPos::from_index(*n).map(rel_name).unwrap_or_default()
+            )),
+            At::Broken(b) => Some(format!("../../blocks/{}", block_name(unpack(*b)))),
+            _ => None,
+        }
+    }
+
+    /// Every stat under `index/` is volatile: what it shows depends on the whole map, so
+    /// the kernel must not keep it (a change of any block may change it).
+    pub(super) fn index_stat(&self, at: &At) -> Result<Stat> {
+        self.index_stat_kept(at).map(|mut s| {
+            s.volatile = true;
+            s
+        })
+    }
+
+    fn index_stat_kept(&self, at: &At) -> Result<Stat> {
+        if let Some(target) = self.link_target(at) {
+            return Ok(Stat::symlink(target.len() as u64, base_time()));
+        }
+        match at {
+            At::Item(item) => {
+                let len = self.item_lines()?.get(item).map_or(0, Vec::len);
+                Ok(Stat::file(len as u64, base_time(), true))
+            }
+            At::Top => Ok(self.dir_stat(base_time())),
+            At::Folder("items") => Ok(self.items_dir_stat(&self.item_lines()?)),
+            At::Folder("fields") | At::FieldKey(_) | At::FieldValue(..) => {
+                Ok(self.answer_dir_stat(&*self.index_answer(Kind::Fields)?))
+            }
+            _ => Ok(self.answer_dir_stat(&*self.index_answer(Kind::Nodes)?)),
+        }
+    }
+
+    /// A folder listing part of `answer`: its mtime changes with the answer (the kernel
+    /// opens folders itself and keeps a listing until the folder's mtime changes).
+    fn answer_dir_stat(&self, answer: &Answer) -> Stat {
+        self.dir_stat(base_time() + Duration::from_secs(answer.generation))
+    }
+
+    /// `items/`, which also lists the players' items (read afresh, not in the answer): its
+    /// mtime changes with its names and their sizes.
+    fn items_dir_stat(&self, items: &BTreeMap<Vec<u8>, Vec<u8>>) -> Stat {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (name, text) in items {
+            name.hash(&mut h);
+            text.len().hash(&mut h);
+        }
+        let nanos = (h.finish() % 1_000_000_000) as u32;
+        self.dir_stat(base_time() + Duration::new(0, nanos))
+    }
+
+    pub(super) fn index_read(&self, path: &TreePath, at: &At) -> Result<Arc<Vec<u8>>> {
+        match at {
+            At::Item(item) => self
+                .item_lines()?
+                .remove(item)
+                .map(Arc::new)
+                .ok_or_else(|| not_found(path)),
+            At::NodeLink(..) | At::FieldLink(..) | At::Broken(_) => Err(Error::new(
+                libc::ELOOP,
+                format!("{}: a symbolic link", path.join("/")),
+            )),
+            _ => Err(Error::is_dir("is a directory")),
+        }
+    }
+
+    pub(super) fn index_readlink(&self, at: &At) -> Option<Vec<u8>> {
+        self.link_target(at).map(String::into_bytes)
+    }
+
+    pub(super) fn index_list(
+        &self,
+        at: &At,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        // Volatile, as in `index_stat`.
+        let sink = &mut |mut e: Entry| {
+            e.stat.volatile = true;
+            sink(e)
+        };
+        let link = |target_len: usize| Stat::symlink(target_len as u64, base_time());
+        let entries: Vec<Entry> = match at {
+            At::Top => named_entries(FOLDERS.iter(), self.dir_stat(base_time())),
+            At::Folder("nodes") => {
+                let a = self.index_answer(Kind::Nodes)?;
+                let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
+                named_entries(nodes.keys(), self.answer_dir_stat(&a))
+            }
+            At::Folder("items") => {
+                let items = self.item_lines()?;
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (n, text))| Entry {
+                        name: names::escape(n),
+                        cookie: i as u64 + 1,
+                        stat: Stat::file(text.len() as u64, base_time(), true),
+                    })
+                    .collect()
+            }
+            At::Folder("fields") => {
+                let a = self.index_answer(Kind::Fields)?;
+                let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
+                named_entries(fields.keys(), self.answer_dir_stat(&a))
+            }
+            At::Folder(_) => {
+                let a = self.index_answer(Kind::Nodes)?;
+                let blocks = a.broken.range(after + 1..).map(|(b, _)| *b);
+                return stream_blocks(blocks, "../../blocks/", sink, link);
+            }
+            At::Node(name) => {
+                let a = self.index_answer(Kind::Nodes)?;
+                let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
+                let set = nodes
+                    .get(name)
+                    .ok_or_else(|| Error::not_found("no such node"))?;
+                let blocks = set.range(after + 1..).copied();
+                return stream_blocks(blocks, "../../../blocks/", sink, link);
+            }
+            At::FieldKey(key) => {
+                let a = self.index_answer(Kind::Fields)?;
+                let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
+                let values = fields
+                    .get(key)
+                    .ok_or_else(|| Error::not_found("no such field"))?;
+                named_entries(values.keys(), self.answer_dir_stat(&a))
+            }
+            At::FieldValue(key, value) => {
+                let a = self.index_answer(Kind::Fields)?;
+                let nodes = a
+                    .fields
+                    .as_ref()
+                    .and_then(|f| f.get(key))
+                    .and_then(|v| v.get(value))
+                    .ok_or_else(|| Error::not_found("no such value"))?;
+                let from = (after.saturating_sub(1) >> 12) + 1;
+                for &(b, n) in nodes.range((from, 0)..) {
+                    let cookie = ((b - 1) << 12 | u64::from(n)) + 1;
+                    if cookie <= after {
+                        continue;
+                    }
+                    let target = self.link_target(&At::FieldLink(b, n)).unwrap_or_default();
+                    let e = Entry {
+                        name: node_link_name(b, n),
+                        cookie,
+                        stat: link(target.len()),
+                    };
+                    if !sink(e) {
+                        break;
+                    }
+                }
+                return Ok(());
+            }
+            _ => return Err(Error::not_dir("not a directory")),
+        };
+        stream(entries, after, sink);
+        Ok(())
+    }
+}
+
+/// Streams links to `blocks` (packed positions, ascending, those after the listing's
+/// cookie): the cookie of a block is its packed position.
+fn stream_blocks(
+    blocks: impl Iterator<Item = u64>,
+    prefix: &str,
+    sink: &mut dyn FnMut(Entry) -> bool,
+    link: impl Fn(usize) -> Stat,
+) -> Result<()> {
+    for b in blocks {
+        let name = block_name(unpack(b));
+        let e = Entry {
+            stat: link(prefix.len() + name.len()),
+            name,
+            cookie: b,
+        };
+        if !sink(e) {
+            break;
+        }
+    }
+    Ok(())
+}
