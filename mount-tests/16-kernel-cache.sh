@@ -74,6 +74,43 @@ sleep 1
 [ -e "$M/blocks/$E/block.txt" ] && fail "block $E deleted by another writer still shown after 1 s"
 ls "$M/blocks" | grep -x "$E" >/dev/null && fail "block $E still listed"
 
+# A reader holding a block file open across another writer's change (grep, less, an editor)
+# reads its old text; once it closes, the next reader sees the new text, not pages the old
+# handle filled (block H gets the bytes of block C, which are shorter or equal).
+H=$(sed -n 20p "$T/files" | sed "s|$M/blocks/||; s|/.*||")
+[ "$H" != "$C" ] && [ "$H" != "$D" ] && [ "$H" != "$E" ] || fail "pick another block"
+python3 - "$M/blocks/$H/nodes.cubeset" "$W/map.sqlite" "$(key "$H")" "$(key "$C")" <<'PY'
+import os, sqlite3, sys, time
+path, db, h, c = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+fd = os.open(path, os.O_RDONLY)
+old = os.pread(fd, 1 << 20, 0)
+con = sqlite3.connect(db, timeout=5)
+con.execute("UPDATE blocks SET data = (SELECT data FROM blocks WHERE pos = ?) WHERE pos = ?", (c, h))
+con.commit(); con.close()
+time.sleep(1)
+os.pread(fd, 1 << 20, 0)
+os.close(fd)
+PY
+cmp -s "$M/blocks/$H/nodes.cubeset" "$M/blocks/$C/nodes.cubeset" || fail "block $H: a reader open across another writer's change left its old text in the kernel's cache"
+
+# Listings follow another writer too (they are never cached by the kernel): a block inserted
+# after `ls blocks` shows in the next `ls`, one deleted before anything looked it up is gone;
+# a file put in the world folder on disk and a player inserted into players.sqlite show.
+ls "$M/blocks" >"$T/ls1"; ls "$M" >/dev/null; ls "$M/players" >"$T/players1"
+NEW=6,6,6
+grep -x "$NEW" "$T/ls1" >/dev/null && fail "block $NEW exists already"
+G=$(sed -n 5p "$T/ls1"); [ "$G" != "$B" ] && [ "$G" != "$C" ] && [ "$G" != "$E" ] || G=$(sed -n 6p "$T/ls1")
+sqlite3 -cmd ".timeout 5000" "$W/map.sqlite" "INSERT INTO blocks SELECT $(key "$NEW"), data FROM blocks WHERE pos = $(key "$D"); DELETE FROM blocks WHERE pos = $(key "$G");"
+echo "a note" >"$W/notes.txt"
+P=$(head -1 "$T/players1")
+sqlite3 -cmd ".timeout 5000" "$W/players.sqlite" "INSERT INTO player SELECT 'zzbob', pitch, yaw, posX, posY, posZ, hp, breath, creation_date, modification_date FROM player WHERE name = '$P';"
+sleep 1
+ls "$M/blocks" >"$T/ls2"
+grep -x "$NEW" "$T/ls2" >/dev/null || fail "block $NEW inserted by another writer not listed after 1 s"
+grep -x "$G" "$T/ls2" >/dev/null && fail "block $G deleted by another writer still listed after 1 s"
+ls "$M" | grep -x notes.txt >/dev/null || fail "a file added to the world folder on disk not listed"
+ls "$M/players" | grep -x zzbob >/dev/null || fail "a player inserted into players.sqlite not listed"
+
 # 3. The real engine as the other writer: it runs on the world folder beside the mount, sets
 # a node and saves. Every cached block file read before equals a fresh daemon's view 1 s
 # after the engine exits (and at least one block did change).

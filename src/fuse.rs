@@ -31,19 +31,12 @@ pub struct WorldFs {
     vfs: Arc<Vfs>,
     uid: u32,
     gid: u32,
-    /// The kernel opens directories itself (directories keep no state here).
-    kernel_opendir: bool,
 }
 
 impl WorldFs {
     /// An adapter whose files belong to `uid`/`gid` (the mounting user).
     pub fn new(vfs: Arc<Vfs>, uid: u32, gid: u32) -> WorldFs {
-        WorldFs {
-            vfs,
-            uid,
-            gid,
-            kernel_opendir: false,
-        }
+        WorldFs { vfs, uid, gid }
     }
 
     fn attr(&self, ino: u64, s: &Stat) -> FileAttr {
@@ -150,11 +143,6 @@ impl Filesystem for WorldFs {
         if let Err(missing) = config.add_capabilities(wanted) {
             log::warn!("kernel lacks FUSE capabilities {missing:?}");
         }
-        // Listings resume from stable cookies, so opendir/releasedir carry nothing: let the
-        // kernel skip those two round trips per directory.
-        self.kernel_opendir = config
-            .add_capabilities(InitFlags::FUSE_NO_OPENDIR_SUPPORT)
-            .is_ok();
         Ok(())
     }
 
@@ -472,12 +460,13 @@ impl Filesystem for WorldFs {
         }
     }
 
+    /// Directories keep no state here (listings resume from stable cookies). opendir is
+    /// answered rather than left to the kernel (`FUSE_NO_OPENDIR_SUPPORT`), because a
+    /// kernel that opens directories itself caches their listings until the folder's time
+    /// changes, and a listing changes without that (blocks another program adds, files added
+    /// to the world folder on disk): without `FOPEN_CACHE_DIR` every listing asks worldfs.
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if self.kernel_opendir {
-            reply.error(Errno::from_i32(libc::ENOSYS));
-        } else {
-            reply.opened(FileHandle(0), FopenFlags::empty());
-        }
+        reply.opened(FileHandle(0), FopenFlags::empty());
     }
 
     fn readdir(

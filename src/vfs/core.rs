@@ -68,6 +68,10 @@ pub struct Vfs {
     pub(super) kernel: OnceLock<Box<dyn KernelCache>>,
     /// Paths the core changed since the kernel was last told (see [`Vfs::settle`]).
     pub(super) changes: Mutex<Vec<Vec<String>>>,
+    /// Read handles on tree files (by handle), with the inode and the stat of their text.
+    pub(super) readers: Mutex<HashMap<u64, (u64, Stat)>>,
+    /// Inodes whose pages a closed read handle may have filled with old text.
+    pub(super) stale_pages: Mutex<Vec<u64>>,
     /// Names the kernel keeps that no longer exist, for the watcher to drop.
     pub(super) stale_names: Mutex<Vec<(u64, Arc<str>)>>,
     /// What [`Tree::underneath`] said when the watcher last looked.
@@ -159,6 +163,8 @@ impl Vfs {
             aside: Mutex::new(HashMap::new()),
             kernel: OnceLock::new(),
             changes: Mutex::new(Vec::new()),
+            readers: Mutex::new(HashMap::new()),
+            stale_pages: Mutex::new(Vec::new()),
             stale_names: Mutex::new(Vec::new()),
             underneath_seen: AtomicU64::new(0),
             #[cfg(test)]

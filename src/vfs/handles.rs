@@ -184,7 +184,7 @@ impl Vfs {
         if let Some(f) = joined {
             return Ok((self.add_handle(f, HandleState::opened(mode.write))?, false));
         }
-        let mut keep = false;
+        let mut reading = None;
         let held = lock(&self.overlay)?.get(&path).map(|o| {
             let data = if mode.truncate {
                 Ok(Vec::new())
@@ -221,7 +221,9 @@ impl Vfs {
                         .map_err(|e| e.context(display_path(&path)))?
                         .to_vec()
                 };
-                keep = !mode.write && self.kernel_keeps(ino, &stat);
+                if !mode.write {
+                    reading = Some(stat.clone());
+                }
                 (data, Home::Tree, stat.perm, stat.mtime)
             }
         };
@@ -252,10 +254,9 @@ impl Vfs {
             drop(open);
             self.attach_readers(&path, &file)?;
         }
-        Ok((
-            self.add_handle(file, HandleState::opened(mode.write))?,
-            keep,
-        ))
+        let fh = self.add_handle(file, HandleState::opened(mode.write))?;
+        let keep = reading.is_some_and(|stat| self.reader_opened(fh, ino, &stat));
+        Ok((fh, keep))
     }
 
     /// Descriptors opened read-only on `path` before `file` started being written read from
@@ -460,6 +461,7 @@ impl Vfs {
 
     /// Closes a handle, committing what is still unflushed.
     pub fn release(&self, fh: u64) -> Result<()> {
+        self.reader_closed(fh);
         let result = self.commit_handle(fh, true);
         #[cfg(test)]
         self.race_in_release.run(self);

@@ -17,6 +17,12 @@
 //! only briefly, with no page cache across opens. Without a [`KernelCache`] (in-process use
 //! and tests) nothing is kept long.
 //!
+//! A read handle holds the text as it was at open, and the kernel fills its page cache from
+//! whatever handle reads: a reader open across a change would put the old text back after
+//! the kernel was told to drop it. So a file is opened with its cached pages kept only while
+//! no other read handle is open on it, and when a handle whose text went stale closes, the
+//! kernel is told to drop the file's pages again.
+//!
 //! Names go stale too (a block another writer deleted): the kernel is told to drop them,
 //! but never from inside a request, since a request that changes a folder holds the lock
 //! the kernel needs to drop a name in it; the watcher sends those.
@@ -89,12 +95,51 @@ impl Vfs {
     /// last call. The adapter calls it after every operation that may change something and
     /// before it replies, so the next command sees the change.
     pub fn settle(&self) {
+        let stale = match lock(&self.stale_pages) {
+            Ok(mut q) => std::mem::take(&mut *q),
+            Err(_) => Vec::new(),
+        };
+        if let Some(kernel) = self.kernel.get() {
+            for ino in stale {
+                let _ = kernel.inval_inode(ino);
+            }
+        }
         let paths = match lock(&self.changes) {
             Ok(mut q) if !q.is_empty() => std::mem::take(&mut *q),
             _ => return,
         };
         for path in paths {
             self.changed(&path);
+        }
+    }
+
+    /// Notes read handle `fh` on `ino`, whose text is that of `stat`; true when the kernel
+    /// may keep the file's cached pages for it (no other read handle is open on the file).
+    pub(super) fn reader_opened(&self, fh: u64, ino: u64, stat: &Stat) -> bool {
+        if !self.kernel_keeps(ino, stat) {
+            return false;
+        }
+        match lock(&self.readers) {
+            Ok(mut r) => {
+                let alone = !r.values().any(|(i, _)| *i == ino);
+                r.insert(fh, (ino, stat.clone()));
+                alone
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Read handle `fh` closes: when the file changed since it opened, the pages it may have
+    /// put back are dropped at the next [`Vfs::settle`]. Takes no other lock while it stats.
+    pub(super) fn reader_closed(&self, fh: u64) {
+        let Some((ino, opened)) = lock(&self.readers).ok().and_then(|mut r| r.remove(&fh)) else {
+            return;
+        };
+        let now = self.path_of(ino).and_then(|p| self.stat_path(&p));
+        if !now.is_ok_and(|s| same(&s, &opened)) {
+            if let Ok(mut q) = lock(&self.stale_pages) {
+                q.push(ino);
+            }
         }
     }
 
@@ -230,6 +275,7 @@ fn same(now: &Stat, kept: &Stat) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vfs::handles::OpenMode;
     use crate::vfs::test_tree::*;
     use std::sync::Mutex;
 
@@ -320,6 +366,25 @@ mod tests {
         );
         vfs.watch_once();
         assert!(told.take().is_empty(), "told once");
+    }
+
+    #[test]
+    fn a_reader_open_across_a_change_gets_the_files_pages_dropped_when_it_closes() {
+        let (tree, vfs, told, [f, _, _]) = kept();
+        let (r1, keep1) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        assert!(keep1, "alone: the kernel keeps the pages");
+        let (r2, keep2) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        assert!(!keep2, "another reader is open: pages dropped at this open");
+        vfs.release(r2).unwrap();
+        vfs.settle();
+        assert!(told.take().is_empty(), "nothing changed while r2 was open");
+        // Another program changes f while r1 holds its old text.
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f".into(), b"ok other text".to_vec());
+        vfs.release(r1).unwrap();
+        vfs.settle();
+        assert_eq!(told.take(), vec![format!("inode {f}")]);
     }
 
     #[test]
