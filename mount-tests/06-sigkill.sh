@@ -15,17 +15,7 @@ PID=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
 mkdir "$T/states"
 for b in $BLOCKS; do
   cp "$M/blocks/$b/nodes.cubeset" "$T/states/$b.old"
-  python3 - "$T/states/$b.old" "$M/blocks/$b/nodes.cubeset" <<'PY'
-import sys
-text = open(sys.argv[1]).read()
-lines = text.split("\n")
-d = next(i for i, l in enumerate(lines) if l.strip() == "BlockDefinitions =")
-lines.insert(d + 2, '\t\t\t\t"~: default:mese: 0",')
-r = next(i for i, l in enumerate(lines) if l.strip() == "-- Level 0") + 1
-q = lines[r].index('"')
-lines[r] = lines[r][:q + 1] + "~" + lines[r][q + 2:]
-open(sys.argv[2], "w").write("\n".join(lines))
-PY
+  mese_variant "$T/states/$b.old" "$M/blocks/$b/nodes.cubeset"
   cp "$M/blocks/$b/nodes.cubeset" "$T/states/$b.new"
   cmp -s "$T/states/$b.old" "$T/states/$b.new" && fail "no variant for block $b"
 done

@@ -21,16 +21,7 @@ head -60 "$T/blocks" >"$T/toggled"
 mkdir "$T/states"
 while read -r b; do
   cp "$M/blocks/$b/nodes.cubeset" "$T/states/$b.old"
-  python3 - "$T/states/$b.old" "$T/states/$b.new" <<'PY'
-import sys
-lines = open(sys.argv[1]).read().split("\n")
-d = next(i for i, l in enumerate(lines) if l.strip() == "BlockDefinitions =")
-lines.insert(d + 2, '\t\t\t\t"~: default:mese: 0",')
-r = next(i for i, l in enumerate(lines) if l.strip() == "-- Level 0") + 1
-q = lines[r].index('"')
-lines[r] = lines[r][:q + 1] + "~" + lines[r][q + 2:]
-open(sys.argv[2], "w").write("\n".join(lines))
-PY
+  mese_variant "$T/states/$b.old" "$T/states/$b.new"
   # The new state as the mount shows it (written once, read back), then the old one again.
   cp "$T/states/$b.new" "$M/blocks/$b/nodes.cubeset"
   cp "$M/blocks/$b/nodes.cubeset" "$T/states/$b.new"

@@ -30,16 +30,7 @@ cp "$T/written" "$M/blocks/$B/block.txt"
 grep -q '^timestamp = 77 ' "$M/blocks/$B/block.txt" || fail "block.txt shows the written bytes, not the canonical text"
 # b. Another view of the same block: a node edit in nodes.cubeset clears lighting_complete
 # in block.txt (the derived-data rule), which must show at once.
-python3 - "$M/blocks/$B/nodes.cubeset" "$T/nodes.new" <<'PY'
-import sys
-lines = open(sys.argv[1]).read().split("\n")
-d = next(i for i, l in enumerate(lines) if l.strip() == "BlockDefinitions =")
-lines.insert(d + 2, '\t\t\t\t"~: default:mese: 0",')
-r = next(i for i, l in enumerate(lines) if l.strip() == "-- Level 0") + 1
-q = lines[r].index('"')
-lines[r] = lines[r][:q + 1] + "~" + lines[r][q + 2:]
-open(sys.argv[2], "w").write("\n".join(lines))
-PY
+mese_variant "$M/blocks/$B/nodes.cubeset" "$T/nodes.new"
 cp "$T/nodes.new" "$M/blocks/$B/nodes.cubeset"
 for f in $VIEWS; do
   cat "$M/blocks/$B/$f" >"$T/mine.$f"

@@ -97,3 +97,18 @@ assert_eq() { [ "$1" == "$2" ] || fail "${3:-values differ}: expected [$2], got 
 assert_contains() { grep -qF -- "$2" "$1" || fail "${3:-$1 lacks [$2]}"; }
 assert_not_contains() { if grep -qF -- "$2" "$1"; then fail "${3:-$1 contains [$2]}"; fi; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# mese_variant SRC DST: writes to DST the nodes.cubeset SRC with its first node of level 0
+# set to default:mese (a new palette entry `~`): a different, valid text of the same block.
+mese_variant() {
+  python3 - "$1" "$2" <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+d = next(i for i, l in enumerate(lines) if l.strip() == "BlockDefinitions =")
+lines.insert(d + 2, '\t\t\t\t"~: default:mese: 0",')
+r = next(i for i, l in enumerate(lines) if l.strip() == "-- Level 0") + 1
+q = lines[r].index('"')
+lines[r] = lines[r][:q + 1] + "~" + lines[r][q + 2:]
+open(sys.argv[2], "w").write("\n".join(lines))
+PY
+}
