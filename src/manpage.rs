@@ -33,7 +33,8 @@ index/ answers whole-world questions from one parallel in-process scan of the ma
 is scanned at mount); the answer is kept and updated by changes made through the mount, and
 rescanned after another program's commit. mv index/nodes/A index/nodes/B replaces node A by
 B in every block (one transaction); mv index/items/A index/items/B replaces item A by B in
-every node and player inventory; an invalid new name fails with EINVAL.
+every node and player inventory; an invalid new name fails with EINVAL. index/ is reached
+by name and not listed at the top of the mount, so backups, find and grep -r never walk it.
 .PP
 World files and folders show their own permission bits (less write on --read-only) and
 mtimes; chmod and touch set them, and a replaced file keeps its mode. Symbolic links in the

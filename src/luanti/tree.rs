@@ -626,22 +626,14 @@ impl Tree for LuantiTree {
 
 impl LuantiTree {
     /// Lists the top level: `blocks`, the accounts' names and the world folder's other files.
+    /// `index` is not listed (it is reached by name): a backup, `find` or `grep -r` of the
+    /// mount must not walk a second view of the whole world, nor restore into it.
     fn list_root(&self, after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
-        let mut entries = vec![
-            Entry {
-                name: "blocks".into(),
-                cookie: 1,
-                stat: self.dir_stat(base_time()),
-            },
-            Entry {
-                name: index::INDEX.into(),
-                cookie: 5,
-                stat: Stat {
-                    volatile: true,
-                    ..self.dir_stat(base_time())
-                },
-            },
-        ];
+        let mut entries = vec![Entry {
+            name: "blocks".into(),
+            cookie: 1,
+            stat: self.dir_stat(base_time()),
+        }];
         if let Some(accounts) = &self.accounts {
             for (i, name) in accounts.top_names().into_iter().enumerate() {
                 if let Ok(stat) = accounts.stat(&[name.to_string()]) {
