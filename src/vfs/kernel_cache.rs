@@ -37,7 +37,7 @@ use std::time::Duration;
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::Vfs;
 use crate::vfs::inodes::{Kept, ROOT};
-use crate::vfs::tree::Stat;
+use crate::vfs::tree::{Kind, Stat};
 
 /// How often the watcher looks for other programs' changes and sends pending name drops.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
@@ -67,7 +67,10 @@ impl Vfs {
     /// Notes that the kernel was given `stat` for `ino`; true when it may keep it for long
     /// (the core will tell it when it changes).
     pub fn kernel_keeps(&self, ino: u64, stat: &Stat) -> bool {
-        if self.kernel.get().is_none() || stat.volatile {
+        // Folders are not kept: their times follow commits that write-back makes later (a
+        // restore's `rsync` sets a block folder's time before its block is committed), and a
+        // stale folder time is what an incremental rsync compares first.
+        if self.kernel.get().is_none() || stat.volatile || stat.kind == Kind::Dir {
             return false;
         }
         match self.inodes.write() {
