@@ -18,9 +18,11 @@ use crate::error::Error;
 use crate::vfs::kernel_cache::KernelCache;
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
 
-/// How long the kernel may cache what the core keeps true (see `vfs::kernel_cache`): it is
-/// told at once of every change, so this only bounds the harm of a change it was not told.
-const KEPT_TTL: Duration = Duration::from_secs(60);
+/// How long the kernel may cache the attributes of what the core keeps true (see
+/// `vfs::kernel_cache`; pages stay until it is told, or until it sees a new mtime): it is
+/// told at once of every change, and this bounds the harm of a change it was not told (a
+/// read-only mount under a busy writer showed one) to the 1 s the README promises.
+const KEPT_TTL: Duration = Duration::from_secs(1);
 
 /// How long the kernel may cache names and folder attributes the core does not keep true.
 /// Such files' attributes are not cached at all (TTL 0).
@@ -60,9 +62,10 @@ impl WorldFs {
         }
     }
 
-    /// How long the kernel may keep the attributes `s` of `ino`.
-    fn ttl(&self, ino: u64, s: &Stat) -> Duration {
-        if self.vfs.kernel_keeps(ino, s) {
+    /// How long the kernel may keep the attributes `s` of `ino`, computed after
+    /// `Vfs::kernel_epoch` said `since`.
+    fn ttl(&self, ino: u64, s: &Stat, since: u64) -> Duration {
+        if self.vfs.kernel_keeps(ino, s, since) {
             return KEPT_TTL;
         }
         match s.kind {
@@ -72,8 +75,8 @@ impl WorldFs {
     }
 
     /// Replies with the name of `ino` and its attributes `s`, kept as long as they may be.
-    fn entry(&self, reply: ReplyEntry, ino: u64, s: &Stat) {
-        let ttl = self.ttl(ino, s);
+    fn entry(&self, reply: ReplyEntry, ino: u64, s: &Stat, since: u64) {
+        let ttl = self.ttl(ino, s, since);
         reply.entry_with_ttls(&ttl, &ttl.max(ENTRY_TTL), &self.attr(ino, s), Generation(0));
     }
 }
@@ -155,12 +158,13 @@ impl Filesystem for WorldFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let since = self.vfs.kernel_epoch();
         let name = match name_str(name, "lookup") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
         match self.vfs.lookup(parent.0, name, req.pid()) {
-            Ok((ino, s)) => self.entry(reply, ino, &s),
+            Ok((ino, s)) => self.entry(reply, ino, &s, since),
             Err(e) => reply.error(fail("lookup", &e)),
         }
     }
@@ -170,8 +174,9 @@ impl Filesystem for WorldFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let since = self.vfs.kernel_epoch();
         match self.vfs.getattr(ino.0, fh.map(|f| f.0)) {
-            Ok(s) => reply.attr(&self.ttl(ino.0, &s), &self.attr(ino.0, &s)),
+            Ok(s) => reply.attr(&self.ttl(ino.0, &s, since), &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("getattr", &e)),
         }
     }
@@ -194,6 +199,7 @@ impl Filesystem for WorldFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let since = self.vfs.kernel_epoch();
         // The modes of tree files and all owners are fixed (chmod/chown succeed without effect
         // there, so `cp -p` and `rsync -a` work); sizes, mtimes and the modes of files the
         // core holds are real.
@@ -201,7 +207,7 @@ impl Filesystem for WorldFs {
             .vfs
             .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time), mode)
         {
-            Ok(s) => reply.attr(&self.ttl(ino.0, &s), &self.attr(ino.0, &s)),
+            Ok(s) => reply.attr(&self.ttl(ino.0, &s, since), &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("setattr", &e)),
         }
     }
@@ -215,6 +221,7 @@ impl Filesystem for WorldFs {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        let since = self.vfs.kernel_epoch();
         let name = match name_str(name, "mkdir") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
@@ -222,7 +229,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.mkdir(parent.0, name, req.pid());
         self.vfs.settle();
         match result {
-            Ok((ino, s)) => self.entry(reply, ino, &s),
+            Ok((ino, s)) => self.entry(reply, ino, &s, since),
             Err(e) => reply.error(fail("mkdir", &e)),
         }
     }
@@ -242,6 +249,7 @@ impl Filesystem for WorldFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        let since = self.vfs.kernel_epoch();
         let name = match name_str(link_name, "symlink") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
@@ -250,7 +258,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.symlink(parent.0, name, target, req.pid());
         self.vfs.settle();
         match result {
-            Ok((ino, s)) => self.entry(reply, ino, &s),
+            Ok((ino, s)) => self.entry(reply, ino, &s, since),
             Err(e) => reply.error(fail("symlink", &e)),
         }
     }
@@ -340,6 +348,7 @@ impl Filesystem for WorldFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        let since = self.vfs.kernel_epoch();
         let name = match name_str(name, "create") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
@@ -348,7 +357,7 @@ impl Filesystem for WorldFs {
         self.vfs.settle();
         match result {
             Ok((ino, s, fh)) => reply.created(
-                &self.ttl(ino, &s),
+                &self.ttl(ino, &s, since),
                 &self.attr(ino, &s),
                 Generation(0),
                 FileHandle(fh),
@@ -494,13 +503,14 @@ impl Filesystem for WorldFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        let since = self.vfs.kernel_epoch();
         let result = self.vfs.readdir(ino.0, offset, true, req.pid(), &mut |e| {
             let attr = self.attr(e.ino, e.stat);
             !reply.add(
                 INodeNo(e.ino),
                 e.offset,
                 e.name,
-                &self.ttl(e.ino, e.stat),
+                &self.ttl(e.ino, e.stat, since),
                 &attr,
                 Generation(0),
             )

@@ -74,6 +74,8 @@ pub struct Vfs {
     pub(super) stale_pages: Mutex<Vec<u64>>,
     /// Names the kernel keeps that no longer exist, for the watcher to drop.
     pub(super) stale_names: Mutex<Vec<(u64, Arc<str>)>>,
+    /// Re-checks of what the kernel keeps started so far (see [`Vfs::kernel_keeps`]).
+    pub(super) rechecks: AtomicU64,
     /// What [`Tree::underneath`] said when the watcher last looked.
     pub(super) underneath_seen: AtomicU64,
     /// Tests: runs inside `release` between its commit and its leaving the open files, the
@@ -166,6 +168,7 @@ impl Vfs {
             readers: Mutex::new(HashMap::new()),
             stale_pages: Mutex::new(Vec::new()),
             stale_names: Mutex::new(Vec::new()),
+            rechecks: AtomicU64::new(0),
             underneath_seen: AtomicU64::new(0),
             #[cfg(test)]
             race_in_release: Default::default(),

@@ -176,6 +176,7 @@ impl Vfs {
     /// opens (read from the tree, whose changes the core reports: see
     /// [`crate::vfs::kernel_cache`]).
     pub fn open_keeping(&self, ino: u64, mode: OpenMode) -> Result<(u64, bool)> {
+        let since = self.kernel_epoch();
         let path = self.path_of(ino)?;
         if mode.write {
             self.writable()?;
@@ -255,7 +256,7 @@ impl Vfs {
             self.attach_readers(&path, &file)?;
         }
         let fh = self.add_handle(file, HandleState::opened(mode.write))?;
-        let keep = reading.is_some_and(|stat| self.reader_opened(fh, ino, &stat));
+        let keep = reading.is_some_and(|stat| self.reader_opened(fh, ino, &stat, since));
         Ok((fh, keep))
     }
 

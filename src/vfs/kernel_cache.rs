@@ -64,9 +64,17 @@ impl Vfs {
         }
     }
 
-    /// Notes that the kernel was given `stat` for `ino`; true when it may keep it for long
-    /// (the core will tell it when it changes).
-    pub fn kernel_keeps(&self, ino: u64, stat: &Stat) -> bool {
+    /// The number of re-checks started so far: a caller takes it before it computes a stat
+    /// it will hand the kernel, and gives it to [`Vfs::kernel_keeps`].
+    pub fn kernel_epoch(&self) -> u64 {
+        self.rechecks.load(Ordering::SeqCst)
+    }
+
+    /// Notes that the kernel was given `stat` for `ino`, computed after [`Vfs::kernel_epoch`]
+    /// said `since`; true when it may keep it for long (the core will tell it when it
+    /// changes). Not when a re-check started meanwhile: that re-check may have compared and
+    /// recorded a newer stat than this one, which would then stand for long unseen.
+    pub fn kernel_keeps(&self, ino: u64, stat: &Stat, since: u64) -> bool {
         // Folders are not kept: their times follow commits that write-back makes later (a
         // restore's `rsync` sets a block folder's time before its block is committed), and a
         // stale folder time is what an incremental rsync compares first.
@@ -75,6 +83,10 @@ impl Vfs {
         }
         match self.inodes.write() {
             Ok(mut t) => {
+                // Under the table's lock, which every re-check takes to record what it found.
+                if self.kernel_epoch() != since {
+                    return false;
+                }
                 t.keep(ino, stat);
                 true
             }
@@ -118,8 +130,8 @@ impl Vfs {
 
     /// Notes read handle `fh` on `ino`, whose text is that of `stat`; true when the kernel
     /// may keep the file's cached pages for it (no other read handle is open on the file).
-    pub(super) fn reader_opened(&self, fh: u64, ino: u64, stat: &Stat) -> bool {
-        if !self.kernel_keeps(ino, stat) {
+    pub(super) fn reader_opened(&self, fh: u64, ino: u64, stat: &Stat, since: u64) -> bool {
+        if !self.kernel_keeps(ino, stat, since) {
             return false;
         }
         match lock(&self.readers) {
@@ -190,6 +202,7 @@ impl Vfs {
         let Some(kernel) = self.kernel.get() else {
             return Vec::new();
         };
+        self.rechecks.fetch_add(1, Ordering::SeqCst);
         let mut changed: Vec<(u64, Option<Stat>)> = Vec::new();
         for k in kept {
             let path = match self.path_of(k.ino) {
@@ -320,7 +333,7 @@ mod tests {
         let mut inos = [f, 0, 0];
         for (i, name) in ["f", "g", "h"].into_iter().enumerate() {
             let (ino, stat) = vfs.lookup(d, name, 1).unwrap();
-            assert!(vfs.kernel_keeps(ino, &stat));
+            assert!(vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()));
             inos[i] = ino;
         }
         (tree, vfs, told, inos)
@@ -391,16 +404,26 @@ mod tests {
     }
 
     #[test]
-    fn without_a_kernel_cache_or_for_volatile_files_nothing_is_kept() {
-        let (_, vfs, f) = setup();
+    fn without_a_kernel_cache_or_for_volatile_files_or_across_a_recheck_nothing_is_kept() {
+        let (tree, vfs, f) = setup();
         let stat = vfs.getattr(f, None).unwrap();
-        assert!(!vfs.kernel_keeps(f, &stat), "no kernel cache set");
+        assert!(!vfs.kernel_keeps(f, &stat, 0), "no kernel cache set");
         vfs.keep_kernel_cache(Box::new(Told::default()));
-        assert!(vfs.kernel_keeps(f, &stat));
+        let since = vfs.kernel_epoch();
+        assert!(vfs.kernel_keeps(f, &stat, since));
+        vfs.watch_once();
+        assert!(vfs.kernel_keeps(f, &stat, since), "no re-check ran");
+        lock(&tree.files).unwrap().insert("d/f".into(), b"ok changed".to_vec());
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        assert!(
+            !vfs.kernel_keeps(f, &stat, since),
+            "a stat computed before a re-check is not kept"
+        );
         let volatile = Stat {
             volatile: true,
             ..stat
         };
-        assert!(!vfs.kernel_keeps(f, &volatile));
+        assert!(!vfs.kernel_keeps(f, &volatile, vfs.kernel_epoch()));
     }
 }
