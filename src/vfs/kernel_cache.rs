@@ -413,7 +413,9 @@ mod tests {
         assert!(vfs.kernel_keeps(f, &stat, since));
         vfs.watch_once();
         assert!(vfs.kernel_keeps(f, &stat, since), "no re-check ran");
-        lock(&tree.files).unwrap().insert("d/f".into(), b"ok changed".to_vec());
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f".into(), b"ok changed".to_vec());
         tree.underneath.fetch_add(1, Ordering::Relaxed);
         vfs.watch_once();
         assert!(
