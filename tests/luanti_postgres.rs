@@ -509,3 +509,86 @@ fn a_commit_behind_another_writer_gives_up_instead_of_hanging() {
         .unwrap();
     assert_eq!(store.get(pos(0, 0, 0)).unwrap(), Some(b"new".to_vec()));
 }
+
+/// Transactions the server counted in this database so far (every statement outside a
+/// transaction is one), once closed connections reported theirs.
+fn transactions(client: &mut postgres::Client) -> i64 {
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    client
+        .query_one(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+/// A walk over every block in listing order (what `find`, `rsync` and `cp -r` do) reads the
+/// blocks ahead, a window per round trip, instead of one round trip per ask (the folder's
+/// stat, its listing, the file read: several per block), and what was read ahead is never
+/// shown after another writer changed it once the server was looked at again.
+#[test]
+fn a_walk_reads_ahead_in_few_round_trips_and_another_writers_change_still_shows() {
+    use worldfs::luanti::codec::{block::MapBlock, encode_block};
+    state_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let connection = empty_world(tmp.path());
+    let block = |name: &str| {
+        let mut b: MapBlock = common::mapblock::stone();
+        b.names = vec![name.to_string()];
+        encode_block(&b).unwrap()
+    };
+    let n: i16 = 600;
+    let at = |i: i16| pos(i % 10, (i / 10) % 10, i / 100);
+    let changes: Vec<_> = (0..n)
+        .map(|i| (at(i), Some(block("default:stone"))))
+        .collect();
+    MapStore::open(tmp.path(), false)
+        .unwrap()
+        .commit(&changes)
+        .unwrap();
+    let mut client = postgres::Client::connect(&connection, postgres::NoTls).unwrap();
+    let name = |p: BlockPos| format!("{},{},{}", p.x, p.y, p.z);
+    let before = transactions(&mut client);
+    {
+        // Its connections report their statements when they close.
+        let vfs = vfs(tmp.path(), false);
+        let names = list_blocks(&vfs).unwrap();
+        assert_eq!(names.len(), n as usize);
+        for b in &names {
+            let folder = ino(&vfs, &format!("blocks/{b}"));
+            vfs.getattr(folder, None).unwrap();
+            vfs.readdir(folder, 0, true, PID, &mut |_| true).unwrap();
+            assert!(cat(&vfs, &format!("blocks/{b}/nodes.cubeset")).contains("default:stone"));
+        }
+    }
+    // Our own statements: the count and this one.
+    let trips = transactions(&mut client) - before - 2;
+    assert!(
+        trips < i64::from(n) / 4,
+        "{trips} round trips to walk {n} blocks"
+    );
+
+    // Block 0,0,1 is read ahead with block 0,0,0; another writer changes it, and it shows.
+    let vfs = self::vfs(tmp.path(), false);
+    let first = cat(&vfs, &format!("blocks/{}/nodes.cubeset", name(at(0))));
+    assert!(first.contains("default:stone"));
+    client
+        .execute(
+            "UPDATE blocks SET data = $1 WHERE posX = 0 AND posY = 0 AND posZ = 1",
+            &[&block("default:dirt")],
+        )
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let second = cat(&vfs, &format!("blocks/{}/nodes.cubeset", name(at(100))));
+    assert!(second.contains("default:dirt"), "{second}");
+    // And after our own commit, a block read ahead before it is read again.
+    save(
+        &vfs,
+        &format!("blocks/{}/nodes.cubeset", name(at(200))),
+        &cat(&vfs, &format!("blocks/{}/nodes.cubeset", name(at(200))))
+            .replace("default:stone", "default:sand"),
+    )
+    .unwrap();
+    assert!(cat(&vfs, &format!("blocks/{}/nodes.cubeset", name(at(200)))).contains("default:sand"));
+}

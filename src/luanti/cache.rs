@@ -205,7 +205,7 @@ impl Blocks {
         self.cache.get_or_load(
             &pos,
             || {
-                let blob = self.store.get(pos)?.ok_or_else(|| {
+                let blob = self.store.read(pos)?.ok_or_else(|| {
                     Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z))
                 })?;
                 let hash = content_hash(&blob);
@@ -238,13 +238,17 @@ impl Blocks {
         })
     }
 
-    /// Whether a block is stored at `pos` (without decoding it).
-    pub fn exists(&self, pos: BlockPos) -> Result<bool> {
+    /// The time and content hash of the block stored at `pos` (`None`: no block there): of
+    /// the cached block when it is fresh, else of its stored bytes, without decoding them.
+    pub fn stored(&self, pos: BlockPos) -> Result<Option<(SystemTime, u64)>> {
         self.refresh();
-        if matches!(self.cache.lookup(&pos).1, Lookup::Fresh(_)) {
-            return Ok(true);
+        if let Lookup::Fresh(c) = self.cache.lookup(&pos).1 {
+            return Ok(Some((c.mtime, c.hash)));
         }
-        Ok(self.store.get(pos)?.is_some())
+        Ok(self
+            .store
+            .read(pos)?
+            .map(|blob| (self.mtime_of(pos, &blob), content_hash(&blob))))
     }
 
     fn lock(&self, pos: BlockPos) -> Result<std::sync::MutexGuard<'_, ()>> {
@@ -541,8 +545,8 @@ mod tests {
         assert_eq!(a2.block.names, vec!["default:water_source".to_string()]);
         let gone = blocks.get(c).err().expect("c was deleted");
         assert_eq!(gone.errno(), libc::ENOENT);
-        assert!(!blocks.exists(c).expect("exists"));
-        assert!(blocks.exists(b).expect("exists"));
+        assert!(blocks.stored(c).expect("stored").is_none());
+        assert!(blocks.stored(b).expect("stored").is_some());
     }
 
     /// Another writer's commit just before one of ours is not hidden by ours: our commit

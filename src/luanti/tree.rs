@@ -269,12 +269,8 @@ impl Tree for LuantiTree {
             Place::WorldFile => self.world_files()?.stat(path),
             Place::Accounts => self.accounts()?.stat(path),
             Place::Block(pos) => {
-                let blob = self
-                    .blocks
-                    .store()
-                    .get(*pos)?
-                    .ok_or_else(|| not_found(path))?;
-                Ok(self.block_dir(*pos, &blob))
+                let (mtime, hash) = self.blocks.stored(*pos)?.ok_or_else(|| not_found(path))?;
+                Ok(self.block_dir_at(*pos, mtime, hash))
             }
             Place::Meta(pos) => Ok(self.entry_dir(*pos, &*self.blocks.get(*pos)?, "meta")),
             Place::MetaNode(pos, rel) | Place::Vars(pos, rel, _) => {

@@ -187,6 +187,17 @@ impl MapStore {
         }
     }
 
+    /// The stored blob of one block, for showing it: may come from what was read ahead of a
+    /// walk (PostgreSQL, see [`read_ahead`](super::read_ahead)), as fresh as the last look at
+    /// [`MapStore::data_version`]. Checks before a commit use [`MapStore::get`].
+    pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        match self {
+            MapStore::Postgres(p) => p.read_ahead(pos),
+            MapStore::Seeded(p) => p.read_ahead(pos),
+            _ => self.get(pos),
+        }
+    }
+
     /// The listing key of a position (for resuming a listing just after it).
     pub fn key_of(&self, pos: BlockPos) -> u64 {
         match self {

@@ -15,9 +15,13 @@
 //! [`LIST_BYTES`](crate::luanti::store::map::LIST_BYTES): memory stays bounded however big
 //! the map. A row whose coordinates are no `s16` is never loaded by the engine (it asks for
 //! blocks by position) and is left out here too.
+//!
+//! Every read is a round trip (one: statements are sent with their parameter types, never
+//! prepared first), so the reads that show blocks go through a [`ReadAhead`]: a miss reads
+//! the blocks that follow in key order in the same round trip (see its module doc).
 
 use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::ToSql;
+use postgres::types::{ToSql, Type};
 use postgres::Client;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +30,7 @@ use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{is_last_page, push_listed, Change, Listed, MAX_STORED};
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
+use crate::luanti::store::read_ahead::{Filled, ReadAhead, MAX_BYTES};
 use crate::luanti::store::world_mt::WorldMt;
 
 /// The table the newest engine creates (`MapDatabasePostgreSQL::createDatabase`).
@@ -75,6 +80,8 @@ pub struct PostgresMap {
     coordinates: String,
     /// Whether the rows left out of the listing were counted and reported.
     reported: AtomicBool,
+    /// Blocks read ahead of walks.
+    ahead: ReadAhead,
 }
 
 impl PostgresMap {
@@ -120,6 +127,7 @@ impl PostgresMap {
             read_only,
             coordinates,
             reported: AtomicBool::new(false),
+            ahead: ReadAhead::default(),
         })
     }
 
@@ -137,7 +145,7 @@ impl PostgresMap {
         self.server.shown()
     }
 
-    /// The stored blob of one block.
+    /// The stored blob of one block, read now.
     pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         let sql = format!(
             "SELECT {}, octet_length(data) FROM blocks \
@@ -146,7 +154,9 @@ impl PostgresMap {
         );
         let row = self.server.read(|c| {
             let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
-            match c.query_opt(sql.as_str(), &[&x, &y, &z]) {
+            let params: [(&(dyn ToSql + Sync), Type); 3] =
+                [(&x, Type::INT4), (&y, Type::INT4), (&z, Type::INT4)];
+            match c.query_typed_opt(sql.as_str(), &params) {
                 Ok(row) => {
                     Ok(row.map(|r| (r.get::<_, Option<Vec<u8>>>(0), r.get::<_, Option<i32>>(1))))
                 }
@@ -157,14 +167,76 @@ impl PostgresMap {
         match row {
             None => Ok(None),
             Some((Some(data), _)) => Ok(Some(data)),
-            Some((None, length)) => Err(Error::corrupt(format!(
-                "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
-                pos.x,
-                pos.y,
-                pos.z,
-                length.unwrap_or(0)
-            ))),
+            Some((None, length)) => Err(too_long(pos, length)),
         }
+    }
+
+    /// The stored blob of one block, for showing it: as fresh as the last look at
+    /// [`PostgresMap::data_version`], read ahead of a walk.
+    pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.ahead
+            .get(key(pos), |from, rows| self.fill(from_key(from), rows))
+    }
+
+    /// Up to `rows` blocks from `pos` on in key order, in one round trip, cut after
+    /// [`MAX_BYTES`] of data beyond the first and before a row too long to read.
+    fn fill(&self, pos: BlockPos, rows: usize) -> Result<Filled> {
+        let sql = format!(
+            "SELECT posX::int4, posY::int4, posZ::int4, {}, octet_length(data) FROM blocks \
+             WHERE (posX, posY, posZ) >= ($1::int4, $2::int4, $3::int4) AND {LOADABLE} \
+             ORDER BY posX, posY, posZ LIMIT $4::int8",
+            data_column()
+        );
+        let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
+        let limit = i64::try_from(rows).unwrap_or(i64::MAX);
+        self.server.read(|c| {
+            let params: [(&(dyn ToSql + Sync), Type); 4] = [
+                (&x, Type::INT4),
+                (&y, Type::INT4),
+                (&z, Type::INT4),
+                (&limit, Type::INT8),
+            ];
+            let mut iter = match c.query_typed_raw(sql.as_str(), params) {
+                Ok(iter) => iter,
+                Err(e) if no_table(&e) => {
+                    return Ok(Filled {
+                        rows: Vec::new(),
+                        complete_to: u64::MAX,
+                    })
+                }
+                Err(e) => return Err(error(e)),
+            };
+            let (mut out, mut bytes) = (Vec::new(), 0usize);
+            let mut complete_to = u64::MAX;
+            while let Some(r) = iter.next().map_err(error)? {
+                let at = row_pos(&r)?;
+                let k = key(at);
+                match r.get::<_, Option<Vec<u8>>>(3) {
+                    Some(data) if out.is_empty() || bytes + data.len() <= MAX_BYTES => {
+                        bytes += if out.is_empty() { 0 } else { data.len() };
+                        out.push((k, data));
+                    }
+                    Some(_) => {
+                        complete_to = k - 1;
+                        break;
+                    }
+                    None if out.is_empty() && at == pos => {
+                        return Err(too_long(at, r.get::<_, Option<i32>>(4)))
+                    }
+                    None => {
+                        complete_to = k - 1;
+                        break;
+                    }
+                }
+            }
+            if complete_to == u64::MAX && out.len() >= rows {
+                complete_to = out.last().map_or(key(pos), |(k, _)| *k);
+            }
+            Ok(Filled {
+                rows: out,
+                complete_to,
+            })
+        })
     }
 
     /// The listing key of a position.
@@ -235,16 +307,18 @@ impl PostgresMap {
     /// The server's write-ahead log position: it moves with every commit to the cluster
     /// (ours, the engine's, another database's), so it tells when the map may have changed.
     pub fn data_version(&self) -> Result<i64> {
-        self.server.read(|c| {
-            let r = c
-                .query_one(
-                    "SELECT ((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
+        self.server
+            .read(|c| {
+                let r = c
+                    .query_one(
+                        "SELECT ((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
                      ELSE pg_current_wal_lsn() END) - '0/0'::pg_lsn)::int8",
-                    &[],
-                )
-                .map_err(error)?;
-            Ok(r.get::<_, Option<i64>>(0).unwrap_or(0))
-        })
+                        &[],
+                    )
+                    .map_err(error)?;
+                Ok(r.get::<_, Option<i64>>(0).unwrap_or(0))
+            })
+            .inspect(|v| self.ahead.seen_version(*v))
     }
 
     /// Whether the store refuses every change.
@@ -262,7 +336,7 @@ impl PostgresMap {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        self.server.write(|c| {
+        let committed = self.server.write(|c| {
             let mut tx = c.transaction().map_err(error)?;
             create_tables(&mut tx, &[("blocks", MAP_SCHEMA)])?;
             tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
@@ -280,8 +354,34 @@ impl PostgresMap {
             }
             tx.commit().map_err(error)?;
             Ok(changes)
-        })
+        });
+        self.ahead.committed();
+        committed
     }
+}
+
+/// The position in the first three columns of a row.
+fn row_pos(r: &postgres::Row) -> Result<BlockPos> {
+    let coord = |i: usize| {
+        let v: i32 = r.get(i);
+        i16::try_from(v).map_err(|_| Error::corrupt(format!("block coordinate {v} out of range")))
+    };
+    Ok(BlockPos {
+        x: coord(0)?,
+        y: coord(1)?,
+        z: coord(2)?,
+    })
+}
+
+/// The error for a stored row longer than [`MAX_STORED`].
+fn too_long(pos: BlockPos, length: Option<i32>) -> Error {
+    Error::corrupt(format!(
+        "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
+        pos.x,
+        pos.y,
+        pos.z,
+        length.unwrap_or(0)
+    ))
 }
 
 /// One page of a listing, read row by row until `LIST_BYTES` of data.
@@ -294,16 +394,7 @@ fn list_page(c: &mut Client, sql: &str, start: (i32, i32, i32), rows: i64) -> Re
     };
     let (mut out, mut bytes) = (Vec::new(), 0);
     while let Some(r) = iter.next().map_err(error)? {
-        let coord = |i: usize| {
-            let v: i32 = r.get(i);
-            i16::try_from(v)
-                .map_err(|_| Error::corrupt(format!("block coordinate {v} out of range")))
-        };
-        let pos = BlockPos {
-            x: coord(0)?,
-            y: coord(1)?,
-            z: coord(2)?,
-        };
+        let pos = row_pos(&r)?;
         let listed = Listed {
             pos,
             key: key(pos),

@@ -86,6 +86,16 @@ impl SeededMap {
         Ok(if has_data(&seed) { seed } else { main })
     }
 
+    /// As [`SeededMap::get`], for showing a block (see [`MapStore::read_ahead`]).
+    pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        let main = self.main.read_ahead(pos)?;
+        if has_data(&main) {
+            return Ok(main);
+        }
+        let seed = self.seed.read_ahead(pos)?;
+        Ok(if has_data(&seed) { seed } else { main })
+    }
+
     /// Whether `pos` is shown from the seed (and so cannot be changed).
     pub fn from_seed(&self, pos: BlockPos) -> Result<bool> {
         Ok(!has_data(&self.main.get(pos)?) && has_data(&self.seed.get(pos)?))

@@ -164,6 +164,15 @@ impl BlockStore {
         self.store.get(pos)
     }
 
+    /// The blob of one block for showing it: pending, or stored as
+    /// [`MapStore::read_ahead`] reads it.
+    pub fn read(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        if let Some(p) = self.queue()?.blocks.get(&pos) {
+            return Ok(p.data.clone());
+        }
+        self.store.read_ahead(pos)
+    }
+
     /// Commits `changes` (all blocks old or new together), or makes them pending.
     pub fn commit(&self, changes: Vec<Change>) -> Result<()> {
         if self.window.get().is_none() {

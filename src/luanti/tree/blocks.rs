@@ -263,7 +263,7 @@ impl LuantiTree {
         let blob = self
             .blocks
             .store()
-            .get(pos)?
+            .read(pos)?
             .ok_or_else(|| Error::not_found(format!("no block at {}", block_name(pos))))?;
         Ok(codec::decode_block(&blob).err().map(|e| e.to_string()))
     }
@@ -297,8 +297,12 @@ impl LuantiTree {
     /// change (or the time set on the folder since), so `ls -lt blocks` shows the blocks
     /// edited last first.
     pub(super) fn block_dir(&self, pos: BlockPos, blob: &[u8]) -> Stat {
-        let mtime = self.blocks.mtime_of(pos, blob);
-        self.dir_stat(self.blocks.entry_mtime(pos, mtime, "", content_hash(blob)))
+        self.block_dir_at(pos, self.blocks.mtime_of(pos, blob), content_hash(blob))
+    }
+
+    /// Stat of a block folder from the time and content hash of the block's stored bytes.
+    pub(super) fn block_dir_at(&self, pos: BlockPos, mtime: SystemTime, hash: u64) -> Stat {
+        self.dir_stat(self.blocks.entry_mtime(pos, mtime, "", hash))
     }
 
     /// Every entry inside a block folder: its path inside the folder and the hash of its
