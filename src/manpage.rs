@@ -54,7 +54,7 @@ PostgreSQL or Redis server that is down fails the mount; one that goes away fail
 needing it with EIO until it is back. Passwords are never shown (info, errors and logs name
 host, port, database and user, or the Redis server and hash).
 A readonly_backend seed map in readonly/ shows where the engine reads it; its blocks that
-the main map lacks refuse changes (EROFS).
+the main map lacks show no write permission and refuse changes (EROFS).
 .PP
 A folder holding only world.mt mounts as an empty world (restoring a backup into it with
 rsync -a creates each store on first write, map.sqlite with the Luanti 5.6 schema); a

@@ -97,6 +97,35 @@ fn the_seed_shows_where_the_engine_reads_it_and_stays_unchanged() {
         )
         .unwrap();
         tree.sync().unwrap();
+        // Blocks only the seed holds are shown without write permission, in a stat and in
+        // a listing; the main map's are writable.
+        let perm = |path: &str| tree.stat(&p(path)).unwrap().perm;
+        assert_eq!(perm("blocks/1,0,0"), 0o555);
+        assert_eq!(perm("blocks/1,0,0/nodes.cubeset"), 0o444);
+        assert_eq!(perm("blocks/1,0,0/meta"), 0o555);
+        assert_eq!(
+            perm("blocks/0,-1,0"),
+            0o555,
+            "an empty main row shows the seed"
+        );
+        assert_eq!(perm("blocks/0,0,0"), 0o755);
+        assert_eq!(perm("blocks/0,0,0/nodes.cubeset"), 0o644);
+        let mut listed = std::collections::BTreeMap::new();
+        tree.list(&p("blocks"), 0, &mut |e| {
+            listed.insert(e.name.clone(), e.stat.perm);
+            true
+        })
+        .unwrap();
+        assert_eq!(listed.get("1,0,0"), Some(&0o555));
+        assert_eq!(listed.get("0,-1,0"), Some(&0o555));
+        assert_eq!(listed.get("0,0,0"), Some(&0o755));
+        let mut inside = Vec::new();
+        tree.list(&p("blocks/1,0,0"), 0, &mut |e| {
+            inside.push(e.stat.perm);
+            true
+        })
+        .unwrap();
+        assert!(inside.iter().all(|m| m & 0o222 == 0), "{inside:?}");
         let e = tree.rmdir(&p("blocks/1,0,0")).unwrap_err();
         assert_eq!(e.errno(), libc::EROFS, "{e}");
         assert!(e.message().contains("readonly_backend"), "{e}");

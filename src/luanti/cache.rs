@@ -46,6 +46,8 @@ pub struct Cached {
     views: Views,
     /// What the block weighs with all its views rendered (see [`cost`]).
     weight: usize,
+    /// Shown from a `readonly_backend` seed: it cannot be changed.
+    pub from_seed: bool,
 }
 
 impl Cached {
@@ -64,6 +66,16 @@ impl Weigh for Cached {
     fn weight(&self) -> usize {
         self.weight
     }
+}
+
+/// What is known of a stored block without decoding it.
+pub struct Stored {
+    /// See [`Cached::mtime`].
+    pub mtime: SystemTime,
+    /// The hash of the stored bytes.
+    pub hash: u64,
+    /// See [`Cached::from_seed`].
+    pub from_seed: bool,
 }
 
 /// The blocks of one map database.
@@ -235,20 +247,30 @@ impl Blocks {
             hash,
             views: Views::default(),
             weight,
+            from_seed: self.store.map().from_seed(pos)?,
         })
     }
 
-    /// The time and content hash of the block stored at `pos` (`None`: no block there): of
-    /// the cached block when it is fresh, else of its stored bytes, without decoding them.
-    pub fn stored(&self, pos: BlockPos) -> Result<Option<(SystemTime, u64)>> {
+    /// What a block folder's stat needs of the block stored at `pos` (`None`: no block
+    /// there): of the cached block when it is fresh, else of its stored bytes, without
+    /// decoding them.
+    pub fn stored(&self, pos: BlockPos) -> Result<Option<Stored>> {
         self.refresh();
         if let Lookup::Fresh(c) = self.cache.lookup(&pos).1 {
-            return Ok(Some((c.mtime, c.hash)));
+            return Ok(Some(Stored {
+                mtime: c.mtime,
+                hash: c.hash,
+                from_seed: c.from_seed,
+            }));
         }
-        Ok(self
-            .store
-            .read(pos)?
-            .map(|blob| (self.mtime_of(pos, &blob), content_hash(&blob))))
+        let Some(blob) = self.store.read(pos)? else {
+            return Ok(None);
+        };
+        Ok(Some(Stored {
+            mtime: self.mtime_of(pos, &blob),
+            hash: content_hash(&blob),
+            from_seed: self.store.map().from_seed(pos)?,
+        }))
     }
 
     fn lock(&self, pos: BlockPos) -> Result<std::sync::MutexGuard<'_, ()>> {

@@ -269,8 +269,8 @@ impl Tree for LuantiTree {
             Place::WorldFile => self.world_files()?.stat(path),
             Place::Accounts => self.accounts()?.stat(path),
             Place::Block(pos) => {
-                let (mtime, hash) = self.blocks.stored(*pos)?.ok_or_else(|| not_found(path))?;
-                Ok(self.block_dir_at(*pos, mtime, hash))
+                let s = self.blocks.stored(*pos)?.ok_or_else(|| not_found(path))?;
+                Ok(self.block_dir_at(*pos, s.mtime, s.hash, s.from_seed))
             }
             Place::Meta(pos) => Ok(self.entry_dir(*pos, &*self.blocks.get(*pos)?, "meta")),
             Place::MetaNode(pos, rel) | Place::Vars(pos, rel, _) => {

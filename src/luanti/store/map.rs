@@ -24,6 +24,8 @@ pub struct Listed {
     /// A stable key in listing order, usable as a resume point for [`MapStore::list`].
     pub key: u64,
     pub data: Option<Vec<u8>>,
+    /// Shown from a `readonly_backend` seed: it cannot be changed.
+    pub from_seed: bool,
 }
 
 /// A change to commit: a new blob, or `None` to delete the block.
@@ -195,6 +197,15 @@ impl MapStore {
             MapStore::Postgres(p) => p.read_ahead(pos),
             MapStore::Seeded(p) => p.read_ahead(pos),
             _ => self.get(pos),
+        }
+    }
+
+    /// Whether the block at `pos` is shown from a `readonly_backend` seed (and so cannot be
+    /// changed).
+    pub fn from_seed(&self, pos: BlockPos) -> Result<bool> {
+        match self {
+            MapStore::Seeded(p) => p.from_seed(pos),
+            _ => Ok(false),
         }
     }
 

@@ -169,7 +169,12 @@ impl LevelDbMap {
             };
             let data = value.and_then(|v| (v.len() <= MAX_STORED).then(|| v.to_vec()));
             bytes += data.as_ref().map_or(0, Vec::len);
-            out.push(Listed { pos, key: k, data });
+            out.push(Listed {
+                pos,
+                key: k,
+                data,
+                from_seed: false,
+            });
             Ok(true)
         })?;
         Ok(out)

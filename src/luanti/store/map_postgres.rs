@@ -399,6 +399,7 @@ fn list_page(c: &mut Client, sql: &str, start: (i32, i32, i32), rows: i64) -> Re
             pos,
             key: key(pos),
             data: r.get(3),
+            from_seed: false,
         };
         if push_listed(&mut out, &mut bytes, listed) {
             break;

@@ -394,6 +394,7 @@ impl RedisMap {
                 pos: positions[i],
                 key: keys[i],
                 data: data[i].take(),
+                from_seed: false,
             });
         }
         Ok(out)

@@ -40,6 +40,12 @@ const PROBES: [BlockPos; 4] = [
     },
 ];
 
+/// A listed block of the seed, marked as such.
+fn seeded(mut l: Listed) -> Listed {
+    l.from_seed = true;
+    l
+}
+
 fn has_data(data: &Option<Vec<u8>>) -> bool {
     data.as_ref().is_some_and(|d| !d.is_empty())
 }
@@ -132,15 +138,17 @@ impl SeededMap {
                         let x = a.next();
                         let y = b.next();
                         match (x, y) {
-                            (Some(x), Some(y)) if with_data && !has_data(&x.data) => Some(y),
+                            (Some(x), Some(y)) if with_data && !has_data(&x.data) => {
+                                Some(seeded(y))
+                            }
                             (Some(x), _) => Some(x),
                             _ => None,
                         }
                     }
                     (Some(x), Some(y)) if x.key < y.key => a.next(),
-                    (Some(_), Some(_)) => b.next(),
+                    (Some(_), Some(_)) => b.next().map(seeded),
                     (Some(_), None) => a.next(),
-                    (None, Some(_)) => b.next(),
+                    (None, Some(_)) => b.next().map(seeded),
                     (None, None) => None,
                 };
                 match next {

@@ -79,6 +79,7 @@ fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
             pos: int_to_pos(p),
             key: (p + POS_KEY_OFFSET) as u64,
             data: r.get(1)?,
+            from_seed: false,
         };
         if push_listed(&mut out, &mut bytes, listed) {
             break;
@@ -117,6 +118,7 @@ fn list_xyz(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
             pos,
             key: xyz_key(pos),
             data: r.get(3)?,
+            from_seed: false,
         };
         if push_listed(&mut out, &mut bytes, listed) {
             break;

@@ -276,6 +276,12 @@ impl LuantiTree {
         Stat::file(size as u64, mtime, self.read_only)
     }
 
+    /// Whether a block's files refuse changes: on a read-only mount, or shown from a
+    /// `readonly_backend` seed.
+    fn locked(&self, from_seed: bool) -> bool {
+        self.read_only || from_seed
+    }
+
     /// Stat of the file `sub` (its path inside the block folder) holding `data`.
     pub(super) fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
         let mtime = if self.blocks.entry_recorded(pos, sub) {
@@ -284,25 +290,34 @@ impl LuantiTree {
         } else {
             c.mtime
         };
-        self.file_stat(data.len(), mtime)
+        Stat::file(data.len() as u64, mtime, self.locked(c.from_seed))
     }
 
     /// Stat of the folder `sub` inside the block folder.
     pub(super) fn entry_dir(&self, pos: BlockPos, c: &Cached, sub: &str) -> Stat {
         let hash = self.dir_hash(pos, c, sub);
-        self.dir_stat(self.blocks.entry_mtime(pos, c.mtime, sub, hash))
+        let mtime = self.blocks.entry_mtime(pos, c.mtime, sub, hash);
+        Stat::dir(mtime, self.locked(c.from_seed))
     }
 
     /// Stat of a block folder from the block's stored bytes: the time of the block's last
     /// change (or the time set on the folder since), so `ls -lt blocks` shows the blocks
     /// edited last first.
-    pub(super) fn block_dir(&self, pos: BlockPos, blob: &[u8]) -> Stat {
-        self.block_dir_at(pos, self.blocks.mtime_of(pos, blob), content_hash(blob))
+    pub(super) fn block_dir(&self, pos: BlockPos, blob: &[u8], from_seed: bool) -> Stat {
+        let (mtime, hash) = (self.blocks.mtime_of(pos, blob), content_hash(blob));
+        self.block_dir_at(pos, mtime, hash, from_seed)
     }
 
     /// Stat of a block folder from the time and content hash of the block's stored bytes.
-    pub(super) fn block_dir_at(&self, pos: BlockPos, mtime: SystemTime, hash: u64) -> Stat {
-        self.dir_stat(self.blocks.entry_mtime(pos, mtime, "", hash))
+    pub(super) fn block_dir_at(
+        &self,
+        pos: BlockPos,
+        mtime: SystemTime,
+        hash: u64,
+        from_seed: bool,
+    ) -> Stat {
+        let mtime = self.blocks.entry_mtime(pos, mtime, "", hash);
+        Stat::dir(mtime, self.locked(from_seed))
     }
 
     /// Every entry inside a block folder: its path inside the folder and the hash of its
@@ -433,7 +448,7 @@ impl LuantiTree {
                 name: block_name(l.pos),
                 cookie: l.key + 1,
                 stat: match &l.data {
-                    Some(d) => self.block_dir(l.pos, d),
+                    Some(d) => self.block_dir(l.pos, d, l.from_seed),
                     None => self.dir_stat(base_time()),
                 },
             })
@@ -493,7 +508,7 @@ impl LuantiTree {
             entries.push(Entry {
                 name: v.name.into(),
                 cookie: i as u64 + 1,
-                stat: self.file_stat(0, c.mtime),
+                stat: Stat::file(0, c.mtime, self.locked(c.from_seed)),
             });
         }
         entries.push(Entry {
