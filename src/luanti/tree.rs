@@ -16,10 +16,10 @@ pub mod accounts;
 mod blocks;
 mod index;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::luanti::cache::Blocks;
@@ -31,6 +31,7 @@ use crate::luanti::store::write_back::Window;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
+use crate::vfs::recent::Recent;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
     base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Stat, Tree,
@@ -108,7 +109,7 @@ pub struct LuantiTree {
     pages: Mutex<Vec<Arc<Page>>>,
     /// Blocks whose `block.txt` was written through the mount, and when (within
     /// [`blocks::HEADER_WINDOW`]): a node edit then keeps the lighting flags that file set.
-    headers: Mutex<HashMap<BlockPos, Instant>>,
+    headers: Mutex<Recent<BlockPos>>,
 }
 
 /// The world folder of a source: the folder itself, or none for a map database file.
@@ -144,7 +145,7 @@ impl LuantiTree {
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
             pages: Mutex::new(Vec::new()),
-            headers: Mutex::new(HashMap::new()),
+            headers: Mutex::new(Recent::new(blocks::HEADER_WINDOW)),
         })
     }
 

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use super::{base_time, not_found, value_to_file, LuantiTree};
 use crate::error::{Error, Result};
@@ -225,8 +225,7 @@ impl LuantiTree {
             .headers
             .lock()
             .map_err(|_| Error::corrupt("header times lock poisoned"))?;
-        headers.retain(|_, t| t.elapsed() < HEADER_WINDOW);
-        let header_written = headers.contains_key(&pos);
+        let header_written = headers.contains(&pos);
         drop(headers);
         if view.name == "nodes.cubeset" && header_written {
             self.modify(pos, |b| views::parse_nodes(data, b))?;
@@ -235,7 +234,7 @@ impl LuantiTree {
         }
         if view.name == "block.txt" {
             if let Ok(mut headers) = self.headers.lock() {
-                headers.insert(pos, Instant::now());
+                headers.mark(pos);
             }
         }
         Ok(())
