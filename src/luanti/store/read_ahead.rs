@@ -9,7 +9,8 @@
 //! from memory: a *stream*. A stream whose rows were used (a walk) is followed by a longer
 //! one (up to [`MAX_ROWS`]); lone reads (an editor, a random `cat`) read [`FIRST_ROWS`]. A
 //! few streams are kept (two readers walking at once, `find` ahead of `xargs cat`), each of
-//! at most [`MAX_BYTES`] beyond its first row, so memory stays bounded.
+//! at most [`MAX_BYTES`] (a larger first row is answered, not kept), so memory stays
+//! bounded.
 //!
 //! What is read ahead is as fresh as a block cached decoded: it is dropped when the store's
 //! change token ([`MapStore::data_version`](super::map::MapStore::data_version), which the
@@ -26,7 +27,7 @@ use crate::error::Result;
 pub const FIRST_ROWS: usize = 16;
 /// The most rows one read ahead fetches.
 pub const MAX_ROWS: usize = 256;
-/// The most data bytes a read ahead keeps beyond its first row.
+/// The most data bytes a read ahead keeps.
 pub const MAX_BYTES: usize = 1 << 20;
 /// Streams kept at once.
 const STREAMS: usize = 4;
@@ -116,15 +117,21 @@ impl ReadAhead {
             .first()
             .filter(|(k, _)| *k == key)
             .map(|(_, d)| d.clone());
+        let (mut rows, mut from) = (filled.rows, key);
+        if rows.first().is_some_and(|(_, d)| d.len() > MAX_BYTES) {
+            // A row that large is answered, not kept (the next ask reads it again).
+            rows.remove(0);
+            from = key.saturating_add(1);
+        }
         let mut inner = self.inner();
-        if inner.version == version && inner.commits == commits {
+        if inner.version == version && inner.commits == commits && from <= filled.complete_to {
             if let Some(i) = behind(&inner.streams, key).filter(|&i| inner.streams[i].walked()) {
                 inner.streams.remove(i);
             }
             inner.streams.push_back(Stream {
-                from: key,
-                to: filled.complete_to.max(key),
-                rows: filled.rows,
+                from,
+                to: filled.complete_to,
+                rows,
                 hits: 1,
                 window,
             });
@@ -275,6 +282,24 @@ mod tests {
         }
         let trips = *server.trips.borrow() - before;
         assert!(trips < 2 * (4000 / MAX_ROWS + 10), "{trips} round trips");
+    }
+
+    #[test]
+    fn a_row_larger_than_a_stream_is_answered_and_not_kept() {
+        let server = Server::new(10, 10);
+        server.rows.borrow_mut().insert(4, vec![3; MAX_BYTES + 1]);
+        let ahead = ReadAhead::default();
+        for _ in 0..2 {
+            let got = ahead.get(4, |f, n| server.fill(f, n)).unwrap();
+            assert_eq!(got.map(|d| d.len()), Some(MAX_BYTES + 1));
+        }
+        assert_eq!(*server.trips.borrow(), 2, "asked twice, read twice");
+        assert!(ahead.bytes() <= MAX_BYTES);
+        assert_eq!(
+            ahead.get(6, |f, n| server.fill(f, n)).unwrap(),
+            Some(vec![3; 10])
+        );
+        assert_eq!(*server.trips.borrow(), 2, "the rows after it were kept");
     }
 
     #[test]
