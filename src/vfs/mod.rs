@@ -17,6 +17,7 @@ pub mod race_hook;
 pub mod readdir;
 pub mod rename;
 pub mod replace;
+pub mod scan;
 pub mod scratch;
 #[cfg(test)]
 pub mod test_tree;
