@@ -307,9 +307,19 @@ impl World {
             encoded.retain(|(p, _)| p != pos);
             encoded.push((*pos, bytes));
         }
+        self.commit_encoded(&encoded)
+    }
+
+    /// Writes chunks already encoded by [`codec::encode_chunk`] (at most one per position)
+    /// in one commit, crash-safely and all or nothing: `Chunks*.dat` through one journal,
+    /// region files through one journal of every region rewritten (see [`RegionStore`]).
+    pub fn commit_encoded(&mut self, encoded: &[(ChunkPos, Vec<u8>)]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the world is opened read-only"));
+        }
         match &mut self.terrain {
-            Terrain::Fixed(f) => f.commit(&encoded),
-            Terrain::Regions(r) => r.commit(&encoded),
+            Terrain::Fixed(f) => f.commit(encoded),
+            Terrain::Regions(r) => r.commit(encoded),
         }
     }
 
