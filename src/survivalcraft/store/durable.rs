@@ -1,5 +1,7 @@
-//! Crash-safe in-place writes: a redo journal. (Whole-file replacements of region files and
-//! Project.xml use the one crash-safe replacement of [`crate::vfs::replace`].)
+//! Crash-safe in-place writes: a redo journal; and a redo journal of whole-file
+//! replacements, for a commit that rewrites several region files at once. (One region file
+//! and Project.xml are replaced alone by the one crash-safe replacement of
+//! [`crate::vfs::replace`].)
 //!
 //! In-place writes to a fixed-size chunk file go through a redo
 //! journal `<file>.worldfs-journal`: every write (offset, bytes) is recorded with a CRC-32
@@ -145,9 +147,200 @@ pub(crate) fn recover(path: &Path, file: &File) -> Result<bool> {
     Ok(replayed)
 }
 
+const REPLACE_MAGIC: &[u8; 8] = b"WFSREPL1";
+const REPLACE_END: &[u8; 8] = b"WFSREPLE";
+
+/// A journal of whole-file replacements being written: records (a key naming the file, its
+/// new bytes) are appended one at a time, so a commit of many files holds one in memory;
+/// [`ReplaceJournal::seal`] makes it complete and durable, after which
+/// [`replay_replacements`] applies it (now, or at the next open after a crash). A journal
+/// that is not sealed is discarded: then no file was replaced.
+///
+/// Layout: magic, then per record `key u64, len u64, bytes, CRC-32 of the three`, then the
+/// end magic, the record count (u64) and the CRC-32 of the count; little-endian.
+pub(crate) struct ReplaceJournal {
+    path: PathBuf,
+    out: std::io::BufWriter<File>,
+    count: u64,
+}
+
+impl ReplaceJournal {
+    /// Starts the journal at `path` (whatever is there is removed first; never written
+    /// through a link).
+    pub(crate) fn create(path: &Path) -> Result<ReplaceJournal> {
+        remove_if_there(path)?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::from(e).context(path.display()))?;
+        let mut out = std::io::BufWriter::new(f);
+        out.write_all(REPLACE_MAGIC)?;
+        Ok(ReplaceJournal {
+            path: path.to_path_buf(),
+            out,
+            count: 0,
+        })
+    }
+
+    /// Appends the new bytes of the file `key` names.
+    pub(crate) fn add(&mut self, key: u64, bytes: &[u8]) -> Result<()> {
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(&key.to_le_bytes());
+        head[8..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        crc.update(bytes);
+        self.out.write_all(&head)?;
+        self.out.write_all(bytes)?;
+        self.out.write_all(&crc.finalize().to_le_bytes())?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Ends the journal and makes it durable: from now on the replacements happen, whatever
+    /// crashes.
+    pub(crate) fn seal(mut self) -> Result<()> {
+        self.out.write_all(REPLACE_END)?;
+        self.out.write_all(&self.count.to_le_bytes())?;
+        self.out
+            .write_all(&crc32fast::hash(&self.count.to_le_bytes()).to_le_bytes())?;
+        let f = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::from(e.into_error()))?;
+        f.sync_all()?;
+        sync_parent(&self.path)
+    }
+
+    /// Drops an unsealed journal: nothing was replaced.
+    pub(crate) fn discard(self) -> Result<()> {
+        drop(self.out);
+        remove_if_there(&self.path)?;
+        sync_parent(&self.path)
+    }
+}
+
+/// Reads the records of a replacement journal in order, handing each to `each`; false when
+/// the journal is not sealed (torn, or not a journal), checked before any record is handed.
+fn read_replacements(
+    path: &Path,
+    mut each: impl FnMut(u64, Vec<u8>) -> Result<()>,
+) -> Result<bool> {
+    let mut f = std::io::BufReader::new(open_no_follow(path, false)?);
+    let mut magic = [0u8; 8];
+    if f.read_exact(&mut magic).is_err() || &magic != REPLACE_MAGIC {
+        return Ok(false);
+    }
+    let mut count = 0u64;
+    loop {
+        let mut head = [0u8; 16];
+        if f.read_exact(&mut head).is_err() {
+            return Ok(false);
+        }
+        if &head[..8] == REPLACE_END {
+            let mut tail = [0u8; 4];
+            if f.read_exact(&mut tail).is_err() {
+                return Ok(false);
+            }
+            let sealed = head[8..] == count.to_le_bytes()
+                && tail == crc32fast::hash(&head[8..]).to_le_bytes()
+                && f.read(&mut [0u8; 1])? == 0;
+            return Ok(sealed);
+        }
+        let key = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+        let len = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+        let mut bytes = Vec::new();
+        if (&mut f).take(len).read_to_end(&mut bytes)? as u64 != len {
+            return Ok(false);
+        }
+        let mut crc = [0u8; 4];
+        if f.read_exact(&mut crc).is_err() {
+            return Ok(false);
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&head);
+        h.update(&bytes);
+        if h.finalize().to_le_bytes() != crc {
+            return Ok(false);
+        }
+        each(key, bytes)?;
+        count += 1;
+    }
+}
+
+/// Applies the replacement journal at `path` if it is sealed (`replace` writes one file, and
+/// must be idempotent: a replay after a crash may repeat replacements already made), then
+/// removes it; a torn journal is removed and nothing replaced. Returns whether one was
+/// applied. Records are read one at a time: the journal is verified whole first.
+pub(crate) fn replay_replacements(
+    path: &Path,
+    mut replace: impl FnMut(u64, Vec<u8>) -> Result<()>,
+) -> Result<bool> {
+    if !fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        if fs::symlink_metadata(path).is_ok() {
+            log::warn!("{}: not a regular file; removed", path.display());
+            remove_if_there(path)?;
+            sync_parent(path)?;
+        }
+        return Ok(false);
+    }
+    let sealed = read_replacements(path, |_, _| Ok(()))?;
+    if sealed {
+        read_replacements(path, &mut replace)?;
+    }
+    remove_if_there(path)?;
+    sync_parent(path)?;
+    Ok(sealed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replacement_journals_replay_only_when_sealed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Regions.worldfs-journal");
+        let mut j = ReplaceJournal::create(&path).unwrap();
+        j.add(7, b"seven").unwrap();
+        j.add(u64::MAX, b"").unwrap();
+        j.add(3, &[9u8; 5000]).unwrap();
+        j.seal().unwrap();
+        let whole = fs::read(&path).unwrap();
+        let mut got = Vec::new();
+        assert!(replay_replacements(&path, |k, b| {
+            got.push((k, b));
+            Ok(())
+        })
+        .unwrap());
+        assert_eq!(
+            got,
+            vec![
+                (7, b"seven".to_vec()),
+                (u64::MAX, vec![]),
+                (3, vec![9u8; 5000])
+            ]
+        );
+        assert!(!path.exists(), "removed once applied");
+        // Cut anywhere or with a flipped byte, it is discarded and nothing is handed out.
+        for cut in (0..whole.len()).step_by(97).chain([whole.len() - 1]) {
+            fs::write(&path, &whole[..cut]).unwrap();
+            assert!(!replay_replacements(&path, |_, _| panic!("replayed a torn journal")).unwrap());
+            assert!(!path.exists());
+        }
+        let mut flipped = whole.clone();
+        flipped[30] ^= 1;
+        fs::write(&path, &flipped).unwrap();
+        assert!(!replay_replacements(&path, |_, _| panic!("replayed a damaged journal")).unwrap());
+        // An unsealed journal, discarded.
+        let mut j = ReplaceJournal::create(&path).unwrap();
+        j.add(1, b"x").unwrap();
+        j.discard().unwrap();
+        assert!(!path.exists());
+    }
 
     #[test]
     fn journals_round_trip_and_torn_ones_are_rejected() {
