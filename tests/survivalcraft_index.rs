@@ -169,6 +169,10 @@ fn shown(t: &SurvivalcraftTree) -> Answers {
             t.stat(&p(&format!("index/items/{id}"))).unwrap().size,
             body.len() as u64
         );
+        assert_eq!(
+            t.stat(&p(&format!("index/items/{id}"))).unwrap().perm,
+            0o444
+        );
         a.items.insert(id, lines);
     }
     a

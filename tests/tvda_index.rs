@@ -235,6 +235,10 @@ fn shown(t: &TvdaTree) -> Answers {
             t.stat(&p(&format!("index/items/{item}"))).unwrap().size,
             body.len() as u64
         );
+        assert_eq!(
+            t.stat(&p(&format!("index/items/{item}"))).unwrap().perm,
+            0o444
+        );
         a.items
             .insert(item, body.lines().map(str::to_string).collect());
     }

@@ -252,7 +252,7 @@ impl SurvivalcraftTree {
             At::BlockLink(pos) => Stat::symlink(chunk_target(*pos).len() as u64, base_time()),
             At::Item(id) => {
                 let len = self.item_lines()?.get(id).map_or(0, Vec::len);
-                Stat::file(len as u64, base_time(), self.read_only)
+                Stat::file(len as u64, base_time(), true)
             }
             At::Folder("items") => self.items_dir_stat(&self.item_lines()?),
             At::Top => self.dir_stat(base_time()),
@@ -340,7 +340,7 @@ impl SurvivalcraftTree {
                 .map(|(id, text)| Entry {
                     name: id.to_string(),
                     cookie: u64::from(*id) + 1,
-                    stat: Stat::file(text.len() as u64, base_time(), self.read_only),
+                    stat: Stat::file(text.len() as u64, base_time(), true),
                 })
                 .collect(),
             At::Block(id) => {

@@ -340,7 +340,7 @@ impl TvdaTree {
             }
             At::Item(item) => {
                 let len = self.item_lines()?.get(item).map_or(0, Vec::len);
-                self.file_stat(len as u64, base_time())
+                Stat::file(len as u64, base_time(), true)
             }
             At::Top => self.dir_stat(base_time()),
             At::Folder("items") => self.items_dir_stat(&self.item_lines()?),
@@ -432,7 +432,7 @@ impl TvdaTree {
                 .map(|(i, (item, text))| Entry {
                     name: names::escape(item.as_bytes()),
                     cookie: i as u64 + 1,
-                    stat: self.file_stat(text.len() as u64, base_time()),
+                    stat: Stat::file(text.len() as u64, base_time(), true),
                 })
                 .collect(),
             At::Tile(number) => {
