@@ -379,10 +379,9 @@ impl Objects {
 
     /// Applies `edit` to each chunk at `positions` as stored now (`None`: unchanged) and
     /// commits every changed chunk in one commit of the store, all or nothing (see
-    /// [`World::commit_encoded`]). Changed chunks are held encoded, not decoded, until the
-    /// commit. The views `keep` (name and renderer) whose content a chunk's edit leaves
-    /// unchanged keep their times; `progress` is told how many chunks were edited so far.
-    /// Returns how many chunks changed.
+    /// [`World::edit_chunks`]), holding one decoded chunk at a time. The views `keep` (name
+    /// and renderer) whose content a chunk's edit leaves unchanged keep their times;
+    /// `progress` is told how many chunks were edited so far. Returns how many changed.
     pub fn modify_chunks(
         &self,
         positions: &[ChunkPos],
@@ -392,59 +391,53 @@ impl Objects {
     ) -> Result<usize> {
         let _writer = guard(&self.writer)?;
         let before = self.generation();
-        let mut encoded = Vec::new();
         let mut held = Vec::new();
         let mut kept_times = Vec::new();
-        for (i, &pos) in positions.iter().enumerate() {
-            if i > 0 && i % 1000 == 0 {
-                progress(i);
-            }
-            let raw = self.read_raw(pos)?;
-            let old = crate::survivalcraft::codec::decode_chunk(self.format, &raw)
-                .map_err(|e| e.context(format!("chunk {pos}")))?;
-            let Some(new) = edit(&old).filter(|n| *n != old) else {
-                continue;
-            };
-            let raw_hash = content_hash(&raw);
-            for (name, render) in keep {
-                let (a, b) = (render(&old), render(&new));
-                if a == b {
-                    let hash = content_hash(&a);
-                    let t = self.view_mtime(pos, name, hash, raw_hash);
-                    kept_times.push((view_key(pos, name), hash, t));
+        let mut seen = 0;
+        let (changed, stored) = {
+            let mut world = self.world_mut()?;
+            let changed = world.edit_chunks(positions, |pos, raw, old| {
+                seen += 1;
+                if seen % 1000 == 0 {
+                    progress(seen);
                 }
-            }
-            encoded.push((
-                pos,
-                crate::survivalcraft::codec::encode_chunk(&new, pos)
-                    .map_err(|e| e.context(format!("chunk {pos}")))?,
-            ));
-            held.push((pos, crate::survivalcraft::index::block_ids(&new)));
-        }
-        if encoded.is_empty() {
+                let Some(new) = edit(&old).filter(|n| *n != old) else {
+                    return Ok(None);
+                };
+                let raw_hash = content_hash(raw);
+                for (name, render) in keep {
+                    let (a, b) = (render(&old), render(&new));
+                    if a == b {
+                        let hash = content_hash(&a);
+                        let t = self.view_mtime(pos, name, hash, raw_hash);
+                        kept_times.push((view_key(pos, name), hash, t));
+                    }
+                }
+                held.push((pos, crate::survivalcraft::index::block_ids(&new)));
+                Ok(Some(new))
+            })?;
+            let stored = changed
+                .iter()
+                .map(|&pos| Ok((pos, content_hash(&world.read_raw(pos)?))))
+                .collect::<Result<Vec<_>>>()?;
+            (changed, stored)
+        };
+        if changed.is_empty() {
             return Ok(0);
         }
-        let now = SystemTime::now();
-        let stored = {
-            let mut world = self.world_mut()?;
-            world.commit_encoded(&encoded)?;
-            drop(encoded);
-            held.iter()
-                .map(|(pos, _)| Ok((*pos, content_hash(&world.read_raw(*pos)?))))
-                .collect::<Result<Vec<_>>>()?
-        };
         self.saw_own_commit();
+        let now = SystemTime::now();
         let records: Vec<(u64, u64, SystemTime)> = stored
             .iter()
             .map(|&(pos, hash)| (chunk_key(pos), hash, now))
             .chain(kept_times)
             .collect();
         self.mtimes.record_all(&records);
-        self.cache.committed(stored.iter().map(|(pos, _)| pos));
+        self.cache.committed(changed.iter());
         if let Some(watch) = self.watch.lock().ok().and_then(|w| w.as_ref()?.upgrade()) {
             watch.committed(before, self.generation(), &held);
         }
-        Ok(held.len())
+        Ok(changed.len())
     }
 
     /// Applies `edit` to the current chunk at `pos` and commits the result if it differs.

@@ -58,26 +58,180 @@ fn encode_journal(writes: &[(u64, Vec<u8>)]) -> Vec<u8> {
     j
 }
 
-/// Decodes a journal; `None` if it is torn or not a journal.
-fn decode_journal(j: &[u8]) -> Option<Vec<(u64, Vec<u8>)>> {
-    let (body, crc) = j.split_at_checked(j.len().checked_sub(4)?)?;
-    if crc32fast::hash(body).to_le_bytes() != crc || body.get(..8)? != JOURNAL_MAGIC {
-        return None;
-    }
-    let u64_at = |at: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(body.get(at..at + 8)?.try_into().ok()?))
+/// Checks a journal whole, streaming it: the layout of [`encode_journal`] filling the file
+/// exactly, and the CRC. Nothing is held but a buffer.
+fn verify_journal(jpath: &Path) -> Result<bool> {
+    let len = fs::symlink_metadata(jpath)?.len();
+    let Some(body) = len.checked_sub(4).filter(|&b| b >= 16) else {
+        return Ok(false);
     };
-    let count = u64_at(8)?;
-    let mut at = 16;
-    let mut writes = Vec::new();
-    for _ in 0..count {
-        let off = u64_at(at)?;
-        let len = usize::try_from(u64_at(at + 8)?).ok()?;
-        let data = body.get(at + 16..(at + 16).checked_add(len)?)?;
-        writes.push((off, data.to_vec()));
-        at += 16 + len;
+    let mut r = std::io::BufReader::new(open_no_follow(jpath, false)?);
+    let mut crc = crc32fast::Hasher::new();
+    let mut head = [0u8; 16];
+    r.read_exact(&mut head)?;
+    if &head[..8] != JOURNAL_MAGIC {
+        return Ok(false);
     }
-    (at == body.len()).then_some(writes)
+    crc.update(&head);
+    let count = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+    let mut at = 16u64;
+    let mut buf = vec![0u8; 64 << 10];
+    for _ in 0..count {
+        if at + 16 > body {
+            return Ok(false);
+        }
+        let mut w = [0u8; 16];
+        r.read_exact(&mut w)?;
+        crc.update(&w);
+        let n = u64::from_le_bytes(w[8..].try_into().unwrap_or_default());
+        at += 16;
+        if n > body - at {
+            return Ok(false);
+        }
+        let mut left = n;
+        while left > 0 {
+            let take = left.min(buf.len() as u64) as usize;
+            r.read_exact(&mut buf[..take])?;
+            crc.update(&buf[..take]);
+            left -= take as u64;
+        }
+        at += n;
+    }
+    let mut stored = [0u8; 4];
+    r.read_exact(&mut stored)?;
+    Ok(at == body && crc.finalize().to_le_bytes() == stored)
+}
+
+/// Reads a journal's writes in order, one at a time, handing each to `each`; false (and
+/// nothing handed) when it is torn or not a journal: it is verified whole first.
+fn read_journal(jpath: &Path, mut each: impl FnMut(u64, Vec<u8>) -> Result<()>) -> Result<bool> {
+    if !verify_journal(jpath)? {
+        return Ok(false);
+    }
+    let mut r = std::io::BufReader::new(open_no_follow(jpath, false)?);
+    let mut head = [0u8; 16];
+    r.read_exact(&mut head)?;
+    let count = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+    for _ in 0..count {
+        let mut w = [0u8; 16];
+        r.read_exact(&mut w)?;
+        let off = u64::from_le_bytes(w[..8].try_into().unwrap_or_default());
+        let n = u64::from_le_bytes(w[8..].try_into().unwrap_or_default());
+        let mut data = Vec::new();
+        (&mut r).take(n).read_to_end(&mut data)?;
+        each(off, data)?;
+    }
+    Ok(true)
+}
+
+/// Applies the sealed journal of `path` to `file` (one write in memory at a time), makes it
+/// durable and removes the journal. False, with nothing written, when the journal is torn.
+fn apply_journal(path: &Path, file: &File) -> Result<bool> {
+    let jpath = journal_path(path);
+    let applied = read_journal(&jpath, |off, data| Ok(file.write_all_at(&data, off)?))?;
+    if applied {
+        file.sync_all()?;
+    }
+    fs::remove_file(&jpath)?;
+    sync_parent(&jpath)?;
+    Ok(applied)
+}
+
+/// A redo journal of in-place writes being written one write at a time, in the layout of
+/// [`encode_journal`]: a commit of many chunks holds one record in memory, not all of them.
+/// [`JournalWriter::seal`] completes it (count and CRC); until then the chunk file is
+/// untouched, and [`JournalWriter::discard`] drops it.
+pub(crate) struct JournalWriter {
+    path: PathBuf,
+    out: std::io::BufWriter<File>,
+    count: u64,
+    /// CRC of the writes (the head is added when the count is known).
+    crc: crc32fast::Hasher,
+}
+
+/// A complete, durable journal not applied yet.
+pub(crate) struct SealedJournal {
+    path: PathBuf,
+}
+
+impl SealedJournal {
+    /// Applies the journal to `file` (the chunk file it was made for) and removes it.
+    pub(crate) fn apply(self, file: &File) -> Result<()> {
+        if !apply_journal(&self.path, file)? {
+            return Err(Error::corrupt(format!(
+                "{}: the sealed journal did not read back; nothing written",
+                journal_path(&self.path).display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl JournalWriter {
+    /// Starts the journal of the chunk file `path` (never written through a link).
+    pub(crate) fn create(path: &Path) -> Result<JournalWriter> {
+        let jpath = journal_path(path);
+        remove_if_there(&jpath)?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(0o600)
+            .open(&jpath)
+            .map_err(|e| Error::from(e).context(jpath.display()))?;
+        let mut out = std::io::BufWriter::new(f);
+        out.write_all(JOURNAL_MAGIC)?;
+        out.write_all(&[0u8; 8])?;
+        Ok(JournalWriter {
+            path: path.to_path_buf(),
+            out,
+            count: 0,
+            crc: crc32fast::Hasher::new(),
+        })
+    }
+
+    /// Appends a write of `data` at offset `off`.
+    pub(crate) fn add(&mut self, off: u64, data: &[u8]) -> Result<()> {
+        let mut w = [0u8; 16];
+        w[..8].copy_from_slice(&off.to_le_bytes());
+        w[8..].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        self.out.write_all(&w)?;
+        self.out.write_all(data)?;
+        self.crc.update(&w);
+        self.crc.update(data);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Completes the journal and makes it durable: from now on its writes happen, now by
+    /// [`SealedJournal::apply`] or after a crash by the next open's [`recover`].
+    pub(crate) fn seal(self) -> Result<SealedJournal> {
+        let jpath = journal_path(&self.path);
+        let j = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::from(e.into_error()))?;
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(JOURNAL_MAGIC);
+        head[8..].copy_from_slice(&self.count.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        crc.combine(&self.crc);
+        j.write_all_at(&head[8..], 8)?;
+        let end = j.metadata()?.len();
+        j.write_all_at(&crc.finalize().to_le_bytes(), end)?;
+        j.sync_all()?;
+        sync_parent(&jpath)?;
+        Ok(SealedJournal { path: self.path })
+    }
+
+    /// Drops the journal: nothing was written.
+    pub(crate) fn discard(self) -> Result<()> {
+        let jpath = journal_path(&self.path);
+        drop(self.out);
+        remove_if_there(&jpath)?;
+        sync_parent(&jpath)
+    }
 }
 
 fn apply(file: &File, writes: &[(u64, Vec<u8>)]) -> Result<()> {
@@ -133,18 +287,7 @@ pub(crate) fn recover(path: &Path, file: &File) -> Result<bool> {
         }
         return Ok(false);
     }
-    let mut bytes = Vec::new();
-    open_no_follow(&jpath, false)?.read_to_end(&mut bytes)?;
-    let replayed = match decode_journal(&bytes) {
-        Some(writes) => {
-            apply(file, &writes)?;
-            true
-        }
-        None => false,
-    };
-    fs::remove_file(&jpath)?;
-    sync_parent(&jpath)?;
-    Ok(replayed)
+    apply_journal(path, file)
 }
 
 const REPLACE_MAGIC: &[u8; 8] = b"WFSREPL1";
@@ -342,17 +485,80 @@ mod tests {
         assert!(!path.exists());
     }
 
+    /// The writes a journal file holds, read as recovery reads it; `None` when torn.
+    fn read_back(jpath: &Path) -> Option<Vec<(u64, Vec<u8>)>> {
+        let mut out = Vec::new();
+        read_journal(jpath, |off, data| {
+            out.push((off, data));
+            Ok(())
+        })
+        .unwrap()
+        .then_some(out)
+    }
+
     #[test]
     fn journals_round_trip_and_torn_ones_are_rejected() {
-        let w = vec![(5u64, b"abc".to_vec()), (0, vec![])];
+        let dir = tempfile::tempdir().unwrap();
+        let jpath = dir.path().join("j");
+        let w = vec![
+            (5u64, b"abc".to_vec()),
+            (0, vec![]),
+            (9, vec![7u8; 100_000]),
+        ];
         let j = encode_journal(&w);
-        assert_eq!(decode_journal(&j), Some(w));
-        for cut in 0..j.len() {
-            assert_eq!(decode_journal(&j[..cut]), None);
+        fs::write(&jpath, &j).unwrap();
+        assert_eq!(read_back(&jpath), Some(w));
+        for cut in (0..j.len()).step_by(997).chain([j.len() - 1, 15, 16, 20]) {
+            fs::write(&jpath, &j[..cut]).unwrap();
+            assert_eq!(read_back(&jpath), None, "cut at {cut}");
         }
         let mut flipped = j.clone();
         flipped[20] ^= 4;
-        assert_eq!(decode_journal(&flipped), None);
+        fs::write(&jpath, &flipped).unwrap();
+        assert_eq!(read_back(&jpath), None);
+        let mut longer = j.clone();
+        longer.insert(30, 0);
+        fs::write(&jpath, &longer).unwrap();
+        assert_eq!(read_back(&jpath), None);
+    }
+
+    #[test]
+    fn a_journal_written_one_write_at_a_time_is_the_same_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        fs::write(&path, b"0123456789").unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let writes = vec![(2u64, b"xy".to_vec()), (8, b"Z".to_vec())];
+        // Discarded: nothing written, no journal left.
+        let mut j = JournalWriter::create(&path).unwrap();
+        j.add(0, b"nope").unwrap();
+        j.discard().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"0123456789");
+        assert!(!journal_path(&path).exists());
+        // Sealed: the bytes encode_journal makes; a crash now leaves it to recovery.
+        let mut j = JournalWriter::create(&path).unwrap();
+        for (off, data) in &writes {
+            j.add(*off, data).unwrap();
+        }
+        let sealed = j.seal().unwrap();
+        assert_eq!(
+            fs::read(journal_path(&path)).unwrap(),
+            encode_journal(&writes)
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"0123456789", "not applied yet");
+        sealed.apply(&f).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"01xy4567Z9");
+        assert!(!journal_path(&path).exists());
+        // A sealed journal left by a crash is applied by the next open's recovery.
+        let mut j = JournalWriter::create(&path).unwrap();
+        j.add(0, b"AB").unwrap();
+        drop(j.seal().unwrap());
+        assert!(recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"ABxy4567Z9");
     }
 
     #[test]
