@@ -74,9 +74,16 @@ MOUNT/chunks/CX,CZ/light.txt        one hex digit per cell (not for region world
 MOUNT/chunks/CX,CZ/surface.txt      top height, temperature, humidity per column
 MOUNT/players/NAME/inventory        a player's slots, written back into Project.xml
 MOUNT/containers/X,Y,Z/inventory    chests, furnaces, crafting tables
+MOUNT/index/blocks/ID/CX,CZ         link to each chunk holding block id ID
+MOUNT/index/items/ID                PATH COMPONENT SLOT COUNT, one line per slot holding block id ID
 .fi
 .PP
-A .scworld file mounts only with --read-only; unpack it to edit it.
+A .scworld file mounts only with --read-only; unpack it to edit it. index/ answers from one
+parallel scan of the chunks (items from Project.xml); mv index/blocks/A index/blocks/B
+replaces block A by B in every chunk holding it (data and light kept) in one commit of the
+chunk store (Chunks*.dat through one journal, several region files through one sealed
+journal: all or nothing); mv index/items/A index/items/B replaces it in every inventory
+slot (one commit of Project.xml). IDs are decimal block ids; others fail with EINVAL.
 .SH "THE TREE (TERRARUM)"
 .nf
 MOUNT/savegameinfo.json             entry -1, pretty-printed (genver first)
@@ -86,7 +93,14 @@ MOUNT/inventory                     a player disk's items, ITEM QUANTITY per lin
 MOUNT/actors/ID.json                actor entries
 MOUNT/chunks/LAYER/CX,CY.cubeset    terrain, wall, ores, fluid tiles
 MOUNT/entries/ID                    every live entry's stored bytes
+MOUNT/index/tiles/NAME/LAYER,CX,CY.cubeset  link to each chunk file holding tile NAME (world disks)
+MOUNT/index/items/ITEM              PATH itemList SLOT QUANTITY, one line per inventory item
 .fi
+.PP
+index/ answers from one parallel scan of the disk's entries; mv index/tiles/A index/tiles/B
+(B in tileNumberToNameMap, or a tile number) and mv index/items/A index/items/B (the player's
+inventory and every actor's; quantities of an item already held add up) change every entry
+holding A in one commit of the disk (all or nothing); a bad name fails with EINVAL.
 .PP
 Each saved file is appended to the disk and the old copy discarded, as the game's autosave
 does; worldfs compact DISK drops discarded entries afterwards. A TEVD disk mounts as its

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
@@ -96,6 +96,17 @@ fn signature(folder: &Path) -> Signature {
     out
 }
 
+/// Told of every commit of chunks made through [`Objects`]: the `index/` answers follow our
+/// own commits without a scan.
+pub trait ChunkWatch: Send + Sync {
+    /// Chunks were committed, taking [`Objects::generation`] from `before` to `after`; each
+    /// with the block ids it now holds (see [`crate::survivalcraft::index::block_ids`]).
+    fn committed(&self, before: u64, after: u64, chunks: &[(ChunkPos, Vec<u16>)]);
+}
+
+/// What a view of a chunk is rendered with.
+pub type Render = fn(&Chunk) -> Vec<u8>;
+
 /// The chunks and the project of one world.
 pub struct Objects {
     source: PathBuf,
@@ -111,6 +122,8 @@ pub struct Objects {
     /// The world folder's files as last seen (`None` for a `.scworld` file).
     seen: Mutex<Option<Signature>>,
     changes: Throttle,
+    /// Told of our chunk commits (the index of the tree).
+    watch: Mutex<Option<Weak<dyn ChunkWatch>>>,
     /// Runs once between reading a chunk's bytes and caching it (tests of the interleaving).
     #[cfg(test)]
     after_read: crate::vfs::race_hook::RaceHook<Objects>,
@@ -144,6 +157,7 @@ impl Objects {
             sorted: Mutex::new(None),
             seen: Mutex::new(seen),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
+            watch: Mutex::new(None),
             #[cfg(test)]
             after_read: Default::default(),
         })
@@ -193,6 +207,36 @@ impl Objects {
     pub fn underneath(&self) -> u64 {
         self.refresh();
         self.cache.underneath_seen()
+    }
+
+    /// A number that changes with every commit of a chunk and every change underneath seen
+    /// (it does not look for one: see [`Objects::underneath`]).
+    pub fn generation(&self) -> u64 {
+        self.cache.generation()
+    }
+
+    /// Tells `watch` of every later chunk commit (one watcher; a later call replaces it).
+    pub fn watch(&self, watch: Weak<dyn ChunkWatch>) {
+        if let Ok(mut w) = self.watch.lock() {
+            *w = Some(watch);
+        }
+    }
+
+    /// Tells the watcher of a commit of `chunks`.
+    fn tell(&self, before: u64, chunks: &[(ChunkPos, &Chunk)]) {
+        let Some(watch) = self.watch.lock().ok().and_then(|w| w.as_ref()?.upgrade()) else {
+            return;
+        };
+        let held: Vec<(ChunkPos, Vec<u16>)> = chunks
+            .iter()
+            .map(|(pos, c)| (*pos, crate::survivalcraft::index::block_ids(c)))
+            .collect();
+        watch.committed(before, self.generation(), &held);
+    }
+
+    /// A chunk's stored bytes, read now (not cached): what a scan decodes.
+    pub fn read_raw(&self, pos: ChunkPos) -> Result<Vec<u8>> {
+        self.world()?.read_raw(pos)
     }
 
     /// Notes the world folder's files after our own commit.
@@ -307,6 +351,7 @@ impl Objects {
 
     /// Writes a chunk; the caller holds the writer lock.
     fn commit_chunk(&self, pos: ChunkPos, chunk: &Chunk, mtime: SystemTime) -> Result<()> {
+        let before = self.generation();
         let raw = {
             let mut world = self.world_mut()?;
             world.commit_chunks(&[(pos, chunk)])?;
@@ -316,7 +361,83 @@ impl Objects {
         self.mtimes
             .record(chunk_key(pos), content_hash(&raw), mtime);
         self.cache.committed([&pos]);
+        self.tell(before, &[(pos, chunk)]);
         Ok(())
+    }
+
+    /// The time a view of the chunk at `pos` shows, its content hashing to `hash`, while
+    /// the chunk's stored bytes hash to `raw_hash` (as [`Objects::chunk_view`] tells it).
+    fn view_mtime(&self, pos: ChunkPos, name: &str, hash: u64, raw_hash: u64) -> SystemTime {
+        let chunk = self.mtimes.mtime(chunk_key(pos), raw_hash);
+        let key = view_key(pos, name);
+        if self.mtimes.has(key) {
+            self.mtimes.recorded(key, hash).unwrap_or(chunk)
+        } else {
+            chunk
+        }
+    }
+
+    /// Applies `edit` to each chunk at `positions` as stored now (`None`: unchanged) and
+    /// commits every changed chunk in one commit of the store, all or nothing (see
+    /// [`World::edit_chunks`]), holding one decoded chunk at a time. The views `keep` (name
+    /// and renderer) whose content a chunk's edit leaves unchanged keep their times;
+    /// `progress` is told how many chunks were edited so far. Returns how many changed.
+    pub fn modify_chunks(
+        &self,
+        positions: &[ChunkPos],
+        edit: impl Fn(&Chunk) -> Option<Chunk>,
+        keep: &[(&'static str, Render)],
+        progress: impl Fn(usize),
+    ) -> Result<usize> {
+        let _writer = guard(&self.writer)?;
+        let before = self.generation();
+        let mut held = Vec::new();
+        let mut kept_times = Vec::new();
+        let mut seen = 0;
+        let (changed, stored) = {
+            let mut world = self.world_mut()?;
+            let changed = world.edit_chunks(positions, |pos, raw, old| {
+                seen += 1;
+                if seen % 1000 == 0 {
+                    progress(seen);
+                }
+                let Some(new) = edit(&old).filter(|n| *n != old) else {
+                    return Ok(None);
+                };
+                let raw_hash = content_hash(raw);
+                for (name, render) in keep {
+                    let (a, b) = (render(&old), render(&new));
+                    if a == b {
+                        let hash = content_hash(&a);
+                        let t = self.view_mtime(pos, name, hash, raw_hash);
+                        kept_times.push((view_key(pos, name), hash, t));
+                    }
+                }
+                held.push((pos, crate::survivalcraft::index::block_ids(&new)));
+                Ok(Some(new))
+            })?;
+            let stored = changed
+                .iter()
+                .map(|&pos| Ok((pos, content_hash(&world.read_raw(pos)?))))
+                .collect::<Result<Vec<_>>>()?;
+            (changed, stored)
+        };
+        if changed.is_empty() {
+            return Ok(0);
+        }
+        self.saw_own_commit();
+        let now = SystemTime::now();
+        let records: Vec<(u64, u64, SystemTime)> = stored
+            .iter()
+            .map(|&(pos, hash)| (chunk_key(pos), hash, now))
+            .chain(kept_times)
+            .collect();
+        self.mtimes.record_all(&records);
+        self.cache.committed(changed.iter());
+        if let Some(watch) = self.watch.lock().ok().and_then(|w| w.as_ref()?.upgrade()) {
+            watch.committed(before, self.generation(), &held);
+        }
+        Ok(changed.len())
     }
 
     /// Applies `edit` to the current chunk at `pos` and commits the result if it differs.

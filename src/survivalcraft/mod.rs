@@ -4,11 +4,12 @@
 //! [`codec::chunk::Chunk`] and Project.xml inventories, block names; no I/O), [`views`]
 //! (chunks and inventories ⇄ the text files of the tree) and [`store`] (world folders and
 //! `.scworld` files: listing, reading and crash-safe commits), then [`cache`] (decoded
-//! chunks and Project.xml on demand) and [`tree`] (the mounted tree); [`inspect`] holds
-//! `worldfs info` and `worldfs check`.
+//! chunks and Project.xml on demand), [`index`] (whole-world answers) and [`tree`] (the
+//! mounted tree); [`inspect`] holds `worldfs info` and `worldfs check`.
 
 pub mod cache;
 pub mod codec;
+pub mod index;
 pub mod inspect;
 pub mod store;
 pub mod tree;

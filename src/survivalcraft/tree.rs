@@ -8,6 +8,8 @@
 //!     surface.txt                  per column: top height, temperature, humidity
 //! players/NAME/inventory           a player's inventories in Project.xml
 //! containers/X,Y,Z/inventory       a chest's, furnace's, crafting table's... slots
+//! index/blocks/ID/, index/items/ID  whole-world answers (see [`index`]; reached by name,
+//!                                  not listed)
 //! Project.bak, Mods/, ...           the world folder's other files, folders and links, as they are
 //! ```
 //!
@@ -17,6 +19,8 @@
 //!
 //! Paths are mapped to objects and views here; decoding, caching and committing live in
 //! [`Objects`], the formats in the codecs and the views.
+
+mod index;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -28,6 +32,7 @@ use crate::survivalcraft::cache::Objects;
 use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
 use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::survivalcraft::codec::project::{self, Holder, ProjectInfo};
+use crate::survivalcraft::index::Index;
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
@@ -100,6 +105,15 @@ enum Place<'a> {
     Holders(HolderKind),
     Holder(HolderKind, &'a str),
     Inventory(HolderKind, &'a str),
+    /// `index/…`: whole-world answers (see [`index`]).
+    Index(index::At),
+}
+
+/// Why a file of `index/` cannot be written.
+fn index_is_read_only() -> Error {
+    Error::not_permitted(
+        "index/ holds answers: only mv of index/blocks/ID or index/items/ID changes it",
+    )
 }
 
 /// The names of the world folder the tree shows otherwise (or never): the terrain stores,
@@ -109,7 +123,7 @@ fn hidden_world_file(name: &str) -> bool {
         || (name.starts_with("Chunks") && name.ends_with(".dat"))
         || matches!(
             name,
-            "Regions" | "Chunks" | "chunks" | "players" | "containers"
+            "Regions" | "Chunks" | "chunks" | "players" | "containers" | index::INDEX
         )
         || name.contains(".worldfs-")
 }
@@ -161,6 +175,8 @@ fn holders(info: &ProjectInfo, kind: HolderKind) -> Vec<(String, &Holder)> {
 /// A Survivalcraft world (folder or `.scworld`) as a tree.
 pub struct SurvivalcraftTree {
     objects: Objects,
+    /// The whole-world answers of `index/`.
+    index: Arc<Index>,
     files: Option<FolderFiles>,
     read_only: bool,
     /// The `.scworld` file, when the world is packed (read-only).
@@ -187,6 +203,7 @@ impl SurvivalcraftTree {
         }
         let objects = Objects::open(source, options.read_only, options.cache_bytes)?;
         Ok(SurvivalcraftTree {
+            index: Index::new(&objects, options.cache_bytes),
             objects,
             files: source
                 .is_dir()
@@ -199,6 +216,11 @@ impl SurvivalcraftTree {
     /// The decoded objects under this tree.
     pub fn objects(&self) -> &Objects {
         &self.objects
+    }
+
+    /// The whole-world answers of `index/`.
+    pub fn index(&self) -> &Index {
+        &self.index
     }
 
     fn layout(&self) -> ValueLayout {
@@ -221,8 +243,11 @@ impl SurvivalcraftTree {
             [] => Place::Root,
             ["chunks"] => Place::Chunks,
             [PROJECT] => Place::Project,
+            [index::INDEX, rest @ ..] => Place::Index(self.index_at(path, rest)?),
             [d] if kind(d).is_some() => Place::Holders(kind(d).ok_or_else(|| not_found(path))?),
-            [top, ..] if !matches!(*top, "chunks" | PROJECT) && kind(top).is_none() => {
+            [top, ..]
+                if !matches!(*top, "chunks" | PROJECT | index::INDEX) && kind(top).is_none() =>
+            {
                 Place::WorldFile
             }
             ["chunks", c] => Place::Chunk(chunk(c)?),
@@ -324,6 +349,7 @@ impl SurvivalcraftTree {
             Place::Project => Ok(self.objects.require_project()?.xml.clone()),
             Place::View(pos, view) => Ok(self.objects.chunk_view(*pos, view.name, view.render)?.0),
             Place::Inventory(kind, name) => Ok(Arc::new(self.inventory(*kind, name)?.0)),
+            Place::Index(at) => self.index_read(path, at),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -413,6 +439,7 @@ impl Tree for SurvivalcraftTree {
                 let (data, mtime) = self.inventory(*kind, name)?;
                 Ok(self.file_stat(data.len(), mtime))
             }
+            Place::Index(at) => self.index_stat(at),
         }
     }
 
@@ -457,6 +484,7 @@ impl Tree for SurvivalcraftTree {
                 stream(entries, after, sink);
                 Ok(())
             }
+            Place::Index(at) => self.index_list(&at, after, sink),
             Place::Holder(kind, name) => {
                 let (data, mtime) = self.inventory(kind, name)?;
                 stream(
@@ -498,6 +526,7 @@ impl Tree for SurvivalcraftTree {
                     renders,
                 )
             }
+            Place::Index(_) => Err(index_is_read_only()),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -510,6 +539,7 @@ impl Tree for SurvivalcraftTree {
                 .map_err(|e| Error::invalid(e.message())),
             Place::View(pos, view) => (view.parse)(&self.objects.chunk(pos)?.chunk, data).map(drop),
             Place::Inventory(..) => views::inventory::parse(data).map(drop),
+            Place::Index(_) => Err(index_is_read_only()),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -528,6 +558,8 @@ impl Tree for SurvivalcraftTree {
                 NewFile::Object
             }
             Place::Holder(..) if name == INVENTORY => NewFile::Object,
+            // The target of a rename of a block or an item (`mv index/items/A index/items/B`).
+            Place::Index(index::At::Folder(_)) => NewFile::Object,
             Place::WorldFile if !looks_like_scratch(name) => NewFile::Object,
             _ => NewFile::Scratch,
         })
@@ -536,6 +568,7 @@ impl Tree for SurvivalcraftTree {
     fn remove(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.remove(path),
+            Place::Index(_) => Err(index_is_read_only()),
             Place::Project | Place::View(..) | Place::Inventory(..) => {
                 Err(Error::not_permitted(format!(
                     "{}: cannot be removed (write it to change it)",
@@ -550,6 +583,7 @@ impl Tree for SurvivalcraftTree {
         match self.place(path)? {
             Place::Chunk(pos) => self.objects.create_chunk(pos),
             Place::WorldFile => self.world_files()?.mkdir(path),
+            Place::Index(_) => Err(index_is_read_only()),
             _ => Err(Error::not_permitted(format!(
                 "{}: folders here are fixed (chunks/CX,CZ and the world folder's own folders can be created)",
                 path.join("/")
@@ -560,6 +594,7 @@ impl Tree for SurvivalcraftTree {
     fn rmdir(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.rmdir(path),
+            Place::Index(_) => Err(index_is_read_only()),
             _ => Err(Error::not_permitted(format!(
                 "{}: cannot be removed (Survivalcraft chunk files have no way to drop a chunk)",
                 path.join("/")
@@ -568,6 +603,9 @@ impl Tree for SurvivalcraftTree {
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        if from.first().map(String::as_str) == Some(index::INDEX) {
+            return self.index_rename(from, to);
+        }
         match (self.place(from)?, self.place(to)?) {
             (Place::WorldFile, Place::WorldFile) => self.world_files()?.rename(from, to),
             _ => Err(Error::new(
@@ -579,7 +617,9 @@ impl Tree for SurvivalcraftTree {
 
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
         match self.place(path)? {
-            Place::Root | Place::Chunks | Place::Chunk(_) | Place::Holders(_) => Ok(()),
+            Place::Root | Place::Chunks | Place::Chunk(_) | Place::Holders(_) | Place::Index(_) => {
+                Ok(())
+            }
             Place::Holder(kind, name) => self.inventory(kind, name).map(|_| ()),
             Place::WorldFile => self.world_files()?.set_mtime(path, mtime),
             Place::Project => self.objects.set_project_mtime(mtime),
@@ -613,8 +653,12 @@ impl Tree for SurvivalcraftTree {
     }
 
     /// A change to a chunk's file changes its other views; one to the project or a holder
-    /// (both stored in the project file) may change any of them.
+    /// (both stored in the project file) may change any of them, and a rename under
+    /// `index/` chunks all over the world.
     fn change_scope(&self, path: &TreePath) -> usize {
+        if path.first().map(String::as_str) == Some(index::INDEX) {
+            return 0;
+        }
         match self.place(path) {
             Ok(Place::View(..) | Place::Chunk(_)) => 2,
             Ok(Place::WorldFile) => path.len(),
@@ -637,6 +681,7 @@ impl Tree for SurvivalcraftTree {
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.readlink(path),
+            Place::Index(at) => self.index_readlink(&at).ok_or_else(|| not_a_link(path)),
             _ => Err(not_a_link(path)),
         }
     }

@@ -8,12 +8,14 @@
 //! - [`store`]: the disk files: which member of the family a file is, a TVDA disk with its
 //!   crash-safe commits, a TEVD disk as a directory tree, compaction;
 //! - [`cache`]: decoded and rendered entries of a TVDA disk, kept while the disk is unchanged;
+//! - [`index`]: whole-disk answers (which chunks hold a tile, which inventories an item);
 //! - [`tree`]: paths → entries, the mounted tree of a TVDA disk (and in [`tree::tevd`] of a
 //!   TEVD disk);
 //! - [`inspect`]: `worldfs info` and `worldfs check`.
 
 pub mod cache;
 pub mod codec;
+pub mod index;
 pub mod inspect;
 pub mod store;
 pub mod tree;

@@ -8,6 +8,8 @@
 //! actors/ID.json                   actor entries
 //! chunks/LAYER/CX,CY.cubeset       world disks: terrain, wall, ores, fluid chunks
 //! entries/ID                       every live file entry's stored bytes
+//! index/tiles/NAME/, index/items/ITEM  whole-disk answers (see [`index`]; reached by name,
+//!                                  not listed)
 //! ```
 //!
 //! Paths map to entries here; the formats live in the views, the file in [`Disk`]. Nothing
@@ -20,11 +22,12 @@
 //! compact` refuse to run beside it. The folder listings are in `listing`; [`tevd`] is the tree
 //! of a TEVD disk.
 
+mod index;
 mod listing;
 pub mod tevd;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -33,6 +36,7 @@ use crate::tvda::cache::{Renders, Stored, View, IMAGE_LIMIT};
 use crate::tvda::codec::chunk::{chunk_entry_id, Layer};
 use crate::tvda::codec::compress::{compress, gunzip, Codec};
 use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
+use crate::tvda::index::Index;
 use crate::tvda::store::tvda::{Change, Disk, EntryInfo};
 use crate::tvda::views::chunk::{store_chunk, World};
 use crate::tvda::views::inventory::apply_inventory;
@@ -62,6 +66,15 @@ enum Place {
     Chunk(Layer, u32, u32),
     Entries,
     Entry(i64),
+    /// `index/…`: whole-disk answers (see [`index`]).
+    Index,
+}
+
+/// Why a file of `index/` cannot be written.
+fn index_is_read_only() -> Error {
+    Error::not_permitted(
+        "index/ holds answers: only mv of index/tiles/NAME or index/items/ITEM changes it",
+    )
 }
 
 struct State {
@@ -80,6 +93,11 @@ pub struct TvdaTree {
     /// Set at open on a read-only mount or a damaged disk, and when a commit finds damage.
     read_only: AtomicBool,
     changes: Throttle,
+    /// The whole-disk answers of `index/`.
+    index: Index,
+    /// Changes with every commit and every reload of the disk (what `index` answers are
+    /// true for); changed under the state lock.
+    generation: AtomicU64,
     /// Runs once between reading an entry and caching its rendering (tests of the
     /// interleaving).
     #[cfg(test)]
@@ -161,9 +179,16 @@ impl TvdaTree {
             mtimes: Mtimes::open(path, options.read_only || damaged),
             read_only: AtomicBool::new(options.read_only || damaged),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
+            index: Index::new(options.cache_bytes),
+            generation: AtomicU64::new(0),
             #[cfg(test)]
             after_read: Default::default(),
         })
+    }
+
+    /// The whole-disk answers of `index/`.
+    pub fn index(&self) -> &Index {
+        &self.index
     }
 
     /// The locked state, re-read first when another program changed the disk file.
@@ -175,6 +200,7 @@ impl TvdaTree {
         if self.changes.due() && s.disk.changed_on_disk()? {
             log::info!("{} changed on disk; re-reading it", s.disk.path().display());
             s.disk.reload()?;
+            self.generation.fetch_add(1, Ordering::Relaxed);
             let path = s.disk.path().to_path_buf();
             s.lock.follow(&path)?;
             s.world = None;
@@ -191,6 +217,7 @@ impl TvdaTree {
             ["actors"] => Place::Actors,
             ["chunks"] => Place::Chunks,
             ["entries"] => Place::Entries,
+            [index::INDEX, ..] => Place::Index,
             ["inventory"] if self.kind == DiskKind::Player => Place::Inventory,
             [name] => Place::WellKnown(names::by_name(self.kind, name).ok_or_else(nf)?),
             ["actors", name] => Place::Actor(names::parse_actor_file_name(name).ok_or_else(nf)?),
@@ -377,6 +404,7 @@ impl TvdaTree {
                 (key, listing, self.folder_mtime_in(s, key))
             })
             .collect();
+        let before = self.generation.load(Ordering::Relaxed);
         if let Err(e) = s.disk.commit(changes, now_secs()) {
             if !s.disk.damage().is_empty() {
                 log::error!("{}; the mount is read-only from now on", e.message());
@@ -384,6 +412,8 @@ impl TvdaTree {
             }
             return Err(e);
         }
+        let after = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        self.index.committed(before, after, changes);
         let path = s.disk.path().to_path_buf();
         s.lock.follow(&path)?;
         let mut ids = Vec::new();
@@ -412,6 +442,9 @@ impl TvdaTree {
     fn edit(&self, path: &TreePath, data: &[u8], commit: bool) -> Result<()> {
         self.check_writable()?;
         let place = self.place(path)?;
+        if let Place::Index = place {
+            return Err(index_is_read_only());
+        }
         let (id, view) = self.target(place, path)?;
         match (place, view) {
             (Place::WellKnown(_), View::Json) => self.put(id, commit, |s| self.store_info(data, s)),
@@ -537,6 +570,7 @@ impl Tree for TvdaTree {
                 }
                 Ok(self.dir_stat(self.folder_mtime(place)?))
             }
+            Place::Index => self.index_stat(path),
             _ => {
                 let (id, view) = self.target(place, path)?;
                 let info = self.info(id, path)?;
@@ -588,12 +622,17 @@ impl Tree for TvdaTree {
                 self.stream_entries(entries, View::Raw, after, sink);
                 Ok(())
             }
+            Place::Index => self.index_list(dir, after, sink),
             _ => Err(Error::not_dir("not a directory")),
         }
     }
 
     fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
-        let (id, view) = self.target(self.place(path)?, path)?;
+        let place = self.place(path)?;
+        if let Place::Index = place {
+            return self.index_read(path);
+        }
+        let (id, view) = self.target(place, path)?;
         self.info(id, path)?;
         self.render(id, view)
     }
@@ -627,6 +666,8 @@ impl Tree for TvdaTree {
                 }
             }
             Place::Entries => names::parse_entry_file_name(name).is_some_and(|id| id != ROOT_ID),
+            // The target of a rename (`mv index/items/A index/items/B`).
+            Place::Index => dir.len() == 2,
             _ => false,
         };
         Ok(if object {
@@ -639,6 +680,9 @@ impl Tree for TvdaTree {
     fn remove(&self, path: &TreePath) -> Result<()> {
         self.check_writable()?;
         let place = self.place(path)?;
+        if let Place::Index = place {
+            return Err(index_is_read_only());
+        }
         let (id, _) = self.target(place, path)?;
         if id == -1 {
             return Err(Error::not_permitted(format!(
@@ -684,12 +728,16 @@ impl Tree for TvdaTree {
                 self.fixed_dir_empty(empty)
             }
             Place::Root => Err(Error::not_permitted("the root cannot be removed")),
+            Place::Index => Err(index_is_read_only()),
             _ => Err(Error::not_dir("not a directory")),
         }
     }
 
     fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
         self.check_writable()?;
+        if from.first().map(String::as_str) == Some(index::INDEX) {
+            return self.index_rename(from, to);
+        }
         let (a, b) = (self.place(from)?, self.place(to)?);
         let same_kind = matches!(
             (a, b),
@@ -709,6 +757,9 @@ impl Tree for TvdaTree {
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
         self.check_writable()?;
         let place = self.place(path)?;
+        if let Place::Index = place {
+            return self.index_stat(path).map(drop);
+        }
         if matches!(
             place,
             Place::Root | Place::Actors | Place::Chunks | Place::Layer(_) | Place::Entries
@@ -727,6 +778,22 @@ impl Tree for TvdaTree {
 
     fn read_only(&self) -> bool {
         self.is_read_only()
+    }
+
+    /// A rename under `index/` changes entries all over the disk.
+    fn change_scope(&self, path: &TreePath) -> usize {
+        if path.first().map(String::as_str) == Some(index::INDEX) {
+            0
+        } else {
+            path.len()
+        }
+    }
+
+    fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
+        match self.place(path)? {
+            Place::Index => self.index_readlink(path),
+            _ => Err(crate::vfs::tree::not_a_link(path)),
+        }
     }
 }
 

@@ -18,6 +18,7 @@ pub mod readdir;
 pub mod recent;
 pub mod rename;
 pub mod replace;
+pub mod scan;
 pub mod scratch;
 #[cfg(test)]
 pub mod test_tree;

@@ -1,5 +1,7 @@
-//! Crash-safe in-place writes: a redo journal. (Whole-file replacements of region files and
-//! Project.xml use the one crash-safe replacement of [`crate::vfs::replace`].)
+//! Crash-safe in-place writes: a redo journal; and a redo journal of whole-file
+//! replacements, for a commit that rewrites several region files at once. (One region file
+//! and Project.xml are replaced alone by the one crash-safe replacement of
+//! [`crate::vfs::replace`].)
 //!
 //! In-place writes to a fixed-size chunk file go through a redo
 //! journal `<file>.worldfs-journal`: every write (offset, bytes) is recorded with a CRC-32
@@ -56,26 +58,180 @@ fn encode_journal(writes: &[(u64, Vec<u8>)]) -> Vec<u8> {
     j
 }
 
-/// Decodes a journal; `None` if it is torn or not a journal.
-fn decode_journal(j: &[u8]) -> Option<Vec<(u64, Vec<u8>)>> {
-    let (body, crc) = j.split_at_checked(j.len().checked_sub(4)?)?;
-    if crc32fast::hash(body).to_le_bytes() != crc || body.get(..8)? != JOURNAL_MAGIC {
-        return None;
-    }
-    let u64_at = |at: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(body.get(at..at + 8)?.try_into().ok()?))
+/// Checks a journal whole, streaming it: the layout of [`encode_journal`] filling the file
+/// exactly, and the CRC. Nothing is held but a buffer.
+fn verify_journal(jpath: &Path) -> Result<bool> {
+    let len = fs::symlink_metadata(jpath)?.len();
+    let Some(body) = len.checked_sub(4).filter(|&b| b >= 16) else {
+        return Ok(false);
     };
-    let count = u64_at(8)?;
-    let mut at = 16;
-    let mut writes = Vec::new();
-    for _ in 0..count {
-        let off = u64_at(at)?;
-        let len = usize::try_from(u64_at(at + 8)?).ok()?;
-        let data = body.get(at + 16..(at + 16).checked_add(len)?)?;
-        writes.push((off, data.to_vec()));
-        at += 16 + len;
+    let mut r = std::io::BufReader::new(open_no_follow(jpath, false)?);
+    let mut crc = crc32fast::Hasher::new();
+    let mut head = [0u8; 16];
+    r.read_exact(&mut head)?;
+    if &head[..8] != JOURNAL_MAGIC {
+        return Ok(false);
     }
-    (at == body.len()).then_some(writes)
+    crc.update(&head);
+    let count = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+    let mut at = 16u64;
+    let mut buf = vec![0u8; 64 << 10];
+    for _ in 0..count {
+        if at + 16 > body {
+            return Ok(false);
+        }
+        let mut w = [0u8; 16];
+        r.read_exact(&mut w)?;
+        crc.update(&w);
+        let n = u64::from_le_bytes(w[8..].try_into().unwrap_or_default());
+        at += 16;
+        if n > body - at {
+            return Ok(false);
+        }
+        let mut left = n;
+        while left > 0 {
+            let take = left.min(buf.len() as u64) as usize;
+            r.read_exact(&mut buf[..take])?;
+            crc.update(&buf[..take]);
+            left -= take as u64;
+        }
+        at += n;
+    }
+    let mut stored = [0u8; 4];
+    r.read_exact(&mut stored)?;
+    Ok(at == body && crc.finalize().to_le_bytes() == stored)
+}
+
+/// Reads a journal's writes in order, one at a time, handing each to `each`; false (and
+/// nothing handed) when it is torn or not a journal: it is verified whole first.
+fn read_journal(jpath: &Path, mut each: impl FnMut(u64, Vec<u8>) -> Result<()>) -> Result<bool> {
+    if !verify_journal(jpath)? {
+        return Ok(false);
+    }
+    let mut r = std::io::BufReader::new(open_no_follow(jpath, false)?);
+    let mut head = [0u8; 16];
+    r.read_exact(&mut head)?;
+    let count = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+    for _ in 0..count {
+        let mut w = [0u8; 16];
+        r.read_exact(&mut w)?;
+        let off = u64::from_le_bytes(w[..8].try_into().unwrap_or_default());
+        let n = u64::from_le_bytes(w[8..].try_into().unwrap_or_default());
+        let mut data = Vec::new();
+        (&mut r).take(n).read_to_end(&mut data)?;
+        each(off, data)?;
+    }
+    Ok(true)
+}
+
+/// Applies the sealed journal of `path` to `file` (one write in memory at a time), makes it
+/// durable and removes the journal. False, with nothing written, when the journal is torn.
+fn apply_journal(path: &Path, file: &File) -> Result<bool> {
+    let jpath = journal_path(path);
+    let applied = read_journal(&jpath, |off, data| Ok(file.write_all_at(&data, off)?))?;
+    if applied {
+        file.sync_all()?;
+    }
+    fs::remove_file(&jpath)?;
+    sync_parent(&jpath)?;
+    Ok(applied)
+}
+
+/// A redo journal of in-place writes being written one write at a time, in the layout of
+/// [`encode_journal`]: a commit of many chunks holds one record in memory, not all of them.
+/// [`JournalWriter::seal`] completes it (count and CRC); until then the chunk file is
+/// untouched, and [`JournalWriter::discard`] drops it.
+pub(crate) struct JournalWriter {
+    path: PathBuf,
+    out: std::io::BufWriter<File>,
+    count: u64,
+    /// CRC of the writes (the head is added when the count is known).
+    crc: crc32fast::Hasher,
+}
+
+/// A complete, durable journal not applied yet.
+pub(crate) struct SealedJournal {
+    path: PathBuf,
+}
+
+impl SealedJournal {
+    /// Applies the journal to `file` (the chunk file it was made for) and removes it.
+    pub(crate) fn apply(self, file: &File) -> Result<()> {
+        if !apply_journal(&self.path, file)? {
+            return Err(Error::corrupt(format!(
+                "{}: the sealed journal did not read back; nothing written",
+                journal_path(&self.path).display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl JournalWriter {
+    /// Starts the journal of the chunk file `path` (never written through a link).
+    pub(crate) fn create(path: &Path) -> Result<JournalWriter> {
+        let jpath = journal_path(path);
+        remove_if_there(&jpath)?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(0o600)
+            .open(&jpath)
+            .map_err(|e| Error::from(e).context(jpath.display()))?;
+        let mut out = std::io::BufWriter::new(f);
+        out.write_all(JOURNAL_MAGIC)?;
+        out.write_all(&[0u8; 8])?;
+        Ok(JournalWriter {
+            path: path.to_path_buf(),
+            out,
+            count: 0,
+            crc: crc32fast::Hasher::new(),
+        })
+    }
+
+    /// Appends a write of `data` at offset `off`.
+    pub(crate) fn add(&mut self, off: u64, data: &[u8]) -> Result<()> {
+        let mut w = [0u8; 16];
+        w[..8].copy_from_slice(&off.to_le_bytes());
+        w[8..].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        self.out.write_all(&w)?;
+        self.out.write_all(data)?;
+        self.crc.update(&w);
+        self.crc.update(data);
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Completes the journal and makes it durable: from now on its writes happen, now by
+    /// [`SealedJournal::apply`] or after a crash by the next open's [`recover`].
+    pub(crate) fn seal(self) -> Result<SealedJournal> {
+        let jpath = journal_path(&self.path);
+        let j = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::from(e.into_error()))?;
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(JOURNAL_MAGIC);
+        head[8..].copy_from_slice(&self.count.to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        crc.combine(&self.crc);
+        j.write_all_at(&head[8..], 8)?;
+        let end = j.metadata()?.len();
+        j.write_all_at(&crc.finalize().to_le_bytes(), end)?;
+        j.sync_all()?;
+        sync_parent(&jpath)?;
+        Ok(SealedJournal { path: self.path })
+    }
+
+    /// Drops the journal: nothing was written.
+    pub(crate) fn discard(self) -> Result<()> {
+        let jpath = journal_path(&self.path);
+        drop(self.out);
+        remove_if_there(&jpath)?;
+        sync_parent(&jpath)
+    }
 }
 
 fn apply(file: &File, writes: &[(u64, Vec<u8>)]) -> Result<()> {
@@ -131,18 +287,156 @@ pub(crate) fn recover(path: &Path, file: &File) -> Result<bool> {
         }
         return Ok(false);
     }
-    let mut bytes = Vec::new();
-    open_no_follow(&jpath, false)?.read_to_end(&mut bytes)?;
-    let replayed = match decode_journal(&bytes) {
-        Some(writes) => {
-            apply(file, &writes)?;
-            true
+    apply_journal(path, file)
+}
+
+const REPLACE_MAGIC: &[u8; 8] = b"WFSREPL1";
+const REPLACE_END: &[u8; 8] = b"WFSREPLE";
+
+/// A journal of whole-file replacements being written: records (a key naming the file, its
+/// new bytes) are appended one at a time, so a commit of many files holds one in memory;
+/// [`ReplaceJournal::seal`] makes it complete and durable, after which
+/// [`replay_replacements`] applies it (now, or at the next open after a crash). A journal
+/// that is not sealed is discarded: then no file was replaced.
+///
+/// Layout: magic, then per record `key u64, len u64, bytes, CRC-32 of the three`, then the
+/// end magic, the record count (u64) and the CRC-32 of the count; little-endian.
+pub(crate) struct ReplaceJournal {
+    path: PathBuf,
+    out: std::io::BufWriter<File>,
+    count: u64,
+}
+
+impl ReplaceJournal {
+    /// Starts the journal at `path` (whatever is there is removed first; never written
+    /// through a link).
+    pub(crate) fn create(path: &Path) -> Result<ReplaceJournal> {
+        remove_if_there(path)?;
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::from(e).context(path.display()))?;
+        let mut out = std::io::BufWriter::new(f);
+        out.write_all(REPLACE_MAGIC)?;
+        Ok(ReplaceJournal {
+            path: path.to_path_buf(),
+            out,
+            count: 0,
+        })
+    }
+
+    /// Appends the new bytes of the file `key` names.
+    pub(crate) fn add(&mut self, key: u64, bytes: &[u8]) -> Result<()> {
+        let mut head = [0u8; 16];
+        head[..8].copy_from_slice(&key.to_le_bytes());
+        head[8..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&head);
+        crc.update(bytes);
+        self.out.write_all(&head)?;
+        self.out.write_all(bytes)?;
+        self.out.write_all(&crc.finalize().to_le_bytes())?;
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Ends the journal and makes it durable: from now on the replacements happen, whatever
+    /// crashes.
+    pub(crate) fn seal(mut self) -> Result<()> {
+        self.out.write_all(REPLACE_END)?;
+        self.out.write_all(&self.count.to_le_bytes())?;
+        self.out
+            .write_all(&crc32fast::hash(&self.count.to_le_bytes()).to_le_bytes())?;
+        let f = self
+            .out
+            .into_inner()
+            .map_err(|e| Error::from(e.into_error()))?;
+        f.sync_all()?;
+        sync_parent(&self.path)
+    }
+
+    /// Drops an unsealed journal: nothing was replaced.
+    pub(crate) fn discard(self) -> Result<()> {
+        drop(self.out);
+        remove_if_there(&self.path)?;
+        sync_parent(&self.path)
+    }
+}
+
+/// Reads the records of a replacement journal in order, handing each to `each`; false when
+/// the journal is not sealed (torn, or not a journal), checked before any record is handed.
+fn read_replacements(
+    path: &Path,
+    mut each: impl FnMut(u64, Vec<u8>) -> Result<()>,
+) -> Result<bool> {
+    let mut f = std::io::BufReader::new(open_no_follow(path, false)?);
+    let mut magic = [0u8; 8];
+    if f.read_exact(&mut magic).is_err() || &magic != REPLACE_MAGIC {
+        return Ok(false);
+    }
+    let mut count = 0u64;
+    loop {
+        let mut head = [0u8; 16];
+        if f.read_exact(&mut head).is_err() {
+            return Ok(false);
         }
-        None => false,
-    };
-    fs::remove_file(&jpath)?;
-    sync_parent(&jpath)?;
-    Ok(replayed)
+        if &head[..8] == REPLACE_END {
+            let mut tail = [0u8; 4];
+            if f.read_exact(&mut tail).is_err() {
+                return Ok(false);
+            }
+            let sealed = head[8..] == count.to_le_bytes()
+                && tail == crc32fast::hash(&head[8..]).to_le_bytes()
+                && f.read(&mut [0u8; 1])? == 0;
+            return Ok(sealed);
+        }
+        let key = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+        let len = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+        let mut bytes = Vec::new();
+        if (&mut f).take(len).read_to_end(&mut bytes)? as u64 != len {
+            return Ok(false);
+        }
+        let mut crc = [0u8; 4];
+        if f.read_exact(&mut crc).is_err() {
+            return Ok(false);
+        }
+        let mut h = crc32fast::Hasher::new();
+        h.update(&head);
+        h.update(&bytes);
+        if h.finalize().to_le_bytes() != crc {
+            return Ok(false);
+        }
+        each(key, bytes)?;
+        count += 1;
+    }
+}
+
+/// Applies the replacement journal at `path` if it is sealed (`replace` writes one file, and
+/// must be idempotent: a replay after a crash may repeat replacements already made), then
+/// removes it; a torn journal is removed and nothing replaced. Returns whether one was
+/// applied. Records are read one at a time: the journal is verified whole first.
+pub(crate) fn replay_replacements(
+    path: &Path,
+    mut replace: impl FnMut(u64, Vec<u8>) -> Result<()>,
+) -> Result<bool> {
+    if !fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
+        if fs::symlink_metadata(path).is_ok() {
+            log::warn!("{}: not a regular file; removed", path.display());
+            remove_if_there(path)?;
+            sync_parent(path)?;
+        }
+        return Ok(false);
+    }
+    let sealed = read_replacements(path, |_, _| Ok(()))?;
+    if sealed {
+        read_replacements(path, &mut replace)?;
+    }
+    remove_if_there(path)?;
+    sync_parent(path)?;
+    Ok(sealed)
 }
 
 #[cfg(test)]
@@ -150,16 +444,121 @@ mod tests {
     use super::*;
 
     #[test]
+    fn replacement_journals_replay_only_when_sealed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Regions.worldfs-journal");
+        let mut j = ReplaceJournal::create(&path).unwrap();
+        j.add(7, b"seven").unwrap();
+        j.add(u64::MAX, b"").unwrap();
+        j.add(3, &[9u8; 5000]).unwrap();
+        j.seal().unwrap();
+        let whole = fs::read(&path).unwrap();
+        let mut got = Vec::new();
+        assert!(replay_replacements(&path, |k, b| {
+            got.push((k, b));
+            Ok(())
+        })
+        .unwrap());
+        assert_eq!(
+            got,
+            vec![
+                (7, b"seven".to_vec()),
+                (u64::MAX, vec![]),
+                (3, vec![9u8; 5000])
+            ]
+        );
+        assert!(!path.exists(), "removed once applied");
+        // Cut anywhere or with a flipped byte, it is discarded and nothing is handed out.
+        for cut in (0..whole.len()).step_by(97).chain([whole.len() - 1]) {
+            fs::write(&path, &whole[..cut]).unwrap();
+            assert!(!replay_replacements(&path, |_, _| panic!("replayed a torn journal")).unwrap());
+            assert!(!path.exists());
+        }
+        let mut flipped = whole.clone();
+        flipped[30] ^= 1;
+        fs::write(&path, &flipped).unwrap();
+        assert!(!replay_replacements(&path, |_, _| panic!("replayed a damaged journal")).unwrap());
+        // An unsealed journal, discarded.
+        let mut j = ReplaceJournal::create(&path).unwrap();
+        j.add(1, b"x").unwrap();
+        j.discard().unwrap();
+        assert!(!path.exists());
+    }
+
+    /// The writes a journal file holds, read as recovery reads it; `None` when torn.
+    fn read_back(jpath: &Path) -> Option<Vec<(u64, Vec<u8>)>> {
+        let mut out = Vec::new();
+        read_journal(jpath, |off, data| {
+            out.push((off, data));
+            Ok(())
+        })
+        .unwrap()
+        .then_some(out)
+    }
+
+    #[test]
     fn journals_round_trip_and_torn_ones_are_rejected() {
-        let w = vec![(5u64, b"abc".to_vec()), (0, vec![])];
+        let dir = tempfile::tempdir().unwrap();
+        let jpath = dir.path().join("j");
+        let w = vec![
+            (5u64, b"abc".to_vec()),
+            (0, vec![]),
+            (9, vec![7u8; 100_000]),
+        ];
         let j = encode_journal(&w);
-        assert_eq!(decode_journal(&j), Some(w));
-        for cut in 0..j.len() {
-            assert_eq!(decode_journal(&j[..cut]), None);
+        fs::write(&jpath, &j).unwrap();
+        assert_eq!(read_back(&jpath), Some(w));
+        for cut in (0..j.len()).step_by(997).chain([j.len() - 1, 15, 16, 20]) {
+            fs::write(&jpath, &j[..cut]).unwrap();
+            assert_eq!(read_back(&jpath), None, "cut at {cut}");
         }
         let mut flipped = j.clone();
         flipped[20] ^= 4;
-        assert_eq!(decode_journal(&flipped), None);
+        fs::write(&jpath, &flipped).unwrap();
+        assert_eq!(read_back(&jpath), None);
+        let mut longer = j.clone();
+        longer.insert(30, 0);
+        fs::write(&jpath, &longer).unwrap();
+        assert_eq!(read_back(&jpath), None);
+    }
+
+    #[test]
+    fn a_journal_written_one_write_at_a_time_is_the_same_journal() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        fs::write(&path, b"0123456789").unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let writes = vec![(2u64, b"xy".to_vec()), (8, b"Z".to_vec())];
+        // Discarded: nothing written, no journal left.
+        let mut j = JournalWriter::create(&path).unwrap();
+        j.add(0, b"nope").unwrap();
+        j.discard().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"0123456789");
+        assert!(!journal_path(&path).exists());
+        // Sealed: the bytes encode_journal makes; a crash now leaves it to recovery.
+        let mut j = JournalWriter::create(&path).unwrap();
+        for (off, data) in &writes {
+            j.add(*off, data).unwrap();
+        }
+        let sealed = j.seal().unwrap();
+        assert_eq!(
+            fs::read(journal_path(&path)).unwrap(),
+            encode_journal(&writes)
+        );
+        assert_eq!(fs::read(&path).unwrap(), b"0123456789", "not applied yet");
+        sealed.apply(&f).unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"01xy4567Z9");
+        assert!(!journal_path(&path).exists());
+        // A sealed journal left by a crash is applied by the next open's recovery.
+        let mut j = JournalWriter::create(&path).unwrap();
+        j.add(0, b"AB").unwrap();
+        drop(j.seal().unwrap());
+        assert!(recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"ABxy4567Z9");
     }
 
     #[test]

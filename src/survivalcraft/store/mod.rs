@@ -307,10 +307,68 @@ impl World {
             encoded.retain(|(p, _)| p != pos);
             encoded.push((*pos, bytes));
         }
-        match &mut self.terrain {
-            Terrain::Fixed(f) => f.commit(&encoded),
-            Terrain::Regions(r) => r.commit(&encoded),
+        self.commit_encoded(&encoded)
+    }
+
+    /// Writes chunks already encoded by [`codec::encode_chunk`] (at most one per position)
+    /// in one commit, crash-safely and all or nothing: `Chunks*.dat` through one journal,
+    /// region files through one journal of every region rewritten (see [`RegionStore`]).
+    pub fn commit_encoded(&mut self, encoded: &[(ChunkPos, Vec<u8>)]) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the world is opened read-only"));
         }
+        match &mut self.terrain {
+            Terrain::Fixed(f) => f.commit(encoded),
+            Terrain::Regions(r) => r.commit(encoded),
+        }
+    }
+
+    /// Edits stored chunks in one commit, all or nothing, holding few in memory: `edit`
+    /// gets each chunk of `positions` (its stored bytes and decoded form) and gives its new
+    /// form (`None`: left alone). `Chunks*.dat`: each new record goes to the journal at once
+    /// (see [`FixedFile::commit_edits`]); regions: the new compressed payloads are held and
+    /// committed as [`World::commit_encoded`] does. Returns the changed positions.
+    pub fn edit_chunks(
+        &mut self,
+        positions: &[ChunkPos],
+        mut edit: impl FnMut(ChunkPos, &[u8], Chunk) -> Result<Option<Chunk>>,
+    ) -> Result<Vec<ChunkPos>> {
+        if self.read_only {
+            return Err(Error::read_only("the world is opened read-only"));
+        }
+        let format = self.format;
+        let mut changed = Vec::new();
+        let mut encoded_edit = |pos: ChunkPos, raw: Vec<u8>| -> Result<Option<Vec<u8>>> {
+            let chunk =
+                codec::decode_chunk(format, &raw).map_err(|e| e.context(format!("chunk {pos}")))?;
+            match edit(pos, &raw, chunk)? {
+                Some(new) => {
+                    changed.push(pos);
+                    codec::encode_chunk(&new, pos)
+                        .map(Some)
+                        .map_err(|e| e.context(format!("chunk {pos}")))
+                }
+                None => Ok(None),
+            }
+        };
+        match &mut self.terrain {
+            Terrain::Fixed(f) => {
+                f.commit_edits(positions, encoded_edit)?;
+            }
+            Terrain::Regions(r) => {
+                let mut encoded = Vec::new();
+                for &pos in positions {
+                    let raw = r
+                        .read_raw(pos)
+                        .map_err(|e| e.context(format!("chunk {pos}")))?;
+                    if let Some(payload) = encoded_edit(pos, raw)? {
+                        encoded.push((pos, payload));
+                    }
+                }
+                r.commit(&encoded)?;
+            }
+        }
+        Ok(changed)
     }
 
     /// Project.xml's bytes, `None` if the world has none (e.g. a JSON project).

@@ -28,6 +28,21 @@ const NEW_FILE_MODE: u32 = 0o644;
 /// A new payload for a slot of a region.
 type SlotPayload = (usize, Vec<u8>);
 
+/// The key of a region in the replacement journal.
+fn region_key((x, z): (i32, i32)) -> u64 {
+    (u64::from(x as u32) << 32) | u64::from(z as u32)
+}
+
+/// The region a journal key names.
+fn key_region(key: u64) -> (i32, i32) {
+    ((key >> 32) as u32 as i32, key as u32 as i32)
+}
+
+/// The replacement journal of the region folder `dir`.
+fn journal_path(dir: &Path) -> PathBuf {
+    durable::journal_path(dir)
+}
+
 struct Region {
     blob: Blob,
     entries: Vec<RegionEntry>,
@@ -79,6 +94,25 @@ impl RegionStore {
         }
         let mut regions = BTreeMap::new();
         let mut damaged = BTreeMap::new();
+        let journal = journal_path(dir);
+        if writable {
+            let replayed = durable::replay_replacements(&journal, |key, bytes| {
+                fs::create_dir_all(dir)?;
+                let target = dir.join(region::region_file_name(key_region(key)));
+                write_atomic(&target, &bytes, NEW_FILE_MODE)
+            })?;
+            if replayed {
+                log::warn!(
+                    "{}: finished an interrupted commit from its journal",
+                    dir.display()
+                );
+            }
+        } else if journal.exists() {
+            log::warn!(
+                "{}: an interrupted commit is pending; mount read-write to finish it",
+                dir.display()
+            );
+        }
         let listing = match fs::read_dir(dir) {
             Ok(l) => Some(l),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -208,7 +242,8 @@ impl RegionStore {
         Ok(rec[4..].to_vec())
     }
 
-    /// Writes payloads (`pos`, payload) crash-safely, one region replacement per region.
+    /// Writes payloads (`pos`, payload) crash-safely: one region replaced alone, several
+    /// through the replacement journal (all or nothing).
     pub(crate) fn commit(&mut self, payloads: &[(ChunkPos, Vec<u8>)]) -> Result<()> {
         let dir = self
             .dir
@@ -230,18 +265,181 @@ impl RegionStore {
                 )));
             }
         }
+        // A commit whose replacements failed half-way (a full disk) is finished first.
+        durable::replay_replacements(&journal_path(&dir), |key, bytes| {
+            self.replace(&dir, key_region(key), &bytes)
+        })?;
+        if by_region.len() > 1 {
+            return self.commit_regions(&dir, by_region);
+        }
         for (rc, changes) in by_region {
-            let old = match self.regions.get(&rc) {
-                Some(r) => Some(r.blob.read_all(MAX_REGION_BYTES as u64)?),
-                None => None,
-            };
-            let bytes = region::patch_region(old.as_deref(), &changes)?;
-            let name = region::region_file_name(rc);
-            let target = dir.join(&name);
-            write_atomic(&target, &bytes, NEW_FILE_MODE)?;
-            let file = open_no_follow(&target, false)?;
-            self.regions.insert(rc, load(Blob::File(file))?);
+            let bytes = self.patched(rc, &changes)?;
+            self.replace(&dir, rc, &bytes)?;
         }
         Ok(())
+    }
+
+    /// The bytes of region `rc` with `changes` applied.
+    fn patched(&self, rc: (i32, i32), changes: &[SlotPayload]) -> Result<Vec<u8>> {
+        let old = match self.regions.get(&rc) {
+            Some(r) => Some(r.blob.read_all(MAX_REGION_BYTES as u64)?),
+            None => None,
+        };
+        region::patch_region(old.as_deref(), changes)
+    }
+
+    /// Replaces region `rc` by `bytes` (crash-safely) and reads its directory.
+    fn replace(&mut self, dir: &Path, rc: (i32, i32), bytes: &[u8]) -> Result<()> {
+        let target = dir.join(region::region_file_name(rc));
+        write_atomic(&target, bytes, NEW_FILE_MODE)?;
+        let file = open_no_follow(&target, false)?;
+        self.regions.insert(rc, load(Blob::File(file))?);
+        Ok(())
+    }
+
+    /// Commits changes to several regions all or nothing, through the replacement journal
+    /// (see the module doc).
+    fn commit_regions(
+        &mut self,
+        dir: &Path,
+        by_region: BTreeMap<(i32, i32), Vec<SlotPayload>>,
+    ) -> Result<()> {
+        let path = journal_path(dir);
+        let mut journal = durable::ReplaceJournal::create(&path)?;
+        for (rc, changes) in &by_region {
+            let added = self
+                .patched(*rc, changes)
+                .and_then(|bytes| journal.add(region_key(*rc), &bytes));
+            if let Err(e) = added {
+                journal.discard()?;
+                return Err(e);
+            }
+        }
+        journal.seal()?;
+        let replayed = durable::replay_replacements(&path, |key, bytes| {
+            self.replace(dir, key_region(key), &bytes)
+        })?;
+        if !replayed {
+            return Err(Error::corrupt(format!(
+                "{}: the sealed journal did not read back; nothing replaced",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::survivalcraft::codec::chunk::{Cell, Chunk};
+    use crate::survivalcraft::codec::format::TerrainFormat;
+    use crate::survivalcraft::codec::{decode_chunk, encode_chunk};
+
+    /// The payload of a chunk whose cell (0, 0, 0) holds block `id`.
+    fn payload(pos: ChunkPos, id: u16) -> Vec<u8> {
+        let mut c = Chunk::empty(TerrainFormat::Regions);
+        c.set_cell(
+            0,
+            0,
+            0,
+            Cell {
+                id,
+                light: 0,
+                data: 0,
+            },
+        )
+        .unwrap();
+        encode_chunk(&c, pos).unwrap()
+    }
+
+    fn id_at(store: &RegionStore, pos: ChunkPos) -> u16 {
+        let c = decode_chunk(TerrainFormat::Regions, &store.read_raw(pos).unwrap()).unwrap();
+        c.cell(0, 0, 0).unwrap().id
+    }
+
+    /// Two chunks in two regions, each holding block 1.
+    fn two_regions() -> (tempfile::TempDir, PathBuf, [ChunkPos; 2]) {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("Regions");
+        let chunks = [ChunkPos::new(1, 1), ChunkPos::new(40, -3)];
+        let mut store = RegionStore::open(&dir, true).unwrap();
+        store.commit(&chunks.map(|p| (p, payload(p, 1)))).unwrap();
+        (root, dir, chunks)
+    }
+
+    #[test]
+    fn a_commit_over_several_regions_replaces_them_all_and_leaves_no_journal() {
+        let (_root, dir, chunks) = two_regions();
+        let store = RegionStore::open(&dir, true).unwrap();
+        assert_eq!(store.regions.len(), 2);
+        for p in chunks {
+            assert_eq!(id_at(&store, p), 1);
+        }
+        assert!(!journal_path(&dir).exists());
+    }
+
+    #[test]
+    fn a_sealed_journal_left_by_a_crash_is_finished_and_a_torn_one_changes_nothing() {
+        let (_root, dir, chunks) = two_regions();
+        let store = RegionStore::open(&dir, true).unwrap();
+        let before: Vec<Vec<u8>> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        // A crash before the seal: the journal is torn, nothing changes.
+        let mut j = durable::ReplaceJournal::create(&journal_path(&dir)).unwrap();
+        for p in chunks {
+            let (rc, slot) = region::locate(p);
+            j.add(
+                region_key(rc),
+                &store.patched(rc, &[(slot, payload(p, 2))]).unwrap(),
+            )
+            .unwrap();
+        }
+        drop(j);
+        let reopened = RegionStore::open(&dir, true).unwrap();
+        for p in chunks {
+            assert_eq!(id_at(&reopened, p), 1, "a torn journal was applied");
+        }
+        assert!(!journal_path(&dir).exists());
+        let after: Vec<Vec<u8>> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        assert_eq!(before, after);
+        // A crash after the seal, before any region was replaced: the next open finishes.
+        let mut j = durable::ReplaceJournal::create(&journal_path(&dir)).unwrap();
+        for p in chunks {
+            let (rc, slot) = region::locate(p);
+            j.add(
+                region_key(rc),
+                &store.patched(rc, &[(slot, payload(p, 2))]).unwrap(),
+            )
+            .unwrap();
+        }
+        j.seal().unwrap();
+        let read_only = RegionStore::open(&dir, false).unwrap();
+        assert_eq!(
+            id_at(&read_only, chunks[0]),
+            1,
+            "a read-only open writes nothing"
+        );
+        let reopened = RegionStore::open(&dir, true).unwrap();
+        for p in chunks {
+            assert_eq!(
+                id_at(&reopened, p),
+                2,
+                "the sealed journal was not finished"
+            );
+        }
+        assert!(!journal_path(&dir).exists());
+    }
+
+    #[test]
+    fn region_keys_round_trip() {
+        for rc in [(0, 0), (-1, 2), (i32::MIN, i32::MAX), (7, -7)] {
+            assert_eq!(key_region(region_key(rc)), rc);
+        }
     }
 }

@@ -54,16 +54,7 @@ pub fn apply_inventory(player_json: &[u8], text: &[u8]) -> Result<Vec<u8>> {
         pair.insert("qty".into(), Value::from(qty));
         pairs.push(Value::Object(pair));
     }
-    pairs.sort_by(|a, b| {
-        let key = |v: &Value| {
-            v.get("itm")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .encode_utf16()
-                .collect::<Vec<u16>>()
-        };
-        key(a).cmp(&key(b))
-    });
+    pairs.sort_by_key(utf16_key);
     *list = pairs;
     match value {
         Value::Object(map) => store_object(map, player_json),
@@ -100,6 +91,89 @@ pub fn parse_inventory(text: &[u8]) -> Result<Vec<(String, i64)>> {
         out.push((item.to_string(), qty_value));
     }
     Ok(out)
+}
+
+/// The `(item, quantity)` pairs of the item list of a stored actor or player JSON, in list
+/// order; `None` when it has no `inventory.itemList`.
+pub fn item_pairs(stored: &[u8]) -> Result<Option<Vec<(String, i64)>>> {
+    let mut value = parse_stored(stored)?;
+    let Ok(list) = item_list(&mut value) else {
+        return Ok(None);
+    };
+    list.iter()
+        .map(|pair| pair_fields(pair).map(|(i, q)| (i.to_string(), q)))
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// Whether `item` can be written as an item ID of an inventory file: UTF-8 (a `&str`), not
+/// empty, no white space or control character, not starting with `#` (a comment there).
+pub fn valid_item(item: &str) -> bool {
+    !item.is_empty()
+        && !item.starts_with('#')
+        && !item.chars().any(|c| c.is_whitespace() || c.is_control())
+}
+
+/// The stored JSON with item `from` replaced by `to` in its item list (the quantity added to
+/// `to`'s where the list holds both: item IDs are unique in the list, which stays sorted as
+/// the game sorts it) and in the equipped and quick-slot references; `None` when it holds no
+/// `from`.
+pub fn rename_item(stored: &[u8], from: &str, to: &str) -> Result<Option<Vec<u8>>> {
+    let mut value = parse_stored(stored)?;
+    let Ok(list) = item_list(&mut value) else {
+        return Ok(None);
+    };
+    let Some(at) = list
+        .iter()
+        .position(|p| pair_fields(p).is_ok_and(|(i, _)| i == from))
+    else {
+        return Ok(None);
+    };
+    let (_, qty) = pair_fields(&list[at])?;
+    let mut pair = list.remove(at);
+    match list
+        .iter_mut()
+        .find(|p| pair_fields(p).is_ok_and(|(i, _)| i == to))
+    {
+        Some(existing) => {
+            let (_, had) = pair_fields(existing)?;
+            let sum = had
+                .checked_add(qty)
+                .ok_or_else(|| Error::invalid(format!("{to}: the quantities overflow")))?;
+            if let Some(obj) = existing.as_object_mut() {
+                obj.insert("qty".into(), Value::from(sum));
+            }
+        }
+        None => {
+            if let Some(obj) = pair.as_object_mut() {
+                obj.insert("itm".into(), Value::String(to.to_string()));
+            }
+            list.push(pair);
+        }
+    }
+    list.sort_by_key(utf16_key);
+    if let Some(inv) = value.get_mut("inventory") {
+        for refs in ["itemEquipped", "quickSlot"] {
+            if let Some(Value::Array(slots)) = inv.get_mut(refs) {
+                for slot in slots.iter_mut().filter(|s| s.as_str() == Some(from)) {
+                    *slot = Value::String(to.to_string());
+                }
+            }
+        }
+    }
+    match value {
+        Value::Object(map) => store_object(map, stored).map(Some),
+        _ => Err(Error::corrupt("actor JSON is not an object")),
+    }
+}
+
+/// The order `InventoryPair.compareTo` sorts item IDs in (Java string order).
+fn utf16_key(pair: &Value) -> Vec<u16> {
+    pair.get("itm")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .encode_utf16()
+        .collect()
 }
 
 fn item_list(value: &mut Value) -> Result<&mut Vec<Value>> {
@@ -157,6 +231,41 @@ mod tests {
         );
         assert!(has_inventory(PLAYER));
         assert!(!has_inventory(br#"{"genver":1}"#));
+    }
+
+    #[test]
+    fn items_are_renamed_in_the_list_and_the_references_merging_quantities() {
+        let player = br#"{"genver":1,"inventory":{"itemList":[{"itm":"basegame:1","qty":20},{"itm":"item@basegame:3","qty":1,"x":true}],"itemEquipped":[null,"item@basegame:3"],"quickSlot":["basegame:1","item@basegame:3",null]}}"#;
+        assert_eq!(
+            item_pairs(player).unwrap(),
+            Some(vec![
+                ("basegame:1".to_string(), 20),
+                ("item@basegame:3".to_string(), 1)
+            ])
+        );
+        assert_eq!(rename_item(player, "nothing", "x").unwrap(), None);
+        // A new name: the pair keeps its other fields, the list stays sorted.
+        let back = rename_item(player, "item@basegame:3", "a:9")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            std::str::from_utf8(&back).unwrap(),
+            r#"{"genver":1,"inventory":{"itemList":[{"itm":"a:9","qty":1,"x":true},{"itm":"basegame:1","qty":20}],"itemEquipped":[null,"a:9"],"quickSlot":["basegame:1","a:9",null]}}"#
+        );
+        // A name the list holds: the quantities add up.
+        let back = rename_item(player, "item@basegame:3", "basegame:1")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            std::str::from_utf8(&back).unwrap(),
+            r#"{"genver":1,"inventory":{"itemList":[{"itm":"basegame:1","qty":21}],"itemEquipped":[null,"basegame:1"],"quickSlot":["basegame:1","basegame:1",null]}}"#
+        );
+        assert_eq!(item_pairs(br#"{"genver":1}"#).unwrap(), None);
+        assert_eq!(rename_item(br#"{"genver":1}"#, "a", "b").unwrap(), None);
+        for bad in ["", "a b", "#x", "a\tb", "a\u{7}"] {
+            assert!(!valid_item(bad), "{bad:?}");
+        }
+        assert!(valid_item("basegame:1") && valid_item("item@basegame:3") && valid_item("dyn:12"));
     }
 
     #[test]

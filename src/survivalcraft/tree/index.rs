@@ -1,0 +1,373 @@
+//! The `index/` part of the mounted Survivalcraft tree (README "index/"): whole-world answers
+//! shown as folders of links and text files. Which chunks hold a block comes from
+//! [`Index`]; which slots hold an item from the parsed Project.xml, read at each question.
+//!
+//! ```text
+//! index/blocks/ID/CX,CZ   -> ../../../chunks/CX,CZ, one link per chunk holding block id ID
+//! index/items/ID          PATH COMPONENT SLOT COUNT, one line per slot holding block id ID
+//! ```
+//!
+//! IDs are the decimal block ids `blocks.cubeset` and the inventory files show (names are a
+//! reading aid that differs between game versions). Renames: `mv index/blocks/A
+//! index/blocks/B` replaces block A by B in every chunk holding it, in one commit of the
+//! chunk store; `mv index/items/A index/items/B` replaces it in every inventory slot, in one
+//! commit of Project.xml.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{chunk_cookie, holders, HolderKind, SurvivalcraftTree, INVENTORY};
+use crate::error::{Error, Result};
+use crate::survivalcraft::codec::chunk::ChunkPos;
+use crate::survivalcraft::codec::project::{self, Inventory, ProjectInfo};
+use crate::survivalcraft::index::{item_id, parse_id, replace_block, with_item_id, Answer};
+use crate::vfs::tree::{base_time, not_found, stream, Entry, Stat, TreePath};
+
+/// The top-level folder of the answers.
+pub const INDEX: &str = "index";
+
+/// The folders of `index/`, in listing order.
+const FOLDERS: [&str; 2] = ["blocks", "items"];
+
+/// Where a path below `index/` points.
+pub(super) enum At {
+    Top,
+    Folder(&'static str),
+    Block(u16),
+    BlockLink(ChunkPos),
+    Item(u16),
+}
+
+/// The target of the link to the chunk at `pos` in `index/blocks/ID/`.
+fn chunk_target(pos: ChunkPos) -> String {
+    format!("../../../chunks/{pos}")
+}
+
+/// The first chunk position whose cookie may be greater than `cookie` (the inverse of
+/// [`chunk_cookie`], rounded down).
+fn chunk_after(cookie: u64) -> ChunkPos {
+    const HALF: i64 = 1 << 30;
+    let c = cookie.saturating_sub(1);
+    let x = (c >> 31) as i64 - HALF;
+    let z = (c & ((1 << 31) - 1)) as i64 - HALF;
+    let clamp = |v: i64| v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+    ChunkPos::new(clamp(x), clamp(z))
+}
+
+impl SurvivalcraftTree {
+    fn index_answer(&self) -> Result<Arc<Answer>> {
+        self.index.answer(&self.objects)
+    }
+
+    /// Parses a path below `index/` (`parts` without `index`).
+    pub(super) fn index_at(&self, path: &TreePath, parts: &[&str]) -> Result<At> {
+        let nf = || not_found(path);
+        let max = self.objects.format().max_id();
+        Ok(match parts {
+            [] => At::Top,
+            [f] => At::Folder(FOLDERS.iter().find(|x| *x == f).copied().ok_or_else(nf)?),
+            ["blocks", id, rest @ ..] => {
+                let id = parse_id(id, max).ok_or_else(nf)?;
+                let answer = self.index_answer()?;
+                let chunks = answer.blocks.get(&id).ok_or_else(nf)?;
+                match rest {
+                    [] => At::Block(id),
+                    [c] => {
+                        let pos: ChunkPos = c.parse().map_err(|_| nf())?;
+                        if !chunks.contains(&pos) {
+                            return Err(nf());
+                        }
+                        At::BlockLink(pos)
+                    }
+                    _ => return Err(nf()),
+                }
+            }
+            ["items", id] => {
+                let id = parse_id(id, max).ok_or_else(nf)?;
+                if !self.item_lines()?.contains_key(&id) {
+                    return Err(nf());
+                }
+                At::Item(id)
+            }
+            _ => return Err(nf()),
+        })
+    }
+
+    /// Every block id in any inventory shown in the mount → the lines of its file.
+    fn item_lines(&self) -> Result<BTreeMap<u16, Vec<u8>>> {
+        let mut out: BTreeMap<u16, Vec<u8>> = BTreeMap::new();
+        let Some(p) = self.objects.project()? else {
+            return Ok(out);
+        };
+        let layout = self.layout();
+        for kind in [HolderKind::Player, HolderKind::Container] {
+            for (name, h) in holders(&p.info, kind) {
+                for inv in &h.inventories {
+                    for s in inv.slots.iter().filter(|s| s.count > 0) {
+                        out.entry(item_id(s.contents, layout))
+                            .or_default()
+                            .extend_from_slice(
+                                format!(
+                                    "{}/{name}/{INVENTORY} {} {} {}\n",
+                                    kind.dir(),
+                                    inv.component,
+                                    s.index,
+                                    s.count
+                                )
+                                .as_bytes(),
+                            );
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The block id a rename's target names (`to` is `index/FOLDER/B`), or why it names none.
+    fn rename_target(&self, to: &TreePath) -> Result<u16> {
+        let name = to.get(2).map(String::as_str).unwrap_or_default();
+        let max = self.objects.format().max_id();
+        parse_id(name, max).ok_or_else(|| {
+            Error::invalid(format!(
+                "{name}: not a block id of this world (a decimal number from 0 to {max})"
+            ))
+        })
+    }
+
+    /// `mv index/blocks/A index/blocks/B` (also as `mv` asks it when B exists:
+    /// `index/blocks/B/A`) and `mv index/items/A index/items/B`.
+    pub(super) fn index_rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        let exdev = || {
+            Error::new(
+                libc::EXDEV,
+                "only index/blocks/ID and index/items/ID can be renamed, within their folder",
+            )
+        };
+        let parts: Vec<&str> = from.iter().map(String::as_str).collect();
+        let at = self.index_at(from, &parts[1..])?;
+        let same_folder = |folder: &str| to.len() >= 3 && to[0] == INDEX && to[1] == folder;
+        match at {
+            At::Block(a) if same_folder("blocks") => {
+                // `mv A B` with B an existing folder asks for B/A.
+                if to.len() == 4 && to[3] != from[2] || to.len() > 4 {
+                    return Err(exdev());
+                }
+                let b = self.rename_target(to)?;
+                if a == b {
+                    return Ok(());
+                }
+                let chunks: Vec<ChunkPos> = self
+                    .index_answer()?
+                    .blocks
+                    .get(&a)
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .collect();
+                self.rename_block(a, b, &chunks)
+            }
+            At::Item(a) if same_folder("items") && to.len() == 3 => {
+                let b = self.rename_target(to)?;
+                if a == b {
+                    return Ok(());
+                }
+                self.rename_item(a, b)
+            }
+            _ => Err(exdev()),
+        }
+    }
+
+    /// Replaces block `a` by `b` in `chunks`, committed in one commit of the chunk store.
+    fn rename_block(&self, a: u16, b: u16, chunks: &[ChunkPos]) -> Result<()> {
+        let started = std::time::Instant::now();
+        let what = format!("block {a} to {b}");
+        log::info!("index: renaming {what} in {} chunks", chunks.len());
+        // The views other than blocks.cubeset keep their times where they stay the same.
+        let keep: Vec<(&'static str, crate::survivalcraft::cache::Render)> =
+            super::views_for(self.objects.format())
+                .filter(|v| v.name != "blocks.cubeset")
+                .map(|v| (v.name, v.render))
+                .collect();
+        let changed = self.objects.modify_chunks(
+            chunks,
+            |c| replace_block(c, a, b),
+            &keep,
+            |done| log::info!("index: renaming {what}: {done} of {} chunks", chunks.len()),
+        )?;
+        log::info!(
+            "index: renamed {what} in {changed} chunks, committed at once ({:.3} s)",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// Replaces item `a` by `b` in every inventory slot the mount shows, in one commit of
+    /// Project.xml.
+    fn rename_item(&self, a: u16, b: u16) -> Result<()> {
+        let layout = self.layout();
+        let mut holders_changed = 0;
+        self.objects.modify_project(
+            |p| {
+                let mut xml = p.xml.to_vec();
+                for kind in [HolderKind::Player, HolderKind::Container] {
+                    for (_, h) in holders(&p.info, kind) {
+                        let changed: Vec<Inventory> = h
+                            .inventories
+                            .iter()
+                            .filter(|inv| {
+                                inv.slots.iter().any(|s| item_id(s.contents, layout) == a)
+                            })
+                            .map(|inv| {
+                                let mut inv = inv.clone();
+                                for s in &mut inv.slots {
+                                    if item_id(s.contents, layout) == a {
+                                        s.contents = with_item_id(s.contents, layout, b);
+                                    }
+                                }
+                                inv
+                            })
+                            .collect();
+                        if !changed.is_empty() {
+                            xml = project::write_inventories(&xml, &h.entity_id, &changed)?;
+                            holders_changed += 1;
+                        }
+                    }
+                }
+                Ok(xml)
+            },
+            |info: &ProjectInfo| self.inventory_files(info),
+        )?;
+        log::info!(
+            "index: renamed item {a} to {b} in {holders_changed} inventories, committed in Project.xml"
+        );
+        Ok(())
+    }
+
+    /// Every stat under `index/` is volatile: what it shows depends on the whole world, so
+    /// the kernel must not keep it (a change of any chunk may change it).
+    pub(super) fn index_stat(&self, at: &At) -> Result<Stat> {
+        let mut s = match at {
+            At::BlockLink(pos) => Stat::symlink(chunk_target(*pos).len() as u64, base_time()),
+            At::Item(id) => {
+                let len = self.item_lines()?.get(id).map_or(0, Vec::len);
+                Stat::file(len as u64, base_time(), true)
+            }
+            At::Folder("items") => self.items_dir_stat(&self.item_lines()?),
+            At::Top => self.dir_stat(base_time()),
+            _ => self.answer_dir_stat(&*self.index_answer()?),
+        };
+        s.volatile = true;
+        Ok(s)
+    }
+
+    /// A folder listing part of `answer`: its mtime changes with the answer.
+    fn answer_dir_stat(&self, answer: &Answer) -> Stat {
+        self.dir_stat(base_time() + Duration::from_secs(answer.generation))
+    }
+
+    /// `items/`, read afresh from the project: its mtime changes with its names and sizes.
+    fn items_dir_stat(&self, items: &BTreeMap<u16, Vec<u8>>) -> Stat {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for (id, text) in items {
+            id.hash(&mut h);
+            text.len().hash(&mut h);
+        }
+        let nanos = (h.finish() % 1_000_000_000) as u32;
+        self.dir_stat(base_time() + Duration::new(0, nanos))
+    }
+
+    pub(super) fn index_read(&self, path: &TreePath, at: &At) -> Result<Arc<Vec<u8>>> {
+        match at {
+            At::Item(id) => self
+                .item_lines()?
+                .remove(id)
+                .map(Arc::new)
+                .ok_or_else(|| not_found(path)),
+            At::BlockLink(_) => Err(Error::new(
+                libc::ELOOP,
+                format!("{}: a symbolic link", path.join("/")),
+            )),
+            _ => Err(Error::is_dir("is a directory")),
+        }
+    }
+
+    pub(super) fn index_readlink(&self, at: &At) -> Option<Vec<u8>> {
+        match at {
+            At::BlockLink(pos) => Some(chunk_target(*pos).into_bytes()),
+            _ => None,
+        }
+    }
+
+    pub(super) fn index_list(
+        &self,
+        at: &At,
+        after: u64,
+        sink: &mut dyn FnMut(Entry) -> bool,
+    ) -> Result<()> {
+        // Volatile, as in `index_stat`.
+        let sink = &mut |mut e: Entry| {
+            e.stat.volatile = true;
+            sink(e)
+        };
+        let entries: Vec<Entry> = match at {
+            At::Top => FOLDERS
+                .iter()
+                .enumerate()
+                .map(|(i, f)| Entry {
+                    name: f.to_string(),
+                    cookie: i as u64 + 1,
+                    stat: self.dir_stat(base_time()),
+                })
+                .collect(),
+            At::Folder("blocks") => {
+                let answer = self.index_answer()?;
+                let stat = self.answer_dir_stat(&answer);
+                answer
+                    .blocks
+                    .keys()
+                    .map(|id| Entry {
+                        name: id.to_string(),
+                        cookie: u64::from(*id) + 1,
+                        stat: stat.clone(),
+                    })
+                    .collect()
+            }
+            At::Folder(_) => self
+                .item_lines()?
+                .iter()
+                .map(|(id, text)| Entry {
+                    name: id.to_string(),
+                    cookie: u64::from(*id) + 1,
+                    stat: Stat::file(text.len() as u64, base_time(), true),
+                })
+                .collect(),
+            At::Block(id) => {
+                let answer = self.index_answer()?;
+                let chunks = answer
+                    .blocks
+                    .get(id)
+                    .ok_or_else(|| Error::not_found("no such block"))?;
+                // The chunks are in position order, which is their cookies' order.
+                for &pos in chunks.range(chunk_after(after)..) {
+                    let Some(cookie) = chunk_cookie(pos).filter(|&c| c > after) else {
+                        continue;
+                    };
+                    let e = Entry {
+                        name: pos.to_string(),
+                        cookie,
+                        stat: Stat::symlink(chunk_target(pos).len() as u64, base_time()),
+                    };
+                    if !sink(e) {
+                        break;
+                    }
+                }
+                return Ok(());
+            }
+            _ => return Err(Error::not_dir("not a directory")),
+        };
+        stream(entries, after, sink);
+        Ok(())
+    }
+}
