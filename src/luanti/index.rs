@@ -208,6 +208,8 @@ pub struct Answer {
     /// `index/` show it in their mtime, since the kernel keeps a folder's listing until
     /// its mtime changes.
     pub generation: u64,
+    /// The store's `data_version` the answer is true for (`None`: none yet).
+    pub version: Option<i64>,
 }
 
 impl Answer {
@@ -300,6 +302,42 @@ impl Answer {
             Err(e) => {
                 self.broken.insert(packed, e.to_string());
             }
+        }
+    }
+
+    /// Node `from` became `to` in the blocks `changed` (packed, each of them held `from`),
+    /// nothing else of them changed: the answer follows without decoding them again.
+    pub fn node_renamed(&mut self, from: &str, to: &str, changed: &[u64]) {
+        let Some(nodes) = &mut self.nodes else { return };
+        if changed.is_empty() {
+            return;
+        }
+        let mut left = nodes.remove(from).unwrap_or_default();
+        let now = nodes.entry(to.to_string()).or_default();
+        for p in changed {
+            left.remove(p);
+            now.insert(*p);
+        }
+        if !left.is_empty() {
+            nodes.insert(from.to_string(), left);
+        }
+    }
+
+    /// Item `from` became `to` in every node inventory of the blocks `changed` (packed),
+    /// nothing else of them changed: the answer follows without decoding them again.
+    pub fn item_renamed(&mut self, from: &[u8], to: &[u8], changed: &[u64]) {
+        let Some(items) = &mut self.items else { return };
+        let Some(slots) = items.remove(from) else {
+            return;
+        };
+        let changed: BTreeSet<u64> = changed.iter().copied().collect();
+        let (moved, left): (BTreeSet<Slot>, BTreeSet<Slot>) =
+            slots.into_iter().partition(|s| changed.contains(&s.block));
+        if !left.is_empty() {
+            items.insert(from.to_vec(), left);
+        }
+        if !moved.is_empty() {
+            items.entry(to.to_vec()).or_default().extend(moved);
         }
     }
 
@@ -471,17 +509,11 @@ fn scan(
     })
 }
 
-/// The kept answer and the store version it is true for.
-#[derive(Default)]
-struct Kept {
-    version: Option<i64>,
-    answer: Arc<Answer>,
-}
-
 /// The whole-world questions of one map store.
 pub struct Index {
     store: Arc<BlockStore>,
-    kept: Mutex<Kept>,
+    /// The kept answer (its `version` is `None` when none is kept).
+    kept: Mutex<Arc<Answer>>,
     /// One scan at a time (questions asked during a scan wait for its answer).
     scanning: Mutex<()>,
     budget: usize,
@@ -500,7 +532,7 @@ impl Index {
             .max(2);
         let index = Arc::new(Index {
             store: store.clone(),
-            kept: Mutex::new(Kept::default()),
+            kept: Mutex::new(Arc::default()),
             scanning: Mutex::new(()),
             budget,
             workers,
@@ -511,7 +543,7 @@ impl Index {
         index
     }
 
-    fn kept(&self) -> Result<MutexGuard<'_, Kept>> {
+    fn kept(&self) -> Result<MutexGuard<'_, Arc<Answer>>> {
         self.kept
             .lock()
             .map_err(|_| Error::corrupt("index lock poisoned"))
@@ -541,10 +573,10 @@ impl Index {
             let mut base = {
                 let kept = self.kept()?;
                 if kept.version == Some(version) {
-                    if kept.answer.has(kind) {
-                        return Ok(kept.answer.clone());
+                    if kept.has(kind) {
+                        return Ok(kept.clone());
                     }
-                    Answer::clone(&kept.answer)
+                    Answer::clone(&kept)
                 } else {
                     Answer::default()
                 }
@@ -554,6 +586,7 @@ impl Index {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             scan(&self.store, kind, &mut base, self.workers, SCAN_BYTES)?;
             base.generation = self.next_generation();
+            base.version = Some(version);
             log::info!(
                 "index: scanned the map for {kind:?} in {:.3} s",
                 started.elapsed().as_secs_f64()
@@ -565,14 +598,13 @@ impl Index {
                 continue;
             }
             if answer.weight() <= self.budget {
-                kept.version = Some(version);
-                kept.answer = answer.clone();
+                *kept = answer.clone();
             } else {
                 log::info!(
                     "index: the answer ({} bytes) is larger than the cache budget; not kept",
                     answer.weight()
                 );
-                *kept = Kept::default();
+                *kept = Arc::default();
             }
             return Ok(answer);
         }
@@ -583,20 +615,40 @@ impl Index {
     }
 }
 
+impl Index {
+    /// Our streamed commit took the store from `before` to `after` (`data_version`s):
+    /// `follow` brings the kept answer up to date when it was true before (else it is
+    /// dropped, unless a question already made it for `after`).
+    pub fn edited(&self, before: i64, after: i64, follow: impl FnOnce(&mut Answer)) {
+        let Ok(mut kept) = self.kept() else { return };
+        if kept.version != Some(before) {
+            if kept.version != Some(after) {
+                *kept = Arc::default();
+            }
+            return;
+        }
+        // Copied only while a question still holds the previous answer.
+        let answer = Arc::make_mut(&mut kept);
+        follow(answer);
+        answer.generation = self.next_generation();
+        answer.version = Some(after);
+    }
+}
+
 impl CommitWatch for Index {
     fn committed(&self, before: i64, after: i64, changes: &[Change]) {
         let Ok(mut kept) = self.kept() else { return };
         if kept.version != Some(before) {
-            *kept = Kept::default();
+            *kept = Arc::default();
             return;
         }
         // Copied only while a question still holds the previous answer.
-        let answer = Arc::make_mut(&mut kept.answer);
+        let answer = Arc::make_mut(&mut kept);
         for (pos, blob) in changes {
             answer.update(*pos, blob.as_deref());
         }
         answer.generation = self.next_generation();
-        kept.version = Some(after);
+        answer.version = Some(after);
     }
 }
 

@@ -15,7 +15,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
-    int_to_pos, is_last_page, pos_to_int, push_listed, Change, Listed, MAX_STORED,
+    int_to_pos, is_last_page, pos_to_int, push_listed, Change, Listed, Produce, Stream, MAX_STORED,
 };
 use crate::luanti::store::sqlite;
 
@@ -279,40 +279,43 @@ impl SqliteMap {
         if self.is_absent() {
             return Ok(None);
         }
-        self.with_reader(|c| {
-            let row = match self.schema {
-                Schema::Pos => c
-                    .prepare_cached(&format!(
-                        "SELECT {}, octet_length(data) FROM blocks WHERE pos = ?1 LIMIT 1",
-                        data_column()
-                    ))?
-                    .query_row(params![pos_to_int(pos)], |r| {
-                        Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
-                    })
-                    .optional()?,
-                Schema::Xyz => c
-                    .prepare_cached(&format!(
-                        "SELECT {}, octet_length(data) FROM blocks \
-                         WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1",
-                        data_column()
-                    ))?
-                    .query_row(params![pos.x, pos.y, pos.z], |r| {
-                        Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
-                    })
-                    .optional()?,
-            };
-            match row {
-                None => Ok(None),
-                Some((Some(data), _)) => Ok(Some(data)),
-                Some((None, length)) => Err(Error::corrupt(format!(
-                    "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
-                    pos.x,
-                    pos.y,
-                    pos.z,
-                    length.unwrap_or(0)
-                ))),
-            }
-        })
+        self.with_reader(|c| self.get_on(c, pos))
+    }
+
+    /// The stored blob of one block, read on the connection `c`.
+    fn get_on(&self, c: &Connection, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        let row = match self.schema {
+            Schema::Pos => c
+                .prepare_cached(&format!(
+                    "SELECT {}, octet_length(data) FROM blocks WHERE pos = ?1 LIMIT 1",
+                    data_column()
+                ))?
+                .query_row(params![pos_to_int(pos)], |r| {
+                    Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
+                })
+                .optional()?,
+            Schema::Xyz => c
+                .prepare_cached(&format!(
+                    "SELECT {}, octet_length(data) FROM blocks \
+                     WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1",
+                    data_column()
+                ))?
+                .query_row(params![pos.x, pos.y, pos.z], |r| {
+                    Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
+                })
+                .optional()?,
+        };
+        match row {
+            None => Ok(None),
+            Some((Some(data), _)) => Ok(Some(data)),
+            Some((None, length)) => Err(Error::corrupt(format!(
+                "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
+                pos.x,
+                pos.y,
+                pos.z,
+                length.unwrap_or(0)
+            ))),
+        }
     }
 
     /// The listing key of a position (for resuming a listing just after it).
@@ -415,15 +418,9 @@ impl SqliteMap {
         self.read_only
     }
 
-    /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
-    /// once the transaction holds the write lock: no other connection can commit until it
-    /// ends, so what `select` reads of the store ([`SqliteMap::get`], `data_version`) stays
-    /// true until the commit.
-    pub fn commit_selected(
-        &self,
-        changes: Vec<Change>,
-        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
-    ) -> Result<Vec<Change>> {
+    /// The writer's connection (made on first use, creating the database if it does not
+    /// exist yet), under its lock.
+    fn writer(&self) -> Result<std::sync::MutexGuard<'_, Option<Connection>>> {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
@@ -436,8 +433,24 @@ impl SqliteMap {
                 drop(sqlite::open_or_create(&self.path, MAP_SCHEMA)?);
                 self.absent.store(false, Ordering::Relaxed);
             }
-            *guard = Some(self.connect(false)?);
+            let conn = self.connect(false)?;
+            // A streamed commit keeps its blobs in a temporary table: in a file, not memory.
+            conn.execute_batch("PRAGMA temp_store = FILE")?;
+            *guard = Some(conn);
         }
+        Ok(guard)
+    }
+
+    /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
+    /// once the transaction holds the write lock: no other connection can commit until it
+    /// ends, so what `select` reads of the store ([`SqliteMap::get`], `data_version`) stays
+    /// true until the commit.
+    pub fn commit_selected(
+        &self,
+        changes: Vec<Change>,
+        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
+    ) -> Result<Vec<Change>> {
+        let mut guard = self.writer()?;
         let conn = guard
             .as_mut()
             .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
@@ -467,6 +480,70 @@ impl SqliteMap {
         }
         tx.commit()?;
         Ok(changes)
+    }
+
+    /// A streamed commit (see [`MapStore::commit_stream`]): one transaction that holds the
+    /// write lock from the start (other writers wait; readers go on), reads through the
+    /// writer's connection, and keeps each blob put into it in a temporary table, which
+    /// SQLite keeps in a file of its own and removes itself. The commit copies that table
+    /// into `blocks` in one statement: only then does the transaction write the database
+    /// (and, in rollback-journal mode, keep readers out until it commits), as long as an
+    /// ordinary commit of the same blocks would.
+    ///
+    /// [`MapStore::commit_stream`]: crate::luanti::store::map::MapStore::commit_stream
+    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        let mut guard = self.writer()?;
+        let conn = guard
+            .as_mut()
+            .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let (table, copy) = match self.schema {
+            Schema::Pos => (
+                "CREATE TEMP TABLE worldfs_stream (pos INTEGER PRIMARY KEY, data BLOB)",
+                "REPLACE INTO main.blocks (pos, data) SELECT pos, data FROM temp.worldfs_stream",
+            ),
+            Schema::Xyz => (
+                "CREATE TEMP TABLE worldfs_stream (x INTEGER, y INTEGER, z INTEGER, \
+                 data BLOB, PRIMARY KEY (x, z, y))",
+                "REPLACE INTO main.blocks (x, y, z, data) \
+                 SELECT x, y, z, data FROM temp.worldfs_stream",
+            ),
+        };
+        tx.execute_batch(table)?;
+        produce(&mut SqliteStream { map: self, tx: &tx })?;
+        tx.execute_batch(copy)?;
+        tx.execute_batch("DROP TABLE temp.worldfs_stream")?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// The transaction of a streamed commit of [`SqliteMap`] (a failure drops it: rolled back,
+/// temporary table included).
+struct SqliteStream<'a> {
+    map: &'a SqliteMap,
+    tx: &'a rusqlite::Transaction<'a>,
+}
+
+impl Stream for SqliteStream<'_> {
+    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.map.get_on(self.tx, pos)
+    }
+
+    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
+        match self.map.schema {
+            Schema::Pos => self
+                .tx
+                .prepare_cached("REPLACE INTO temp.worldfs_stream (pos, data) VALUES (?1, ?2)")?
+                .execute(params![pos_to_int(pos), data])?,
+            Schema::Xyz => self
+                .tx
+                .prepare_cached(
+                    "REPLACE INTO temp.worldfs_stream (x, y, z, data) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![pos.x, pos.y, pos.z, data])?,
+        };
+        Ok(())
     }
 }
 

@@ -17,7 +17,8 @@ use std::time::Duration;
 use super::blocks::{block_name, rel_name};
 use super::{base_time, not_found, LuantiTree};
 use crate::error::{Error, Result};
-use crate::luanti::codec::block::RelPos;
+use crate::luanti::cache::Edited;
+use crate::luanti::codec::block::{BlockPos, MapBlock, RelPos};
 use crate::luanti::index::{pack, rename_item, rename_node, unpack, valid_name, Answer, Kind};
 use crate::names;
 use crate::vfs::tree::{stream, Entry, Stat, TreePath};
@@ -237,49 +238,48 @@ impl LuantiTree {
                 if a == b {
                     return Ok(());
                 }
-                let answer = self.index_answer(Kind::Nodes)?;
-                let blocks: Vec<_> = answer
-                    .nodes
-                    .as_ref()
-                    .and_then(|n| n.get(&a))
-                    .into_iter()
-                    .flatten()
-                    .map(|&p| unpack(p))
-                    .collect();
-                drop(answer);
-                self.rename_in_blocks(&format!("node {a} to {b}"), &blocks, |block| {
-                    rename_node(block, &a, &b)
-                })
+                let holding = |answer: &Answer| -> Vec<BlockPos> {
+                    let set = answer.nodes.as_ref().and_then(|n| n.get(&a));
+                    set.into_iter().flatten().map(|&p| unpack(p)).collect()
+                };
+                self.rename_in_blocks(
+                    &format!("node {a} to {b}"),
+                    Kind::Nodes,
+                    holding,
+                    |block| rename_node(block, &a, &b),
+                    |answer, changed| answer.node_renamed(&a, &b, changed),
+                )
             }
             At::Item(a) if same_folder("items") && to.len() == 3 => {
                 let b = target(to)?;
                 if a == b {
                     return Ok(());
                 }
-                let answer = self.index_answer(Kind::Items)?;
-                let blocks: BTreeSet<u64> = answer
-                    .items
-                    .as_ref()
-                    .and_then(|i| i.get(&a))
-                    .into_iter()
-                    .flatten()
-                    .map(|s| s.block)
-                    .collect();
-                drop(answer);
-                let blocks: Vec<_> = blocks.into_iter().map(unpack).collect();
+                let holding = |answer: &Answer| -> Vec<BlockPos> {
+                    let slots = answer.items.as_ref().and_then(|i| i.get(&a));
+                    let blocks: BTreeSet<u64> =
+                        slots.into_iter().flatten().map(|s| s.block).collect();
+                    blocks.into_iter().map(unpack).collect()
+                };
                 let what = format!(
                     "item {} to {}",
                     String::from_utf8_lossy(&a),
                     String::from_utf8_lossy(&b)
                 );
-                self.rename_in_blocks(&what, &blocks, |block| {
-                    block
-                        .metadata
-                        .iter_mut()
-                        .map(|m| rename_item(&mut m.inventory, &a, &b))
-                        .sum::<usize>()
-                        > 0
-                })?;
+                self.rename_in_blocks(
+                    &what,
+                    Kind::Items,
+                    holding,
+                    |block| {
+                        block
+                            .metadata
+                            .iter_mut()
+                            .map(|m| rename_item(&mut m.inventory, &a, &b))
+                            .sum::<usize>()
+                            > 0
+                    },
+                    |answer, changed| answer.item_renamed(&a, &b, changed),
+                )?;
                 if let Some(accounts) = &self.accounts {
                     let players = accounts.rename_item(&a, &b)?;
                     log::info!("index: renamed {what} in {players} players' inventories");
@@ -290,21 +290,50 @@ impl LuantiTree {
         }
     }
 
-    /// Applies `edit` to `blocks` and commits the changed ones in one transaction, logging
-    /// the progress.
+    /// Applies `edit` to the blocks `holding` finds in the answer of `kind` and commits
+    /// the changed ones in one transaction ([`Blocks::edit_many`]), logging the progress;
+    /// `follow` then brings the kept answer up to date for the changed blocks.
+    ///
+    /// The blocks come from the answer true for the store as the transaction found it: the
+    /// one asked before, when nothing was committed since, else one asked again inside the
+    /// transaction (other writers are kept out of it), so a block another writer gave the
+    /// name just before is renamed too.
+    ///
+    /// [`Blocks::edit_many`]: crate::luanti::cache::Blocks::edit_many
     fn rename_in_blocks(
         &self,
         what: &str,
-        blocks: &[crate::luanti::codec::block::BlockPos],
-        edit: impl Fn(&mut crate::luanti::codec::block::MapBlock) -> bool,
+        kind: Kind,
+        holding: impl Fn(&Answer) -> Vec<BlockPos>,
+        edit: impl Fn(&mut MapBlock) -> bool + Sync,
+        follow: impl FnOnce(&mut Answer, &[u64]),
     ) -> Result<()> {
         let started = std::time::Instant::now();
-        log::info!("index: renaming {what} in {} blocks", blocks.len());
-        let changed = self.blocks.edit_many(blocks, edit, |done| {
-            if done > 0 && done < blocks.len() {
-                log::info!("index: renaming {what}: {done} of {} blocks", blocks.len());
+        let asked = self.index_answer(kind)?;
+        let positions = |before: i64| -> Result<Vec<BlockPos>> {
+            let answer = if asked.version == Some(before) {
+                asked
+            } else {
+                drop(asked);
+                log::info!("index: the map changed since the question; asking it again");
+                self.index_answer(kind)?
+            };
+            let blocks = holding(&answer);
+            log::info!("index: renaming {what} in {} blocks", blocks.len());
+            Ok(blocks)
+        };
+        let progress = |done: usize, all: usize| {
+            if done > 0 && done < all {
+                log::info!("index: renaming {what}: {done} of {all} blocks");
             }
-        })?;
+        };
+        let followed = |edited: &Edited| {
+            let changed: Vec<u64> = edited.changed.iter().map(|&p| pack(p)).collect();
+            self.index.edited(edited.before, edited.after, |answer| {
+                follow(answer, &changed)
+            });
+        };
+        let changed = self.blocks.edit_many(positions, edit, progress, followed)?;
         log::info!(
             "index: renamed {what} in {changed} blocks, committed in one transaction ({:.3} s)",
             started.elapsed().as_secs_f64()
