@@ -172,7 +172,7 @@ fn a_rename_over_many_blocks_holds_a_bounded_number_of_blobs() {
         most <= bound,
         "the rename of {count} blocks ({} MiB of blobs) held {} MiB at once; at most {} MiB \
          are allowed",
-        count * blob >> 20,
+        (count * blob) >> 20,
         most >> 20,
         bound >> 20
     );
