@@ -1,5 +1,6 @@
 //! Decoded blocks on demand: the cache over `map.sqlite`, per-block locking, change
-//! detection and atomic read-modify-write of one block.
+//! detection and atomic read-modify-write of one block, or of many in one transaction
+//! ([`Blocks::edit_many`], parallel and streamed into the transaction).
 //!
 //! Nothing is decoded until a path inside a block folder is touched. Reads take no global
 //! lock while decoding (only the cache's map, briefly). Writes to one block are serialised by
@@ -67,7 +68,7 @@ impl Weigh for Cached {
 }
 
 /// Blocks one worker of [`Blocks::edit_many`] is given at a time (fewer when they hold more
-/// than [`EDIT_JOB_BYTES`]).
+/// than `EDIT_JOB_BYTES`).
 pub const EDIT_JOB: usize = 64;
 /// Bytes of blobs one job of [`Blocks::edit_many`] holds at most (beyond its last blob).
 const EDIT_JOB_BYTES: usize = 1 << 20;

@@ -14,8 +14,10 @@
 //! The answer is kept true without rescanning after our own commits: the store reports each
 //! commit with the database's `data_version` before and after it ([`CommitWatch`]), and
 //! when the answer was current before the commit it is updated for the committed blocks
-//! only. Any other change of `data_version` (another writer's commit) leaves the answer out
-//! of date: the next question scans again. An answer larger than the cache budget is used
+//! only. A rename, streamed into its transaction without keeping the blobs, is followed
+//! without decoding its blocks again ([`Index::edited`], [`Answer::node_renamed`],
+//! [`Answer::item_renamed`]). Any other change of `data_version` (another writer's commit)
+//! leaves the answer out of date: the next question scans again. An answer larger than the cache budget is used
 //! for the question that made it and not kept.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -11,7 +11,8 @@
 //! of impossible positions are. The engine never read any other form of key.
 //!
 //! Commits: every commit is one LevelDB write batch, synced, so a crash leaves each block
-//! of it old or new together.
+//! of it old or new together. A streamed commit (a rename of `index/`) fills one batch too:
+//! LevelDB has no larger atomic unit, and a batch is kept in memory until it is written.
 //!
 //! Listing order: LevelDB iterates its keys bytewise, so `"-1" < "-10" < "0" < "1" <
 //! "10" < "2"`. The listing follows that order, never sorting anything itself, and its

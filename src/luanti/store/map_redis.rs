@@ -7,7 +7,8 @@
 //! (so a field that is not exactly that text of a position in range is never loaded: it is
 //! left out of the listing and counted in [`RedisMap::out_of_range`]); blocks are written
 //! with `HSET` and removed with `HDEL` between `MULTI` and `EXEC`. So is every commit of
-//! worldfs: one `MULTI`/`EXEC`, which Redis applies whole or not at all.
+//! worldfs: one `MULTI`/`EXEC`, which Redis applies whole or not at all (a streamed commit
+//! sends its `HSET`s as they come, and the server queues them until `EXEC`).
 //!
 //! Another writer (a running server) may change the hash at any time. A commit `WATCH`es the
 //! hash before its `select` reads the stored blocks, so when another writer changed the
@@ -513,7 +514,7 @@ impl RedisMap {
 
     /// A streamed commit (see [`MapStore::commit_stream`]): the hash is `WATCH`ed, `MULTI`
     /// begins, and each blob put is sent at once as an `HSET` the server queues (in
-    /// pipelines of at most [`STREAM_BATCH`] bytes, so this process holds no more than
+    /// pipelines of at most `STREAM_BATCH` bytes, so this process holds no more than
     /// that); blocks are read through other connections. `EXEC` applies them all, or none
     /// when another writer changed the hash meanwhile (the commit then fails with `EAGAIN`);
     /// a failure before it sends `DISCARD`. Redis keeps a transaction's queued commands in

@@ -4,7 +4,8 @@
 //! `blocks(x, y, z, data)`, older ones `blocks(pos, data)` forever); so do we. Every read is
 //! one short statement (listing is paged by key), so a reader never holds a lock long enough
 //! to make a running server wait; every write is one transaction, so a crash leaves each
-//! block either old or new. The store never changes the database's journal mode or schema.
+//! block either old or new. A streamed commit keeps its blocks in a temporary table until it
+//! copies them into `blocks` ([`SqliteMap::commit_stream`]). The store never changes the database's journal mode or schema.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
