@@ -470,7 +470,9 @@ impl Blocks {
             .unwrap_or(2)
             .max(2);
         let (before, after) = self.store.commit_stream(|before, stream| {
-            let positions = positions(before)?;
+            // In the store's order: neighbours share pages, read and written once each.
+            let mut positions = positions(before)?;
+            positions.sort_by_key(|p| self.store.map().key_of(*p));
             edit_streamed(
                 stream,
                 &positions,
