@@ -169,6 +169,10 @@ pub struct Blocks {
     /// anything else looks at the database (tests of the interleaving).
     #[cfg(test)]
     in_commit: crate::vfs::race_hook::RaceHook<Blocks>,
+    /// Runs once in [`Blocks::edit_many`] after it took the block locks and before its
+    /// transaction begins (tests of another writer committing then).
+    #[cfg(test)]
+    pub(crate) before_edit: crate::vfs::race_hook::RaceHook<Blocks>,
 }
 
 /// Gives memory freed by a large block back to the system. glibc keeps freed small
@@ -290,6 +294,8 @@ impl Blocks {
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             #[cfg(test)]
             in_commit: Default::default(),
+            #[cfg(test)]
+            before_edit: Default::default(),
         }
     }
 
@@ -463,6 +469,8 @@ impl Blocks {
             .iter()
             .map(|l| l.lock().map_err(|_| Error::corrupt("block lock poisoned")))
             .collect::<Result<Vec<_>>>()?;
+        #[cfg(test)]
+        self.before_edit.run(self);
         let mut changed = Vec::new();
         let mut times = Vec::new();
         let workers = std::thread::available_parallelism()

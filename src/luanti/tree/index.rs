@@ -530,3 +530,71 @@ fn stream_blocks(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::luanti::codec;
+    use crate::luanti::store::map::MapStore;
+    use crate::vfs::tree::{Options, Tree};
+
+    fn blob(name: &str) -> Vec<u8> {
+        let mut b = crate::luanti::cache::new_block();
+        b.names = vec![name.to_string()];
+        codec::encode_block(&b).expect("encodes")
+    }
+
+    fn at(x: i16) -> BlockPos {
+        BlockPos { x, y: 0, z: 0 }
+    }
+
+    /// Another writer that gives a block the name after the question and before the
+    /// rename's transaction begins: the rename asks again inside its transaction, so that
+    /// block is renamed too.
+    #[test]
+    fn a_block_given_the_name_just_before_the_rename_is_renamed_too() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let mut changes: Vec<_> = (0..10).map(|x| (at(x), Some(blob("test:a")))).collect();
+        changes.push((at(20), Some(blob("test:z"))));
+        MapStore::open(&path, false)
+            .expect("writer")
+            .commit(&changes)
+            .expect("commit");
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let options = Options {
+            read_only: false,
+            cache_bytes: 1 << 20,
+        };
+        let tree = LuantiTree::open(&path, &options).expect("opens");
+        let p = |parts: &[&str]| -> Vec<String> { parts.iter().map(|s| s.to_string()).collect() };
+        let mut listed = 0;
+        tree.list(&p(&["index", "nodes", "test:a"]), 0, &mut |_| {
+            listed += 1;
+            true
+        })
+        .expect("the question");
+        assert_eq!(listed, 10);
+        let other = path.clone();
+        tree.blocks.before_edit.set(move |_| {
+            MapStore::open(&other, false)
+                .expect("another writer")
+                .commit(&[(at(20), Some(blob("test:a")))])
+                .expect("its commit");
+        });
+        tree.rename(
+            &p(&["index", "nodes", "test:a"]),
+            &p(&["index", "nodes", "test:b"]),
+        )
+        .expect("the rename");
+        let store = MapStore::open(&path, true).expect("reader");
+        for x in (0..10).chain([20]) {
+            let b = codec::decode_block(&store.get(at(x)).expect("read").expect("stored"))
+                .expect("decodes");
+            assert_eq!(b.names, ["test:b"], "block {x},0,0");
+        }
+    }
+}
