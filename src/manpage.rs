@@ -30,8 +30,9 @@ MOUNT/index/broken/X,Y,Z            link to each block that does not decode
 .fi
 .PP
 index/ answers whole-world questions from one parallel in-process scan of the map (nothing
-is scanned at mount); the answer is kept and updated by changes made through the mount, and
-rescanned after another program's commit. mv index/nodes/A index/nodes/B replaces node A by
+is scanned at mount); the answer is kept (within --cache-size: on a large world only the node
+names and the blocks of the name asked about) and updated by changes made through the mount,
+and rescanned after another program's commit. mv index/nodes/A index/nodes/B replaces node A by
 B in every block (one transaction, all or nothing; the changed blocks are streamed into it,
 so the daemon holds a bounded number of them, except on LevelDB and PostgreSQL, which hold
 them all until the commit); mv index/items/A index/items/B replaces item A by B in

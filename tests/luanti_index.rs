@@ -217,6 +217,66 @@ fn every_sample_map_answers_what_a_brute_force_walk_finds() {
     }
 }
 
+/// A budget too small to keep the blocks of every node name (a large world): the answers
+/// are the same (the blocks of each name are kept when it is asked about), and a rename
+/// goes through and is followed.
+#[test]
+fn a_budget_smaller_than_the_answer_gives_the_same_answers() {
+    let (_dir, world) = engine_world();
+    let map = world.join("map.sqlite");
+    scratch::state_dir();
+    let tree = LuantiTree::open(
+        &world,
+        &Options {
+            read_only: false,
+            cache_bytes: 16 << 10,
+        },
+    )
+    .expect("the world opens");
+    let expected = brute_force(&tree, &map);
+    assert_eq!(shown(&tree), expected);
+    let kept = tree
+        .index()
+        .answer(worldfs::luanti::index::Kind::Nodes, None)
+        .expect("the answer");
+    let nodes = kept.nodes.as_ref().expect("nodes");
+    assert!(
+        nodes.values().any(Option::is_none),
+        "the blocks of some name are not kept"
+    );
+    drop(kept);
+    let names = ls(&tree, &["index", "nodes"]);
+    assert!(names.iter().any(|n| n == "default:chest"));
+    rename(
+        &tree,
+        &["index", "nodes", "default:chest"],
+        &["index", "nodes", "test:box"],
+    )
+    .expect("rename");
+    let scans = tree.index().scans();
+    assert!(ls(&tree, &["index", "nodes"])
+        .iter()
+        .all(|n| n != "default:chest"));
+    assert_eq!(
+        ls(&tree, &["index", "nodes", "test:box"]),
+        ls_chests(&expected),
+        "the renamed blocks"
+    );
+    assert_eq!(
+        tree.index().scans(),
+        scans,
+        "the rename was followed without a scan"
+    );
+    assert_eq!(shown(&tree), brute_force(&tree, &map));
+}
+
+/// The blocks the expected answer says hold a chest, in listing order.
+fn ls_chests(e: &Expected) -> Vec<String> {
+    let mut v: Vec<String> = e.nodes["default:chest"].iter().cloned().collect();
+    v.sort_by_key(|b| worldfs::luanti::index::pack(block_name_pos(b)));
+    v
+}
+
 /// A radius-1 engine world in a temporary folder.
 fn engine_world() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");

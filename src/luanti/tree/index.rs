@@ -19,7 +19,9 @@ use super::{base_time, not_found, LuantiTree};
 use crate::error::{Error, Result};
 use crate::luanti::cache::Edited;
 use crate::luanti::codec::block::{BlockPos, MapBlock, RelPos};
-use crate::luanti::index::{pack, rename_item, rename_node, unpack, valid_name, Answer, Kind};
+use crate::luanti::index::{
+    pack, rename_item, rename_node, unpack, valid_name, Answer, Focus, Kind,
+};
 use crate::names;
 use crate::vfs::tree::{stream, Entry, Stat, TreePath};
 
@@ -88,9 +90,25 @@ fn unavailable(kind: &str) -> Error {
     Error::corrupt(format!("index: the {kind} answer is missing"))
 }
 
+/// The blocks holding the node `name` in an answer asked about it.
+fn holders<'a>(answer: &'a Answer, name: &str) -> Result<&'a BTreeSet<u64>> {
+    let nodes = answer.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
+    match nodes.get(name) {
+        Some(Some(set)) => Ok(set),
+        Some(None) => Err(unavailable("nodes")),
+        None => Err(Error::not_found("no such node")),
+    }
+}
+
 impl LuantiTree {
     fn index_answer(&self, kind: Kind) -> Result<Arc<Answer>> {
-        self.index.answer(kind)
+        self.index.answer(kind, None)
+    }
+
+    /// The nodes answer holding the blocks of the stored node name `name` (the index keeps
+    /// those of every name only while they fit its budget).
+    fn node_answer(&self, name: &str) -> Result<Arc<Answer>> {
+        self.index.answer_about(&|n: &str| n == name)
     }
 
     /// Parses a path below `index/` (`parts` without `index`).
@@ -99,16 +117,16 @@ impl LuantiTree {
         Ok(match parts {
             [] => At::Top,
             [f] => At::Folder(FOLDERS.iter().find(|x| *x == f).copied().ok_or_else(nf)?),
-            ["nodes", name, rest @ ..] => {
-                let a = self.index_answer(Kind::Nodes)?;
+            ["nodes", file, rest @ ..] => {
+                let shown = |n: &str| names::escape(n.as_bytes()) == *file;
+                let a = self.index.answer(Kind::Nodes, Some(&shown))?;
                 let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
-                let (name, set) = nodes
-                    .iter()
-                    .find(|(n, _)| names::escape(n.as_bytes()) == *name)
-                    .ok_or_else(nf)?;
+                let name = nodes.keys().find(|n| shown(n)).ok_or_else(nf)?.clone();
                 match rest {
-                    [] => At::Node(name.clone()),
+                    [] => At::Node(name),
                     [b] => {
+                        let a = self.node_answer(&name)?;
+                        let set = holders(&a, &name)?;
                         let packed = parse_block(b).filter(|p| set.contains(p)).ok_or_else(nf)?;
                         At::NodeLink(packed)
                     }
@@ -239,12 +257,17 @@ impl LuantiTree {
                     return Ok(());
                 }
                 let holding = |answer: &Answer| -> Vec<BlockPos> {
-                    let set = answer.nodes.as_ref().and_then(|n| n.get(&a));
+                    let set = answer
+                        .nodes
+                        .as_ref()
+                        .and_then(|n| n.get(&a))
+                        .and_then(Option::as_ref);
                     set.into_iter().flatten().map(|&p| unpack(p)).collect()
                 };
+                let focus = |n: &str| n == a;
                 self.rename_in_blocks(
                     &format!("node {a} to {b}"),
-                    Kind::Nodes,
+                    (Kind::Nodes, Some(&focus)),
                     holding,
                     |block| rename_node(block, &a, &b),
                     |answer, changed| answer.node_renamed(&a, &b, changed),
@@ -268,7 +291,7 @@ impl LuantiTree {
                 );
                 self.rename_in_blocks(
                     &what,
-                    Kind::Items,
+                    (Kind::Items, None),
                     holding,
                     |block| {
                         block
@@ -290,9 +313,10 @@ impl LuantiTree {
         }
     }
 
-    /// Applies `edit` to the blocks `holding` finds in the answer of `kind` and commits
-    /// the changed ones in one transaction ([`Blocks::edit_many`]), logging the progress;
-    /// `follow` then brings the kept answer up to date for the changed blocks.
+    /// Applies `edit` to the blocks `holding` finds in the answer of `kind` (holding the
+    /// blocks of the node name `focus` picks, for nodes) and commits the changed ones in one
+    /// transaction ([`Blocks::edit_many`]), logging the progress; `follow` then brings the
+    /// kept answer up to date for the changed blocks.
     ///
     /// The blocks come from the answer true for the store as the transaction found it: the
     /// one asked before, when nothing was committed since, else one asked again inside the
@@ -303,20 +327,24 @@ impl LuantiTree {
     fn rename_in_blocks(
         &self,
         what: &str,
-        kind: Kind,
+        (kind, focus): (Kind, Focus<'_>),
         holding: impl Fn(&Answer) -> Vec<BlockPos>,
         edit: impl Fn(&mut MapBlock) -> bool + Sync,
         follow: impl FnOnce(&mut Answer, &[u64]),
     ) -> Result<()> {
         let started = std::time::Instant::now();
-        let asked = self.index_answer(kind)?;
+        let ask = || match focus {
+            Some(f) => self.index.answer_about(f),
+            None => self.index_answer(kind),
+        };
+        let asked = ask()?;
         let positions = |before: i64| -> Result<Vec<BlockPos>> {
             let answer = if asked.version == Some(before) {
                 asked
             } else {
                 drop(asked);
                 log::info!("index: the map changed since the question; asking it again");
-                self.index_answer(kind)?
+                ask()?
             };
             let blocks = holding(&answer);
             log::info!("index: renaming {what} in {} blocks", blocks.len());
@@ -460,11 +488,8 @@ impl LuantiTree {
                 return stream_blocks(blocks, "../../blocks/", sink, link);
             }
             At::Node(name) => {
-                let a = self.index_answer(Kind::Nodes)?;
-                let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
-                let set = nodes
-                    .get(name)
-                    .ok_or_else(|| Error::not_found("no such node"))?;
+                let a = self.node_answer(name)?;
+                let set = holders(&a, name)?;
                 let blocks = set.range(after + 1..).copied();
                 return stream_blocks(blocks, "../../../blocks/", sink, link);
             }
