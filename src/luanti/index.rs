@@ -236,10 +236,6 @@ pub struct Answer {
     pub fields: Option<BTreeMap<Vec<u8>, FieldValues>>,
     /// Packed positions of the blocks that do not decode → why.
     pub broken: BTreeMap<u64, String>,
-    /// Changes whenever the answer does (each scan, each commit of ours): the folders of
-    /// `index/` show it in their mtime, since the kernel keeps a folder's listing until
-    /// its mtime changes.
-    pub generation: u64,
     /// The store's `data_version` the answer is true for (`None`: none yet).
     pub version: Option<i64>,
 }
@@ -621,7 +617,9 @@ pub struct Index {
     budget: usize,
     workers: usize,
     scans: std::sync::atomic::AtomicU64,
-    /// The last [`Answer::generation`] given.
+    /// Counts the changes of answers (each scan, each commit of ours): with the store's
+    /// `data_version`, the folders of `index/` show it in their mtime ([`Index::stamp`]),
+    /// since the kernel keeps a folder's listing until its mtime changes.
     generations: std::sync::atomic::AtomicU64,
 }
 
@@ -651,10 +649,20 @@ impl Index {
             .map_err(|_| Error::corrupt("index lock poisoned"))
     }
 
-    fn next_generation(&self) -> u64 {
+    fn next_generation(&self) {
         self.generations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A number that changes whenever an answer may (the store's `data_version`, pending
+    /// changes committed first, and the generation of the answers), known without a scan.
+    pub fn stamp(&self) -> Result<u64> {
+        self.store.flush()?;
+        let version = self.store.map().data_version()?;
+        let generation = self.generations.load(std::sync::atomic::Ordering::Relaxed);
+        let mut bytes = version.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&generation.to_le_bytes());
+        Ok(crate::vfs::mtimes::content_hash(&bytes))
     }
 
     /// How many scans ran so far.
@@ -706,7 +714,7 @@ impl Index {
                 self.budget,
                 focus,
             )?;
-            base.generation = self.next_generation();
+            self.next_generation();
             base.version = Some(version);
             log::info!(
                 "index: scanned the map for {kind:?} in {:.3} s",
@@ -759,7 +767,7 @@ impl Index {
         // Copied only while a question still holds the previous answer.
         let answer = Arc::make_mut(&mut kept);
         follow(answer);
-        answer.generation = self.next_generation();
+        self.next_generation();
         answer.version = Some(after);
     }
 }
@@ -776,7 +784,7 @@ impl CommitWatch for Index {
         for (pos, blob) in changes {
             answer.update(*pos, blob.as_deref());
         }
-        answer.generation = self.next_generation();
+        self.next_generation();
         answer.version = Some(after);
     }
 }

@@ -402,17 +402,18 @@ impl LuantiTree {
             }
             At::Top => Ok(self.dir_stat(base_time())),
             At::Folder("items") => Ok(self.items_dir_stat(&self.item_lines()?)),
-            At::Folder("fields") | At::FieldKey(_) | At::FieldValue(..) => {
-                Ok(self.answer_dir_stat(&*self.index_answer(Kind::Fields)?))
-            }
-            _ => Ok(self.answer_dir_stat(&*self.index_answer(Kind::Nodes)?)),
+            _ => self.answer_dir_stat(),
         }
     }
 
-    /// A folder listing part of `answer`: its mtime changes with the answer (the kernel
-    /// opens folders itself and keeps a listing until the folder's mtime changes).
-    fn answer_dir_stat(&self, answer: &Answer) -> Stat {
-        self.dir_stat(base_time() + Duration::from_secs(answer.generation))
+    /// A folder listing part of an answer: its mtime changes whenever the answer may (the
+    /// kernel opens folders itself and keeps a listing until the folder's mtime changes),
+    /// without a scan ([`Index::stamp`]).
+    ///
+    /// [`Index::stamp`]: crate::luanti::index::Index::stamp
+    fn answer_dir_stat(&self) -> Result<Stat> {
+        let nanos = (self.index.stamp()? % 1_000_000_000) as u32;
+        Ok(self.dir_stat(base_time() + Duration::new(0, nanos)))
     }
 
     /// `items/`, which also lists the players' items (read afresh, not in the answer): its
@@ -463,7 +464,7 @@ impl LuantiTree {
             At::Folder("nodes") => {
                 let a = self.index_answer(Kind::Nodes)?;
                 let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
-                named_entries(nodes.keys(), self.answer_dir_stat(&a))
+                named_entries(nodes.keys(), self.answer_dir_stat()?)
             }
             At::Folder("items") => {
                 let items = self.item_lines()?;
@@ -480,7 +481,7 @@ impl LuantiTree {
             At::Folder("fields") => {
                 let a = self.index_answer(Kind::Fields)?;
                 let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
-                named_entries(fields.keys(), self.answer_dir_stat(&a))
+                named_entries(fields.keys(), self.answer_dir_stat()?)
             }
             At::Folder(_) => {
                 let a = self.index_answer(Kind::Nodes)?;
@@ -499,7 +500,7 @@ impl LuantiTree {
                 let values = fields
                     .get(key)
                     .ok_or_else(|| Error::not_found("no such field"))?;
-                named_entries(values.keys(), self.answer_dir_stat(&a))
+                named_entries(values.keys(), self.answer_dir_stat()?)
             }
             At::FieldValue(key, value) => {
                 let a = self.index_answer(Kind::Fields)?;
