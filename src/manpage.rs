@@ -30,9 +30,12 @@ MOUNT/index/broken/X,Y,Z            link to each block that does not decode
 .fi
 .PP
 index/ answers whole-world questions from one parallel in-process scan of the map (nothing
-is scanned at mount); the answer is kept and updated by changes made through the mount, and
-rescanned after another program's commit. mv index/nodes/A index/nodes/B replaces node A by
-B in every block (one transaction); mv index/items/A index/items/B replaces item A by B in
+is scanned at mount); the answer is kept (within --cache-size: on a large world only the node
+names and the blocks of the name asked about) and updated by changes made through the mount,
+and rescanned after another program's commit. mv index/nodes/A index/nodes/B replaces node A by
+B in every block (one transaction, all or nothing; the changed blocks are streamed into it,
+so the daemon holds a bounded number of them, except on LevelDB, whose write batch holds
+them all until the commit); mv index/items/A index/items/B replaces item A by B in
 every node and player inventory; an invalid new name fails with EINVAL. index/ is reached
 by name and not listed at the top of the mount, so backups, find and grep -r never walk it.
 .PP

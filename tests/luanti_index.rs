@@ -217,6 +217,121 @@ fn every_sample_map_answers_what_a_brute_force_walk_finds() {
     }
 }
 
+/// A budget too small to keep the blocks of every node name (a large world): the answers
+/// are the same (the blocks of each name are kept when it is asked about), and a rename
+/// goes through and is followed.
+#[test]
+fn a_budget_smaller_than_the_answer_gives_the_same_answers() {
+    let (_dir, world) = engine_world();
+    let map = world.join("map.sqlite");
+    scratch::state_dir();
+    let tree = LuantiTree::open(
+        &world,
+        &Options {
+            read_only: false,
+            cache_bytes: 16 << 10,
+        },
+    )
+    .expect("the world opens");
+    let expected = brute_force(&tree, &map);
+    assert_eq!(shown(&tree), expected);
+    let kept = tree
+        .index()
+        .answer(worldfs::luanti::index::Kind::Nodes, None)
+        .expect("the answer");
+    let nodes = kept.nodes.as_ref().expect("nodes");
+    assert!(
+        nodes.values().any(Option::is_none),
+        "the blocks of some name are not kept"
+    );
+    drop(kept);
+    let names = ls(&tree, &["index", "nodes"]);
+    assert!(names.iter().any(|n| n == "default:chest"));
+    rename(
+        &tree,
+        &["index", "nodes", "default:chest"],
+        &["index", "nodes", "test:box"],
+    )
+    .expect("rename");
+    let scans = tree.index().scans();
+    assert!(ls(&tree, &["index", "nodes"])
+        .iter()
+        .all(|n| n != "default:chest"));
+    assert_eq!(
+        ls(&tree, &["index", "nodes", "test:box"]),
+        ls_chests(&expected),
+        "the renamed blocks"
+    );
+    assert_eq!(
+        tree.index().scans(),
+        scans,
+        "the rename was followed without a scan"
+    );
+    assert_eq!(shown(&tree), brute_force(&tree, &map));
+}
+
+/// The folders of `index/` are stat-ed without a scan (a path to `index/nodes/NAME/` is
+/// looked up folder by folder: a scan for `nodes/` that kept no name's blocks on a large
+/// world made the listing of NAME scan again), and their time changes with the map: after
+/// another writer's commit, after ours, and after a scan.
+#[test]
+fn index_folders_are_stat_ed_without_a_scan_and_their_time_follows_the_map() {
+    let (_dir, world) = engine_world();
+    let map = world.join("map.sqlite");
+    let tree = open(&world, false);
+    let mtime = |path: &[&str]| tree.stat(&p(path)).expect("stat").mtime;
+    let folders: [&[&str]; 4] = [
+        &["index", "nodes"],
+        &["index", "fields"],
+        &["index", "broken"],
+        &["index"],
+    ];
+    let before: Vec<_> = folders.iter().map(|f| mtime(f)).collect();
+    assert_eq!(
+        tree.index().scans(),
+        0,
+        "stat-ing index/ folders scanned the map"
+    );
+    assert_eq!(folders.iter().map(|f| mtime(f)).collect::<Vec<_>>(), before);
+
+    let chests = ls(&tree, &["index", "nodes", "default:chest"]);
+    assert_eq!(tree.index().scans(), 1, "one scan for the first ls");
+    let scanned = mtime(&["index", "nodes"]);
+    assert_ne!(scanned, before[0], "the scan changed the answer's time");
+    assert_eq!(mtime(&["index", "nodes", "default:chest"]), scanned);
+
+    let pos = block_name_pos(&chests[0]);
+    let mut block = decode_block(&all_blobs(&map)[&pos]).expect("decodes");
+    block.names = vec!["default:mese".into()];
+    block.content = vec![0; block.content.len()];
+    block.metadata.clear();
+    overwrite(&map, pos, Some(encode_block(&block).expect("encodes")));
+    let other = mtime(&["index", "nodes"]);
+    assert_ne!(other, scanned, "another writer's commit changed the time");
+    assert_eq!(tree.index().scans(), 1, "without a scan");
+
+    tree.blocks()
+        .modify(block_name_pos(&chests[chests.len() - 1]), |b| {
+            b.names = vec!["default:goldblock".into()];
+            b.content = vec![0; b.content.len()];
+            b.metadata.clear();
+            Ok(())
+        })
+        .expect("our commit");
+    assert_ne!(
+        mtime(&["index", "nodes"]),
+        other,
+        "our commit changed the time"
+    );
+}
+
+/// The blocks the expected answer says hold a chest, in listing order.
+fn ls_chests(e: &Expected) -> Vec<String> {
+    let mut v: Vec<String> = e.nodes["default:chest"].iter().cloned().collect();
+    v.sort_by_key(|b| worldfs::luanti::index::pack(block_name_pos(b)));
+    v
+}
+
 /// A radius-1 engine world in a temporary folder.
 fn engine_world() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().expect("temp dir");

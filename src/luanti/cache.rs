@@ -1,5 +1,6 @@
 //! Decoded blocks on demand: the cache over `map.sqlite`, per-block locking, change
-//! detection and atomic read-modify-write of one block.
+//! detection and atomic read-modify-write of one block, or of many in one transaction
+//! ([`Blocks::edit_many`], parallel and streamed into the transaction).
 //!
 //! Nothing is decoded until a path inside a block folder is touched. Reads take no global
 //! lock while decoding (only the cache's map, briefly). Writes to one block are serialised by
@@ -14,13 +15,13 @@
 //! decoded ([`ObjectCache::keeping_oversized`]), and the memory of such a block is given back
 //! to the system when it goes.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
-use crate::luanti::store::map::{Change, MapStore};
+use crate::luanti::store::map::{Change, MapStore, Stream};
 use crate::luanti::store::write_back::{BlockStore, Window};
 use crate::luanti::views;
 use crate::vfs::mtimes::{content_hash, Mtimes};
@@ -78,6 +79,95 @@ pub struct Stored {
     pub from_seed: bool,
 }
 
+/// Blocks one worker of [`Blocks::edit_many`] is given at a time (fewer when they hold more
+/// than `EDIT_JOB_BYTES`).
+pub const EDIT_JOB: usize = 64;
+/// Bytes of blobs one job of [`Blocks::edit_many`] holds at most (beyond its last blob).
+const EDIT_JOB_BYTES: usize = 1 << 20;
+/// Jobs of [`Blocks::edit_many`] in flight per worker (read and not yet streamed).
+pub const EDIT_JOBS_PER_WORKER: usize = 2;
+
+/// What one [`Blocks::edit_many`] committed.
+pub struct Edited {
+    /// The store's `data_version` just before the transaction and just after its commit.
+    pub before: i64,
+    pub after: i64,
+    /// The blocks it changed.
+    pub changed: Vec<BlockPos>,
+}
+
+/// A job of [`edit_streamed`]: blocks and their stored blobs.
+type Job = Vec<(BlockPos, Vec<u8>)>;
+/// What a worker makes of a job: the blocks it changed, re-encoded, with the hash of each.
+type Done = Result<Vec<(BlockPos, Vec<u8>, u64)>>;
+
+/// Decodes, edits and re-encodes the blocks of one job; the changed ones are returned.
+fn edit_job(job: Job, edit: &(dyn Fn(&mut MapBlock) -> bool + Sync)) -> Done {
+    let mut done = Vec::new();
+    for (pos, blob) in job {
+        let Ok(mut block) = codec::decode_block(&blob) else {
+            continue;
+        };
+        drop(blob);
+        if edit(&mut block) {
+            let blob = codec::encode_block(&block)
+                .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?;
+            let hash = content_hash(&blob);
+            done.push((pos, blob, hash));
+        }
+    }
+    Ok(done)
+}
+
+/// The work of [`Blocks::edit_many`] inside its transaction: this thread reads the blocks
+/// at `positions` from `stream` in jobs, `workers` threads edit them, and this thread puts
+/// each changed block into `stream` as it comes back (and tells `changed` its position and
+/// hash). At most `workers` × [`EDIT_JOBS_PER_WORKER`] jobs are in flight.
+fn edit_streamed(
+    stream: &mut dyn Stream,
+    positions: &[BlockPos],
+    edit: &(dyn Fn(&mut MapBlock) -> bool + Sync),
+    workers: usize,
+    progress: &dyn Fn(usize, usize),
+    mut changed: impl FnMut(BlockPos, u64),
+) -> Result<()> {
+    let most = workers * EDIT_JOBS_PER_WORKER;
+    let (job_tx, job_rx) = mpsc::sync_channel::<Job>(most);
+    let job_rx = Mutex::new(job_rx);
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            let (done_tx, job_rx) = (done_tx.clone(), &job_rx);
+            s.spawn(move || loop {
+                let job = match job_rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(_) => return,
+                };
+                let Ok(job) = job else { return };
+                let done =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| edit_job(job, edit)))
+                        .unwrap_or_else(|_| Err(Error::corrupt("editing a block panicked")));
+                if done_tx.send(done).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(done_tx);
+        let result = feed(
+            stream,
+            positions,
+            &job_tx,
+            &done_rx,
+            most,
+            progress,
+            &mut changed,
+        );
+        // The workers end once the jobs still queued are done.
+        drop(job_tx);
+        result
+    })
+}
+
 /// The blocks of one map database.
 pub struct Blocks {
     store: Arc<BlockStore>,
@@ -91,6 +181,10 @@ pub struct Blocks {
     /// anything else looks at the database (tests of the interleaving).
     #[cfg(test)]
     in_commit: crate::vfs::race_hook::RaceHook<Blocks>,
+    /// Runs once in [`Blocks::edit_many`] after it took the block locks and before its
+    /// transaction begins (tests of another writer committing then).
+    #[cfg(test)]
+    pub(crate) before_edit: crate::vfs::race_hook::RaceHook<Blocks>,
 }
 
 /// Gives memory freed by a large block back to the system. glibc keeps freed small
@@ -129,6 +223,60 @@ fn shard(pos: BlockPos) -> usize {
     h % SHARDS
 }
 
+/// Reads the blocks at `positions` into jobs for the workers (see [`edit_streamed`]) and
+/// puts what they send back into `stream`, keeping at most `most` jobs in flight.
+fn feed(
+    stream: &mut dyn Stream,
+    positions: &[BlockPos],
+    jobs: &mpsc::SyncSender<Job>,
+    done: &mpsc::Receiver<Done>,
+    most: usize,
+    progress: &dyn Fn(usize, usize),
+    changed: &mut dyn FnMut(BlockPos, u64),
+) -> Result<()> {
+    let mut in_flight = 0usize;
+    let mut take = |stream: &mut dyn Stream, in_flight: &mut usize| -> Result<()> {
+        let blocks = done
+            .recv()
+            .map_err(|_| Error::corrupt("the editing threads ended early"))??;
+        *in_flight -= 1;
+        for (pos, blob, hash) in blocks {
+            stream.put(pos, &blob)?;
+            changed(pos, hash);
+        }
+        Ok(())
+    };
+    let mut job = Vec::new();
+    let mut bytes = 0;
+    for (i, &pos) in positions.iter().enumerate() {
+        if i % 1024 == 0 {
+            progress(i, positions.len());
+        }
+        if let Some(blob) = stream.get(pos)? {
+            bytes += blob.len();
+            job.push((pos, blob));
+        }
+        if job.len() < EDIT_JOB && bytes < EDIT_JOB_BYTES && i + 1 < positions.len() {
+            continue;
+        }
+        if job.is_empty() {
+            continue;
+        }
+        if in_flight == most {
+            take(stream, &mut in_flight)?;
+        }
+        jobs.send(std::mem::take(&mut job))
+            .map_err(|_| Error::corrupt("the editing threads ended early"))?;
+        in_flight += 1;
+        bytes = 0;
+    }
+    while in_flight > 0 {
+        take(stream, &mut in_flight)?;
+    }
+    progress(positions.len(), positions.len());
+    Ok(())
+}
+
 /// A freshly created block: all air, generated, lighting to be computed by the engine.
 pub fn new_block() -> MapBlock {
     MapBlock {
@@ -158,6 +306,8 @@ impl Blocks {
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             #[cfg(test)]
             in_commit: Default::default(),
+            #[cfg(test)]
+            before_edit: Default::default(),
         }
     }
 
@@ -317,48 +467,69 @@ impl Blocks {
         Ok(())
     }
 
-    /// Applies `edit` to each stored block at `positions` (it returns whether it changed the
-    /// block) and commits every changed block in one transaction, returning when committed;
-    /// blocks it leaves unchanged keep their stored bytes. Pending changes are committed
-    /// first, and every block lock is held throughout, so no edit through the mount
-    /// interleaves. `progress` is told how many blocks were looked at so far. Returns how
-    /// many blocks changed.
+    /// Applies `edit` to stored blocks (it returns whether it changed the block) and
+    /// commits every changed block in one transaction (all or nothing), returning when
+    /// committed; blocks it leaves unchanged keep their stored bytes, and blocks that do not
+    /// decode are left as they are. Pending changes are committed first, and every block
+    /// lock is held throughout, so no edit through the mount interleaves.
+    ///
+    /// The blocks are `positions(before)`, asked once the transaction keeps other writers
+    /// out (`before`: the store's `data_version` then), so they are the right ones for the
+    /// store as it is edited. Each is read once, decoded, edited and re-encoded by worker
+    /// threads (one per core) and streamed into the transaction as it comes
+    /// ([`BlockStore::commit_stream`]): at most [`EDIT_JOBS_PER_WORKER`] jobs of
+    /// [`EDIT_JOB`] blocks per worker are held at once, whatever the number of blocks
+    /// (what the store holds until the commit is the backend's: see
+    /// [`MapStore::commit_stream`]). `progress` is told how many blocks of how many were
+    /// looked at; `committed` is told what was committed, before the locks are released.
+    /// Returns how many blocks changed.
     pub fn edit_many(
         &self,
-        positions: &[BlockPos],
-        edit: impl Fn(&mut MapBlock) -> bool,
-        progress: impl Fn(usize),
+        positions: impl FnOnce(i64) -> Result<Vec<BlockPos>>,
+        edit: impl Fn(&mut MapBlock) -> bool + Sync,
+        progress: impl Fn(usize, usize),
+        committed: impl FnOnce(&Edited),
     ) -> Result<usize> {
         let _all = self
             .locks
             .iter()
             .map(|l| l.lock().map_err(|_| Error::corrupt("block lock poisoned")))
             .collect::<Result<Vec<_>>>()?;
-        self.store.flush()?;
-        let mut changes = Vec::new();
-        for (i, &pos) in positions.iter().enumerate() {
-            if i % 1024 == 0 {
-                progress(i);
-            }
-            let Some(blob) = self.store.get(pos)? else {
-                continue;
-            };
-            let Ok(mut block) = codec::decode_block(&blob) else {
-                continue;
-            };
-            if edit(&mut block) {
-                let blob = codec::encode_block(&block)
-                    .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?;
-                changes.push((pos, Some(blob)));
-            }
-        }
-        progress(positions.len());
-        let count = changes.len();
-        if count > 0 {
-            self.commit_encoded(changes, SystemTime::now())?;
-            self.store.flush()?;
-        }
-        Ok(count)
+        #[cfg(test)]
+        self.before_edit.run(self);
+        let mut changed = Vec::new();
+        let mut times = Vec::new();
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2)
+            .max(2);
+        let (before, after) = self.store.commit_stream(|before, stream| {
+            // In the store's order: neighbours share pages, read and written once each.
+            let mut positions = positions(before)?;
+            positions.sort_by_key(|p| self.store.map().key_of(*p));
+            edit_streamed(
+                stream,
+                &positions,
+                &edit,
+                workers,
+                &progress,
+                |pos, hash| {
+                    changed.push(pos);
+                    times.push((self.store.map().key_of(pos), hash));
+                },
+            )
+        })?;
+        let now = SystemTime::now();
+        let times: Vec<_> = times.into_iter().map(|(k, h)| (k, h, now)).collect();
+        self.mtimes.record_all(&times);
+        self.cache.committed(changed.iter());
+        let edited = Edited {
+            before,
+            after,
+            changed,
+        };
+        committed(&edited);
+        Ok(edited.changed.len())
     }
 
     /// Applies `edit` to the current block at `pos` and commits it if anything changed.

@@ -14,9 +14,16 @@
 //! The answer is kept true without rescanning after our own commits: the store reports each
 //! commit with the database's `data_version` before and after it ([`CommitWatch`]), and
 //! when the answer was current before the commit it is updated for the committed blocks
-//! only. Any other change of `data_version` (another writer's commit) leaves the answer out
-//! of date: the next question scans again. An answer larger than the cache budget is used
-//! for the question that made it and not kept.
+//! only. A rename, streamed into its transaction without keeping the blobs, is followed
+//! without decoding its blocks again ([`Index::edited`], [`Answer::node_renamed`],
+//! [`Answer::item_renamed`]). Any other change of `data_version` (another writer's commit)
+//! leaves the answer out of date: the next question scans again.
+//!
+//! Memory: an answer larger than the cache budget is used for the question that made it and
+//! not kept, but for the node names, which make most of an answer on a large world (every
+//! block holds a few): when their blocks would pass the budget, the scan keeps every name
+//! and the blocks of the name the question is about only ([`Answer::nodes`]), and that is
+//! kept, so a listing of that name's blocks (many calls) costs one scan.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc;
@@ -193,21 +200,44 @@ fn facts(kind: Kind, packed: u64, block: &MapBlock) -> Facts {
 /// The values of one metadata field key → the nodes holding each: (packed block, node index).
 pub type FieldValues = BTreeMap<Vec<u8>, BTreeSet<(u64, u16)>>;
 
+/// Which node name a question is about (see [`Answer::nodes`]): a test of the stored name.
+pub type Focus<'a> = Option<&'a dyn Fn(&str) -> bool>;
+
+/// Bytes one entry of an answer is taken to weigh (see [`Answer::weight`]).
+const ENTRY: usize = 48;
+
+/// How a scan keeps the blocks of the node names within the budget (see [`Answer::nodes`]).
+struct Keeping<'a> {
+    budget: usize,
+    focus: Focus<'a>,
+    /// About how many bytes the answer holds so far.
+    weight: usize,
+    /// Whether only the blocks of the focused name are kept from now on.
+    partial: bool,
+}
+
+impl Keeping<'_> {
+    fn focused(&self, name: &str) -> bool {
+        self.focus.is_some_and(|f| f(name))
+    }
+}
+
 /// The answers of the kinds scanned so far, as of one `data_version` of the store.
 #[derive(Default, Clone)]
 pub struct Answer {
-    /// Node name → packed positions of the blocks holding it.
-    pub nodes: Option<BTreeMap<String, BTreeSet<u64>>>,
+    /// Node name → packed positions of the blocks holding it. Every name some block holds
+    /// is here; its blocks are `None` when keeping the blocks of every name would pass the
+    /// budget (a large world): then only the blocks of the name the question was about are
+    /// kept, and a question about another name scans again.
+    pub nodes: Option<BTreeMap<String, Option<BTreeSet<u64>>>>,
     /// Item name → the node inventory slots holding it.
     pub items: Option<BTreeMap<Vec<u8>, BTreeSet<Slot>>>,
     /// Field key → value → (packed block, node index).
     pub fields: Option<BTreeMap<Vec<u8>, FieldValues>>,
     /// Packed positions of the blocks that do not decode → why.
     pub broken: BTreeMap<u64, String>,
-    /// Changes whenever the answer does (each scan, each commit of ours): the folders of
-    /// `index/` show it in their mtime, since the kernel keeps a folder's listing until
-    /// its mtime changes.
-    pub generation: u64,
+    /// The store's `data_version` the answer is true for (`None`: none yet).
+    pub version: Option<i64>,
 }
 
 impl Answer {
@@ -219,6 +249,20 @@ impl Answer {
         }
     }
 
+    /// Whether the answer holds the blocks of the node name `focus` picks (when it holds
+    /// nodes; a name no block holds needs none).
+    pub fn knows(&self, focus: Focus<'_>) -> bool {
+        let (Some(nodes), Some(f)) = (&self.nodes, focus) else {
+            return true;
+        };
+        nodes.iter().all(|(n, held)| held.is_some() || !f(n))
+    }
+
+    /// Whether some node name's blocks are not kept (see [`Answer::nodes`]).
+    fn partial(&self) -> bool {
+        self.nodes.iter().flatten().any(|(_, held)| held.is_none())
+    }
+
     fn start(&mut self, kind: Kind) {
         match kind {
             Kind::Nodes => self.nodes = Some(BTreeMap::new()),
@@ -227,12 +271,41 @@ impl Answer {
         }
     }
 
+    /// Adds the node names a block holds, within what `keeping` allows: once the answer
+    /// weighs more than its budget, the blocks of every name but the focused one are dropped.
+    fn add_nodes(&mut self, names: Vec<String>, packed: u64, keeping: &mut Keeping<'_>) {
+        let Some(nodes) = &mut self.nodes else { return };
+        for n in names {
+            if !nodes.contains_key(&n) {
+                keeping.weight += n.len() + ENTRY;
+                let kept = !keeping.partial || keeping.focused(&n);
+                nodes.insert(n.clone(), kept.then(BTreeSet::new));
+            }
+            if let Some(Some(set)) = nodes.get_mut(&n) {
+                if set.insert(packed) {
+                    keeping.weight += ENTRY;
+                }
+            }
+        }
+        if !keeping.partial && keeping.weight > keeping.budget {
+            keeping.partial = true;
+            for (n, held) in nodes.iter_mut() {
+                if !keeping.focused(n) {
+                    *held = None;
+                }
+            }
+            keeping.weight = self.weight();
+        }
+    }
+
     fn add(&mut self, facts: Facts, packed: u64) {
         match facts {
             Facts::Nodes(names) => {
                 if let Some(nodes) = &mut self.nodes {
                     for n in names {
-                        nodes.entry(n).or_default().insert(packed);
+                        if let Some(set) = nodes.entry(n).or_insert_with(|| Some(BTreeSet::new())) {
+                            set.insert(packed);
+                        }
                     }
                 }
             }
@@ -258,13 +331,19 @@ impl Answer {
         }
     }
 
-    /// Forgets what the block `packed` contributed.
+    /// Forgets what the block `packed` contributed (the nodes answer, when it does not
+    /// keep every name's blocks, cannot tell whether a name is left: it is dropped).
     fn remove(&mut self, packed: u64) {
         self.broken.remove(&packed);
+        if self.partial() {
+            self.nodes = None;
+        }
         if let Some(nodes) = &mut self.nodes {
-            nodes.retain(|_, set| {
-                set.remove(&packed);
-                !set.is_empty()
+            nodes.retain(|_, held| {
+                held.as_mut().is_some_and(|set| {
+                    set.remove(&packed);
+                    !set.is_empty()
+                })
             });
         }
         if let Some(items) = &mut self.items {
@@ -303,14 +382,62 @@ impl Answer {
         }
     }
 
+    /// Node `from` became `to` in the blocks `changed` (packed): every block that held
+    /// `from` (a rename takes them all), and nothing else of them changed. The answer
+    /// follows without decoding them again.
+    pub fn node_renamed(&mut self, from: &str, to: &str, changed: &[u64]) {
+        let Some(nodes) = &mut self.nodes else { return };
+        if changed.is_empty() {
+            return;
+        }
+        nodes.remove(from);
+        let now = nodes
+            .entry(to.to_string())
+            .or_insert_with(|| Some(BTreeSet::new()));
+        if let Some(set) = now {
+            set.extend(changed);
+        }
+    }
+
+    /// Item `from` became `to` in every node inventory of the blocks `changed` (packed),
+    /// nothing else of them changed: the answer follows without decoding them again.
+    pub fn item_renamed(&mut self, from: &[u8], to: &[u8], changed: &[u64]) {
+        let Some(items) = &mut self.items else { return };
+        let Some(slots) = items.remove(from) else {
+            return;
+        };
+        let changed: BTreeSet<u64> = changed.iter().copied().collect();
+        let (moved, left): (BTreeSet<Slot>, BTreeSet<Slot>) =
+            slots.into_iter().partition(|s| changed.contains(&s.block));
+        if !left.is_empty() {
+            items.insert(from.to_vec(), left);
+        }
+        if !moved.is_empty() {
+            items.entry(to.to_vec()).or_default().extend(moved);
+        }
+    }
+
     /// About how many bytes the answer holds.
     pub fn weight(&self) -> usize {
-        const ENTRY: usize = 48;
+        self.weight_beyond(None)
+    }
+
+    /// About how many bytes the answer holds beyond the blocks of the node name `focus`
+    /// picks, when those are the only ones kept.
+    fn weight_beyond(&self, focus: Focus<'_>) -> usize {
+        let partial = self.partial();
         let nodes: usize = self
             .nodes
             .iter()
             .flatten()
-            .map(|(n, s)| n.len() + ENTRY * (1 + s.len()))
+            .map(|(n, held)| {
+                let blocks = match held {
+                    Some(_) if partial && focus.is_some_and(|f| f(n)) => 0,
+                    Some(s) => s.len(),
+                    None => 0,
+                };
+                n.len() + ENTRY * (1 + blocks)
+            })
             .sum();
         let items: usize = self
             .items
@@ -399,9 +526,17 @@ fn scan(
     answer: &mut Answer,
     workers: usize,
     max_bytes: usize,
+    budget: usize,
+    focus: Focus<'_>,
 ) -> Result<usize> {
     answer.start(kind);
     answer.broken.clear();
+    let mut keeping = Keeping {
+        budget,
+        focus,
+        weight: answer.weight(),
+        partial: false,
+    };
     type Page = (usize, Vec<(BlockPos, Vec<u8>)>);
     let (page_tx, page_rx) = mpsc::sync_channel::<Page>(workers);
     let page_rx = Mutex::new(page_rx);
@@ -456,6 +591,7 @@ fn scan(
         for decoded in out_rx {
             for (packed, facts) in decoded {
                 match facts {
+                    Ok(Facts::Nodes(names)) => answer.add_nodes(names, packed, &mut keeping),
                     Ok(f) => answer.add(f, packed),
                     Err(reason) => {
                         answer.broken.insert(packed, reason);
@@ -471,23 +607,19 @@ fn scan(
     })
 }
 
-/// The kept answer and the store version it is true for.
-#[derive(Default)]
-struct Kept {
-    version: Option<i64>,
-    answer: Arc<Answer>,
-}
-
 /// The whole-world questions of one map store.
 pub struct Index {
     store: Arc<BlockStore>,
-    kept: Mutex<Kept>,
+    /// The kept answer (its `version` is `None` when none is kept).
+    kept: Mutex<Arc<Answer>>,
     /// One scan at a time (questions asked during a scan wait for its answer).
     scanning: Mutex<()>,
     budget: usize,
     workers: usize,
     scans: std::sync::atomic::AtomicU64,
-    /// The last [`Answer::generation`] given.
+    /// Counts the changes of answers (each scan, each commit of ours): with the store's
+    /// `data_version`, the folders of `index/` show it in their mtime ([`Index::stamp`]),
+    /// since the kernel keeps a folder's listing until its mtime changes.
     generations: std::sync::atomic::AtomicU64,
 }
 
@@ -500,7 +632,7 @@ impl Index {
             .max(2);
         let index = Arc::new(Index {
             store: store.clone(),
-            kept: Mutex::new(Kept::default()),
+            kept: Mutex::new(Arc::default()),
             scanning: Mutex::new(()),
             budget,
             workers,
@@ -511,16 +643,26 @@ impl Index {
         index
     }
 
-    fn kept(&self) -> Result<MutexGuard<'_, Kept>> {
+    fn kept(&self) -> Result<MutexGuard<'_, Arc<Answer>>> {
         self.kept
             .lock()
             .map_err(|_| Error::corrupt("index lock poisoned"))
     }
 
-    fn next_generation(&self) -> u64 {
+    fn next_generation(&self) {
         self.generations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A number that changes whenever an answer may (the store's `data_version`, pending
+    /// changes committed first, and the generation of the answers), known without a scan.
+    pub fn stamp(&self) -> Result<u64> {
+        self.store.flush()?;
+        let version = self.store.map().data_version()?;
+        let generation = self.generations.load(std::sync::atomic::Ordering::Relaxed);
+        let mut bytes = version.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&generation.to_le_bytes());
+        Ok(crate::vfs::mtimes::content_hash(&bytes))
     }
 
     /// How many scans ran so far.
@@ -529,8 +671,19 @@ impl Index {
     }
 
     /// The answer holding `kind`, true for the store as committed now (pending changes are
-    /// committed first).
-    pub fn answer(&self, kind: Kind) -> Result<Arc<Answer>> {
+    /// committed first). A scan it needs keeps the blocks of the node name `hint` picks
+    /// (when it cannot keep those of every name), as the next question is likely about it.
+    pub fn answer(&self, kind: Kind, hint: Focus<'_>) -> Result<Arc<Answer>> {
+        self.answer_with(kind, hint, false)
+    }
+
+    /// The nodes answer holding the blocks of the node name `focus` picks (see
+    /// [`Index::answer`]).
+    pub fn answer_about(&self, focus: &dyn Fn(&str) -> bool) -> Result<Arc<Answer>> {
+        self.answer_with(Kind::Nodes, Some(focus), true)
+    }
+
+    fn answer_with(&self, kind: Kind, focus: Focus<'_>, must_know: bool) -> Result<Arc<Answer>> {
         let _one = self
             .scanning
             .lock()
@@ -541,10 +694,10 @@ impl Index {
             let mut base = {
                 let kept = self.kept()?;
                 if kept.version == Some(version) {
-                    if kept.answer.has(kind) {
-                        return Ok(kept.answer.clone());
+                    if kept.has(kind) && (!must_know || kept.knows(focus)) {
+                        return Ok(kept.clone());
                     }
-                    Answer::clone(&kept.answer)
+                    Answer::clone(&kept)
                 } else {
                     Answer::default()
                 }
@@ -552,8 +705,17 @@ impl Index {
             let started = std::time::Instant::now();
             self.scans
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            scan(&self.store, kind, &mut base, self.workers, SCAN_BYTES)?;
-            base.generation = self.next_generation();
+            scan(
+                &self.store,
+                kind,
+                &mut base,
+                self.workers,
+                SCAN_BYTES,
+                self.budget,
+                focus,
+            )?;
+            self.next_generation();
+            base.version = Some(version);
             log::info!(
                 "index: scanned the map for {kind:?} in {:.3} s",
                 started.elapsed().as_secs_f64()
@@ -564,15 +726,22 @@ impl Index {
                 log::debug!("index: the map changed during the scan; scanning again");
                 continue;
             }
-            if answer.weight() <= self.budget {
-                kept.version = Some(version);
-                kept.answer = answer.clone();
+            if answer.partial() {
+                log::info!(
+                    "index: the blocks of every node name would pass the cache budget; only \
+                     the names and the blocks of the name asked about are kept"
+                );
+            }
+            // The blocks of the name asked about are kept beyond the budget: they are what
+            // is being answered (a listing of them is read in many calls).
+            if answer.weight_beyond(focus) <= self.budget {
+                *kept = answer.clone();
             } else {
                 log::info!(
                     "index: the answer ({} bytes) is larger than the cache budget; not kept",
                     answer.weight()
                 );
-                *kept = Kept::default();
+                *kept = Arc::default();
             }
             return Ok(answer);
         }
@@ -583,20 +752,40 @@ impl Index {
     }
 }
 
+impl Index {
+    /// Our streamed commit took the store from `before` to `after` (`data_version`s):
+    /// `follow` brings the kept answer up to date when it was true before (else it is
+    /// dropped, unless a question already made it for `after`).
+    pub fn edited(&self, before: i64, after: i64, follow: impl FnOnce(&mut Answer)) {
+        let Ok(mut kept) = self.kept() else { return };
+        if kept.version != Some(before) {
+            if kept.version != Some(after) {
+                *kept = Arc::default();
+            }
+            return;
+        }
+        // Copied only while a question still holds the previous answer.
+        let answer = Arc::make_mut(&mut kept);
+        follow(answer);
+        self.next_generation();
+        answer.version = Some(after);
+    }
+}
+
 impl CommitWatch for Index {
     fn committed(&self, before: i64, after: i64, changes: &[Change]) {
         let Ok(mut kept) = self.kept() else { return };
         if kept.version != Some(before) {
-            *kept = Kept::default();
+            *kept = Arc::default();
             return;
         }
         // Copied only while a question still holds the previous answer.
-        let answer = Arc::make_mut(&mut kept.answer);
+        let answer = Arc::make_mut(&mut kept);
         for (pos, blob) in changes {
             answer.update(*pos, blob.as_deref());
         }
-        answer.generation = self.next_generation();
-        kept.version = Some(after);
+        self.next_generation();
+        answer.version = Some(after);
     }
 }
 
@@ -633,14 +822,108 @@ mod tests {
             .expect("commit");
         let store = BlockStore::new(MapStore::open(&path, true).expect("reader"));
         let mut wide = Answer::default();
-        scan(&store, Kind::Nodes, &mut wide, 2, usize::MAX).expect("scan");
+        scan(
+            &store,
+            Kind::Nodes,
+            &mut wide,
+            2,
+            usize::MAX,
+            usize::MAX,
+            None,
+        )
+        .expect("scan");
         let mut narrow = Answer::default();
-        let peak = scan(&store, Kind::Nodes, &mut narrow, 2, 1).expect("scan");
+        let peak = scan(&store, Kind::Nodes, &mut narrow, 2, 1, usize::MAX, None).expect("scan");
         assert_eq!(wide.nodes, narrow.nodes);
         assert_eq!(wide.nodes.as_ref().map(BTreeMap::len), Some(7));
         assert!(
             peak > 0 && peak <= page + page / 8,
             "{peak} bytes in flight, a page is about {page}"
+        );
+    }
+
+    /// A map of `count` blocks, block i all of `test:n{i % names}`; its path.
+    fn map_of(dir: &std::path::Path, count: i16, names: i16) -> std::path::PathBuf {
+        let path = dir.join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let changes: Vec<Change> = (0..count)
+            .map(|i| {
+                let mut b = crate::luanti::cache::new_block();
+                b.names[0] = format!("test:n{}", i % names);
+                let pos = BlockPos { x: i, y: 0, z: 0 };
+                (pos, Some(codec::encode_block(&b).expect("encodes")))
+            })
+            .collect();
+        MapStore::open(&path, false)
+            .expect("writer")
+            .commit(&changes)
+            .expect("commit");
+        path
+    }
+
+    /// When the blocks of every node name would pass the budget (a large world), the answer
+    /// keeps every name and the blocks of the name asked about: a second question about it
+    /// costs no scan (an answer over the budget used to be dropped, so every request of a
+    /// listing scanned the whole map again), a question about another name scans again, and
+    /// a commit of ours (which cannot tell whether a name is left) drops it.
+    #[test]
+    fn an_answer_over_the_budget_keeps_the_names_and_the_blocks_asked_about() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = map_of(dir.path(), 1000, 5);
+        let store = BlockStore::new(MapStore::open(&path, false).expect("store"));
+        let mut full = Answer::default();
+        scan(
+            &store,
+            Kind::Nodes,
+            &mut full,
+            2,
+            usize::MAX,
+            usize::MAX,
+            None,
+        )
+        .expect("scan");
+        let full = full.nodes.expect("nodes");
+        assert!(full.values().all(Option::is_some));
+        let budget = 20 * ENTRY * 5;
+        let index = Index::new(store.clone(), budget);
+        let names = index.answer(Kind::Nodes, None).expect("names");
+        let nodes = names.nodes.as_ref().expect("nodes");
+        assert_eq!(
+            nodes.keys().collect::<Vec<_>>(),
+            full.keys().collect::<Vec<_>>()
+        );
+        assert!(
+            nodes.values().all(Option::is_none),
+            "no name was asked about"
+        );
+        assert_eq!(index.scans(), 1);
+        drop(names);
+
+        let n2 = |n: &str| n == "test:n2";
+        let about = index.answer_about(&n2).expect("about test:n2");
+        assert_eq!(index.scans(), 2);
+        let nodes = about.nodes.as_ref().expect("nodes");
+        assert_eq!(nodes["test:n2"], full["test:n2"]);
+        assert!(nodes["test:n3"].is_none());
+        drop(about);
+        index.answer_about(&n2).expect("again");
+        index.answer(Kind::Nodes, None).expect("names again");
+        assert_eq!(index.scans(), 2, "the kept answer served both");
+        index
+            .answer_about(&|n: &str| n == "test:n3")
+            .expect("another name");
+        assert_eq!(index.scans(), 3);
+
+        store
+            .commit(vec![(BlockPos { x: 0, y: 0, z: 0 }, None)])
+            .expect("our commit");
+        index.answer(Kind::Nodes, None).expect("after our commit");
+        assert_eq!(
+            index.scans(),
+            4,
+            "a partial answer is dropped by our commits"
         );
     }
 

@@ -5,8 +5,9 @@
 //! right after it. The output is bounded by a budget shared by all parts of a block, so a
 //! hostile blob cannot make us allocate more than [`super::MAX_DECOMPRESSED`] bytes.
 //!
-//! Each thread keeps its zstd and zlib decompressors and resets them per stream: creating
-//! a zstd context costs more than decompressing a whole block. A complete zstd frame is
+//! Each thread keeps its zstd and zlib decompressors and its zstd compressor and resets them
+//! per stream: creating a zstd context costs more than decompressing a whole block, and
+//! more than compressing one (a rename re-encodes tens of thousands of blocks). A complete zstd frame is
 //! decompressed in one call straight into its output (into the size its header states, or,
 //! as the engine writes none, into 64 KiB); only frames larger than that are streamed.
 
@@ -26,10 +27,8 @@ thread_local! {
     static ZSTD: RefCell<Option<Decoder<'static>>> = const { RefCell::new(None) };
     static ZSTD_BULK: RefCell<Option<Decompressor<'static>>> = const { RefCell::new(None) };
     static ZLIB: RefCell<Option<Decompress>> = const { RefCell::new(None) };
-    /// A compression context kept per thread: a new one allocates and clears its match
-    /// tables for every block, which was most of a restore's compression time; a kept one
-    /// starts each frame without that and gives the same frame.
-    static ZSTD_OUT: RefCell<Option<Compressor<'static>>> = const { RefCell::new(None) };
+    static ZSTD_COMPRESSOR: RefCell<Option<Compressor<'static>>> = const { RefCell::new(None) };
+    static ZLIB_COMPRESSOR: RefCell<Option<Compress>> = const { RefCell::new(None) };
 }
 
 /// Reserves room for the next step of output, failing when the budget is spent.
@@ -124,7 +123,8 @@ pub fn decode_zstd(input: &[u8], budget: &mut usize, what: &str) -> Result<(Vec<
     })
 }
 
-/// Output size up to which the thread's streaming zstd decoder is kept for the next frame.
+/// Output size up to which the thread's streaming zstd decoder is kept for the next frame
+/// (and input size up to which its compressor is).
 const KEEP_DECODER: usize = 1 << 20;
 
 /// Output room tried for a frame that does not state its size: a block's node data is 16 KiB
@@ -218,12 +218,25 @@ fn decode_with(
     Ok((out, used))
 }
 
-/// Compresses `data` as one zlib stream at the default level (as the engine does).
+/// Compresses `data` as one zlib stream at the default level (as the engine does), with the
+/// thread's compressor.
 pub fn deflate_zlib(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
-    let mut z = Compress::new(Compression::default(), true);
+    ZLIB_COMPRESSOR.with(|cell| {
+        // A re-entrant call (none exists today) finds the cell borrowed: use a fresh one.
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return deflate_with(&mut Compress::new(Compression::default(), true), data, out);
+        };
+        let z = slot.get_or_insert_with(|| Compress::new(Compression::default(), true));
+        z.reset();
+        deflate_with(z, data, out)
+    })
+}
+
+fn deflate_with(z: &mut Compress, data: &[u8], out: &mut Vec<u8>) -> Result<()> {
     out.reserve(data.len() / 4 + 64);
+    let start = z.total_in();
     loop {
-        let used = usize::try_from(z.total_in()).unwrap_or(usize::MAX);
+        let used = usize::try_from(z.total_in() - start).unwrap_or(usize::MAX);
         let status = z
             .compress_vec(
                 data.get(used..).unwrap_or_default(),
@@ -238,20 +251,29 @@ pub fn deflate_zlib(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
     }
 }
 
-/// Compresses `data` as one zstd frame at the library's default level (as the engine does).
+/// Compresses `data` as one zstd frame at the library's default level (as the engine does),
+/// with the thread's compressor (the same bytes as a fresh one makes).
 pub fn encode_zstd(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
-    let failed = |e: std::io::Error| Error::new(libc::EIO, format!("zstd compression failed: {e}"));
-    let frame = ZSTD_OUT.with(|cell| {
-        // A re-entrant call (none exists today) would find the cell borrowed: use a fresh one.
-        let Ok(mut slot) = cell.try_borrow_mut() else {
-            return zstd::bulk::compress(data, 0).map_err(failed);
-        };
-        let compressor = match slot.as_mut() {
-            Some(c) => c,
-            None => slot.insert(Compressor::new(0).map_err(failed)?),
-        };
-        compressor.compress(data).map_err(failed)
-    })?;
+    let zerr = |e: std::io::Error| Error::new(libc::EIO, format!("zstd compression failed: {e}"));
+    let frame = ZSTD_COMPRESSOR
+        .with(|cell| {
+            // A re-entrant call (none exists today) finds the cell borrowed: use a fresh one.
+            let Ok(mut slot) = cell.try_borrow_mut() else {
+                return Compressor::new(0).and_then(|mut c| c.compress(data));
+            };
+            let compressor = match slot.as_mut() {
+                Some(c) => c,
+                None => slot.insert(Compressor::new(0)?),
+            };
+            let frame = compressor.compress(data);
+            // The context grows with the input it was last sized for: after a large one, drop
+            // it rather than keep that memory for the thread's life.
+            if data.len() > KEEP_DECODER {
+                *slot = None;
+            }
+            frame
+        })
+        .map_err(zerr)?;
     out.extend_from_slice(&frame);
     Ok(())
 }
@@ -259,6 +281,32 @@ pub fn encode_zstd(data: &[u8], out: &mut Vec<u8>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thread's compressors, used again and again, make the same bytes as fresh ones:
+    /// a block re-encoded by a rename is what any other re-encode of it would be.
+    #[test]
+    fn kept_compressors_make_the_bytes_fresh_ones_make() {
+        let inputs: Vec<Vec<u8>> = [3usize, 16_384, 100, 2 << 20, 40_000, 7]
+            .iter()
+            .enumerate()
+            .map(|(k, &n)| (0..n).map(|i| ((i * (k + 3)) % 97) as u8).collect())
+            .collect();
+        for data in inputs.iter().chain(inputs.iter().rev()) {
+            let mut kept = Vec::new();
+            encode_zstd(data, &mut kept).unwrap();
+            assert_eq!(kept, zstd::bulk::compress(data, 0).unwrap());
+            let mut kept = vec![9];
+            deflate_zlib(data, &mut kept).unwrap();
+            let mut fresh = vec![9];
+            deflate_with(
+                &mut Compress::new(Compression::default(), true),
+                data,
+                &mut fresh,
+            )
+            .unwrap();
+            assert_eq!(kept, fresh);
+        }
+    }
 
     #[test]
     fn a_kept_zstd_context_gives_the_frames_a_new_one_gives() {

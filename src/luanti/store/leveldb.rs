@@ -107,6 +107,51 @@ fn take_error(err: *mut c_char) -> Option<String> {
 /// One change of a write batch: a value to put, or `None` to delete the key.
 pub type Write<'a> = (&'a [u8], Option<&'a [u8]>);
 
+/// A write batch being filled: it copies each key and value put into it (in LevelDB's
+/// memory) until [`Db::write_batch`] applies it atomically.
+pub struct Batch {
+    batch: *mut sys::leveldb_writebatch_t,
+}
+
+impl Default for Batch {
+    /// An empty batch.
+    fn default() -> Batch {
+        // SAFETY: a new, empty batch, destroyed once on drop.
+        Batch {
+            batch: unsafe { sys::leveldb_writebatch_create() },
+        }
+    }
+}
+
+impl Batch {
+    /// Puts `value` at `key` (both copied).
+    pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        // SAFETY: the batch is alive; LevelDB copies the slices during the call.
+        unsafe {
+            sys::leveldb_writebatch_put(
+                self.batch,
+                key.as_ptr().cast(),
+                key.len(),
+                value.as_ptr().cast(),
+                value.len(),
+            )
+        }
+    }
+
+    /// Deletes `key` (copied).
+    pub fn delete(&mut self, key: &[u8]) {
+        // SAFETY: as in `put`.
+        unsafe { sys::leveldb_writebatch_delete(self.batch, key.as_ptr().cast(), key.len()) }
+    }
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        // SAFETY: made by `leveldb_writebatch_create`, destroyed once.
+        unsafe { sys::leveldb_writebatch_destroy(self.batch) }
+    }
+}
+
 /// An open LevelDB database.
 pub struct Db {
     db: *mut sys::leveldb_t,
@@ -211,27 +256,26 @@ impl Db {
 
     /// Applies every change in one atomic write batch, synced to disk before it returns.
     pub fn write(&self, changes: &[Write<'_>]) -> Result<()> {
-        let mut err = std::ptr::null_mut();
-        // SAFETY: the batch copies keys and values; everything is destroyed after the write.
-        unsafe {
-            let batch = sys::leveldb_writebatch_create();
-            for (key, value) in changes {
-                match value {
-                    Some(v) => sys::leveldb_writebatch_put(
-                        batch,
-                        key.as_ptr().cast(),
-                        key.len(),
-                        v.as_ptr().cast(),
-                        v.len(),
-                    ),
-                    None => sys::leveldb_writebatch_delete(batch, key.as_ptr().cast(), key.len()),
-                }
+        let mut batch = Batch::default();
+        for (key, value) in changes {
+            match value {
+                Some(v) => batch.put(key, v),
+                None => batch.delete(key),
             }
+        }
+        self.write_batch(batch)
+    }
+
+    /// Applies `batch` atomically, synced to disk before it returns.
+    pub fn write_batch(&self, batch: Batch) -> Result<()> {
+        let mut err = std::ptr::null_mut();
+        // SAFETY: the batch is alive (destroyed when `batch` drops, after the write); the
+        // options are destroyed after the write.
+        unsafe {
             let options = sys::leveldb_writeoptions_create();
             sys::leveldb_writeoptions_set_sync(options, 1);
-            sys::leveldb_write(self.db, options, batch, &mut err);
+            sys::leveldb_write(self.db, options, batch.batch, &mut err);
             sys::leveldb_writeoptions_destroy(options);
-            sys::leveldb_writebatch_destroy(batch);
         }
         match take_error(err) {
             Some(e) => Err(self.fail("write", e)),

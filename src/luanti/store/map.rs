@@ -31,6 +31,20 @@ pub struct Listed {
 /// A change to commit: a new blob, or `None` to delete the block.
 pub type Change = (BlockPos, Option<Vec<u8>>);
 
+/// A transaction open on the map that takes new blobs one at a time (see
+/// [`MapStore::commit_stream`]), so that a change of many blocks never holds them all.
+pub trait Stream {
+    /// The stored blob of one block, as the store held it when the transaction began (a
+    /// blob [`Stream::put`] into this transaction is not seen before the commit).
+    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>>;
+    /// Makes `data` the blob of the block at `pos` once the transaction commits.
+    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()>;
+}
+
+/// What runs inside a streamed commit (not generic: the map of a `readonly_backend` world
+/// holds a map, whose streamed commit would otherwise be made for ever more closure types).
+pub type Produce<'a> = Box<dyn FnOnce(&mut dyn Stream) -> Result<()> + 'a>;
+
 /// The most bytes of one stored block that are read: real blocks are compressed to a few
 /// KiB; a larger row is refused rather than loaded into memory.
 pub const MAX_STORED: usize = 8 << 20;
@@ -286,6 +300,23 @@ impl MapStore {
     pub fn commit(&self, changes: &[Change]) -> Result<()> {
         self.commit_selected(changes.to_vec(), |_, all| Ok(all))
             .map(drop)
+    }
+
+    /// Runs `produce` inside one transaction that takes blobs as they are produced: when it
+    /// returns `Ok`, every blob it put is committed together; when it fails (or the commit
+    /// does), nothing is changed. Other writers are kept out from the start (as far as the
+    /// backend can: see each one's `commit_stream`), so what `produce` reads stays true
+    /// until the commit. How much of the put blobs is held in memory until the commit
+    /// depends on the backend: SQLite keeps them in a temporary file, Redis and PostgreSQL
+    /// on the server (each is sent as it comes); a LevelDB write batch holds them.
+    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        match self {
+            MapStore::Sqlite(s) => s.commit_stream(produce),
+            MapStore::LevelDb(s) => s.commit_stream(produce),
+            MapStore::Redis(s) => s.commit_stream(produce),
+            MapStore::Postgres(p) => p.commit_stream(produce),
+            MapStore::Seeded(p) => p.commit_stream(produce),
+        }
     }
 
     /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs

@@ -11,7 +11,8 @@
 //! of impossible positions are. The engine never read any other form of key.
 //!
 //! Commits: every commit is one LevelDB write batch, synced, so a crash leaves each block
-//! of it old or new together.
+//! of it old or new together. A streamed commit (a rename of `index/`) fills one batch too:
+//! LevelDB has no larger atomic unit, and a batch is kept in memory until it is written.
 //!
 //! Listing order: LevelDB iterates its keys bytewise, so `"-1" < "-10" < "0" < "1" <
 //! "10" < "2"`. The listing follows that order, never sorting anything itself, and its
@@ -33,8 +34,10 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
-use crate::luanti::store::leveldb::Db;
-use crate::luanti::store::map::{int_to_pos, pos_to_int, Change, Listed, LIST_BYTES, MAX_STORED};
+use crate::luanti::store::leveldb::{Batch, Db};
+use crate::luanti::store::map::{
+    int_to_pos, pos_to_int, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
+};
 
 /// The smallest and largest `getBlockAsInteger` of a position.
 const POS_MIN: i64 = -2048 * 0x100_0000 - 2048 * 0x1000 - 2048;
@@ -239,6 +242,49 @@ impl LevelDbMap {
             .collect();
         db.write(&writes)?;
         Ok(changes)
+    }
+
+    /// A streamed commit (see [`MapStore::commit_stream`]): the blobs put go into one write
+    /// batch, applied atomically at the end. LevelDB has no larger atomic unit than a batch,
+    /// and a batch lives in memory: it holds a copy of every blob put (as stored, compressed)
+    /// until the write. No other process can write the database while we hold it, and no
+    /// other commit of ours runs meanwhile.
+    ///
+    /// [`MapStore::commit_stream`]: crate::luanti::store::map::MapStore::commit_stream
+    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let _guard = self
+            .writer
+            .lock()
+            .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
+        struct Batched<'a> {
+            map: &'a LevelDbMap,
+            batch: Batch,
+        }
+        impl Stream for Batched<'_> {
+            fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+                self.map.get(pos)
+            }
+            fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
+                self.batch.put(block_key(pos).as_bytes(), data);
+                Ok(())
+            }
+        }
+        let mut batched = Batched {
+            map: self,
+            batch: Batch::default(),
+        };
+        produce(&mut batched)?;
+        if self.db.get().is_none() {
+            let _ = self.db.set(Db::open(&self.path, true)?);
+        }
+        let db = self
+            .db
+            .get()
+            .ok_or_else(|| Error::corrupt("map store unavailable"))?;
+        db.write_batch(batched.batch)
     }
 }
 

@@ -28,7 +28,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
-use crate::luanti::store::map::{is_last_page, push_listed, Change, Listed, MAX_STORED};
+use crate::luanti::store::map::{
+    is_last_page, push_listed, Change, Listed, Produce, Stream, MAX_STORED,
+};
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, MAX_BYTES};
 use crate::luanti::store::world_mt::WorldMt;
@@ -326,6 +328,30 @@ impl PostgresMap {
         self.read_only
     }
 
+    /// Runs `produce` inside one transaction that first locks other writers out; each blob
+    /// it puts is written at once with the engine's upsert, so the server, not this process,
+    /// holds them until the commit (see [`MapStore::commit_stream`](super::map::MapStore)).
+    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let committed = self.server.write(move |c| {
+            let mut tx = c.transaction().map_err(error)?;
+            create_tables(&mut tx, &[("blocks", MAP_SCHEMA)])?;
+            tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
+                .map_err(error)?;
+            let write = tx.prepare(WRITE).map_err(error)?;
+            produce(&mut PgStream {
+                map: self,
+                tx: &mut tx,
+                write,
+            })?;
+            tx.commit().map_err(error)
+        });
+        self.ahead.committed();
+        committed
+    }
+
     /// Commits in one transaction the changes `select` keeps (run once other writers are
     /// locked out), and returns them.
     pub fn commit_selected(
@@ -357,6 +383,31 @@ impl PostgresMap {
         });
         self.ahead.committed();
         committed
+    }
+}
+
+/// The transaction of a streamed commit of [`PostgresMap`]: each blob put is sent to the
+/// server at once (it holds them until the commit; a failure rolls them all back).
+struct PgStream<'a, 'b> {
+    map: &'a PostgresMap,
+    tx: &'a mut postgres::Transaction<'b>,
+    write: postgres::Statement,
+}
+
+impl Stream for PgStream<'_, '_> {
+    /// Read on another connection: what is committed, which no other writer can change
+    /// while the transaction holds the table's lock; blobs put are not seen before the
+    /// commit.
+    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.map.get(pos)
+    }
+
+    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
+        let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
+        self.tx
+            .execute(&self.write, &[&x, &y, &z, &data])
+            .map_err(error)?;
+        Ok(())
     }
 }
 

@@ -7,7 +7,8 @@
 //! (so a field that is not exactly that text of a position in range is never loaded: it is
 //! left out of the listing and counted in [`RedisMap::out_of_range`]); blocks are written
 //! with `HSET` and removed with `HDEL` between `MULTI` and `EXEC`. So is every commit of
-//! worldfs: one `MULTI`/`EXEC`, which Redis applies whole or not at all.
+//! worldfs: one `MULTI`/`EXEC`, which Redis applies whole or not at all (a streamed commit
+//! sends its `HSET`s as they come, and the server queues them until `EXEC`).
 //!
 //! Another writer (a running server) may change the hash at any time. A commit `WATCH`es the
 //! hash before its `select` reads the stored blocks, so when another writer changed the
@@ -43,7 +44,9 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, Value};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
-use crate::luanti::store::map::{int_to_pos, pos_to_int, Change, Listed, LIST_BYTES, MAX_STORED};
+use crate::luanti::store::map::{
+    int_to_pos, pos_to_int, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
+};
 use crate::luanti::store::map_leveldb::{block_key, parse_block_key};
 use crate::luanti::store::world_mt::WorldMt;
 
@@ -508,5 +511,120 @@ impl RedisMap {
                 Err(err)
             }
         }
+    }
+
+    /// A streamed commit (see [`MapStore::commit_stream`]): the hash is `WATCH`ed, `MULTI`
+    /// begins, and each blob put is sent at once as an `HSET` the server queues (in
+    /// pipelines of at most `STREAM_BATCH` bytes, so this process holds no more than
+    /// that); blocks are read through other connections. `EXEC` applies them all, or none
+    /// when another writer changed the hash meanwhile (the commit then fails with `EAGAIN`);
+    /// a failure before it sends `DISCARD`. Redis keeps a transaction's queued commands in
+    /// the server's memory until `EXEC`: the server holds every blob put until then.
+    ///
+    /// [`MapStore::commit_stream`]: crate::luanti::store::map::MapStore::commit_stream
+    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let pooled = self.pool.lock().map(|mut p| p.pop()).unwrap_or(None);
+        let mut con = match pooled {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        let begun = redis::cmd("WATCH")
+            .arg(&self.place.hash)
+            .query::<()>(&mut con)
+            .and_then(|()| redis::cmd("MULTI").query::<()>(&mut con));
+        if let Err(e) = begun {
+            return Err(self.error("WATCH/MULTI", &e));
+        }
+        let mut queued = Queued {
+            map: self,
+            con: &mut con,
+            pipe: redis::pipe(),
+            bytes: 0,
+            broken: false,
+        };
+        let produced = produce(&mut queued).and_then(|()| queued.send());
+        if let Err(e) = produced {
+            if !queued.broken && redis::cmd("DISCARD").query::<()>(&mut con).is_ok() {
+                self.release(con);
+            }
+            return Err(e);
+        }
+        match redis::cmd("EXEC").query::<Value>(&mut con) {
+            Ok(Value::Nil) => {
+                self.release(con);
+                Err(Error::new(
+                    libc::EAGAIN,
+                    format!(
+                        "redis {}: another writer changed hash {} during the commit; nothing \
+                         was written",
+                        self.place.server(),
+                        self.place.hash
+                    ),
+                ))
+            }
+            Ok(_) => {
+                self.release(con);
+                Ok(())
+            }
+            Err(e) => {
+                let err = self.error("EXEC", &e);
+                log::warn!("{err}; the connection is dropped and made anew on next use");
+                Err(err)
+            }
+        }
+    }
+}
+
+/// The most bytes of blobs a streamed commit gathers before sending them to the server.
+const STREAM_BATCH: usize = 1 << 20;
+
+/// The transaction of a streamed commit of [`RedisMap`], between `MULTI` and `EXEC`.
+struct Queued<'a> {
+    map: &'a RedisMap,
+    con: &'a mut redis::Connection,
+    /// `HSET`s not sent yet, of `bytes` bytes of blobs.
+    pipe: redis::Pipeline,
+    bytes: usize,
+    /// Whether a send failed (the connection is then in an unknown state: dropped).
+    broken: bool,
+}
+
+impl Queued<'_> {
+    /// Sends the gathered `HSET`s, which the server queues.
+    fn send(&mut self) -> Result<()> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        let pipe = std::mem::replace(&mut self.pipe, redis::pipe());
+        self.bytes = 0;
+        pipe.query::<()>(self.con).map_err(|e| {
+            self.broken = true;
+            let err = self.map.error("HSET (queued)", &e);
+            log::warn!("{err}; the connection is dropped and made anew on next use");
+            err
+        })
+    }
+}
+
+impl Stream for Queued<'_> {
+    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.map.get(pos)
+    }
+
+    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
+        self.pipe
+            .cmd("HSET")
+            .arg(&self.map.place.hash)
+            .arg(block_key(pos))
+            .arg(data)
+            .ignore();
+        self.bytes += data.len().max(1);
+        if self.bytes >= STREAM_BATCH {
+            self.send()?;
+        }
+        Ok(())
     }
 }

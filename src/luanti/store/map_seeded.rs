@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
-use crate::luanti::store::map::{Change, Listed, MapStore, LIST_BYTES};
+use crate::luanti::store::map::{Change, Listed, MapStore, Produce, Stream, LIST_BYTES};
 
 /// A main map over a read-only seed map.
 pub struct SeededMap {
@@ -203,14 +203,49 @@ impl SeededMap {
     ) -> Result<Vec<Change>> {
         for (pos, _) in &changes {
             if self.from_seed(*pos)? {
-                return Err(Error::read_only(format!(
-                    "block {},{},{} is read from the read-only map {} (readonly_backend): the \
-                     engine never writes that one",
-                    pos.x, pos.y, pos.z, self.seed_name
-                )));
+                return Err(self.seed_block(*pos));
             }
         }
         commit_main(&self.main, changes, Box::new(select))
+    }
+}
+
+impl SeededMap {
+    /// A streamed commit of the main map (see [`MapStore::commit_stream`]): a block read
+    /// from the read-only map cannot be put (the commit fails with `EROFS`, nothing
+    /// changed); reads see the main map, then the read-only one.
+    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        struct Over<'a> {
+            map: &'a SeededMap,
+            main: &'a mut dyn Stream,
+        }
+        impl Stream for Over<'_> {
+            fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+                let main = self.main.get(pos)?;
+                if has_data(&main) {
+                    return Ok(main);
+                }
+                let seed = self.map.seed.get(pos)?;
+                Ok(if has_data(&seed) { seed } else { main })
+            }
+            fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
+                if !has_data(&self.main.get(pos)?) && has_data(&self.map.seed.get(pos)?) {
+                    return Err(self.map.seed_block(pos));
+                }
+                self.main.put(pos, data)
+            }
+        }
+        self.main
+            .commit_stream(Box::new(|main| produce(&mut Over { map: self, main })))
+    }
+
+    /// The error of a change of a block read from the read-only map.
+    fn seed_block(&self, pos: BlockPos) -> Error {
+        Error::read_only(format!(
+            "block {},{},{} is read from the read-only map {} (readonly_backend): the engine \
+             never writes that one",
+            pos.x, pos.y, pos.z, self.seed_name
+        ))
     }
 }
 

@@ -4,7 +4,8 @@
 //! `blocks(x, y, z, data)`, older ones `blocks(pos, data)` forever); so do we. Every read is
 //! one short statement (listing is paged by key), so a reader never holds a lock long enough
 //! to make a running server wait; every write is one transaction, so a crash leaves each
-//! block either old or new. The store never changes the database's journal mode or schema.
+//! block either old or new. A streamed commit keeps its blocks in a temporary table until it
+//! copies them into `blocks` ([`SqliteMap::commit_stream`]). The store never changes the database's journal mode or schema.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +16,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
-    int_to_pos, is_last_page, pos_to_int, push_listed, Change, Listed, MAX_STORED,
+    int_to_pos, is_last_page, pos_to_int, push_listed, Change, Listed, Produce, Stream, MAX_STORED,
 };
 use crate::luanti::store::sqlite;
 
@@ -59,12 +60,26 @@ pub struct SqliteMap {
 const MAP_SCHEMA: &str =
     "CREATE TABLE IF NOT EXISTS `blocks` (\n\t`pos` INT PRIMARY KEY,\n\t`data` BLOB\n);\n";
 
+/// The statement of a listing page in `schema` (`data`: the data column or `NULL`): the rows
+/// after a resume point, in key order.
+fn list_sql(schema: Schema, data: &str) -> String {
+    let rows = loadable_rows(schema);
+    match schema {
+        Schema::Pos => {
+            format!(
+                "SELECT pos, {data} FROM blocks WHERE pos > ?1 AND {rows} ORDER BY pos LIMIT ?2"
+            )
+        }
+        Schema::Xyz => format!(
+            "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) AND {rows} \
+             ORDER BY x, z, y LIMIT ?4"
+        ),
+    }
+}
+
 /// A page of [`SqliteMap::list`] in the `pos` schema; `data` is the data column or `NULL`.
 fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Listed>> {
-    let sql = format!(
-        "SELECT pos, {data} FROM blocks WHERE pos > ?1 AND {} ORDER BY pos LIMIT ?2",
-        loadable_rows(Schema::Pos)
-    );
+    let sql = list_sql(Schema::Pos, data);
     let after = if after == 0 {
         i64::MIN
     } else {
@@ -90,11 +105,7 @@ fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
 
 /// A page of [`SqliteMap::list`] in the `x, y, z` schema; `data` is the data column or `NULL`.
 fn list_xyz(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Listed>> {
-    let sql = format!(
-        "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) > (?1, ?2, ?3) AND {} \
-         ORDER BY x, z, y LIMIT ?4",
-        loadable_rows(Schema::Xyz)
-    );
+    let sql = list_sql(Schema::Xyz, data);
     let a = if after == 0 {
         (i64::MIN, i64::MIN, i64::MIN)
     } else {
@@ -154,10 +165,13 @@ const POS_MAX: i64 = 2047 * 0x100_0000 + 2047 * 0x1000 + 2047;
 
 /// The condition on the rows of `schema` whose key is a block the engine can load (for the
 /// `x, y, z` schema: each an `s16`). The unary `+` keeps SQLite seeking the listing's resume
-/// point `(x, z, y) > (…)` in the primary key rather than the range of `x`.
+/// point (`pos > …`, `(x, z, y) > (…)`) in the primary key rather than the start of the
+/// range, which would make it step over every row before the resume point on every page.
 fn loadable_rows(schema: Schema) -> String {
     match schema {
-        Schema::Pos => format!("(typeof(pos) = 'integer' AND pos BETWEEN {POS_MIN} AND {POS_MAX})"),
+        Schema::Pos => {
+            format!("(typeof(pos) = 'integer' AND +pos BETWEEN {POS_MIN} AND {POS_MAX})")
+        }
         Schema::Xyz => {
             let s16 =
                 |c: &str| format!("typeof({c}) = 'integer' AND +{c} BETWEEN -32768 AND 32767");
@@ -281,40 +295,43 @@ impl SqliteMap {
         if self.is_absent() {
             return Ok(None);
         }
-        self.with_reader(|c| {
-            let row = match self.schema {
-                Schema::Pos => c
-                    .prepare_cached(&format!(
-                        "SELECT {}, octet_length(data) FROM blocks WHERE pos = ?1 LIMIT 1",
-                        data_column()
-                    ))?
-                    .query_row(params![pos_to_int(pos)], |r| {
-                        Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
-                    })
-                    .optional()?,
-                Schema::Xyz => c
-                    .prepare_cached(&format!(
-                        "SELECT {}, octet_length(data) FROM blocks \
-                         WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1",
-                        data_column()
-                    ))?
-                    .query_row(params![pos.x, pos.y, pos.z], |r| {
-                        Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
-                    })
-                    .optional()?,
-            };
-            match row {
-                None => Ok(None),
-                Some((Some(data), _)) => Ok(Some(data)),
-                Some((None, length)) => Err(Error::corrupt(format!(
-                    "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
-                    pos.x,
-                    pos.y,
-                    pos.z,
-                    length.unwrap_or(0)
-                ))),
-            }
-        })
+        self.with_reader(|c| self.get_on(c, pos))
+    }
+
+    /// The stored blob of one block, read on the connection `c`.
+    fn get_on(&self, c: &Connection, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        let row = match self.schema {
+            Schema::Pos => c
+                .prepare_cached(&format!(
+                    "SELECT {}, octet_length(data) FROM blocks WHERE pos = ?1 LIMIT 1",
+                    data_column()
+                ))?
+                .query_row(params![pos_to_int(pos)], |r| {
+                    Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
+                })
+                .optional()?,
+            Schema::Xyz => c
+                .prepare_cached(&format!(
+                    "SELECT {}, octet_length(data) FROM blocks \
+                     WHERE x = ?1 AND y = ?2 AND z = ?3 LIMIT 1",
+                    data_column()
+                ))?
+                .query_row(params![pos.x, pos.y, pos.z], |r| {
+                    Ok::<DataRow, _>((r.get(0)?, r.get(1)?))
+                })
+                .optional()?,
+        };
+        match row {
+            None => Ok(None),
+            Some((Some(data), _)) => Ok(Some(data)),
+            Some((None, length)) => Err(Error::corrupt(format!(
+                "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
+                pos.x,
+                pos.y,
+                pos.z,
+                length.unwrap_or(0)
+            ))),
+        }
     }
 
     /// The listing key of a position (for resuming a listing just after it).
@@ -417,15 +434,9 @@ impl SqliteMap {
         self.read_only
     }
 
-    /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
-    /// once the transaction holds the write lock: no other connection can commit until it
-    /// ends, so what `select` reads of the store ([`SqliteMap::get`], `data_version`) stays
-    /// true until the commit.
-    pub fn commit_selected(
-        &self,
-        changes: Vec<Change>,
-        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
-    ) -> Result<Vec<Change>> {
+    /// The writer's connection (made on first use, creating the database if it does not
+    /// exist yet), under its lock.
+    fn writer(&self) -> Result<std::sync::MutexGuard<'_, Option<Connection>>> {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
@@ -438,8 +449,24 @@ impl SqliteMap {
                 drop(sqlite::open_or_create(&self.path, MAP_SCHEMA)?);
                 self.absent.store(false, Ordering::Relaxed);
             }
-            *guard = Some(self.connect(false)?);
+            let conn = self.connect(false)?;
+            // A streamed commit keeps its blobs in a temporary table: in a file, not memory.
+            conn.execute_batch("PRAGMA temp_store = FILE")?;
+            *guard = Some(conn);
         }
+        Ok(guard)
+    }
+
+    /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
+    /// once the transaction holds the write lock: no other connection can commit until it
+    /// ends, so what `select` reads of the store ([`SqliteMap::get`], `data_version`) stays
+    /// true until the commit.
+    pub fn commit_selected(
+        &self,
+        changes: Vec<Change>,
+        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
+    ) -> Result<Vec<Change>> {
+        let mut guard = self.writer()?;
         let conn = guard
             .as_mut()
             .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
@@ -469,6 +496,70 @@ impl SqliteMap {
         }
         tx.commit()?;
         Ok(changes)
+    }
+
+    /// A streamed commit (see [`MapStore::commit_stream`]): one transaction that holds the
+    /// write lock from the start (other writers wait; readers go on), reads through the
+    /// writer's connection, and keeps each blob put into it in a temporary table, which
+    /// SQLite keeps in a file of its own and removes itself. The commit copies that table
+    /// into `blocks` in one statement: only then does the transaction write the database
+    /// (and, in rollback-journal mode, keep readers out until it commits), as long as an
+    /// ordinary commit of the same blocks would.
+    ///
+    /// [`MapStore::commit_stream`]: crate::luanti::store::map::MapStore::commit_stream
+    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        let mut guard = self.writer()?;
+        let conn = guard
+            .as_mut()
+            .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let (table, copy) = match self.schema {
+            Schema::Pos => (
+                "CREATE TEMP TABLE worldfs_stream (pos INTEGER PRIMARY KEY, data BLOB)",
+                "REPLACE INTO main.blocks (pos, data) SELECT pos, data FROM temp.worldfs_stream",
+            ),
+            Schema::Xyz => (
+                "CREATE TEMP TABLE worldfs_stream (x INTEGER, y INTEGER, z INTEGER, \
+                 data BLOB, PRIMARY KEY (x, z, y))",
+                "REPLACE INTO main.blocks (x, y, z, data) \
+                 SELECT x, y, z, data FROM temp.worldfs_stream",
+            ),
+        };
+        tx.execute_batch(table)?;
+        produce(&mut SqliteStream { map: self, tx: &tx })?;
+        tx.execute_batch(copy)?;
+        tx.execute_batch("DROP TABLE temp.worldfs_stream")?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// The transaction of a streamed commit of [`SqliteMap`] (a failure drops it: rolled back,
+/// temporary table included).
+struct SqliteStream<'a> {
+    map: &'a SqliteMap,
+    tx: &'a rusqlite::Transaction<'a>,
+}
+
+impl Stream for SqliteStream<'_> {
+    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.map.get_on(self.tx, pos)
+    }
+
+    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
+        match self.map.schema {
+            Schema::Pos => self
+                .tx
+                .prepare_cached("REPLACE INTO temp.worldfs_stream (pos, data) VALUES (?1, ?2)")?
+                .execute(params![pos_to_int(pos), data])?,
+            Schema::Xyz => self
+                .tx
+                .prepare_cached(
+                    "REPLACE INTO temp.worldfs_stream (x, y, z, data) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![pos.x, pos.y, pos.z, data])?,
+        };
+        Ok(())
     }
 }
 
@@ -565,6 +656,52 @@ mod tests {
             assert!(page.len() < rows, "{schema:?}: the page stops early");
             assert!(bytes <= LIST_BYTES, "{schema:?}: {bytes} bytes");
             assert_eq!(listed(&store, 512).len(), rows, "{schema:?}: and goes on");
+        }
+    }
+
+    /// A listing page costs the same wherever it starts: SQLite seeks its resume point in
+    /// the primary key (it used to seek the start of the loadable range and step over every
+    /// row before the resume point, so a whole listing cost the square of the blocks: hours
+    /// for ten million).
+    #[test]
+    fn a_listing_page_steps_over_its_own_rows_only() {
+        for schema in [Schema::Pos, Schema::Xyz] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = make_db(dir.path(), schema);
+            let store = SqliteMap::open(&path, false).unwrap();
+            let blocks: Vec<_> = (0..20_000)
+                .map(|i| (pos((i % 100) as i16, (i / 100) as i16, 0), Some(vec![1])))
+                .collect();
+            commit(&store, &blocks).unwrap();
+            for data in ["NULL".to_string(), data_column()] {
+                let sql = list_sql(schema, &data);
+                let steps = |after: u64| {
+                    store
+                        .with_reader(|c| {
+                            c.prepare_cached(&sql)?
+                                .reset_status(rusqlite::StatementStatus::VmStep);
+                            let page = match schema {
+                                Schema::Pos => list_pos(c, after, 100, &data)?,
+                                Schema::Xyz => list_xyz(c, after, 100, &data)?,
+                            };
+                            assert_eq!(page.len(), 100);
+                            let steps = c
+                                .prepare_cached(&sql)?
+                                .get_status(rusqlite::StatementStatus::VmStep);
+                            Ok((steps, page[99].key))
+                        })
+                        .unwrap()
+                };
+                let (first, mut after) = steps(0);
+                let mut last = first;
+                for _ in 0..198 {
+                    (last, after) = steps(after);
+                }
+                assert!(
+                    last < first * 2,
+                    "{schema:?} {data}: the last page took {last} steps, the first {first}"
+                );
+            }
         }
     }
 

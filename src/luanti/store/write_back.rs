@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
-use crate::luanti::store::map::{Change, Listed, MapStore};
+use crate::luanti::store::map::{Change, Listed, MapStore, Stream};
 use crate::vfs::mtimes::content_hash;
 
 /// When pending changes are committed.
@@ -269,6 +269,27 @@ impl BlockStore {
             kept.len()
         );
         Ok(())
+    }
+
+    /// A streamed commit (see [`MapStore::commit_stream`]), pending changes committed
+    /// first: `produce` is given the store's `data_version` as of just before the
+    /// transaction (read once other writers are kept out) and the open transaction.
+    /// Returns that `data_version` and the one just after the commit. The [`CommitWatch`]
+    /// is not told (it is told blobs, which a streamed commit does not keep): the caller
+    /// knows what changed and brings what it derived up to date itself.
+    pub fn commit_stream(
+        &self,
+        produce: impl FnOnce(i64, &mut dyn Stream) -> Result<()>,
+    ) -> Result<(i64, i64)> {
+        self.flush()?;
+        let mut before = i64::MIN;
+        self.store.commit_stream(Box::new(|stream| {
+            before = self.store.data_version().unwrap_or(i64::MIN);
+            produce(before, stream)
+        }))?;
+        self.transactions.fetch_add(1, Ordering::Relaxed);
+        let after = self.store.data_version().unwrap_or(i64::MIN);
+        Ok((before, after))
     }
 
     /// Whether the database changed since we last looked: another writer committed, or we

@@ -17,8 +17,11 @@ use std::time::Duration;
 use super::blocks::{block_name, rel_name};
 use super::{base_time, not_found, LuantiTree};
 use crate::error::{Error, Result};
-use crate::luanti::codec::block::RelPos;
-use crate::luanti::index::{pack, rename_item, rename_node, unpack, valid_name, Answer, Kind};
+use crate::luanti::cache::Edited;
+use crate::luanti::codec::block::{BlockPos, MapBlock, RelPos};
+use crate::luanti::index::{
+    pack, rename_item, rename_node, unpack, valid_name, Answer, Focus, Kind,
+};
 use crate::names;
 use crate::vfs::tree::{stream, Entry, Stat, TreePath};
 
@@ -87,9 +90,25 @@ fn unavailable(kind: &str) -> Error {
     Error::corrupt(format!("index: the {kind} answer is missing"))
 }
 
+/// The blocks holding the node `name` in an answer asked about it.
+fn holders<'a>(answer: &'a Answer, name: &str) -> Result<&'a BTreeSet<u64>> {
+    let nodes = answer.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
+    match nodes.get(name) {
+        Some(Some(set)) => Ok(set),
+        Some(None) => Err(unavailable("nodes")),
+        None => Err(Error::not_found("no such node")),
+    }
+}
+
 impl LuantiTree {
     fn index_answer(&self, kind: Kind) -> Result<Arc<Answer>> {
-        self.index.answer(kind)
+        self.index.answer(kind, None)
+    }
+
+    /// The nodes answer holding the blocks of the stored node name `name` (the index keeps
+    /// those of every name only while they fit its budget).
+    fn node_answer(&self, name: &str) -> Result<Arc<Answer>> {
+        self.index.answer_about(&|n: &str| n == name)
     }
 
     /// Parses a path below `index/` (`parts` without `index`).
@@ -98,16 +117,16 @@ impl LuantiTree {
         Ok(match parts {
             [] => At::Top,
             [f] => At::Folder(FOLDERS.iter().find(|x| *x == f).copied().ok_or_else(nf)?),
-            ["nodes", name, rest @ ..] => {
-                let a = self.index_answer(Kind::Nodes)?;
+            ["nodes", file, rest @ ..] => {
+                let shown = |n: &str| names::escape(n.as_bytes()) == *file;
+                let a = self.index.answer(Kind::Nodes, Some(&shown))?;
                 let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
-                let (name, set) = nodes
-                    .iter()
-                    .find(|(n, _)| names::escape(n.as_bytes()) == *name)
-                    .ok_or_else(nf)?;
+                let name = nodes.keys().find(|n| shown(n)).ok_or_else(nf)?.clone();
                 match rest {
-                    [] => At::Node(name.clone()),
+                    [] => At::Node(name),
                     [b] => {
+                        let a = self.node_answer(&name)?;
+                        let set = holders(&a, &name)?;
                         let packed = parse_block(b).filter(|p| set.contains(p)).ok_or_else(nf)?;
                         At::NodeLink(packed)
                     }
@@ -237,49 +256,53 @@ impl LuantiTree {
                 if a == b {
                     return Ok(());
                 }
-                let answer = self.index_answer(Kind::Nodes)?;
-                let blocks: Vec<_> = answer
-                    .nodes
-                    .as_ref()
-                    .and_then(|n| n.get(&a))
-                    .into_iter()
-                    .flatten()
-                    .map(|&p| unpack(p))
-                    .collect();
-                drop(answer);
-                self.rename_in_blocks(&format!("node {a} to {b}"), &blocks, |block| {
-                    rename_node(block, &a, &b)
-                })
+                let holding = |answer: &Answer| -> Vec<BlockPos> {
+                    let set = answer
+                        .nodes
+                        .as_ref()
+                        .and_then(|n| n.get(&a))
+                        .and_then(Option::as_ref);
+                    set.into_iter().flatten().map(|&p| unpack(p)).collect()
+                };
+                let focus = |n: &str| n == a;
+                self.rename_in_blocks(
+                    &format!("node {a} to {b}"),
+                    (Kind::Nodes, Some(&focus)),
+                    holding,
+                    |block| rename_node(block, &a, &b),
+                    |answer, changed| answer.node_renamed(&a, &b, changed),
+                )
             }
             At::Item(a) if same_folder("items") && to.len() == 3 => {
                 let b = target(to)?;
                 if a == b {
                     return Ok(());
                 }
-                let answer = self.index_answer(Kind::Items)?;
-                let blocks: BTreeSet<u64> = answer
-                    .items
-                    .as_ref()
-                    .and_then(|i| i.get(&a))
-                    .into_iter()
-                    .flatten()
-                    .map(|s| s.block)
-                    .collect();
-                drop(answer);
-                let blocks: Vec<_> = blocks.into_iter().map(unpack).collect();
+                let holding = |answer: &Answer| -> Vec<BlockPos> {
+                    let slots = answer.items.as_ref().and_then(|i| i.get(&a));
+                    let blocks: BTreeSet<u64> =
+                        slots.into_iter().flatten().map(|s| s.block).collect();
+                    blocks.into_iter().map(unpack).collect()
+                };
                 let what = format!(
                     "item {} to {}",
                     String::from_utf8_lossy(&a),
                     String::from_utf8_lossy(&b)
                 );
-                self.rename_in_blocks(&what, &blocks, |block| {
-                    block
-                        .metadata
-                        .iter_mut()
-                        .map(|m| rename_item(&mut m.inventory, &a, &b))
-                        .sum::<usize>()
-                        > 0
-                })?;
+                self.rename_in_blocks(
+                    &what,
+                    (Kind::Items, None),
+                    holding,
+                    |block| {
+                        block
+                            .metadata
+                            .iter_mut()
+                            .map(|m| rename_item(&mut m.inventory, &a, &b))
+                            .sum::<usize>()
+                            > 0
+                    },
+                    |answer, changed| answer.item_renamed(&a, &b, changed),
+                )?;
                 if let Some(accounts) = &self.accounts {
                     let players = accounts.rename_item(&a, &b)?;
                     log::info!("index: renamed {what} in {players} players' inventories");
@@ -290,21 +313,55 @@ impl LuantiTree {
         }
     }
 
-    /// Applies `edit` to `blocks` and commits the changed ones in one transaction, logging
-    /// the progress.
+    /// Applies `edit` to the blocks `holding` finds in the answer of `kind` (holding the
+    /// blocks of the node name `focus` picks, for nodes) and commits the changed ones in one
+    /// transaction ([`Blocks::edit_many`]), logging the progress; `follow` then brings the
+    /// kept answer up to date for the changed blocks.
+    ///
+    /// The blocks come from the answer true for the store as the transaction found it: the
+    /// one asked before, when nothing was committed since, else one asked again inside the
+    /// transaction (other writers are kept out of it), so a block another writer gave the
+    /// name just before is renamed too.
+    ///
+    /// [`Blocks::edit_many`]: crate::luanti::cache::Blocks::edit_many
     fn rename_in_blocks(
         &self,
         what: &str,
-        blocks: &[crate::luanti::codec::block::BlockPos],
-        edit: impl Fn(&mut crate::luanti::codec::block::MapBlock) -> bool,
+        (kind, focus): (Kind, Focus<'_>),
+        holding: impl Fn(&Answer) -> Vec<BlockPos>,
+        edit: impl Fn(&mut MapBlock) -> bool + Sync,
+        follow: impl FnOnce(&mut Answer, &[u64]),
     ) -> Result<()> {
         let started = std::time::Instant::now();
-        log::info!("index: renaming {what} in {} blocks", blocks.len());
-        let changed = self.blocks.edit_many(blocks, edit, |done| {
-            if done > 0 && done < blocks.len() {
-                log::info!("index: renaming {what}: {done} of {} blocks", blocks.len());
+        let ask = || match focus {
+            Some(f) => self.index.answer_about(f),
+            None => self.index_answer(kind),
+        };
+        let asked = ask()?;
+        let positions = |before: i64| -> Result<Vec<BlockPos>> {
+            let answer = if asked.version == Some(before) {
+                asked
+            } else {
+                drop(asked);
+                log::info!("index: the map changed since the question; asking it again");
+                ask()?
+            };
+            let blocks = holding(&answer);
+            log::info!("index: renaming {what} in {} blocks", blocks.len());
+            Ok(blocks)
+        };
+        let progress = |done: usize, all: usize| {
+            if done > 0 && done < all {
+                log::info!("index: renaming {what}: {done} of {all} blocks");
             }
-        })?;
+        };
+        let followed = |edited: &Edited| {
+            let changed: Vec<u64> = edited.changed.iter().map(|&p| pack(p)).collect();
+            self.index.edited(edited.before, edited.after, |answer| {
+                follow(answer, &changed)
+            });
+        };
+        let changed = self.blocks.edit_many(positions, edit, progress, followed)?;
         log::info!(
             "index: renamed {what} in {changed} blocks, committed in one transaction ({:.3} s)",
             started.elapsed().as_secs_f64()
@@ -345,17 +402,18 @@ impl LuantiTree {
             }
             At::Top => Ok(self.dir_stat(base_time())),
             At::Folder("items") => Ok(self.items_dir_stat(&self.item_lines()?)),
-            At::Folder("fields") | At::FieldKey(_) | At::FieldValue(..) => {
-                Ok(self.answer_dir_stat(&*self.index_answer(Kind::Fields)?))
-            }
-            _ => Ok(self.answer_dir_stat(&*self.index_answer(Kind::Nodes)?)),
+            _ => self.answer_dir_stat(),
         }
     }
 
-    /// A folder listing part of `answer`: its mtime changes with the answer (the kernel
-    /// opens folders itself and keeps a listing until the folder's mtime changes).
-    fn answer_dir_stat(&self, answer: &Answer) -> Stat {
-        self.dir_stat(base_time() + Duration::from_secs(answer.generation))
+    /// A folder listing part of an answer: its mtime changes whenever the answer may (the
+    /// kernel opens folders itself and keeps a listing until the folder's mtime changes),
+    /// without a scan ([`Index::stamp`]).
+    ///
+    /// [`Index::stamp`]: crate::luanti::index::Index::stamp
+    fn answer_dir_stat(&self) -> Result<Stat> {
+        let nanos = (self.index.stamp()? % 1_000_000_000) as u32;
+        Ok(self.dir_stat(base_time() + Duration::new(0, nanos)))
     }
 
     /// `items/`, which also lists the players' items (read afresh, not in the answer): its
@@ -406,7 +464,7 @@ impl LuantiTree {
             At::Folder("nodes") => {
                 let a = self.index_answer(Kind::Nodes)?;
                 let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
-                named_entries(nodes.keys(), self.answer_dir_stat(&a))
+                named_entries(nodes.keys(), self.answer_dir_stat()?)
             }
             At::Folder("items") => {
                 let items = self.item_lines()?;
@@ -423,7 +481,7 @@ impl LuantiTree {
             At::Folder("fields") => {
                 let a = self.index_answer(Kind::Fields)?;
                 let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
-                named_entries(fields.keys(), self.answer_dir_stat(&a))
+                named_entries(fields.keys(), self.answer_dir_stat()?)
             }
             At::Folder(_) => {
                 let a = self.index_answer(Kind::Nodes)?;
@@ -431,11 +489,8 @@ impl LuantiTree {
                 return stream_blocks(blocks, "../../blocks/", sink, link);
             }
             At::Node(name) => {
-                let a = self.index_answer(Kind::Nodes)?;
-                let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
-                let set = nodes
-                    .get(name)
-                    .ok_or_else(|| Error::not_found("no such node"))?;
+                let a = self.node_answer(name)?;
+                let set = holders(&a, name)?;
                 let blocks = set.range(after + 1..).copied();
                 return stream_blocks(blocks, "../../../blocks/", sink, link);
             }
@@ -445,7 +500,7 @@ impl LuantiTree {
                 let values = fields
                     .get(key)
                     .ok_or_else(|| Error::not_found("no such field"))?;
-                named_entries(values.keys(), self.answer_dir_stat(&a))
+                named_entries(values.keys(), self.answer_dir_stat()?)
             }
             At::FieldValue(key, value) => {
                 let a = self.index_answer(Kind::Fields)?;
@@ -500,4 +555,72 @@ fn stream_blocks(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::luanti::codec;
+    use crate::luanti::store::map::MapStore;
+    use crate::vfs::tree::{Options, Tree};
+
+    fn blob(name: &str) -> Vec<u8> {
+        let mut b = crate::luanti::cache::new_block();
+        b.names = vec![name.to_string()];
+        codec::encode_block(&b).expect("encodes")
+    }
+
+    fn at(x: i16) -> BlockPos {
+        BlockPos { x, y: 0, z: 0 }
+    }
+
+    /// Another writer that gives a block the name after the question and before the
+    /// rename's transaction begins: the rename asks again inside its transaction, so that
+    /// block is renamed too.
+    #[test]
+    fn a_block_given_the_name_just_before_the_rename_is_renamed_too() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let mut changes: Vec<_> = (0..10).map(|x| (at(x), Some(blob("test:a")))).collect();
+        changes.push((at(20), Some(blob("test:z"))));
+        MapStore::open(&path, false)
+            .expect("writer")
+            .commit(&changes)
+            .expect("commit");
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let options = Options {
+            read_only: false,
+            cache_bytes: 1 << 20,
+        };
+        let tree = LuantiTree::open(&path, &options).expect("opens");
+        let p = |parts: &[&str]| -> Vec<String> { parts.iter().map(|s| s.to_string()).collect() };
+        let mut listed = 0;
+        tree.list(&p(&["index", "nodes", "test:a"]), 0, &mut |_| {
+            listed += 1;
+            true
+        })
+        .expect("the question");
+        assert_eq!(listed, 10);
+        let other = path.clone();
+        tree.blocks.before_edit.set(move |_| {
+            MapStore::open(&other, false)
+                .expect("another writer")
+                .commit(&[(at(20), Some(blob("test:a")))])
+                .expect("its commit");
+        });
+        tree.rename(
+            &p(&["index", "nodes", "test:a"]),
+            &p(&["index", "nodes", "test:b"]),
+        )
+        .expect("the rename");
+        let store = MapStore::open(&path, true).expect("reader");
+        for x in (0..10).chain([20]) {
+            let b = codec::decode_block(&store.get(at(x)).expect("read").expect("stored"))
+                .expect("decodes");
+            assert_eq!(b.names, ["test:b"], "block {x},0,0");
+        }
+    }
 }
