@@ -198,24 +198,38 @@ pub struct EncodedNodes {
     pub nodes: Vec<u8>,
 }
 
-/// Encodes the nodes of `block`; ids are renumbered 0.. in order of first use, so the
-/// output is canonical even if `block.names` is not.
-pub fn encode_nodes(block: &MapBlock) -> Result<EncodedNodes> {
-    for (what, len) in [
-        ("content", block.content.len()),
-        ("param1", block.param1.len()),
-        ("param2", block.param2.len()),
-    ] {
-        if len != NODE_COUNT {
-            return Err(Error::invalid(format!(
-                "block has {len} {what} values, expected {NODE_COUNT}"
-            )));
+/// The names of `block` when its name indices already are the ids [`encode_nodes`] writes:
+/// 0, 1, … in order of first use, every name used and distinct (a decoded block, and one a
+/// rename gave a new name it did not hold). `None` otherwise.
+fn dense_ids(block: &MapBlock) -> Option<Vec<&str>> {
+    let mut next: u16 = 0;
+    for &c in &block.content {
+        if c >= next {
+            if c != next {
+                return None;
+            }
+            next += 1;
         }
     }
+    let names = &block.names;
+    if usize::from(next) != names.len() || names.len() > FAST_MAPPING {
+        return None;
+    }
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return None;
+        }
+    }
+    Some(names.iter().map(String::as_str).collect())
+}
+
+/// The ids [`encode_nodes`] writes for each node of `block` and the names they stand for,
+/// renumbered 0.. in order of first use (names given twice become one).
+fn renumbered_ids(block: &MapBlock) -> Result<(Vec<u16>, Vec<&str>)> {
     let mut new_id = vec![u16::MAX; block.names.len()];
     let mut id_of_name: HashMap<&str, u16> = HashMap::new();
     let mut used: Vec<&str> = Vec::new();
-    let mut nodes = Vec::with_capacity(nodes_len(2));
+    let mut ids = Vec::with_capacity(NODE_COUNT);
     for (i, &c) in block.content.iter().enumerate() {
         let slot = new_id.get_mut(usize::from(c)).ok_or_else(|| {
             Error::invalid(format!(
@@ -230,7 +244,32 @@ pub fn encode_nodes(block: &MapBlock) -> Result<EncodedNodes> {
                 (used.len() - 1) as u16
             });
         }
-        put_u16(&mut nodes, *slot);
+        ids.push(*slot);
+    }
+    Ok((ids, used))
+}
+
+/// Encodes the nodes of `block`; ids are renumbered 0.. in order of first use, so the
+/// output is canonical even if `block.names` is not.
+pub fn encode_nodes(block: &MapBlock) -> Result<EncodedNodes> {
+    for (what, len) in [
+        ("content", block.content.len()),
+        ("param1", block.param1.len()),
+        ("param2", block.param2.len()),
+    ] {
+        if len != NODE_COUNT {
+            return Err(Error::invalid(format!(
+                "block has {len} {what} values, expected {NODE_COUNT}"
+            )));
+        }
+    }
+    let (ids, used) = match dense_ids(block) {
+        Some(names) => (block.content.clone(), names),
+        None => renumbered_ids(block)?,
+    };
+    let mut nodes = vec![0u8; NODE_COUNT * 2];
+    for (b, id) in nodes.chunks_exact_mut(2).zip(&ids) {
+        b.copy_from_slice(&id.to_be_bytes());
     }
     nodes.extend_from_slice(&block.param1);
     nodes.extend_from_slice(&block.param2);
@@ -250,6 +289,47 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
+        /// Name indices that already are the ids to write are written as they are, with the
+        /// same bytes renumbering would write, whatever the names (unused, given twice).
+        #[test]
+        fn dense_ids_are_what_renumbering_gives(
+            first_use in proptest::collection::vec(0u16..6, 1..8),
+            runs in proptest::collection::vec((0usize..8, 1usize..600), 1..12),
+            names in proptest::collection::vec(0usize..4, 1..8),
+            in_first_use_order: bool,
+        ) {
+            let mut content = Vec::with_capacity(NODE_COUNT);
+            for (pick, len) in runs.iter().cycle() {
+                if content.len() >= NODE_COUNT {
+                    break;
+                }
+                let id = first_use[pick % first_use.len()] % names.len() as u16;
+                content.extend(std::iter::repeat(id).take(*len));
+            }
+            content.truncate(NODE_COUNT);
+            if in_first_use_order {
+                let mut seen: Vec<u16> = Vec::new();
+                for c in content.iter_mut() {
+                    let at = seen.iter().position(|s| s == c).unwrap_or_else(|| {
+                        seen.push(*c);
+                        seen.len() - 1
+                    });
+                    *c = at as u16;
+                }
+            }
+            let pool = ["air", "test:a", "test:b", "test:a"];
+            let block = MapBlock {
+                names: names.iter().map(|&n| pool[n].to_string()).collect(),
+                content,
+                ..crate::luanti::cache::new_block()
+            };
+            let (ids, used) = renumbered_ids(&block).map_err(|e| e.to_string()).unwrap();
+            if let Some(dense) = dense_ids(&block) {
+                prop_assert_eq!(&block.content, &ids);
+                prop_assert_eq!(dense, used);
+            }
+        }
+
         /// Stored ids that already are canonical are taken as they are, with exactly the
         /// names and errors renumbering would give, whatever the mapping (ids named twice,
         /// names given twice, names that are not UTF-8, ids not named).
