@@ -153,9 +153,16 @@ pub fn used_names(block: &MapBlock) -> Vec<String> {
     names
 }
 
+/// What the decoded `block` contributes to the answer of `kind`. Decoding keeps exactly the
+/// names the block's nodes use ([`MapBlock::names`] is canonical), so its node names need
+/// no pass over the nodes ([`used_names`]).
 fn facts(kind: Kind, packed: u64, block: &MapBlock) -> Facts {
     match kind {
-        Kind::Nodes => Facts::Nodes(used_names(block)),
+        Kind::Nodes => {
+            let mut names = block.names.clone();
+            names.sort();
+            Facts::Nodes(names)
+        }
         Kind::Items => Facts::Items(
             block
                 .metadata

@@ -106,9 +106,49 @@ fn stored_ids(raw: &[u8], cw: usize, param2: &mut [u8]) -> Vec<u16> {
     }
 }
 
+/// The most mapping entries [`already_canonical`] looks through (it compares them pairwise).
+const FAST_MAPPING: usize = 64;
+
+/// The names of `content` when its stored ids already are the canonical indices: ids 0, 1, …
+/// in order of first use, each named (the last entry of an id wins) by a distinct, valid
+/// name — what the engine writes. `None` otherwise (or when the mapping is large): then
+/// [`canonical_ids`] renumbers them, with the same result where this one has one.
+fn already_canonical(content: &[u16], name_ids: &[NameId<'_>]) -> Option<Vec<String>> {
+    if name_ids.len() > FAST_MAPPING {
+        return None;
+    }
+    let mut next: u16 = 0;
+    for &id in content {
+        if id >= next {
+            if id != next {
+                return None;
+            }
+            next += 1;
+        }
+    }
+    let mut names: Vec<String> = Vec::new();
+    for id in 0..next {
+        let name = name_ids.iter().rev().find(|e| e.id == id)?.name;
+        let text = std::str::from_utf8(name).ok()?;
+        if names.iter().any(|n| n == text) {
+            return None;
+        }
+        names.push(text.to_string());
+    }
+    Some(names)
+}
+
 /// Replaces the stored ids in `content` by indices into the returned names, in order of
 /// first use.
 fn canonical_ids(content: &mut [u16], name_ids: &[NameId<'_>]) -> Result<Vec<String>> {
+    match already_canonical(content, name_ids) {
+        Some(names) => Ok(names),
+        None => renumber(content, name_ids),
+    }
+}
+
+/// [`canonical_ids`] by renumbering every node.
+fn renumber(content: &mut [u16], name_ids: &[NameId<'_>]) -> Result<Vec<String>> {
     // Later entries for the same id win, as in NameIdMapping::deSerialize.
     let by_id: HashMap<u16, &[u8]> = name_ids.iter().map(|e| (e.id, e.name)).collect();
     let mut names: Vec<String> = Vec::new();
@@ -158,24 +198,38 @@ pub struct EncodedNodes {
     pub nodes: Vec<u8>,
 }
 
-/// Encodes the nodes of `block`; ids are renumbered 0.. in order of first use, so the
-/// output is canonical even if `block.names` is not.
-pub fn encode_nodes(block: &MapBlock) -> Result<EncodedNodes> {
-    for (what, len) in [
-        ("content", block.content.len()),
-        ("param1", block.param1.len()),
-        ("param2", block.param2.len()),
-    ] {
-        if len != NODE_COUNT {
-            return Err(Error::invalid(format!(
-                "block has {len} {what} values, expected {NODE_COUNT}"
-            )));
+/// The names of `block` when its name indices already are the ids [`encode_nodes`] writes:
+/// 0, 1, … in order of first use, every name used and distinct (a decoded block, and one a
+/// rename gave a new name it did not hold). `None` otherwise.
+fn dense_ids(block: &MapBlock) -> Option<Vec<&str>> {
+    let mut next: u16 = 0;
+    for &c in &block.content {
+        if c >= next {
+            if c != next {
+                return None;
+            }
+            next += 1;
         }
     }
+    let names = &block.names;
+    if usize::from(next) != names.len() || names.len() > FAST_MAPPING {
+        return None;
+    }
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return None;
+        }
+    }
+    Some(names.iter().map(String::as_str).collect())
+}
+
+/// The ids [`encode_nodes`] writes for each node of `block` and the names they stand for,
+/// renumbered 0.. in order of first use (names given twice become one).
+fn renumbered_ids(block: &MapBlock) -> Result<(Vec<u16>, Vec<&str>)> {
     let mut new_id = vec![u16::MAX; block.names.len()];
     let mut id_of_name: HashMap<&str, u16> = HashMap::new();
     let mut used: Vec<&str> = Vec::new();
-    let mut nodes = Vec::with_capacity(nodes_len(2));
+    let mut ids = Vec::with_capacity(NODE_COUNT);
     for (i, &c) in block.content.iter().enumerate() {
         let slot = new_id.get_mut(usize::from(c)).ok_or_else(|| {
             Error::invalid(format!(
@@ -190,7 +244,32 @@ pub fn encode_nodes(block: &MapBlock) -> Result<EncodedNodes> {
                 (used.len() - 1) as u16
             });
         }
-        put_u16(&mut nodes, *slot);
+        ids.push(*slot);
+    }
+    Ok((ids, used))
+}
+
+/// Encodes the nodes of `block`; ids are renumbered 0.. in order of first use, so the
+/// output is canonical even if `block.names` is not.
+pub fn encode_nodes(block: &MapBlock) -> Result<EncodedNodes> {
+    for (what, len) in [
+        ("content", block.content.len()),
+        ("param1", block.param1.len()),
+        ("param2", block.param2.len()),
+    ] {
+        if len != NODE_COUNT {
+            return Err(Error::invalid(format!(
+                "block has {len} {what} values, expected {NODE_COUNT}"
+            )));
+        }
+    }
+    let (ids, used) = match dense_ids(block) {
+        Some(names) => (block.content.clone(), names),
+        None => renumbered_ids(block)?,
+    };
+    let mut nodes = vec![0u8; NODE_COUNT * 2];
+    for (b, id) in nodes.chunks_exact_mut(2).zip(&ids) {
+        b.copy_from_slice(&id.to_be_bytes());
     }
     nodes.extend_from_slice(&block.param1);
     nodes.extend_from_slice(&block.param2);
@@ -207,6 +286,115 @@ pub fn encode_nodes(block: &MapBlock) -> Result<EncodedNodes> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Name indices that already are the ids to write are written as they are, with the
+        /// same bytes renumbering would write, whatever the names (unused, given twice).
+        #[test]
+        fn dense_ids_are_what_renumbering_gives(
+            first_use in proptest::collection::vec(0u16..6, 1..8),
+            runs in proptest::collection::vec((0usize..8, 1usize..600), 1..12),
+            names in proptest::collection::vec(0usize..4, 1..8),
+            in_first_use_order: bool,
+        ) {
+            let mut content = Vec::with_capacity(NODE_COUNT);
+            for (pick, len) in runs.iter().cycle() {
+                if content.len() >= NODE_COUNT {
+                    break;
+                }
+                let id = first_use[pick % first_use.len()] % names.len() as u16;
+                content.extend(std::iter::repeat(id).take(*len));
+            }
+            content.truncate(NODE_COUNT);
+            if in_first_use_order {
+                let mut seen: Vec<u16> = Vec::new();
+                for c in content.iter_mut() {
+                    let at = seen.iter().position(|s| s == c).unwrap_or_else(|| {
+                        seen.push(*c);
+                        seen.len() - 1
+                    });
+                    *c = at as u16;
+                }
+            }
+            let pool = ["air", "test:a", "test:b", "test:a"];
+            let block = MapBlock {
+                names: names.iter().map(|&n| pool[n].to_string()).collect(),
+                content,
+                ..crate::luanti::cache::new_block()
+            };
+            let (ids, used) = renumbered_ids(&block).map_err(|e| e.to_string()).unwrap();
+            if let Some(dense) = dense_ids(&block) {
+                prop_assert_eq!(&block.content, &ids);
+                prop_assert_eq!(dense, used);
+            }
+        }
+
+        /// Stored ids that already are canonical are taken as they are, with exactly the
+        /// names and errors renumbering would give, whatever the mapping (ids named twice,
+        /// names given twice, names that are not UTF-8, ids not named).
+        #[test]
+        fn canonical_ids_are_what_renumbering_gives(
+            first_use in proptest::collection::vec(0u16..6, 1..8),
+            runs in proptest::collection::vec((0usize..8, 1usize..600), 1..12),
+            mapping in proptest::collection::vec((0u16..7, 0usize..5), 0..10),
+            in_first_use_order: bool,
+        ) {
+            let mut content = Vec::with_capacity(NODE_COUNT);
+            for (pick, len) in runs.iter().cycle() {
+                if content.len() >= NODE_COUNT {
+                    break;
+                }
+                let id = first_use[pick % first_use.len()];
+                content.extend(std::iter::repeat(id).take(*len));
+            }
+            content.truncate(NODE_COUNT);
+            if in_first_use_order {
+                // As the engine numbers them: 0, 1, … in order of first use.
+                let mut seen: Vec<u16> = Vec::new();
+                for c in content.iter_mut() {
+                    let at = seen.iter().position(|s| s == c).unwrap_or_else(|| {
+                        seen.push(*c);
+                        seen.len() - 1
+                    });
+                    *c = at as u16;
+                }
+            }
+            let names: [&[u8]; 5] = [b"air", b"test:a", b"test:b", b"test:a", b"\xff\xfe"];
+            let name_ids: Vec<NameId<'_>> = mapping
+                .iter()
+                .map(|&(id, n)| NameId { id, name: names[n] })
+                .collect();
+            let mut fast = content.clone();
+            let mut slow = content.clone();
+            let got = canonical_ids(&mut fast, &name_ids).map_err(|e| e.to_string());
+            let want = renumber(&mut slow, &name_ids).map_err(|e| e.to_string());
+            prop_assert_eq!(&got, &want);
+            if got.is_ok() {
+                prop_assert_eq!(fast, slow);
+            }
+        }
+    }
+
+    /// What the engine writes (ids 0, 1, … in order of first use, each named once) is taken
+    /// as it is.
+    #[test]
+    fn engine_numbering_needs_no_renumbering() {
+        let mut content = vec![0u16; NODE_COUNT];
+        content[100..200].fill(1);
+        content[3000] = 2;
+        let map = [
+            NameId { id: 2, name: b"c" },
+            NameId { id: 0, name: b"a" },
+            NameId { id: 1, name: b"b" },
+        ];
+        assert_eq!(
+            already_canonical(&content, &map),
+            Some(vec!["a".to_string(), "b".into(), "c".into()])
+        );
+        content[50] = 2;
+        assert_eq!(already_canonical(&content, &map), None, "2 used before 1");
+    }
 
     fn raw_cw1(p0: &[(usize, u8, u8)]) -> Vec<u8> {
         let mut raw = vec![0u8; nodes_len(1)];
