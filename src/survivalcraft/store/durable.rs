@@ -290,17 +290,47 @@ pub(crate) fn recover(path: &Path, file: &File) -> Result<bool> {
     apply_journal(path, file)
 }
 
-const REPLACE_MAGIC: &[u8; 8] = b"WFSREPL1";
+const REPLACE_MAGIC: &[u8; 8] = b"WFSREPL2";
 const REPLACE_END: &[u8; 8] = b"WFSREPLE";
 
-/// A journal of whole-file replacements being written: records (a key naming the file, its
-/// new bytes) are appended one at a time, so a commit of many files holds one in memory;
-/// [`ReplaceJournal::seal`] makes it complete and durable, after which
-/// [`replay_replacements`] applies it (now, or at the next open after a crash). A journal
-/// that is not sealed is discarded: then no file was replaced.
+/// What a file holds, as a replacement journal records it: its length and CRC-32, `None`
+/// when there is no file.
+pub(crate) type FileState = Option<(u64, u32)>;
+
+/// The [`FileState`] of `bytes` (`None`: no file).
+pub(crate) fn state_of(bytes: Option<&[u8]>) -> FileState {
+    bytes.map(|b| (b.len() as u64, crc32fast::hash(b)))
+}
+
+/// The [`FileState`] of the file at `path` (never read through a link), read streaming.
+pub(crate) fn file_state(path: &Path) -> Result<FileState> {
+    let mut f = match open_no_follow(path, false) {
+        Ok(f) => f,
+        Err(e) if e.errno() == libc::ENOENT => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut len = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(Some((len, crc.finalize())));
+        }
+        crc.update(&buf[..n]);
+        len += n as u64;
+    }
+}
+
+/// A journal of whole-file replacements being written: records (a key naming the file, what
+/// the file held when the commit read it, its new bytes) are appended one at a time, so a
+/// commit of many files holds one in memory; [`ReplaceJournal::seal`] makes it complete and
+/// durable, after which [`replay_replacements`] applies it (now, or at the next open after
+/// a crash). A journal that is not sealed is discarded: then no file was replaced.
 ///
-/// Layout: magic, then per record `key u64, len u64, bytes, CRC-32 of the three`, then the
-/// end magic, the record count (u64) and the CRC-32 of the count; little-endian.
+/// Layout: magic, then per record `key u64, len u64, old len u64 (u64::MAX: no file), old
+/// CRC-32, bytes, CRC-32 of the five`, then the end magic, the record count (u64) and the
+/// CRC-32 of the count; little-endian.
 pub(crate) struct ReplaceJournal {
     path: PathBuf,
     out: std::io::BufWriter<File>,
@@ -328,11 +358,14 @@ impl ReplaceJournal {
         })
     }
 
-    /// Appends the new bytes of the file `key` names.
-    pub(crate) fn add(&mut self, key: u64, bytes: &[u8]) -> Result<()> {
-        let mut head = [0u8; 16];
+    /// Appends the new bytes of the file `key` names, which holds `old` now.
+    pub(crate) fn add(&mut self, key: u64, old: FileState, bytes: &[u8]) -> Result<()> {
+        let mut head = [0u8; 28];
         head[..8].copy_from_slice(&key.to_le_bytes());
-        head[8..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        head[8..16].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        let (old_len, old_crc) = old.unwrap_or((u64::MAX, 0));
+        head[16..24].copy_from_slice(&old_len.to_le_bytes());
+        head[24..].copy_from_slice(&old_crc.to_le_bytes());
         let mut crc = crc32fast::Hasher::new();
         crc.update(&head);
         crc.update(bytes);
@@ -366,11 +399,12 @@ impl ReplaceJournal {
     }
 }
 
-/// Reads the records of a replacement journal in order, handing each to `each`; false when
-/// the journal is not sealed (torn, or not a journal), checked before any record is handed.
+/// Reads the records of a replacement journal in order, handing each (key, old state, new
+/// bytes) to `each`; false when the journal is not sealed (torn, or not a journal), checked
+/// before any record is handed.
 fn read_replacements(
     path: &Path,
-    mut each: impl FnMut(u64, Vec<u8>) -> Result<()>,
+    mut each: impl FnMut(u64, FileState, Vec<u8>) -> Result<()>,
 ) -> Result<bool> {
     let mut f = std::io::BufReader::new(open_no_follow(path, false)?);
     let mut magic = [0u8; 8];
@@ -379,8 +413,8 @@ fn read_replacements(
     }
     let mut count = 0u64;
     loop {
-        let mut head = [0u8; 16];
-        if f.read_exact(&mut head).is_err() {
+        let mut head = [0u8; 28];
+        if f.read_exact(&mut head[..16]).is_err() {
             return Ok(false);
         }
         if &head[..8] == REPLACE_END {
@@ -388,13 +422,24 @@ fn read_replacements(
             if f.read_exact(&mut tail).is_err() {
                 return Ok(false);
             }
-            let sealed = head[8..] == count.to_le_bytes()
-                && tail == crc32fast::hash(&head[8..]).to_le_bytes()
+            let sealed = head[8..16] == count.to_le_bytes()
+                && tail == crc32fast::hash(&head[8..16]).to_le_bytes()
                 && f.read(&mut [0u8; 1])? == 0;
             return Ok(sealed);
         }
-        let key = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
-        let len = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+        if f.read_exact(&mut head[16..]).is_err() {
+            return Ok(false);
+        }
+        let word = |at: usize| {
+            u64::from_le_bytes(
+                head.get(at..at + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or_default(),
+            )
+        };
+        let (key, len, old_len) = (word(0), word(8), word(16));
+        let old_crc = u32::from_le_bytes(head[24..].try_into().unwrap_or_default());
+        let old = (old_len != u64::MAX).then_some((old_len, old_crc));
         let mut bytes = Vec::new();
         if (&mut f).take(len).read_to_end(&mut bytes)? as u64 != len {
             return Ok(false);
@@ -409,34 +454,65 @@ fn read_replacements(
         if h.finalize().to_le_bytes() != crc {
             return Ok(false);
         }
-        each(key, bytes)?;
+        each(key, old, bytes)?;
         count += 1;
     }
 }
 
-/// Applies the replacement journal at `path` if it is sealed (`replace` writes one file, and
-/// must be idempotent: a replay after a crash may repeat replacements already made), then
-/// removes it; a torn journal is removed and nothing replaced. Returns whether one was
-/// applied. Records are read one at a time: the journal is verified whole first.
+/// What [`replay_replacements`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Replay {
+    /// There was no journal.
+    Nothing,
+    /// The journal was not sealed (or not a journal): nothing replaced.
+    Torn,
+    /// The file of this key holds neither what the commit read nor its new bytes: another
+    /// program wrote it since. Nothing replaced.
+    Stale(u64),
+    /// Every replacement was made.
+    Applied,
+}
+
+/// Applies the replacement journal at `path` if it is sealed and still current, then
+/// removes it. `current` tells what the file a key names holds now; `replace` writes one
+/// file, and must be idempotent (a replay after a crash may repeat replacements already
+/// made). The journal is verified whole first, and every file it names must hold either
+/// what the commit read or its new bytes: otherwise another program saved the world since
+/// (a game run after a crash), and replaying would undo that and mix the two; then nothing
+/// is replaced. Records are read one at a time.
 pub(crate) fn replay_replacements(
     path: &Path,
+    mut current: impl FnMut(u64) -> Result<FileState>,
     mut replace: impl FnMut(u64, Vec<u8>) -> Result<()>,
-) -> Result<bool> {
+) -> Result<Replay> {
     if !fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
         if fs::symlink_metadata(path).is_ok() {
             log::warn!("{}: not a regular file; removed", path.display());
             remove_if_there(path)?;
             sync_parent(path)?;
+            return Ok(Replay::Torn);
         }
-        return Ok(false);
+        return Ok(Replay::Nothing);
     }
-    let sealed = read_replacements(path, |_, _| Ok(()))?;
-    if sealed {
-        read_replacements(path, &mut replace)?;
-    }
+    let mut stale = None;
+    let sealed = read_replacements(path, |key, old, bytes| {
+        let now = current(key)?;
+        if stale.is_none() && now != old && now != state_of(Some(&bytes)) {
+            stale = Some(key);
+        }
+        Ok(())
+    })?;
+    let done = match (sealed, stale) {
+        (false, _) => Replay::Torn,
+        (true, Some(key)) => Replay::Stale(key),
+        (true, None) => {
+            read_replacements(path, |key, _, bytes| replace(key, bytes))?;
+            Replay::Applied
+        }
+    };
     remove_if_there(path)?;
     sync_parent(path)?;
-    Ok(sealed)
+    Ok(done)
 }
 
 #[cfg(test)]
@@ -447,18 +523,19 @@ mod tests {
     fn replacement_journals_replay_only_when_sealed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Regions.worldfs-journal");
+        let old = |key: u64| Ok(state_of((key != u64::MAX).then_some(b"old".as_slice())));
         let mut j = ReplaceJournal::create(&path).unwrap();
-        j.add(7, b"seven").unwrap();
-        j.add(u64::MAX, b"").unwrap();
-        j.add(3, &[9u8; 5000]).unwrap();
+        j.add(7, old(7).unwrap(), b"seven").unwrap();
+        j.add(u64::MAX, None, b"").unwrap();
+        j.add(3, old(3).unwrap(), &[9u8; 5000]).unwrap();
         j.seal().unwrap();
         let whole = fs::read(&path).unwrap();
         let mut got = Vec::new();
-        assert!(replay_replacements(&path, |k, b| {
+        let replayed = replay_replacements(&path, old, |k, b| {
             got.push((k, b));
             Ok(())
-        })
-        .unwrap());
+        });
+        assert_eq!(replayed.unwrap(), Replay::Applied);
         assert_eq!(
             got,
             vec![
@@ -468,21 +545,72 @@ mod tests {
             ]
         );
         assert!(!path.exists(), "removed once applied");
+        let never = |_, _| panic!("replayed a torn journal");
         // Cut anywhere or with a flipped byte, it is discarded and nothing is handed out.
         for cut in (0..whole.len()).step_by(97).chain([whole.len() - 1]) {
             fs::write(&path, &whole[..cut]).unwrap();
-            assert!(!replay_replacements(&path, |_, _| panic!("replayed a torn journal")).unwrap());
+            assert_eq!(
+                replay_replacements(&path, old, never).unwrap(),
+                Replay::Torn
+            );
             assert!(!path.exists());
         }
-        let mut flipped = whole.clone();
-        flipped[30] ^= 1;
-        fs::write(&path, &flipped).unwrap();
-        assert!(!replay_replacements(&path, |_, _| panic!("replayed a damaged journal")).unwrap());
+        for at in [3, 8, 20, 30, 40, whole.len() - 10] {
+            let mut flipped = whole.clone();
+            flipped[at] ^= 1;
+            fs::write(&path, &flipped).unwrap();
+            assert_eq!(
+                replay_replacements(&path, old, never).unwrap(),
+                Replay::Torn
+            );
+        }
+        // Sealed, but a file holds neither its old nor its new bytes: nothing replaced.
+        fs::write(&path, &whole).unwrap();
+        let moved = |key: u64| {
+            Ok(if key == 3 {
+                state_of(Some(b"game"))
+            } else {
+                old(key)?
+            })
+        };
+        assert_eq!(
+            replay_replacements(&path, moved, never).unwrap(),
+            Replay::Stale(3)
+        );
+        assert!(!path.exists());
+        // Half replayed before a crash: files already new are fine.
+        fs::write(&path, &whole).unwrap();
+        let half = |key: u64| {
+            Ok(if key == 7 {
+                state_of(Some(b"seven"))
+            } else {
+                old(key)?
+            })
+        };
+        let replayed = replay_replacements(&path, half, |_, _| Ok(()));
+        assert_eq!(replayed.unwrap(), Replay::Applied);
         // An unsealed journal, discarded.
         let mut j = ReplaceJournal::create(&path).unwrap();
-        j.add(1, b"x").unwrap();
+        j.add(1, None, b"x").unwrap();
         j.discard().unwrap();
         assert!(!path.exists());
+        assert_eq!(
+            replay_replacements(&path, old, never).unwrap(),
+            Replay::Nothing
+        );
+    }
+
+    #[test]
+    fn a_file_state_is_read_streaming_and_never_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        assert_eq!(file_state(&f).unwrap(), None);
+        let data = vec![5u8; 200_000];
+        fs::write(&f, &data).unwrap();
+        assert_eq!(file_state(&f).unwrap(), state_of(Some(&data)));
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert!(file_state(&link).is_err());
     }
 
     /// The writes a journal file holds, read as recovery reads it; `None` when torn.
