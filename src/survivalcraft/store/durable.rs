@@ -459,6 +459,19 @@ fn read_replacements(
     }
 }
 
+/// Whether a journal (of either kind) lies at `path`: `None` when nothing does, else whether
+/// it is sealed (its writes are pending) rather than torn, or not a journal at all.
+pub(crate) fn left_journal(path: &Path) -> Result<Option<bool>> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::from(e).context(path.display())),
+        Ok(m) if !m.is_file() => Ok(Some(false)),
+        Ok(_) => Ok(Some(
+            read_replacements(path, |_, _, _| Ok(()))? || verify_journal(path)?,
+        )),
+    }
+}
+
 /// What [`replay_replacements`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Replay {
