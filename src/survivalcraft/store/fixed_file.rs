@@ -133,7 +133,7 @@ impl FixedFile {
             return Err(Error::read_only("the chunk file is read-only"));
         };
         let size = self.format.record_bytes();
-        let mut journal = durable::JournalWriter::create(&path)?;
+        let mut journal = durable::JournalWriter::create(&path, file)?;
         let mut changed = 0;
         let mut edit_all = || -> Result<()> {
             for &pos in positions {
