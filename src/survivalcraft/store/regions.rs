@@ -314,11 +314,32 @@ impl RegionStore {
     }
 
     /// The bytes of region `rc` with `changes` applied, and what the region holds now.
+    /// Refused (`EAGAIN`) when another program replaced or created the region file since it
+    /// was opened: writing what was read before would undo its save.
     fn patched(
         &self,
         rc: (i32, i32),
         changes: &[SlotPayload],
     ) -> Result<(Vec<u8>, durable::FileState)> {
+        let path = self
+            .dir
+            .as_ref()
+            .map(|d| d.join(region::region_file_name(rc)));
+        let current = match (self.regions.get(&rc), &path) {
+            (Some(r), Some(p)) => r.blob.is_at(p)?,
+            (None, Some(p)) => fs::symlink_metadata(p).is_err(),
+            (_, None) => true,
+        };
+        if !current {
+            return Err(Error::new(
+                libc::EAGAIN,
+                format!(
+                    "{}: another program saved it since worldfs read it; nothing written, \
+                     try again",
+                    region::region_file_name(rc)
+                ),
+            ));
+        }
         let old = match self.regions.get(&rc) {
             Some(r) => Some(r.blob.read_all(MAX_REGION_BYTES as u64)?),
             None => None,
