@@ -581,3 +581,55 @@ fn a_rename_never_overwrites_what_another_program_just_saved() {
         );
     }
 }
+
+/// Another program replaces `Chunks.dat` (a save through a new file, a restore) just before a
+/// rename: the rename must not write into the replaced file, where its change would vanish
+/// while reported done. Either it lands in the file now there, or it fails with EAGAIN.
+#[test]
+fn a_rename_never_writes_into_a_chunk_file_replaced_underneath() {
+    let w = chunks_dat_world();
+    let t = open(w.path(), false);
+    let (a, b) = common_and_unused(&t);
+    let file = w.path().join("Chunks.dat");
+    let copy = w.path().join("Chunks.dat.saving");
+    fs::copy(&file, &copy).unwrap();
+    // Its time kept, as `cp -p` or `rsync -a` keep it: only the inode tells.
+    let mtime = fs::metadata(&file).unwrap().modified().unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&copy)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    fs::rename(&copy, &file).unwrap();
+    let rename = || {
+        t.rename(
+            &p(&format!("index/blocks/{a}")),
+            &p(&format!("index/blocks/{b}")),
+        )
+    };
+    let mut renamed = rename();
+    if renamed.is_err() {
+        // Refused: once worldfs has seen the new file, the same rename goes through.
+        std::thread::sleep(Duration::from_millis(
+            worldfs::survivalcraft::cache::REFRESH_INTERVAL_MS + 100,
+        ));
+        renamed = rename().map_err(|e| {
+            assert_eq!(e.errno(), libc::EAGAIN, "{e}");
+            e
+        });
+        assert!(renamed.is_ok(), "refused again: {renamed:?}");
+    }
+    let on_disk = World::open(w.path(), true).unwrap();
+    let holds_a = on_disk
+        .chunks()
+        .into_iter()
+        .any(|c| block_ids(&on_disk.read_chunk(c).unwrap()).contains(&a.parse().unwrap()));
+    match renamed {
+        Ok(()) => assert!(
+            !holds_a,
+            "the rename was reported done but is not in the file"
+        ),
+        Err(e) => assert_eq!(e.errno(), libc::EAGAIN, "{e}"),
+    }
+}
