@@ -528,3 +528,108 @@ fn index_files_cannot_be_written_or_removed() {
     assert!(t.stat(&p("index/nodes")).is_err());
     assert!(t.stat(&p("index/blocks/99999")).is_err());
 }
+
+/// Another program saves the world (region files replaced) just before a rename, within
+/// the time worldfs takes to notice: the rename must not write the regions it read before
+/// that save over it. Either the rename lands on top of the other program's save, or it
+/// fails (EAGAIN) and changes nothing; the other program's chunk is never lost. Both for a
+/// rename within one region file and one spanning two.
+#[test]
+fn a_rename_never_overwrites_what_another_program_just_saved() {
+    for spanning in [false, true] {
+        let w = region_world();
+        let t = open(w.path(), false);
+        let ids = ls(&t, "index/blocks");
+        let region_of = |c: &String| {
+            let pos: ChunkPos = c.parse().unwrap();
+            (pos.cx >> 4, pos.cz >> 4)
+        };
+        let (a, holders) = ids
+            .iter()
+            .map(|id| (id.clone(), ls(&t, &format!("index/blocks/{id}"))))
+            .find(|(_, hs)| {
+                let regions: BTreeSet<_> = hs.iter().map(region_of).collect();
+                (regions.len() > 1) == spanning
+            })
+            .unwrap();
+        let unused = (1..255u16).find(|i| !ids.contains(&i.to_string())).unwrap();
+        // The other program changes a cell of the first holder (to a block the rename does
+        // not touch), replacing the region file as a save does.
+        let other: ChunkPos = holders[0].parse().unwrap();
+        let mut game = World::open(w.path(), false).unwrap();
+        let mut c = game.read_chunk(other).unwrap();
+        let cell = Cell {
+            id: unused,
+            light: 0,
+            data: 0,
+        };
+        c.set_cell(1, 1, 1, cell).unwrap();
+        game.commit_chunks(&[(other, &c)]).unwrap();
+        drop(game);
+        let renamed = t.rename(
+            &p(&format!("index/blocks/{a}")),
+            &p(&format!("index/blocks/{}", unused + 1)),
+        );
+        if let Err(e) = &renamed {
+            assert_eq!(e.errno(), libc::EAGAIN, "{e}");
+        }
+        let after = World::open(w.path(), true).unwrap();
+        assert_eq!(
+            after.read_chunk(other).unwrap().cell(1, 1, 1),
+            Some(cell),
+            "the other program's save was lost (spanning: {spanning}, rename: {renamed:?})"
+        );
+    }
+}
+
+/// Another program replaces `Chunks.dat` (a save through a new file, a restore) just before a
+/// rename: the rename must not write into the replaced file, where its change would vanish
+/// while reported done. Either it lands in the file now there, or it fails with EAGAIN.
+#[test]
+fn a_rename_never_writes_into_a_chunk_file_replaced_underneath() {
+    let w = chunks_dat_world();
+    let t = open(w.path(), false);
+    let (a, b) = common_and_unused(&t);
+    let file = w.path().join("Chunks.dat");
+    let copy = w.path().join("Chunks.dat.saving");
+    fs::copy(&file, &copy).unwrap();
+    // Its time kept, as `cp -p` or `rsync -a` keep it: only the inode tells.
+    let mtime = fs::metadata(&file).unwrap().modified().unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&copy)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    fs::rename(&copy, &file).unwrap();
+    let rename = || {
+        t.rename(
+            &p(&format!("index/blocks/{a}")),
+            &p(&format!("index/blocks/{b}")),
+        )
+    };
+    let mut renamed = rename();
+    if renamed.is_err() {
+        // Refused: once worldfs has seen the new file, the same rename goes through.
+        std::thread::sleep(Duration::from_millis(
+            worldfs::survivalcraft::cache::REFRESH_INTERVAL_MS + 100,
+        ));
+        renamed = rename().map_err(|e| {
+            assert_eq!(e.errno(), libc::EAGAIN, "{e}");
+            e
+        });
+        assert!(renamed.is_ok(), "refused again: {renamed:?}");
+    }
+    let on_disk = World::open(w.path(), true).unwrap();
+    let holds_a = on_disk
+        .chunks()
+        .into_iter()
+        .any(|c| block_ids(&on_disk.read_chunk(c).unwrap()).contains(&a.parse().unwrap()));
+    match renamed {
+        Ok(()) => assert!(
+            !holds_a,
+            "the rename was reported done but is not in the file"
+        ),
+        Err(e) => assert_eq!(e.errno(), libc::EAGAIN, "{e}"),
+    }
+}

@@ -75,8 +75,9 @@ pub fn path_key(path: &str) -> u64 {
 
 const PROJECT_PATH: &str = "Project.xml";
 
-/// Size and mtime of every file of a world folder and its `Regions/`.
-type Signature = Vec<(PathBuf, u64, Option<SystemTime>)>;
+/// Size, mtime and inode of every file of a world folder and its `Regions/` (the inode: a
+/// file replaced by one of the same size and time, as `cp -p` makes, is a change too).
+type Signature = Vec<(PathBuf, u64, Option<SystemTime>, u64)>;
 
 fn signature(folder: &Path) -> Signature {
     let mut out = Vec::new();
@@ -87,7 +88,8 @@ fn signature(folder: &Path) -> Signature {
         for e in entries.flatten() {
             if let Ok(md) = e.metadata() {
                 if md.is_file() {
-                    out.push((e.path(), md.len(), md.modified().ok()));
+                    use std::os::unix::fs::MetadataExt;
+                    out.push((e.path(), md.len(), md.modified().ok(), md.ino()));
                 }
             }
         }

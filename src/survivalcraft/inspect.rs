@@ -3,7 +3,9 @@
 //! `check` decodes every chunk, re-encodes it and decodes that again; a fixed-size record
 //! must also re-encode to its stored bytes and carry the position its directory entry
 //! gives. Project.xml must parse with every inventory readable. Each broken object is
-//! printed with its coordinates; the exit status says whether any was.
+//! printed with its coordinates; the exit status says whether any was. A journal a crash
+//! left is named too: a sealed one (a commit pending, which the files may hold in part)
+//! counts as broken until a read-write mount finishes it.
 
 use std::io::Write;
 use std::path::Path;
@@ -130,6 +132,15 @@ pub fn check(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
         }
     };
     writeln!(out, "{project}").map_err(out_err)?;
+    for (journal, sealed) in world.left_journals()? {
+        let what = if sealed {
+            broken += 1;
+            "a commit cut by a crash is pending (the files may hold part of it): mount the world read-write once to finish it"
+        } else {
+            "a torn journal (its commit never happened; the next read-write mount removes it)"
+        };
+        writeln!(out, "{}: {what}", journal.display()).map_err(out_err)?;
+    }
     writeln!(
         out,
         "{} chunks checked, {broken} broken objects",

@@ -8,6 +8,7 @@
 use std::fs::File;
 use std::io::Read;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use zip::ZipArchive;
@@ -35,6 +36,18 @@ fn zip_error(e: zip::result::ZipError) -> Error {
 }
 
 impl Blob {
+    /// Whether this is the file now at `path` (the same inode): false when another program
+    /// replaced it (or removed it) since it was opened. An entry of an archive is never.
+    pub(crate) fn is_at(&self, path: &Path) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let Blob::File(f) = self else {
+            return Ok(false);
+        };
+        let open = f.metadata()?;
+        Ok(std::fs::symlink_metadata(path)
+            .is_ok_and(|now| now.dev() == open.dev() && now.ino() == open.ino()))
+    }
+
     /// An archive entry by name.
     pub(crate) fn entry(archive: &Archive, name: &str) -> Result<Blob> {
         let size = lock(archive)?.by_name(name).map_err(zip_error)?.size();

@@ -7,7 +7,12 @@
 //! journal `<file>.worldfs-journal`: every write (offset, bytes) is recorded with a CRC-32
 //! and fsynced before the file is touched, then applied, fsynced and the journal removed.
 //! Opening the file replays a complete journal and discards a torn one, so after a crash
-//! at any moment each chunk is either all old or all new.
+//! at any moment each chunk is either all old or all new. Each write also records what its
+//! range held (length and CRC-32): a journal is replayed only while every range holds that
+//! or already its new bytes, and no write starts past the end of the file. Otherwise the
+//! game saved the world after the crash (replaying would overwrite what it saved, directory
+//! entries included) or the journal was not made for this file: it is dropped, with an
+//! error in the log, and the file left alone.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -17,7 +22,19 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::vfs::replace::{open_no_follow, sync_dir};
 
-const JOURNAL_MAGIC: &[u8; 8] = b"WFSJRNL1";
+const JOURNAL_MAGIC: &[u8; 8] = b"WFSJRNL2";
+/// The journals of worldfs before writes recorded what their range held (still replayed:
+/// one may be left by a crash before an upgrade).
+const JOURNAL_MAGIC_V1: &[u8; 8] = b"WFSJRNL1";
+
+/// The bytes of each write's header in a journal starting with `magic`, if it is one.
+fn write_head_bytes(magic: &[u8]) -> Option<usize> {
+    match magic {
+        m if m == JOURNAL_MAGIC => Some(WRITE_HEAD),
+        m if m == JOURNAL_MAGIC_V1 => Some(16),
+        _ => None,
+    }
+}
 
 /// fsyncs the folder holding `path`, so a rename or unlink in it is durable.
 pub(crate) fn sync_parent(path: &Path) -> Result<()> {
@@ -44,18 +61,44 @@ pub(crate) fn journal_path(file: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-fn encode_journal(writes: &[(u64, Vec<u8>)]) -> Vec<u8> {
+/// Bytes of a write's header in a journal: offset, length, old length, old CRC-32.
+const WRITE_HEAD: usize = 28;
+
+/// The header of a write of `data` at `off` to `file` as it is now: the file's bytes in
+/// that range (fewer past its end) are recorded by length and CRC-32, so a replay can tell
+/// whether the file still holds them.
+fn write_head(file: &File, off: u64, data: &[u8]) -> Result<[u8; WRITE_HEAD]> {
+    let len = file.metadata()?.len();
+    let present = len.saturating_sub(off).min(data.len() as u64) as usize;
+    let mut old = vec![0u8; present];
+    file.read_exact_at(&mut old, off)?;
+    let mut head = [0u8; WRITE_HEAD];
+    head[..8].copy_from_slice(&off.to_le_bytes());
+    head[8..16].copy_from_slice(&(data.len() as u64).to_le_bytes());
+    head[16..24].copy_from_slice(&(present as u64).to_le_bytes());
+    head[24..].copy_from_slice(&crc32fast::hash(&old).to_le_bytes());
+    Ok(head)
+}
+
+/// A write as a journal holds it: its offset, what the range held (length and CRC-32;
+/// unknown in a journal of worldfs 1) and its bytes.
+struct JournalWrite {
+    off: u64,
+    old: Option<(u64, u32)>,
+    data: Vec<u8>,
+}
+
+fn encode_journal(file: &File, writes: &[(u64, Vec<u8>)]) -> Result<Vec<u8>> {
     let mut j = Vec::new();
     j.extend_from_slice(JOURNAL_MAGIC);
     j.extend_from_slice(&(writes.len() as u64).to_le_bytes());
     for (off, data) in writes {
-        j.extend_from_slice(&off.to_le_bytes());
-        j.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        j.extend_from_slice(&write_head(file, *off, data)?);
         j.extend_from_slice(data);
     }
     let crc = crc32fast::hash(&j);
     j.extend_from_slice(&crc.to_le_bytes());
-    j
+    Ok(j)
 }
 
 /// Checks a journal whole, streaming it: the layout of [`encode_journal`] filling the file
@@ -69,22 +112,22 @@ fn verify_journal(jpath: &Path) -> Result<bool> {
     let mut crc = crc32fast::Hasher::new();
     let mut head = [0u8; 16];
     r.read_exact(&mut head)?;
-    if &head[..8] != JOURNAL_MAGIC {
+    let Some(head_bytes) = write_head_bytes(&head[..8]) else {
         return Ok(false);
-    }
+    };
     crc.update(&head);
     let count = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
     let mut at = 16u64;
     let mut buf = vec![0u8; 64 << 10];
     for _ in 0..count {
-        if at + 16 > body {
+        if at + head_bytes as u64 > body {
             return Ok(false);
         }
-        let mut w = [0u8; 16];
-        r.read_exact(&mut w)?;
-        crc.update(&w);
-        let n = u64::from_le_bytes(w[8..].try_into().unwrap_or_default());
-        at += 16;
+        let mut w = [0u8; WRITE_HEAD];
+        r.read_exact(&mut w[..head_bytes])?;
+        crc.update(&w[..head_bytes]);
+        let n = u64::from_le_bytes(w[8..16].try_into().unwrap_or_default());
+        at += head_bytes as u64;
         if n > body - at {
             return Ok(false);
         }
@@ -104,37 +147,79 @@ fn verify_journal(jpath: &Path) -> Result<bool> {
 
 /// Reads a journal's writes in order, one at a time, handing each to `each`; false (and
 /// nothing handed) when it is torn or not a journal: it is verified whole first.
-fn read_journal(jpath: &Path, mut each: impl FnMut(u64, Vec<u8>) -> Result<()>) -> Result<bool> {
+fn read_journal(jpath: &Path, mut each: impl FnMut(JournalWrite) -> Result<()>) -> Result<bool> {
     if !verify_journal(jpath)? {
         return Ok(false);
     }
     let mut r = std::io::BufReader::new(open_no_follow(jpath, false)?);
     let mut head = [0u8; 16];
     r.read_exact(&mut head)?;
+    let head_bytes = write_head_bytes(&head[..8]).unwrap_or(WRITE_HEAD);
     let count = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
     for _ in 0..count {
-        let mut w = [0u8; 16];
-        r.read_exact(&mut w)?;
-        let off = u64::from_le_bytes(w[..8].try_into().unwrap_or_default());
-        let n = u64::from_le_bytes(w[8..].try_into().unwrap_or_default());
+        let mut w = [0u8; WRITE_HEAD];
+        r.read_exact(&mut w[..head_bytes])?;
+        let word = |at: usize| {
+            u64::from_le_bytes(
+                w.get(at..at + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or_default(),
+            )
+        };
+        let old_crc = u32::from_le_bytes(w[24..].try_into().unwrap_or_default());
         let mut data = Vec::new();
-        (&mut r).take(n).read_to_end(&mut data)?;
-        each(off, data)?;
+        (&mut r).take(word(8)).read_to_end(&mut data)?;
+        each(JournalWrite {
+            off: word(0),
+            old: (head_bytes == WRITE_HEAD).then_some((word(16), old_crc)),
+            data,
+        })?;
     }
     Ok(true)
 }
 
+/// Whether every write of a verified journal may be applied to `file` as it is now: each
+/// range holds what it held when the journal was made, or already its new bytes (a replay
+/// cut by a crash), and no write starts past the end of the file as the writes before it
+/// leave it. Otherwise another program wrote the file since (the game saved after a crash),
+/// or the journal was not made for it: applying it would destroy what is there.
+fn journal_fits(jpath: &Path, file: &File) -> Result<bool> {
+    let mut end = file.metadata()?.len();
+    let mut fits = true;
+    read_journal(jpath, |w| {
+        let stop = w.off.checked_add(w.data.len() as u64);
+        if !fits || w.off > end || stop.is_none() {
+            fits = false;
+            return Ok(());
+        }
+        let present = end.saturating_sub(w.off).min(w.data.len() as u64) as usize;
+        let mut now = vec![0u8; present];
+        file.read_exact_at(&mut now, w.off)?;
+        let old = (present as u64, crc32fast::hash(&now));
+        fits = w.old.map_or(true, |o| o == old) || now == w.data;
+        end = end.max(stop.unwrap_or(end));
+        Ok(())
+    })?;
+    Ok(fits)
+}
+
 /// Applies the sealed journal of `path` to `file` (one write in memory at a time), makes it
-/// durable and removes the journal. False, with nothing written, when the journal is torn.
-fn apply_journal(path: &Path, file: &File) -> Result<bool> {
+/// durable and removes the journal. What it did: nothing when the journal is torn, or
+/// stale (see [`journal_fits`]).
+fn apply_journal(path: &Path, file: &File) -> Result<Replay> {
     let jpath = journal_path(path);
-    let applied = read_journal(&jpath, |off, data| Ok(file.write_all_at(&data, off)?))?;
-    if applied {
+    let done = if !verify_journal(&jpath)? {
+        Replay::Torn
+    } else if !journal_fits(&jpath, file)? {
+        Replay::Stale(0)
+    } else {
+        read_journal(&jpath, |w| Ok(file.write_all_at(&w.data, w.off)?))?;
         file.sync_all()?;
-    }
+        Replay::Applied
+    };
     fs::remove_file(&jpath)?;
     sync_parent(&jpath)?;
-    Ok(applied)
+    Ok(done)
 }
 
 /// A redo journal of in-place writes being written one write at a time, in the layout of
@@ -143,6 +228,8 @@ fn apply_journal(path: &Path, file: &File) -> Result<bool> {
 /// untouched, and [`JournalWriter::discard`] drops it.
 pub(crate) struct JournalWriter {
     path: PathBuf,
+    /// The chunk file, read for what each write's range holds now.
+    file: File,
     out: std::io::BufWriter<File>,
     count: u64,
     /// CRC of the writes (the head is added when the count is known).
@@ -157,19 +244,28 @@ pub(crate) struct SealedJournal {
 impl SealedJournal {
     /// Applies the journal to `file` (the chunk file it was made for) and removes it.
     pub(crate) fn apply(self, file: &File) -> Result<()> {
-        if !apply_journal(&self.path, file)? {
-            return Err(Error::corrupt(format!(
+        match apply_journal(&self.path, file)? {
+            Replay::Applied => Ok(()),
+            Replay::Stale(_) => Err(Error::new(
+                libc::EAGAIN,
+                format!(
+                    "{} changed while the commit was made (another program writes the \
+                     world); nothing written",
+                    self.path.display()
+                ),
+            )),
+            Replay::Nothing | Replay::Torn => Err(Error::corrupt(format!(
                 "{}: the sealed journal did not read back; nothing written",
                 journal_path(&self.path).display()
-            )));
+            ))),
         }
-        Ok(())
     }
 }
 
 impl JournalWriter {
-    /// Starts the journal of the chunk file `path` (never written through a link).
-    pub(crate) fn create(path: &Path) -> Result<JournalWriter> {
+    /// Starts the journal of the chunk file `path`, open as `file` (the journal is never
+    /// written through a link).
+    pub(crate) fn create(path: &Path, file: &File) -> Result<JournalWriter> {
         let jpath = journal_path(path);
         remove_if_there(&jpath)?;
         let f = OpenOptions::new()
@@ -184,6 +280,7 @@ impl JournalWriter {
         out.write_all(&[0u8; 8])?;
         Ok(JournalWriter {
             path: path.to_path_buf(),
+            file: file.try_clone()?,
             out,
             count: 0,
             crc: crc32fast::Hasher::new(),
@@ -192,9 +289,7 @@ impl JournalWriter {
 
     /// Appends a write of `data` at offset `off`.
     pub(crate) fn add(&mut self, off: u64, data: &[u8]) -> Result<()> {
-        let mut w = [0u8; 16];
-        w[..8].copy_from_slice(&off.to_le_bytes());
-        w[8..].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        let w = write_head(&self.file, off, data)?;
         self.out.write_all(&w)?;
         self.out.write_all(data)?;
         self.crc.update(&w);
@@ -265,7 +360,7 @@ pub(crate) fn journaled_write(
         .mode(0o600)
         .open(&jpath)
         .map_err(|e| Error::from(e).context(jpath.display()))?;
-    j.write_all(&encode_journal(&all))?;
+    j.write_all(&encode_journal(file, &all)?)?;
     j.sync_all()?;
     sync_parent(&jpath)?;
     apply(file, &all[..split])?;
@@ -287,20 +382,58 @@ pub(crate) fn recover(path: &Path, file: &File) -> Result<bool> {
         }
         return Ok(false);
     }
-    apply_journal(path, file)
+    let done = apply_journal(path, file)?;
+    if done == Replay::Stale(0) {
+        log::error!(
+            "{}: an interrupted commit was not finished: the file changed since (the game \
+             saved the world after the crash); the world is left as it is",
+            path.display()
+        );
+    }
+    Ok(done == Replay::Applied)
 }
 
-const REPLACE_MAGIC: &[u8; 8] = b"WFSREPL1";
+const REPLACE_MAGIC: &[u8; 8] = b"WFSREPL2";
 const REPLACE_END: &[u8; 8] = b"WFSREPLE";
 
-/// A journal of whole-file replacements being written: records (a key naming the file, its
-/// new bytes) are appended one at a time, so a commit of many files holds one in memory;
-/// [`ReplaceJournal::seal`] makes it complete and durable, after which
-/// [`replay_replacements`] applies it (now, or at the next open after a crash). A journal
-/// that is not sealed is discarded: then no file was replaced.
+/// What a file holds, as a replacement journal records it: its length and CRC-32, `None`
+/// when there is no file.
+pub(crate) type FileState = Option<(u64, u32)>;
+
+/// The [`FileState`] of `bytes` (`None`: no file).
+pub(crate) fn state_of(bytes: Option<&[u8]>) -> FileState {
+    bytes.map(|b| (b.len() as u64, crc32fast::hash(b)))
+}
+
+/// The [`FileState`] of the file at `path` (never read through a link), read streaming.
+pub(crate) fn file_state(path: &Path) -> Result<FileState> {
+    let mut f = match open_no_follow(path, false) {
+        Ok(f) => f,
+        Err(e) if e.errno() == libc::ENOENT => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut crc = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut len = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(Some((len, crc.finalize())));
+        }
+        crc.update(&buf[..n]);
+        len += n as u64;
+    }
+}
+
+/// A journal of whole-file replacements being written: records (a key naming the file, what
+/// the file held when the commit read it, its new bytes) are appended one at a time, so a
+/// commit of many files holds one in memory; [`ReplaceJournal::seal`] makes it complete and
+/// durable, after which [`replay_replacements`] applies it (now, or at the next open after
+/// a crash). A journal that is not sealed is discarded: then no file was replaced.
 ///
-/// Layout: magic, then per record `key u64, len u64, bytes, CRC-32 of the three`, then the
-/// end magic, the record count (u64) and the CRC-32 of the count; little-endian.
+/// Layout: magic, then per record `key u64, len u64, old len u64 (u64::MAX: no file), old
+/// CRC-32, bytes, CRC-32 of the five`, then the end magic, the record count (u64) and the
+/// CRC-32 of the count; little-endian.
 pub(crate) struct ReplaceJournal {
     path: PathBuf,
     out: std::io::BufWriter<File>,
@@ -328,11 +461,14 @@ impl ReplaceJournal {
         })
     }
 
-    /// Appends the new bytes of the file `key` names.
-    pub(crate) fn add(&mut self, key: u64, bytes: &[u8]) -> Result<()> {
-        let mut head = [0u8; 16];
+    /// Appends the new bytes of the file `key` names, which holds `old` now.
+    pub(crate) fn add(&mut self, key: u64, old: FileState, bytes: &[u8]) -> Result<()> {
+        let mut head = [0u8; 28];
         head[..8].copy_from_slice(&key.to_le_bytes());
-        head[8..].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        head[8..16].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
+        let (old_len, old_crc) = old.unwrap_or((u64::MAX, 0));
+        head[16..24].copy_from_slice(&old_len.to_le_bytes());
+        head[24..].copy_from_slice(&old_crc.to_le_bytes());
         let mut crc = crc32fast::Hasher::new();
         crc.update(&head);
         crc.update(bytes);
@@ -366,11 +502,12 @@ impl ReplaceJournal {
     }
 }
 
-/// Reads the records of a replacement journal in order, handing each to `each`; false when
-/// the journal is not sealed (torn, or not a journal), checked before any record is handed.
+/// Reads the records of a replacement journal in order, handing each (key, old state, new
+/// bytes) to `each`; false when the journal is not sealed (torn, or not a journal), checked
+/// before any record is handed.
 fn read_replacements(
     path: &Path,
-    mut each: impl FnMut(u64, Vec<u8>) -> Result<()>,
+    mut each: impl FnMut(u64, FileState, Vec<u8>) -> Result<()>,
 ) -> Result<bool> {
     let mut f = std::io::BufReader::new(open_no_follow(path, false)?);
     let mut magic = [0u8; 8];
@@ -379,8 +516,8 @@ fn read_replacements(
     }
     let mut count = 0u64;
     loop {
-        let mut head = [0u8; 16];
-        if f.read_exact(&mut head).is_err() {
+        let mut head = [0u8; 28];
+        if f.read_exact(&mut head[..16]).is_err() {
             return Ok(false);
         }
         if &head[..8] == REPLACE_END {
@@ -388,13 +525,24 @@ fn read_replacements(
             if f.read_exact(&mut tail).is_err() {
                 return Ok(false);
             }
-            let sealed = head[8..] == count.to_le_bytes()
-                && tail == crc32fast::hash(&head[8..]).to_le_bytes()
+            let sealed = head[8..16] == count.to_le_bytes()
+                && tail == crc32fast::hash(&head[8..16]).to_le_bytes()
                 && f.read(&mut [0u8; 1])? == 0;
             return Ok(sealed);
         }
-        let key = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
-        let len = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+        if f.read_exact(&mut head[16..]).is_err() {
+            return Ok(false);
+        }
+        let word = |at: usize| {
+            u64::from_le_bytes(
+                head.get(at..at + 8)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or_default(),
+            )
+        };
+        let (key, len, old_len) = (word(0), word(8), word(16));
+        let old_crc = u32::from_le_bytes(head[24..].try_into().unwrap_or_default());
+        let old = (old_len != u64::MAX).then_some((old_len, old_crc));
         let mut bytes = Vec::new();
         if (&mut f).take(len).read_to_end(&mut bytes)? as u64 != len {
             return Ok(false);
@@ -409,34 +557,78 @@ fn read_replacements(
         if h.finalize().to_le_bytes() != crc {
             return Ok(false);
         }
-        each(key, bytes)?;
+        each(key, old, bytes)?;
         count += 1;
     }
 }
 
-/// Applies the replacement journal at `path` if it is sealed (`replace` writes one file, and
-/// must be idempotent: a replay after a crash may repeat replacements already made), then
-/// removes it; a torn journal is removed and nothing replaced. Returns whether one was
-/// applied. Records are read one at a time: the journal is verified whole first.
+/// Whether a journal (of either kind) lies at `path`: `None` when nothing does, else whether
+/// it is sealed (its writes are pending) rather than torn, or not a journal at all.
+pub(crate) fn left_journal(path: &Path) -> Result<Option<bool>> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::from(e).context(path.display())),
+        Ok(m) if !m.is_file() => Ok(Some(false)),
+        Ok(_) => Ok(Some(
+            read_replacements(path, |_, _, _| Ok(()))? || verify_journal(path)?,
+        )),
+    }
+}
+
+/// What [`replay_replacements`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Replay {
+    /// There was no journal.
+    Nothing,
+    /// The journal was not sealed (or not a journal): nothing replaced.
+    Torn,
+    /// The file of this key holds neither what the commit read nor its new bytes: another
+    /// program wrote it since. Nothing replaced.
+    Stale(u64),
+    /// Every replacement was made.
+    Applied,
+}
+
+/// Applies the replacement journal at `path` if it is sealed and still current, then
+/// removes it. `current` tells what the file a key names holds now; `replace` writes one
+/// file, and must be idempotent (a replay after a crash may repeat replacements already
+/// made). The journal is verified whole first, and every file it names must hold either
+/// what the commit read or its new bytes: otherwise another program saved the world since
+/// (a game run after a crash), and replaying would undo that and mix the two; then nothing
+/// is replaced. Records are read one at a time.
 pub(crate) fn replay_replacements(
     path: &Path,
+    mut current: impl FnMut(u64) -> Result<FileState>,
     mut replace: impl FnMut(u64, Vec<u8>) -> Result<()>,
-) -> Result<bool> {
+) -> Result<Replay> {
     if !fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) {
         if fs::symlink_metadata(path).is_ok() {
             log::warn!("{}: not a regular file; removed", path.display());
             remove_if_there(path)?;
             sync_parent(path)?;
+            return Ok(Replay::Torn);
         }
-        return Ok(false);
+        return Ok(Replay::Nothing);
     }
-    let sealed = read_replacements(path, |_, _| Ok(()))?;
-    if sealed {
-        read_replacements(path, &mut replace)?;
-    }
+    let mut stale = None;
+    let sealed = read_replacements(path, |key, old, bytes| {
+        let now = current(key)?;
+        if stale.is_none() && now != old && now != state_of(Some(&bytes)) {
+            stale = Some(key);
+        }
+        Ok(())
+    })?;
+    let done = match (sealed, stale) {
+        (false, _) => Replay::Torn,
+        (true, Some(key)) => Replay::Stale(key),
+        (true, None) => {
+            read_replacements(path, |key, _, bytes| replace(key, bytes))?;
+            Replay::Applied
+        }
+    };
     remove_if_there(path)?;
     sync_parent(path)?;
-    Ok(sealed)
+    Ok(done)
 }
 
 #[cfg(test)]
@@ -447,18 +639,19 @@ mod tests {
     fn replacement_journals_replay_only_when_sealed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Regions.worldfs-journal");
+        let old = |key: u64| Ok(state_of((key != u64::MAX).then_some(b"old".as_slice())));
         let mut j = ReplaceJournal::create(&path).unwrap();
-        j.add(7, b"seven").unwrap();
-        j.add(u64::MAX, b"").unwrap();
-        j.add(3, &[9u8; 5000]).unwrap();
+        j.add(7, old(7).unwrap(), b"seven").unwrap();
+        j.add(u64::MAX, None, b"").unwrap();
+        j.add(3, old(3).unwrap(), &[9u8; 5000]).unwrap();
         j.seal().unwrap();
         let whole = fs::read(&path).unwrap();
         let mut got = Vec::new();
-        assert!(replay_replacements(&path, |k, b| {
+        let replayed = replay_replacements(&path, old, |k, b| {
             got.push((k, b));
             Ok(())
-        })
-        .unwrap());
+        });
+        assert_eq!(replayed.unwrap(), Replay::Applied);
         assert_eq!(
             got,
             vec![
@@ -468,28 +661,79 @@ mod tests {
             ]
         );
         assert!(!path.exists(), "removed once applied");
+        let never = |_, _| panic!("replayed a torn journal");
         // Cut anywhere or with a flipped byte, it is discarded and nothing is handed out.
         for cut in (0..whole.len()).step_by(97).chain([whole.len() - 1]) {
             fs::write(&path, &whole[..cut]).unwrap();
-            assert!(!replay_replacements(&path, |_, _| panic!("replayed a torn journal")).unwrap());
+            assert_eq!(
+                replay_replacements(&path, old, never).unwrap(),
+                Replay::Torn
+            );
             assert!(!path.exists());
         }
-        let mut flipped = whole.clone();
-        flipped[30] ^= 1;
-        fs::write(&path, &flipped).unwrap();
-        assert!(!replay_replacements(&path, |_, _| panic!("replayed a damaged journal")).unwrap());
+        for at in [3, 8, 20, 30, 40, whole.len() - 10] {
+            let mut flipped = whole.clone();
+            flipped[at] ^= 1;
+            fs::write(&path, &flipped).unwrap();
+            assert_eq!(
+                replay_replacements(&path, old, never).unwrap(),
+                Replay::Torn
+            );
+        }
+        // Sealed, but a file holds neither its old nor its new bytes: nothing replaced.
+        fs::write(&path, &whole).unwrap();
+        let moved = |key: u64| {
+            Ok(if key == 3 {
+                state_of(Some(b"game"))
+            } else {
+                old(key)?
+            })
+        };
+        assert_eq!(
+            replay_replacements(&path, moved, never).unwrap(),
+            Replay::Stale(3)
+        );
+        assert!(!path.exists());
+        // Half replayed before a crash: files already new are fine.
+        fs::write(&path, &whole).unwrap();
+        let half = |key: u64| {
+            Ok(if key == 7 {
+                state_of(Some(b"seven"))
+            } else {
+                old(key)?
+            })
+        };
+        let replayed = replay_replacements(&path, half, |_, _| Ok(()));
+        assert_eq!(replayed.unwrap(), Replay::Applied);
         // An unsealed journal, discarded.
         let mut j = ReplaceJournal::create(&path).unwrap();
-        j.add(1, b"x").unwrap();
+        j.add(1, None, b"x").unwrap();
         j.discard().unwrap();
         assert!(!path.exists());
+        assert_eq!(
+            replay_replacements(&path, old, never).unwrap(),
+            Replay::Nothing
+        );
+    }
+
+    #[test]
+    fn a_file_state_is_read_streaming_and_never_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("f");
+        assert_eq!(file_state(&f).unwrap(), None);
+        let data = vec![5u8; 200_000];
+        fs::write(&f, &data).unwrap();
+        assert_eq!(file_state(&f).unwrap(), state_of(Some(&data)));
+        let link = dir.path().join("l");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert!(file_state(&link).is_err());
     }
 
     /// The writes a journal file holds, read as recovery reads it; `None` when torn.
     fn read_back(jpath: &Path) -> Option<Vec<(u64, Vec<u8>)>> {
         let mut out = Vec::new();
-        read_journal(jpath, |off, data| {
-            out.push((off, data));
+        read_journal(jpath, |w| {
+            out.push((w.off, w.data));
             Ok(())
         })
         .unwrap()
@@ -500,12 +744,13 @@ mod tests {
     fn journals_round_trip_and_torn_ones_are_rejected() {
         let dir = tempfile::tempdir().unwrap();
         let jpath = dir.path().join("j");
+        let file = tempfile::tempfile().unwrap();
         let w = vec![
             (5u64, b"abc".to_vec()),
             (0, vec![]),
             (9, vec![7u8; 100_000]),
         ];
-        let j = encode_journal(&w);
+        let j = encode_journal(&file, &w).unwrap();
         fs::write(&jpath, &j).unwrap();
         assert_eq!(read_back(&jpath), Some(w));
         for cut in (0..j.len()).step_by(997).chain([j.len() - 1, 15, 16, 20]) {
@@ -534,31 +779,45 @@ mod tests {
             .unwrap();
         let writes = vec![(2u64, b"xy".to_vec()), (8, b"Z".to_vec())];
         // Discarded: nothing written, no journal left.
-        let mut j = JournalWriter::create(&path).unwrap();
+        let mut j = JournalWriter::create(&path, &f).unwrap();
         j.add(0, b"nope").unwrap();
         j.discard().unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"0123456789");
         assert!(!journal_path(&path).exists());
         // Sealed: the bytes encode_journal makes; a crash now leaves it to recovery.
-        let mut j = JournalWriter::create(&path).unwrap();
+        let mut j = JournalWriter::create(&path, &f).unwrap();
         for (off, data) in &writes {
             j.add(*off, data).unwrap();
         }
         let sealed = j.seal().unwrap();
         assert_eq!(
             fs::read(journal_path(&path)).unwrap(),
-            encode_journal(&writes)
+            encode_journal(&f, &writes).unwrap()
         );
         assert_eq!(fs::read(&path).unwrap(), b"0123456789", "not applied yet");
         sealed.apply(&f).unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"01xy4567Z9");
         assert!(!journal_path(&path).exists());
         // A sealed journal left by a crash is applied by the next open's recovery.
-        let mut j = JournalWriter::create(&path).unwrap();
+        let mut j = JournalWriter::create(&path, &f).unwrap();
         j.add(0, b"AB").unwrap();
         drop(j.seal().unwrap());
         assert!(recover(&path, &f).unwrap());
         assert_eq!(fs::read(&path).unwrap(), b"ABxy4567Z9");
+    }
+
+    /// A journal in the layout of worldfs 1 (writes without what their range held).
+    fn journal_v1(writes: &[(u64, &[u8])]) -> Vec<u8> {
+        let mut j = JOURNAL_MAGIC_V1.to_vec();
+        j.extend_from_slice(&(writes.len() as u64).to_le_bytes());
+        for (off, data) in writes {
+            j.extend_from_slice(&off.to_le_bytes());
+            j.extend_from_slice(&(data.len() as u64).to_le_bytes());
+            j.extend_from_slice(data);
+        }
+        let crc = crc32fast::hash(&j);
+        j.extend_from_slice(&crc.to_le_bytes());
+        j
     }
 
     #[test]
@@ -566,21 +825,73 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Chunks.dat");
         fs::write(&path, b"0123456789").unwrap();
-        // Simulate a crash after the journal was written, before the file was touched.
-        fs::write(journal_path(&path), encode_journal(&[(2, b"xy".to_vec())])).unwrap();
         let f = OpenOptions::new()
             .read(true)
             .write(true)
             .open(&path)
             .unwrap();
+        // Simulate a crash after the journal was written, before the file was touched.
+        let j = encode_journal(&f, &[(2, b"xy".to_vec())]).unwrap();
+        fs::write(journal_path(&path), &j).unwrap();
         assert!(recover(&path, &f).unwrap());
         assert_eq!(fs::read(&path).unwrap(), b"01xy456789");
         assert!(!journal_path(&path).exists());
         // A torn journal is discarded and the file left alone.
-        let j = encode_journal(&[(0, b"zz".to_vec())]);
+        let j = encode_journal(&f, &[(0, b"zz".to_vec())]).unwrap();
         fs::write(journal_path(&path), &j[..j.len() - 1]).unwrap();
         assert!(!recover(&path, &f).unwrap());
         assert_eq!(fs::read(&path).unwrap(), b"01xy456789");
+        // One left by worldfs 1 before an upgrade is still finished.
+        fs::write(journal_path(&path), journal_v1(&[(4, b"ab"), (10, b"+")])).unwrap();
+        assert!(recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"01xyab6789+");
+        let j = journal_v1(&[(0, b"zz")]);
+        fs::write(journal_path(&path), &j[..j.len() - 1]).unwrap();
+        assert!(!recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"01xyab6789+");
+    }
+
+    /// A sealed journal left by a crash, then the game saved the chunk file before the next
+    /// read-write open: replaying would overwrite what the game saved (its directory entries
+    /// too), so nothing is written. A journal whose CRC holds but whose write lies past the
+    /// end of the file (made by hand) is not applied either: it would grow a hole.
+    #[test]
+    fn a_journal_older_than_its_file_or_past_its_end_is_not_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        fs::write(&path, b"0123456789").unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let mut j = JournalWriter::create(&path, &f).unwrap();
+        j.add(2, b"xy").unwrap();
+        j.add(10, b"new record").unwrap();
+        drop(j.seal().unwrap());
+        // The game saves: the range of the first write and the end of the file changed.
+        fs::write(&path, b"01GAME6789game record").unwrap();
+        assert!(!recover(&path, &f).unwrap(), "a stale journal was applied");
+        assert_eq!(fs::read(&path).unwrap(), b"01GAME6789game record");
+        assert!(!journal_path(&path).exists());
+        // Half applied before a crash: the written ranges hold the new bytes; fine.
+        fs::write(&path, b"0123456789").unwrap();
+        let mut j = JournalWriter::create(&path, &f).unwrap();
+        j.add(2, b"xy").unwrap();
+        j.add(10, b"new record").unwrap();
+        drop(j.seal().unwrap());
+        fs::write(&path, b"01xy456789").unwrap();
+        assert!(recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"01xy456789new record");
+        // Far past the end.
+        let mut j = JournalWriter::create(&path, &f).unwrap();
+        j.add(1 << 40, b"far").unwrap();
+        drop(j.seal().unwrap());
+        assert!(
+            !recover(&path, &f).unwrap(),
+            "a write past the end was applied"
+        );
+        assert_eq!(fs::metadata(&path).unwrap().len(), 20);
     }
 
     #[test]
@@ -588,14 +899,15 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Chunks.dat");
         fs::write(&path, b"0123456789").unwrap();
-        let victim = dir.path().join("victim");
-        fs::write(&victim, encode_journal(&[(0, b"zz".to_vec())])).unwrap();
-        std::os::unix::fs::symlink(&victim, journal_path(&path)).unwrap();
         let f = OpenOptions::new()
             .read(true)
             .write(true)
             .open(&path)
             .unwrap();
+        let victim = dir.path().join("victim");
+        let planted = encode_journal(&f, &[(0, b"zz".to_vec())]).unwrap();
+        fs::write(&victim, &planted).unwrap();
+        std::os::unix::fs::symlink(&victim, journal_path(&path)).unwrap();
         assert!(
             !recover(&path, &f).unwrap(),
             "a linked journal is not replayed"
@@ -607,7 +919,7 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"ab23456789");
         assert_eq!(
             fs::read(&victim).unwrap(),
-            encode_journal(&[(0, b"zz".to_vec())]),
+            planted,
             "the journal was written through the link"
         );
     }

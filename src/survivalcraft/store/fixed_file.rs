@@ -116,6 +116,23 @@ impl FixedFile {
         blob.read_at(e.offset, self.format.record_bytes())
     }
 
+    /// Refuses (`EAGAIN`) a commit to a file another program replaced since it was opened
+    /// (a save through a new file, a restore): written into the old file, the commit would
+    /// vanish while reported done.
+    fn still_there(&self, path: &Path) -> Result<()> {
+        match &self.blob {
+            Some(b) if !b.is_at(path)? => Err(Error::new(
+                libc::EAGAIN,
+                format!(
+                    "{}: another program replaced it since worldfs opened it; nothing \
+                     written, try again",
+                    path.display()
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Rewrites stored chunks in one crash-safe commit, holding one record in memory at a
     /// time: `edit` gets each chunk's record bytes and gives its new ones (`None`: left
     /// alone), each written to the journal at once; the journal is applied once every chunk
@@ -132,8 +149,9 @@ impl FixedFile {
         let Some(Blob::File(file)) = &self.blob else {
             return Err(Error::read_only("the chunk file is read-only"));
         };
+        self.still_there(&path)?;
         let size = self.format.record_bytes();
-        let mut journal = durable::JournalWriter::create(&path)?;
+        let mut journal = durable::JournalWriter::create(&path, file)?;
         let mut changed = 0;
         let mut edit_all = || -> Result<()> {
             for &pos in positions {
@@ -194,6 +212,7 @@ impl FixedFile {
         let Some(Blob::File(file)) = &self.blob else {
             return Err(Error::read_only("the chunk file is read-only"));
         };
+        self.still_there(&path)?;
         let size = self.format.record_bytes();
         let mut end = file.metadata()?.len();
         let mut data = Vec::new();

@@ -250,6 +250,24 @@ impl World {
         self.read_only
     }
 
+    /// The journals a crash left in the world folder, each with whether it is sealed (its
+    /// commit is pending: the files may hold part of it until a read-write open finishes
+    /// it) or torn (its commit never happened; the next read-write open drops it).
+    pub fn left_journals(&self) -> Result<Vec<(PathBuf, bool)>> {
+        let Some(folder) = &self.folder else {
+            return Ok(Vec::new());
+        };
+        let store = match self.format.file_name() {
+            Some(name) => folder.join(name),
+            None => folder.join("Regions"),
+        };
+        let journal = durable::journal_path(&store);
+        Ok(durable::left_journal(&journal)?
+            .map(|sealed| (journal, sealed))
+            .into_iter()
+            .collect())
+    }
+
     /// The world folder, `None` for a `.scworld` file.
     pub fn folder(&self) -> Option<&Path> {
         self.folder.as_deref()
@@ -395,6 +413,52 @@ impl World {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An empty 2.3 world folder (Regions/).
+    fn region_world() -> (tempfile::TempDir, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("w");
+        fs::create_dir_all(dir.join("Regions")).unwrap();
+        let xml = "<Project Version=\"2.3\"><Entities /></Project>";
+        fs::write(dir.join("Project.xml"), xml).unwrap();
+        (root, dir)
+    }
+
+    /// `worldfs check` on a world whose last commit was cut by a crash after its journal was
+    /// sealed: the files may hold part of it (regions), so check says a commit is pending
+    /// and fails until a read-write open finishes it; a torn journal is only mentioned.
+    #[test]
+    fn check_reports_a_commit_left_pending_by_a_crash() {
+        use crate::survivalcraft::codec::chunk::Chunk;
+        let (_root, regions) = region_world();
+        let a = [ChunkPos::new(1, 1), ChunkPos::new(40, -3)];
+        let mut w = World::open(&regions, false).unwrap();
+        let empty = Chunk::empty(TerrainFormat::Regions);
+        w.commit_chunks(&[(a[0], &empty), (a[1], &empty)]).unwrap();
+        let report = |dir: &Path| {
+            let mut out = Vec::new();
+            let code = crate::survivalcraft::inspect::check(dir, &mut out).unwrap();
+            (
+                code == std::process::ExitCode::SUCCESS,
+                String::from_utf8(out).unwrap(),
+            )
+        };
+        assert!(report(&regions).0, "{}", report(&regions).1);
+        let journal = durable::journal_path(&regions.join("Regions"));
+        let mut j = durable::ReplaceJournal::create(&journal).unwrap();
+        j.add(7, None, b"x").unwrap();
+        drop(j);
+        let (ok, text) = report(&regions);
+        assert!(ok, "a torn journal changes nothing: {text}");
+        assert!(text.contains("torn"), "{text}");
+        let mut j = durable::ReplaceJournal::create(&journal).unwrap();
+        j.add(7, None, b"x").unwrap();
+        j.seal().unwrap();
+        let (ok, text) = report(&regions);
+        assert!(!ok, "a pending commit passed: {text}");
+        assert!(text.contains("pending"), "{text}");
+        assert!(journal.exists(), "check replayed or removed the journal");
+    }
 
     #[test]
     fn versions_are_read_from_the_project_tag() {

@@ -5,7 +5,12 @@
 //! deleted, `X.new` becomes `X` if `X` is missing and is deleted otherwise. A commit builds
 //! each touched region anew in memory with [`region::patch_region`] (untouched payloads keep
 //! their bytes), writes it to `Region X,Z.dat.new`, fsyncs and renames it over the region,
-//! so a crash leaves every region, and so every chunk, old or new.
+//! so a crash leaves every region, and so every chunk, old or new. A commit over several
+//! regions first writes all their new bytes to one sealed replacement journal
+//! (`Regions.worldfs-journal`, see [`durable::ReplaceJournal`]), which the next read-write
+//! open finishes after a crash, unless the game saved one of those regions since: then
+//! replaying would undo what the game saved, so the journal is dropped with an error in the
+//! log and the world left as the game left it.
 //!
 //! Damage stays local: a slot with an impossible directory entry is a chunk that cannot be
 //! read, a file that is not a region at all hides its chunks (with a warning), and neither
@@ -36,6 +41,16 @@ fn region_key((x, z): (i32, i32)) -> u64 {
 /// The region a journal key names.
 fn key_region(key: u64) -> (i32, i32) {
     ((key >> 32) as u32 as i32, key as u32 as i32)
+}
+
+/// The region file a journal key names in the folder `dir`.
+fn region_path(dir: &Path, key: u64) -> PathBuf {
+    dir.join(region::region_file_name(key_region(key)))
+}
+
+/// What the region file a journal key names holds now.
+fn region_state(dir: &Path, key: u64) -> Result<durable::FileState> {
+    durable::file_state(&region_path(dir, key))
 }
 
 /// The replacement journal of the region folder `dir`.
@@ -96,16 +111,26 @@ impl RegionStore {
         let mut damaged = BTreeMap::new();
         let journal = journal_path(dir);
         if writable {
-            let replayed = durable::replay_replacements(&journal, |key, bytes| {
-                fs::create_dir_all(dir)?;
-                let target = dir.join(region::region_file_name(key_region(key)));
-                write_atomic(&target, &bytes, NEW_FILE_MODE)
-            })?;
-            if replayed {
-                log::warn!(
+            let replayed = durable::replay_replacements(
+                &journal,
+                |key| region_state(dir, key),
+                |key, bytes| {
+                    fs::create_dir_all(dir)?;
+                    write_atomic(&region_path(dir, key), &bytes, NEW_FILE_MODE)
+                },
+            )?;
+            match replayed {
+                durable::Replay::Applied => log::warn!(
                     "{}: finished an interrupted commit from its journal",
                     dir.display()
-                );
+                ),
+                durable::Replay::Stale(key) => log::error!(
+                    "{}: an interrupted commit was not finished: {} changed since (the game \
+                     saved the world after the crash); the world is left as it is",
+                    dir.display(),
+                    region::region_file_name(key_region(key))
+                ),
+                durable::Replay::Nothing | durable::Replay::Torn => {}
             }
         } else if journal.exists() {
             log::warn!(
@@ -266,26 +291,61 @@ impl RegionStore {
             }
         }
         // A commit whose replacements failed half-way (a full disk) is finished first.
-        durable::replay_replacements(&journal_path(&dir), |key, bytes| {
-            self.replace(&dir, key_region(key), &bytes)
-        })?;
+        let leftover = durable::replay_replacements(
+            &journal_path(&dir),
+            |key| region_state(&dir, key),
+            |key, bytes| self.replace(&dir, key_region(key), &bytes),
+        )?;
+        if let durable::Replay::Stale(key) = leftover {
+            log::error!(
+                "{}: a commit that failed half-way was not finished: {} changed since",
+                dir.display(),
+                region::region_file_name(key_region(key))
+            );
+        }
         if by_region.len() > 1 {
             return self.commit_regions(&dir, by_region);
         }
         for (rc, changes) in by_region {
-            let bytes = self.patched(rc, &changes)?;
+            let (bytes, _) = self.patched(rc, &changes)?;
             self.replace(&dir, rc, &bytes)?;
         }
         Ok(())
     }
 
-    /// The bytes of region `rc` with `changes` applied.
-    fn patched(&self, rc: (i32, i32), changes: &[SlotPayload]) -> Result<Vec<u8>> {
+    /// The bytes of region `rc` with `changes` applied, and what the region holds now.
+    /// Refused (`EAGAIN`) when another program replaced or created the region file since it
+    /// was opened: writing what was read before would undo its save.
+    fn patched(
+        &self,
+        rc: (i32, i32),
+        changes: &[SlotPayload],
+    ) -> Result<(Vec<u8>, durable::FileState)> {
+        let path = self
+            .dir
+            .as_ref()
+            .map(|d| d.join(region::region_file_name(rc)));
+        let current = match (self.regions.get(&rc), &path) {
+            (Some(r), Some(p)) => r.blob.is_at(p)?,
+            (None, Some(p)) => fs::symlink_metadata(p).is_err(),
+            (_, None) => true,
+        };
+        if !current {
+            return Err(Error::new(
+                libc::EAGAIN,
+                format!(
+                    "{}: another program saved it since worldfs read it; nothing written, \
+                     try again",
+                    region::region_file_name(rc)
+                ),
+            ));
+        }
         let old = match self.regions.get(&rc) {
             Some(r) => Some(r.blob.read_all(MAX_REGION_BYTES as u64)?),
             None => None,
         };
-        region::patch_region(old.as_deref(), changes)
+        let new = region::patch_region(old.as_deref(), changes)?;
+        Ok((new, durable::state_of(old.as_deref())))
     }
 
     /// Replaces region `rc` by `bytes` (crash-safely) and reads its directory.
@@ -309,23 +369,32 @@ impl RegionStore {
         for (rc, changes) in &by_region {
             let added = self
                 .patched(*rc, changes)
-                .and_then(|bytes| journal.add(region_key(*rc), &bytes));
+                .and_then(|(bytes, old)| journal.add(region_key(*rc), old, &bytes));
             if let Err(e) = added {
                 journal.discard()?;
                 return Err(e);
             }
         }
         journal.seal()?;
-        let replayed = durable::replay_replacements(&path, |key, bytes| {
-            self.replace(dir, key_region(key), &bytes)
-        })?;
-        if !replayed {
-            return Err(Error::corrupt(format!(
+        match durable::replay_replacements(
+            &path,
+            |key| region_state(dir, key),
+            |key, bytes| self.replace(dir, key_region(key), &bytes),
+        )? {
+            durable::Replay::Applied => Ok(()),
+            durable::Replay::Stale(key) => Err(Error::new(
+                libc::EAGAIN,
+                format!(
+                    "{} changed while the commit was made (another program writes the \
+                     world); nothing replaced",
+                    region::region_file_name(key_region(key))
+                ),
+            )),
+            durable::Replay::Nothing | durable::Replay::Torn => Err(Error::corrupt(format!(
                 "{}: the sealed journal did not read back; nothing replaced",
                 path.display()
-            )));
+            ))),
         }
-        Ok(())
     }
 }
 
@@ -391,11 +460,8 @@ mod tests {
         let mut j = durable::ReplaceJournal::create(&journal_path(&dir)).unwrap();
         for p in chunks {
             let (rc, slot) = region::locate(p);
-            j.add(
-                region_key(rc),
-                &store.patched(rc, &[(slot, payload(p, 2))]).unwrap(),
-            )
-            .unwrap();
+            let (bytes, old) = store.patched(rc, &[(slot, payload(p, 2))]).unwrap();
+            j.add(region_key(rc), old, &bytes).unwrap();
         }
         drop(j);
         let reopened = RegionStore::open(&dir, true).unwrap();
@@ -412,11 +478,8 @@ mod tests {
         let mut j = durable::ReplaceJournal::create(&journal_path(&dir)).unwrap();
         for p in chunks {
             let (rc, slot) = region::locate(p);
-            j.add(
-                region_key(rc),
-                &store.patched(rc, &[(slot, payload(p, 2))]).unwrap(),
-            )
-            .unwrap();
+            let (bytes, old) = store.patched(rc, &[(slot, payload(p, 2))]).unwrap();
+            j.add(region_key(rc), old, &bytes).unwrap();
         }
         j.seal().unwrap();
         let read_only = RegionStore::open(&dir, false).unwrap();
@@ -434,6 +497,51 @@ mod tests {
             );
         }
         assert!(!journal_path(&dir).exists());
+    }
+
+    /// A sealed journal left by a crash, then the game saved the world before the next
+    /// read-write open: the journal is stale and replaying it would throw away what the
+    /// game saved (and mix its regions with ours). It is dropped and nothing replaced.
+    #[test]
+    fn a_sealed_journal_older_than_the_regions_is_not_replayed() {
+        let (_root, dir, chunks) = two_regions();
+        let store = RegionStore::open(&dir, true).unwrap();
+        let mut j = durable::ReplaceJournal::create(&journal_path(&dir)).unwrap();
+        for p in chunks {
+            let (rc, slot) = region::locate(p);
+            let (bytes, old) = store.patched(rc, &[(slot, payload(p, 2))]).unwrap();
+            j.add(region_key(rc), old, &bytes).unwrap();
+        }
+        j.seal().unwrap();
+        // The game saves the second region (its chunk now holds block 3).
+        let (rc, slot) = region::locate(chunks[1]);
+        let (saved, _) = store.patched(rc, &[(slot, payload(chunks[1], 3))]).unwrap();
+        write_atomic(
+            &dir.join(region::region_file_name(rc)),
+            &saved,
+            NEW_FILE_MODE,
+        )
+        .unwrap();
+        let before: Vec<Vec<u8>> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        let reopened = RegionStore::open(&dir, true).unwrap();
+        assert_eq!(
+            id_at(&reopened, chunks[0]),
+            1,
+            "half of a stale journal replayed"
+        );
+        assert_eq!(
+            id_at(&reopened, chunks[1]),
+            3,
+            "what the game saved was lost"
+        );
+        let after: Vec<Vec<u8>> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| fs::read(e.unwrap().path()).unwrap())
+            .collect();
+        assert_eq!(before, after);
     }
 
     #[test]
