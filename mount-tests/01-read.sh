@@ -23,7 +23,7 @@ done
 (cd "$M" && find blocks/0,0,0 -type f | sort) >"$T/find"
 for f in blocks/0,0,0/nodes.cubeset blocks/0,0,0/meta/1,10,1/inventory \
   blocks/0,0,0/meta/2,10,1/fields/text blocks/0,0,0/timers.txt; do
-  grep -qx "$f" "$T/find" || fail "find lacks $f"
+  grep -qxF -e "$f" "$T/find" || fail "find lacks $f"
 done
 [ "$(find "$M/blocks" -name nodes.cubeset | wc -l)" -eq "$(ls "$M/blocks" | wc -l)" ] \
   || fail "find does not see one nodes.cubeset per block"

@@ -63,7 +63,7 @@ stat "$M/blocks/$E/block.txt" >/dev/null
 sqlite3 -cmd ".timeout 5000" "$W/map.sqlite" "DELETE FROM blocks WHERE pos = $(key "$E");"
 sleep 1
 [ -e "$M/blocks/$E/block.txt" ] && fail "block $E deleted by another writer still shown after 1 s"
-ls "$M/blocks" | grep -x "$E" >/dev/null && fail "block $E still listed"
+ls "$M/blocks" | grep -xF -e "$E" >/dev/null && fail "block $E still listed"
 
 # A reader holding a block file open across another writer's change (grep, less, an editor)
 # reads its old text; once it closes, the next reader sees the new text, not pages the old
@@ -89,7 +89,7 @@ cmp -s "$M/blocks/$H/nodes.cubeset" "$M/blocks/$C/nodes.cubeset" || fail "block 
 # a file put in the world folder on disk and a player inserted into players.sqlite show.
 ls "$M/blocks" >"$T/ls1"; ls "$M" >/dev/null; ls "$M/players" >"$T/players1"
 NEW=6,6,6
-grep -x "$NEW" "$T/ls1" >/dev/null && fail "block $NEW exists already"
+grep -xF -e "$NEW" "$T/ls1" >/dev/null && fail "block $NEW exists already"
 G=$(sed -n 5p "$T/ls1"); [ "$G" != "$B" ] && [ "$G" != "$C" ] && [ "$G" != "$E" ] || G=$(sed -n 6p "$T/ls1")
 sqlite3 -cmd ".timeout 5000" "$W/map.sqlite" "INSERT INTO blocks SELECT $(key "$NEW"), data FROM blocks WHERE pos = $(key "$D"); DELETE FROM blocks WHERE pos = $(key "$G");"
 echo "a note" >"$W/notes.txt"
@@ -97,8 +97,8 @@ P=$(head -1 "$T/players1")
 sqlite3 -cmd ".timeout 5000" "$W/players.sqlite" "INSERT INTO player SELECT 'zzbob', pitch, yaw, posX, posY, posZ, hp, breath, creation_date, modification_date FROM player WHERE name = '$P';"
 sleep 1
 ls "$M/blocks" >"$T/ls2"
-grep -x "$NEW" "$T/ls2" >/dev/null || fail "block $NEW inserted by another writer not listed after 1 s"
-grep -x "$G" "$T/ls2" >/dev/null && fail "block $G deleted by another writer still listed after 1 s"
+grep -xF -e "$NEW" "$T/ls2" >/dev/null || fail "block $NEW inserted by another writer not listed after 1 s"
+grep -xF -e "$G" "$T/ls2" >/dev/null && fail "block $G deleted by another writer still listed after 1 s"
 ls "$M" | grep -x notes.txt >/dev/null || fail "a file added to the world folder on disk not listed"
 ls "$M/players" | grep -x zzbob >/dev/null || fail "a player inserted into players.sqlite not listed"
 

@@ -41,7 +41,7 @@ mv "$M/index/nodes/default:chest" "$M/index/nodes/default:stone" || fail "mv of 
 [ -e "$M/index/nodes/default:chest" ] && fail "default:chest still listed"
 if grep -l 'default:chest' "$M"/blocks/*/nodes.cubeset; then fail "a block still holds a chest"; fi
 ls "$M/index/nodes/default:stone" >"$T/stone"
-while read -r b; do grep -qx "$b" "$T/stone" || fail "block $b of a chest holds no stone"; done <"$T/walk"
+while read -r b; do grep -qxF -e "$b" "$T/stone" || fail "block $b of a chest holds no stone"; done <"$T/walk"
 [ "$(wc -l <"$T/stone")" -ge "$STONE_BEFORE" ] || fail "stone blocks lost"
 mv "$M/index/nodes/default:stone" "$M/index/nodes/bad name" 2>/dev/null && fail "a bad node name was taken"
 grep -q "index: renamed node default:chest to default:stone" "$T/worldfs.log" || fail "no progress in the log"
