@@ -593,6 +593,21 @@ impl Tree for LuantiTree {
         Some(self.blocks.underneath())
     }
 
+    /// Every stat under a block folder derives from the block's stored bytes (entry times
+    /// set through the mount are changes of ours, re-checked exactly after each).
+    fn source_of(&self, path: &TreePath) -> Option<Option<u64>> {
+        match path
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice()
+        {
+            ["blocks", _, blocks::ERROR_FILE] => None,
+            ["blocks", b, ..] => self.block_source(parse_block_name(b)?).ok(),
+            _ => None,
+        }
+    }
+
     fn sync(&self) -> Result<()> {
         self.blocks.store().flush()
     }

@@ -243,6 +243,7 @@ impl FolderFiles {
             mtime,
             perm,
             volatile: true,
+            source: None,
         })
     }
 

@@ -46,6 +46,7 @@ impl OpenFile {
             mtime: self.mtime,
             perm: self.perm,
             volatile: true,
+            source: None,
         }
     }
 }

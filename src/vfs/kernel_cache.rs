@@ -31,6 +31,7 @@
 //! [`Tree::change_scope`]: crate::vfs::Tree::change_scope
 //! [`Tree::underneath`]: crate::vfs::Tree::underneath
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -187,7 +188,8 @@ impl Vfs {
             }
             todo.extend(above.into_iter().filter_map(|i| t.kept_one(i)));
         }
-        let told = self.recheck(todo);
+        // A change of the whole tree (a rename under index/) is re-checked by source.
+        let told = self.recheck(todo, scope == 0);
         // The file written itself: its pages hold what was written, which may differ from
         // the text the tree shows now (its canonical form).
         if let (Some(ino), Some(kernel)) = (own, self.kernel.get()) {
@@ -199,25 +201,55 @@ impl Vfs {
 
     /// Stats each kept inode again and invalidates those whose attributes changed (which it
     /// returns); names that no longer exist (or changed kind) are queued for the watcher.
-    fn recheck(&self, kept: Vec<Kept>) -> Vec<u64> {
+    ///
+    /// With `by_source` (after a change whose extent is unknown: another program's, or a
+    /// rename all over the map), a kept stat whose [`Stat::source`] the tree still gives is
+    /// taken as unchanged without computing it (a block is read and hashed, not decoded and
+    /// rendered), and one whose source changed is dropped, name and all, without computing
+    /// it either: the kernel looks it up again when it needs it. Sources are looked up once per object (the
+    /// tree's [`change_scope`](crate::vfs::Tree::change_scope) of the path).
+    fn recheck(&self, kept: Vec<Kept>, by_source: bool) -> Vec<u64> {
         let Some(kernel) = self.kernel.get() else {
             return Vec::new();
         };
         self.rechecks.fetch_add(1, Ordering::SeqCst);
+        let mut sources: HashMap<Vec<String>, Option<Option<u64>>> = HashMap::new();
         let mut changed: Vec<(u64, Option<Stat>)> = Vec::new();
         for k in kept {
             let path = match self.path_of(k.ino) {
                 Ok(p) => p,
                 Err(_) => continue,
             };
-            let now = self.stat_path(&path);
-            match now {
-                Ok(s) if same(&s, &k.stat) => {}
-                Ok(s) if s.kind == k.stat.kind => {
-                    let _ = kernel.inval_inode(k.ino);
-                    changed.push((k.ino, (!s.volatile).then_some(s)));
+            let source = match k.stat.source {
+                Some(_) if by_source => {
+                    let object = &path[..self.tree.change_scope(&path).min(path.len())];
+                    match sources.get(object) {
+                        Some(s) => *s,
+                        None => {
+                            let s = self.tree.source_of(&object.to_vec());
+                            sources.insert(object.to_vec(), s);
+                            s
+                        }
+                    }
                 }
-                _ => {
+                _ => None,
+            };
+            let now = match source {
+                Some(now) if now == k.stat.source => Now::Same,
+                Some(_) => Now::Gone,
+                None => match self.stat_path(&path) {
+                    Ok(s) if same(&s, &k.stat) => Now::Same,
+                    Ok(s) if s.kind == k.stat.kind => Now::Changed((!s.volatile).then_some(s)),
+                    _ => Now::Gone,
+                },
+            };
+            match now {
+                Now::Same => {}
+                Now::Changed(stat) => {
+                    let _ = kernel.inval_inode(k.ino);
+                    changed.push((k.ino, stat));
+                }
+                Now::Gone => {
                     let _ = kernel.inval_inode(k.ino);
                     changed.push((k.ino, None));
                     if k.ino != ROOT {
@@ -251,7 +283,7 @@ impl Vfs {
                 "stores changed underneath: checking {} kept inodes",
                 all.len()
             );
-            self.recheck(all);
+            self.recheck(all, true);
         }
         let names = match lock(&self.stale_names) {
             Ok(mut q) => std::mem::take(&mut *q),
@@ -278,6 +310,16 @@ impl Vfs {
             .map(|_| ())
             .map_err(|e| Error::from(e).context("starting the kernel cache watcher"))
     }
+}
+
+/// A kept inode as a re-check finds it.
+enum Now {
+    Same,
+    /// Its attributes changed: the new ones when they were computed and may be kept.
+    Changed(Option<Stat>),
+    /// It no longer exists, is no longer of its kind, or what it derives from changed
+    /// (it may be gone: not computed): its name is dropped too, and looked up again.
+    Gone,
 }
 
 /// Whether the kernel's copy of the attributes is still right.
@@ -322,7 +364,13 @@ mod tests {
 
     /// A core whose kernel keeps `d/f`, `d/g` and `d/h`, as served by lookups.
     fn kept() -> (Arc<Files>, Vfs, Told, [u64; 3]) {
+        kept_by(false)
+    }
+
+    /// [`kept`], the stats carrying their [`Stat::source`] when `sources`.
+    fn kept_by(sources: bool) -> (Arc<Files>, Vfs, Told, [u64; 3]) {
         let (tree, vfs, f) = setup();
+        tree.sources.store(sources, Ordering::Relaxed);
         for name in ["d/g", "d/h"] {
             lock(&tree.files)
                 .unwrap()
@@ -383,6 +431,42 @@ mod tests {
         );
         vfs.watch_once();
         assert!(told.take().is_empty(), "told once");
+    }
+
+    #[test]
+    fn another_programs_change_is_checked_by_source_without_computing_a_stat() {
+        let (tree, vfs, told, [f, g, h]) = kept_by(true);
+        let d = dir_ino(&vfs);
+        let stats = || tree.stats.load(Ordering::Relaxed);
+        // A change elsewhere: the sources are the same, nothing is computed or told.
+        let before = stats();
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        assert!(told.take().is_empty(), "unchanged sources: nothing told");
+        assert_eq!(stats(), before, "unchanged sources: no stat computed");
+        // A change of d (one object): all its kept files are dropped, names too, unseen.
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok other".to_vec());
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        let mut got = told.take();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                format!("entry {d} f"),
+                format!("entry {d} g"),
+                format!("entry {d} h"),
+                format!("inode {f}"),
+                format!("inode {g}"),
+                format!("inode {h}"),
+            ]
+        );
+        assert_eq!(stats(), before, "changed sources: no stat computed either");
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        assert!(told.take().is_empty(), "dropped: no longer kept");
     }
 
     #[test]

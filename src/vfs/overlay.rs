@@ -76,6 +76,7 @@ pub(super) fn overlay_stat(o: &Overlay) -> Stat {
         mtime: o.mtime,
         perm: o.perm,
         volatile: true,
+        source: None,
     }
 }
 

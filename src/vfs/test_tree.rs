@@ -26,6 +26,11 @@ pub struct Files {
     pub read_only: AtomicBool,
     /// What [`Tree::underneath`] says: tests bump it to stand for another program's change.
     pub underneath: AtomicU64,
+    /// Whether stats of files in `d` carry a [`Stat::source`]: a hash of every file in `d`
+    /// (`d` is one object, as [`Tree::change_scope`] says).
+    pub sources: AtomicBool,
+    /// How many times [`Tree::stat`] was called.
+    pub stats: AtomicU64,
 }
 
 impl Files {
@@ -44,6 +49,7 @@ impl Files {
 
 impl Tree for Files {
     fn stat(&self, path: &[String]) -> Result<Stat> {
+        self.stats.fetch_add(1, Ordering::Relaxed);
         if self.is_dir(path)? {
             return Ok(Stat::dir(UNIX_EPOCH, false));
         }
@@ -51,6 +57,11 @@ impl Tree for Files {
         if let Some(target) = lock(&self.links)?.get(&key) {
             return Ok(Stat::symlink(target.len() as u64, UNIX_EPOCH));
         }
+        let source = if key.starts_with("d/") {
+            self.source_of(&["d".to_string()]).flatten()
+        } else {
+            None
+        };
         let files = lock(&self.files)?;
         let data = files
             .get(&key)
@@ -61,6 +72,7 @@ impl Tree for Files {
             mtime: UNIX_EPOCH,
             perm: if key.ends_with("/auth") { 0o600 } else { 0o644 },
             volatile: false,
+            source,
         })
     }
     fn list(&self, _: &[String], _: u64, _: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
@@ -143,6 +155,18 @@ impl Tree for Files {
 
     fn underneath(&self) -> Option<u64> {
         Some(self.underneath.load(Ordering::Relaxed))
+    }
+
+    fn source_of(&self, path: &[String]) -> Option<Option<u64>> {
+        if !self.sources.load(Ordering::Relaxed) || path != ["d"] {
+            return None;
+        }
+        let files = lock(&self.files).ok()?;
+        let mut in_d: Vec<_> = files.iter().filter(|(k, _)| k.starts_with("d/")).collect();
+        in_d.sort();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        std::hash::Hash::hash(&in_d, &mut h);
+        Some(Some(std::hash::Hasher::finish(&h)))
     }
 
     fn read_only(&self) -> bool {

@@ -62,6 +62,11 @@ pub struct Stat {
     /// briefly. Everything else the kernel keeps until the core tells it that it changed
     /// (see [`Tree::underneath`] and [`Tree::change_scope`]).
     pub volatile: bool,
+    /// What the stat was derived from, when the tree can tell it cheaply (a hash of a
+    /// block's stored bytes): while [`Tree::source_of`] gives the same, the stat is still
+    /// true, so a re-check after another program's change skips it without computing it
+    /// again. `None`: the stat is computed again on every re-check.
+    pub source: Option<u64>,
 }
 
 impl Stat {
@@ -73,6 +78,7 @@ impl Stat {
             mtime,
             perm: if read_only { 0o555 } else { 0o755 },
             volatile: false,
+            source: None,
         }
     }
 
@@ -84,6 +90,7 @@ impl Stat {
             mtime,
             perm: if read_only { 0o444 } else { 0o644 },
             volatile: false,
+            source: None,
         }
     }
 
@@ -95,6 +102,7 @@ impl Stat {
             mtime,
             perm: 0o777,
             volatile: false,
+            source: None,
         }
     }
 }
@@ -185,6 +193,13 @@ pub trait Tree: Send + Sync + 'static {
     /// re-checks everything the kernel keeps when it changes. `None`: the tree cannot tell,
     /// so the kernel keeps nothing of it for long (the default).
     fn underneath(&self) -> Option<u64> {
+        None
+    }
+
+    /// What the stats at `path` are derived from now (see [`Stat::source`]), read cheaply
+    /// (a block's stored bytes hashed, not decoded): `None` when the tree cannot tell (the
+    /// default), `Some(None)` when the object is gone.
+    fn source_of(&self, _path: &TreePath) -> Option<Option<u64>> {
         None
     }
 

@@ -266,6 +266,7 @@ impl Accounts {
             mtime: base_time(),
             perm: if self.read_only { 0o555 } else { 0o755 },
             volatile: true,
+            source: None,
         }
     }
 
@@ -282,6 +283,7 @@ impl Accounts {
             mtime: self.mtimes.mtime(mtime_key(path), content_hash(data)),
             perm,
             volatile: true,
+            source: None,
         }
     }
 

@@ -289,14 +289,20 @@ impl LuantiTree {
         } else {
             c.mtime
         };
-        Stat::file(data.len() as u64, mtime, self.locked(c.from_seed))
+        Stat {
+            source: Some(source(c.hash, c.from_seed)),
+            ..Stat::file(data.len() as u64, mtime, self.locked(c.from_seed))
+        }
     }
 
     /// Stat of the folder `sub` inside the block folder.
     pub(super) fn entry_dir(&self, pos: BlockPos, c: &Cached, sub: &str) -> Stat {
         let hash = self.dir_hash(pos, c, sub);
         let mtime = self.blocks.entry_mtime(pos, c.mtime, sub, hash);
-        Stat::dir(mtime, self.locked(c.from_seed))
+        Stat {
+            source: Some(source(c.hash, c.from_seed)),
+            ..Stat::dir(mtime, self.locked(c.from_seed))
+        }
     }
 
     /// Stat of a block folder from the block's stored bytes: the time of the block's last
@@ -316,7 +322,20 @@ impl LuantiTree {
         from_seed: bool,
     ) -> Stat {
         let mtime = self.blocks.entry_mtime(pos, mtime, "", hash);
-        Stat::dir(mtime, self.locked(from_seed))
+        Stat {
+            source: Some(source(hash, from_seed)),
+            ..Stat::dir(mtime, self.locked(from_seed))
+        }
+    }
+
+    /// What the stats of the block at `pos` are derived from now (see
+    /// [`Stat::source`]): its stored bytes, hashed without decoding them, and whether they
+    /// come from the seed; `None` when no block is there.
+    pub(super) fn block_source(&self, pos: BlockPos) -> Result<Option<u64>> {
+        Ok(self
+            .blocks
+            .stored(pos)?
+            .map(|s| source(s.hash, s.from_seed)))
     }
 
     /// Every entry inside a block folder: its path inside the folder and the hash of its
@@ -628,4 +647,10 @@ impl LuantiTree {
         stream(entries, after, sink);
         Ok(())
     }
+}
+
+/// The [`Stat::source`] of a block's stats: the hash of its stored bytes, told apart by
+/// whether they come from the seed (the same bytes shown from the seed are read-only).
+fn source(hash: u64, from_seed: bool) -> u64 {
+    hash ^ u64::from(from_seed).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }

@@ -108,6 +108,7 @@ impl TevdTree {
             mtime,
             perm: if self.read_only { perm & 0o555 } else { perm },
             volatile: false,
+            source: None,
         }
     }
 
