@@ -226,7 +226,7 @@ impl Vfs {
                     match sources.get(object) {
                         Some(s) => *s,
                         None => {
-                            let s = self.tree.source_of(&object.to_vec());
+                            let s = self.tree.source_of(object);
                             sources.insert(object.to_vec(), s);
                             s
                         }
