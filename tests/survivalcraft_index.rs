@@ -633,3 +633,62 @@ fn a_rename_never_writes_into_a_chunk_file_replaced_underneath() {
         Err(e) => assert_eq!(e.errno(), libc::EAGAIN, "{e}"),
     }
 }
+
+/// Another program gives a chunk block A in place just before `mv index/blocks/A B`, before
+/// worldfs would notice by itself (within the refresh interval): the rename sees it at its
+/// commit, asks its question again and renames that chunk too, so no chunk holds A after a
+/// rename reported done. Both layouts (region files, `Chunks.dat`).
+#[test]
+fn a_rename_also_takes_a_chunk_another_program_just_gave_the_block() {
+    for w in [region_world(), chunks_dat_world()] {
+        let t = open(w.path(), false);
+        let chunks = ls(&t, "chunks");
+        let ids = ls(&t, "index/blocks");
+        // A block some chunks hold but not all, and an id no chunk holds.
+        let (a, holders) = ids
+            .iter()
+            .map(|id| (id.clone(), ls(&t, &format!("index/blocks/{id}"))))
+            .filter(|(_, hs)| hs.len() < chunks.len())
+            .max_by_key(|(_, hs)| hs.len())
+            .unwrap();
+        let b = (1..255u16).find(|i| !ids.contains(&i.to_string())).unwrap();
+        let a_id: u16 = a.parse().unwrap();
+        let other: ChunkPos = chunks
+            .iter()
+            .find(|c| !holders.contains(c))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let mut game = World::open(w.path(), false).unwrap();
+        let mut c = game.read_chunk(other).unwrap();
+        let cell = Cell {
+            id: a_id,
+            light: 0,
+            data: 0,
+        };
+        c.set_cell(1, 1, 1, cell).unwrap();
+        game.commit_chunks(&[(other, &c)]).unwrap();
+        drop(game);
+        t.rename(
+            &p(&format!("index/blocks/{a}")),
+            &p(&format!("index/blocks/{b}")),
+        )
+        .unwrap();
+        let on_disk = World::open(w.path(), true).unwrap();
+        let still: Vec<ChunkPos> = on_disk
+            .chunks()
+            .into_iter()
+            .filter(|&c| block_ids(&on_disk.read_chunk(c).unwrap()).contains(&a_id))
+            .collect();
+        assert!(still.is_empty(), "chunks still holding {a}: {still:?}");
+        assert_eq!(
+            on_disk
+                .read_chunk(other)
+                .unwrap()
+                .cell(1, 1, 1)
+                .map(|c| c.id),
+            Some(b),
+            "the other program's cell was renamed"
+        );
+    }
+}

@@ -165,7 +165,8 @@ impl Objects {
         })
     }
 
-    /// Reopens the world and drops every cached object when its files changed underneath.
+    /// Reopens the world and drops every cached object when its files changed underneath
+    /// (looked at most every [`REFRESH_INTERVAL_MS`], and not during a commit).
     pub fn refresh(&self) {
         if !self.changes.due() {
             return;
@@ -174,6 +175,11 @@ impl Objects {
         let Ok(_writer) = self.writer.try_lock() else {
             return;
         };
+        self.look();
+    }
+
+    /// [`Objects::refresh`] now: the caller holds the writer lock.
+    fn look(&self) {
         let Ok(mut seen) = self.seen.lock() else {
             return;
         };
@@ -386,13 +392,22 @@ impl Objects {
     /// `progress` is told how many chunks were edited so far. Returns how many changed.
     pub fn modify_chunks(
         &self,
-        positions: &[ChunkPos],
+        (positions, asked): (&[ChunkPos], u64),
         edit: impl Fn(&Chunk) -> Option<Chunk>,
         keep: &[(&'static str, Render)],
         progress: impl Fn(usize),
     ) -> Result<usize> {
         let _writer = guard(&self.writer)?;
+        // The positions are right for the world as of `asked`: looked at now, not after
+        // the refresh interval, so a save of the game just before is not missed.
+        self.look();
         let before = self.generation();
+        if before != asked {
+            return Err(Error::new(
+                libc::EAGAIN,
+                "the world changed since the question was answered; nothing written",
+            ));
+        }
         let mut held = Vec::new();
         let mut kept_times = Vec::new();
         let mut seen = 0;

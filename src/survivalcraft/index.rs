@@ -99,6 +99,9 @@ pub struct Answer {
     pub broken: BTreeMap<ChunkPos, String>,
     /// Changes whenever the answer does: the folders of `index/` show it in their mtime.
     pub generation: u64,
+    /// The [`Objects::generation`] the answer is true for: a change made from it (a
+    /// rename) is refused when the world changed since ([`Objects::modify_chunks`]).
+    pub version: u64,
 }
 
 impl Answer {
@@ -249,6 +252,7 @@ impl Index {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let mut answer = scan_all(objects)?;
             answer.generation = self.next_generation();
+            answer.version = version;
             log::info!(
                 "index: scanned the world's chunks in {:.3} s",
                 started.elapsed().as_secs_f64()
@@ -292,6 +296,7 @@ impl ChunkWatch for Index {
             answer.add(*pos, ids);
         }
         answer.generation = self.next_generation();
+        answer.version = after;
         kept.version = Some(after);
     }
 }

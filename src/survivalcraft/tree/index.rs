@@ -31,6 +31,9 @@ pub const INDEX: &str = "index";
 /// The folders of `index/`, in listing order.
 const FOLDERS: [&str; 2] = ["blocks", "items"];
 
+/// How many times a rename asks its question again when the world changed under it.
+const RENAME_TRIES: usize = 3;
+
 /// Where a path below `index/` points.
 pub(super) enum At {
     Top,
@@ -158,15 +161,7 @@ impl SurvivalcraftTree {
                 if a == b {
                     return Ok(());
                 }
-                let chunks: Vec<ChunkPos> = self
-                    .index_answer()?
-                    .blocks
-                    .get(&a)
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .collect();
-                self.rename_block(a, b, &chunks)
+                self.rename_block(a, b)
             }
             At::Item(a) if same_folder("items") && to.len() == 3 => {
                 let b = self.rename_target(to)?;
@@ -179,23 +174,44 @@ impl SurvivalcraftTree {
         }
     }
 
-    /// Replaces block `a` by `b` in `chunks`, committed in one commit of the chunk store.
-    fn rename_block(&self, a: u16, b: u16, chunks: &[ChunkPos]) -> Result<()> {
+    /// Replaces block `a` by `b` in every chunk holding it, committed in one commit of the
+    /// chunk store. The chunks come from the answer; when the world changed since it was
+    /// made (the game saved just before, not yet seen), nothing is written and the question
+    /// is asked again, so a chunk that just gained `a` is renamed too.
+    fn rename_block(&self, a: u16, b: u16) -> Result<()> {
         let started = std::time::Instant::now();
         let what = format!("block {a} to {b}");
-        log::info!("index: renaming {what} in {} chunks", chunks.len());
         // The views other than blocks.cubeset keep their times where they stay the same.
         let keep: Vec<(&'static str, crate::survivalcraft::cache::Render)> =
             super::views_for(self.objects.format())
                 .filter(|v| v.name != "blocks.cubeset")
                 .map(|v| (v.name, v.render))
                 .collect();
-        let changed = self.objects.modify_chunks(
-            chunks,
-            |c| replace_block(c, a, b),
-            &keep,
-            |done| log::info!("index: renaming {what}: {done} of {} chunks", chunks.len()),
-        )?;
+        let mut tries = RENAME_TRIES;
+        let changed = loop {
+            let answer = self.index_answer()?;
+            let chunks: Vec<ChunkPos> = answer
+                .blocks
+                .get(&a)
+                .into_iter()
+                .flatten()
+                .copied()
+                .collect();
+            log::info!("index: renaming {what} in {} chunks", chunks.len());
+            let done = self.objects.modify_chunks(
+                (&chunks, answer.version),
+                |c| replace_block(c, a, b),
+                &keep,
+                |done| log::info!("index: renaming {what}: {done} of {} chunks", chunks.len()),
+            );
+            tries -= 1;
+            match done {
+                Err(e) if e.errno() == libc::EAGAIN && tries > 0 => {
+                    log::info!("index: {}; asking again", e.message());
+                }
+                other => break other?,
+            }
+        };
         log::info!(
             "index: renamed {what} in {changed} chunks, committed at once ({:.3} s)",
             started.elapsed().as_secs_f64()
