@@ -506,3 +506,55 @@ fn our_own_commits_update_the_answer_and_another_writers_are_seen_by_the_next_qu
     assert!(t.index().scans() > 2, "the next question scanned again");
     assert_eq!(shown(&t), walk(&t, &path));
 }
+
+/// Another program gives a chunk tile A just before `mv index/tiles/A B`, before worldfs
+/// would notice by itself (within the refresh interval): the rename sees it when it locks
+/// the disk, asks its question again and renames that chunk too, so no chunk holds A after
+/// a rename reported done.
+#[test]
+fn a_rename_also_takes_a_chunk_another_program_just_gave_the_tile() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("world");
+    world_disk(&path);
+    let t = open(&path, false);
+    let id = chunk_entry_id(0, 0).unwrap();
+    assert!(!ls(&t, "index/tiles/basegame:-2").contains(&"terrain,0,0.cubeset".to_string()));
+    {
+        let mut other = Disk::open(&path, true).unwrap();
+        let tiles = vec![
+            Tile {
+                number: 65535,
+                meta: 0
+            };
+            CHUNK_TILES
+        ];
+        other
+            .commit(
+                &[Change::Put {
+                    id,
+                    data: encode_chunk(Layer::Terrain, Codec::Zstd, &tiles).unwrap(),
+                }],
+                NOW + 5,
+            )
+            .unwrap();
+    }
+    t.rename(&p("index/tiles/basegame:-2"), &p("index/tiles/basegame:4"))
+        .unwrap();
+    let still: Vec<i64> = entries(&path)
+        .into_iter()
+        .filter(|(e, _)| parse_chunk_entry_id(*e).is_some())
+        .filter(|(e, data)| {
+            let (li, _) = parse_chunk_entry_id(*e).unwrap();
+            decode_chunk(Layer::from_index(li).unwrap(), data)
+                .unwrap()
+                .1
+                .iter()
+                .any(|t| t.number == 65535)
+        })
+        .map(|(e, _)| e)
+        .collect();
+    assert!(
+        still.is_empty(),
+        "chunk entries still holding the tile: {still:?}"
+    );
+}

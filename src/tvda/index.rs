@@ -97,6 +97,9 @@ pub struct Answer {
     pub broken: BTreeMap<i64, String>,
     /// Changes whenever the answer does: the folders of `index/` show it in their mtime.
     pub generation: u64,
+    /// The disk's generation ([`EntrySource::generation`]) the answer is true for: a rename
+    /// made from it is refused when the disk changed since.
+    pub version: u64,
 }
 
 impl Answer {
@@ -316,6 +319,7 @@ impl Index {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             scan_into(source, kind, &ids, &mut base)?;
             base.generation = self.next_generation();
+            base.version = version;
             log::info!(
                 "index: scanned {} entries for {kind:?} in {:.3} s",
                 ids.len(),
@@ -362,6 +366,7 @@ impl Index {
             }
         }
         answer.generation = self.next_generation();
+        answer.version = after;
         kept.version = Some(after);
     }
 }

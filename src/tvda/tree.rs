@@ -193,11 +193,16 @@ impl TvdaTree {
 
     /// The locked state, re-read first when another program changed the disk file.
     fn state(&self) -> Result<MutexGuard<'_, State>> {
+        self.state_looking(self.changes.due())
+    }
+
+    /// The disk's state, re-read first when `look` and another program changed the disk.
+    fn state_looking(&self, look: bool) -> Result<MutexGuard<'_, State>> {
         let mut s = self
             .state
             .lock()
             .map_err(|_| Error::corrupt("disk lock poisoned"))?;
-        if self.changes.due() && s.disk.changed_on_disk()? {
+        if look && s.disk.changed_on_disk()? {
             log::info!("{} changed on disk; re-reading it", s.disk.path().display());
             s.disk.reload()?;
             self.generation.fetch_add(1, Ordering::Relaxed);

@@ -36,6 +36,9 @@ use crate::vfs::tree::{base_time, not_found, stream, Entry, Stat, TreePath};
 /// The top-level folder of the answers.
 pub const INDEX: &str = "index";
 
+/// How many times a rename asks its question again when the disk changed under it.
+const RENAME_TRIES: usize = 3;
+
 /// Where a path below `index/` points.
 pub(super) enum At {
     Top,
@@ -239,21 +242,7 @@ impl TvdaTree {
                 if a == b {
                     return Ok(());
                 }
-                let chunks: Vec<(Layer, u32)> = self
-                    .index_answer(Kind::Tiles)?
-                    .tiles
-                    .as_ref()
-                    .and_then(|t| t.get(&a))
-                    .into_iter()
-                    .flatten()
-                    .copied()
-                    .collect();
-                self.rename_tile(
-                    a,
-                    b,
-                    &chunks,
-                    &format!("tile {} to {name}", world.names.name(a)),
-                )
+                self.rename_tile(a, b, &format!("tile {} to {name}", world.names.name(a)))
             }
             At::Item(a) if same_folder("items") && to.len() == 3 => {
                 let b = Self::target_name(to)?;
@@ -265,31 +254,42 @@ impl TvdaTree {
                 if a == b {
                     return Ok(());
                 }
-                let mut entries: Vec<i64> = self
-                    .index_answer(Kind::Items)?
-                    .items
-                    .as_ref()
-                    .and_then(|i| i.get(&a))
-                    .into_iter()
-                    .flatten()
-                    .map(|s| s.entry)
-                    .collect();
-                entries.dedup();
-                self.rename_in_entries(&format!("item {a} to {b}"), &entries, |_, stored| {
-                    rename_item(stored, &a, &b)
-                })
+                let holding = |answer: &Answer| -> Result<Vec<i64>> {
+                    let mut entries: Vec<i64> = answer
+                        .items
+                        .as_ref()
+                        .and_then(|i| i.get(&a))
+                        .into_iter()
+                        .flatten()
+                        .map(|s| s.entry)
+                        .collect();
+                    entries.dedup();
+                    Ok(entries)
+                };
+                self.rename_in_entries(
+                    &format!("item {a} to {b}"),
+                    (Kind::Items, holding),
+                    |_, stored| rename_item(stored, &a, &b),
+                )
             }
             _ => Err(exdev()),
         }
     }
 
-    /// Replaces tile number `a` by `b` in `chunks` (meta kept), each keeping its codec.
-    fn rename_tile(&self, a: u16, b: u16, chunks: &[(Layer, u32)], what: &str) -> Result<()> {
-        let ids = chunks
-            .iter()
-            .map(|&(layer, no)| chunk_entry_id(layer.index(), no))
-            .collect::<Result<Vec<i64>>>()?;
-        self.rename_in_entries(what, &ids, |id, stored| {
+    /// Replaces tile number `a` by `b` in every chunk holding it (meta kept), each keeping
+    /// its codec.
+    fn rename_tile(&self, a: u16, b: u16, what: &str) -> Result<()> {
+        let holding = |answer: &Answer| -> Result<Vec<i64>> {
+            answer
+                .tiles
+                .as_ref()
+                .and_then(|t| t.get(&a))
+                .into_iter()
+                .flatten()
+                .map(|&(layer, no)| chunk_entry_id(layer.index(), no))
+                .collect()
+        };
+        self.rename_in_entries(what, (Kind::Tiles, holding), |id, stored| {
             let (layer, _) = chunk_of(id).ok_or_else(|| Error::corrupt("not a chunk entry"))?;
             let (codec, mut tiles) = decode_chunk(layer, stored)?;
             let mut changed = false;
@@ -304,19 +304,38 @@ impl TvdaTree {
         })
     }
 
-    /// Applies `edit` to the stored bytes of `ids` and commits the changed ones in one
-    /// commit of the disk, logging the progress.
+    /// Applies `edit` to the stored bytes of the entries `holding` finds in the answer of
+    /// `kind` and commits the changed ones in one commit of the disk, logging the progress.
+    /// The disk is looked at again once it is locked for the commit (not after the refresh
+    /// interval): when another program saved it since the answer was made, the question is
+    /// asked again first, so an entry that just gained the name is renamed too.
     fn rename_in_entries(
         &self,
         what: &str,
-        ids: &[i64],
+        (kind, holding): (Kind, impl Fn(&Answer) -> Result<Vec<i64>>),
         edit: impl Fn(i64, &[u8]) -> Result<Option<Vec<u8>>>,
     ) -> Result<()> {
         let started = std::time::Instant::now();
+        let mut tries = RENAME_TRIES;
+        let (mut s, ids) = loop {
+            let answer = self.index_answer(kind)?;
+            let ids = holding(&answer)?;
+            let s = self.state_looking(true)?;
+            if self.generation.load(Ordering::Relaxed) == answer.version {
+                break (s, ids);
+            }
+            tries -= 1;
+            if tries == 0 {
+                return Err(Error::new(
+                    libc::EAGAIN,
+                    "the disk kept changing while the rename was made; nothing written",
+                ));
+            }
+            log::info!("index: the disk changed since the question; asking it again");
+        };
         log::info!("index: renaming {what} in {} entries", ids.len());
-        let mut s = self.state()?;
         let mut changes = Vec::new();
-        for &id in ids {
+        for &id in &ids {
             if let Some(data) = edit(id, &read_entry(&s, id)?)? {
                 changes.push(Change::Put { id, data });
             }
