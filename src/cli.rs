@@ -83,8 +83,9 @@ pub struct MountArgs {
     #[arg(short = 'o', value_name = "OPTION", action = ArgAction::Append)]
     pub options: Vec<String>,
     /// Inodes the daemon keeps for the kernel before asking it to forget the oldest ones
-    /// (about 250 bytes each); bounds memory on walks of huge worlds.
-    #[arg(long, default_value_t = 50_000, value_name = "N")]
+    /// (about 300 bytes each with what the kernel was told); bounds memory on walks of huge
+    /// worlds.
+    #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub max_inodes: usize,
     /// Request-handling threads.
     #[arg(long, default_value_t = 4, value_name = "N")]

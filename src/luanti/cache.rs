@@ -187,11 +187,12 @@ pub struct Blocks {
     pub(crate) before_edit: crate::vfs::race_hook::RaceHook<Blocks>,
 }
 
-/// Gives memory freed by a large block back to the system. glibc keeps freed small
-/// allocations (a block's thousands of objects or fields) in its heaps; after a block of many
-/// MiB is dropped, `malloc_trim` returns those pages, so the daemon's memory follows what it
-/// holds (`--cache-size`) rather than the largest blocks it ever decoded.
-fn return_freed_memory() {
+/// Gives memory freed by a large block, a whole-map scan or a rename back to the system.
+/// glibc keeps freed small allocations (a block's thousands of objects or fields, the blocks
+/// a scan's workers decoded on other threads) in its heaps; `malloc_trim` returns those
+/// pages, so the daemon's memory follows what it holds (`--cache-size`) rather than the
+/// largest work it ever did.
+pub fn return_freed_memory() {
     // SAFETY: malloc_trim only releases free memory of the allocator; it is thread-safe.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     unsafe {
@@ -523,6 +524,7 @@ impl Blocks {
         let times: Vec<_> = times.into_iter().map(|(k, h)| (k, h, now)).collect();
         self.mtimes.record_all(&times);
         self.cache.committed(changed.iter());
+        return_freed_memory();
         let edited = Edited {
             before,
             after,

@@ -721,6 +721,7 @@ impl Index {
                 self.budget,
                 focus,
             )?;
+            crate::luanti::cache::return_freed_memory();
             self.next_generation();
             base.version = Some(version);
             log::info!(
