@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
-use crate::luanti::cache::Blocks;
+use crate::luanti::cache::{Blocks, Cached};
 use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::index::Index;
@@ -226,14 +226,24 @@ impl LuantiTree {
                 .decode_error(*pos)?
                 .map(|reason| Arc::new(format!("{reason}\n").into_bytes()))
                 .ok_or_else(|| not_found(path)),
-            Place::View(pos, view) => {
+            Place::View(pos, _) | Place::Inventory(pos, _) | Place::Var(pos, ..) => {
                 let c = self.blocks.get(*pos)?;
+                self.read_in_block(place, path, &c)
+            }
+            _ => Err(Error::is_dir("is a directory")),
+        }
+    }
+
+    /// The content of the block file `place` (a view, an inventory or a metadata field) as
+    /// the decoded block `c` shows it.
+    fn read_in_block(&self, place: &Place, path: &TreePath, c: &Cached) -> Result<Arc<Vec<u8>>> {
+        match place {
+            Place::View(pos, view) => {
                 let pos = *pos;
                 Ok(c.view(view.name, |b| (view.render)(b, pos)))
             }
             Place::Inventory(pos, rel) => {
-                let c = self.blocks.get(*pos)?;
-                if !self.meta_exists(*pos, &c, *rel) {
+                if !self.meta_exists(*pos, c, *rel) {
                     return Err(not_found(path));
                 }
                 let inv = meta_at(&c.block, *rel)
@@ -241,18 +251,15 @@ impl LuantiTree {
                     .unwrap_or_default();
                 Ok(Arc::new(serialize_inventory(&inv)))
             }
-            Place::Var(pos, rel, private, key) => {
-                let c = self.blocks.get(*pos)?;
-                meta_at(&c.block, *rel)
-                    .and_then(|m| {
-                        m.vars
-                            .iter()
-                            .find(|v| v.key == *key && v.private == *private)
-                    })
-                    .map(|v| Arc::new(value_to_file(&v.value)))
-                    .ok_or_else(|| not_found(path))
-            }
-            _ => Err(Error::is_dir("is a directory")),
+            Place::Var(_, rel, private, key) => meta_at(&c.block, *rel)
+                .and_then(|m| {
+                    m.vars
+                        .iter()
+                        .find(|v| v.key == *key && v.private == *private)
+                })
+                .map(|v| Arc::new(value_to_file(&v.value)))
+                .ok_or_else(|| not_found(path)),
+            _ => Err(not_found(path)),
         }
     }
 }
@@ -282,8 +289,11 @@ impl Tree for LuantiTree {
                 Ok(self.entry_dir(*pos, &c, &sub_path(path)))
             }
             Place::View(pos, _) | Place::Inventory(pos, _) | Place::Var(pos, ..) => {
-                let data = self.read_place(&place, path)?;
+                // One decoded block for the content and the stat: the size, the time and the
+                // source (see `Stat::source`) all name the same stored bytes, even when
+                // another writer commits in between.
                 let c = self.blocks.get(*pos)?;
+                let data = self.read_in_block(&place, path, &c)?;
                 Ok(self.entry_file(*pos, &c, &sub_path(path), &data))
             }
         }
