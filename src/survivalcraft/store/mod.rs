@@ -46,12 +46,21 @@ pub struct World {
     project: Option<Blob>,
 }
 
-fn project_version(xml: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(xml.get(..xml.len().min(4096))?).ok()?;
-    let tag_start = text.find("<Project")?;
-    let tag = &text[tag_start..tag_start + text[tag_start..].find('>')?];
-    let v = tag.find(" Version=\"")? + " Version=\"".len();
-    Some(tag[v..v + tag[v..].find('"')?].to_string())
+/// The game version a project file names: `<Project … Version="2.2">` in `Project.xml`,
+/// `"Version":["string","2.4"]` in `Project.json`.
+fn project_version(head: &[u8]) -> Option<String> {
+    let text = match std::str::from_utf8(head.get(..head.len().min(4096))?) {
+        Ok(t) => t,
+        Err(e) => std::str::from_utf8(head.get(..e.valid_up_to())?).ok()?,
+    };
+    if let Some(tag_start) = text.find("<Project") {
+        let tag = &text[tag_start..tag_start + text[tag_start..].find('>')?];
+        let v = tag.find(" Version=\"")? + " Version=\"".len();
+        return Some(tag[v..v + tag[v..].find('"')?].to_string());
+    }
+    let key = "\"Version\":[\"string\",\"";
+    let v = text.find(key)? + key.len();
+    Some(text[v..v + text[v..].find('"')?].to_string())
 }
 
 fn choose(
@@ -66,8 +75,18 @@ fn choose(
         ([only], _) => Ok(*only),
         ([], Some(f)) => Ok(f),
         (many, Some(f)) if many.contains(&f) => Ok(f),
+        // A restore into a folder holding the project file alone, of a version worldfs
+        // does not know (a fork's "SCNET-1"): the newest games' region files.
+        ([], None) if project_head.is_some() => {
+            log::warn!(
+                "{}: no terrain yet and the project file names no game version worldfs knows: \
+                 new chunks go to Regions/ (the format of 2.3 and later)",
+                what.display()
+            );
+            Ok(TerrainFormat::Regions)
+        }
         ([], None) => Err(Error::unsupported(format!(
-            "{}: no terrain (Chunks.dat, Chunks32.dat, Chunks32h.dat or Regions/) and no known game version in Project.xml",
+            "{}: no terrain (Chunks.dat, Chunks32.dat, Chunks32h.dat or Regions/) and no project file",
             what.display()
         ))),
         (many, _) => Err(Error::unsupported(format!(
@@ -77,23 +96,23 @@ fn choose(
     }
 }
 
-/// Whether `dir` looks like a Survivalcraft world folder: a project file and terrain.
-/// Terrain kinds worldfs cannot open count too, so opening explains what is wrong.
+/// The first bytes of `Project.json` (a world without `Project.xml`), for its version.
+fn json_head(root: &Path) -> Result<Option<Vec<u8>>> {
+    match open_no_follow(&root.join("Project.json"), false) {
+        Ok(f) => Ok(Some(Blob::File(f).head(4096)?)),
+        Err(e) if e.errno() == libc::ENOENT => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `dir` looks like a Survivalcraft world folder: a project file. Terrain is not
+/// needed: a restore starts from the backup's `Project.xml` alone, whose game version says
+/// which terrain store the first new chunk creates (opening explains a version it does not
+/// know, and terrain kinds worldfs cannot open).
 pub fn is_world_folder(dir: &Path) -> bool {
-    let project = ["Project.xml", "Project.json"]
+    ["Project.xml", "Project.json"]
         .iter()
-        .any(|n| dir.join(n).is_file());
-    let terrain = [
-        "Chunks.dat",
-        "Chunks32.dat",
-        "Chunks32h.dat",
-        "Chunks32fs.dat",
-    ]
-    .iter()
-    .any(|n| dir.join(n).is_file())
-        || dir.join("Regions").is_dir()
-        || dir.join("Chunks").is_dir();
-    project && terrain
+        .any(|n| dir.join(n).is_file())
 }
 
 /// Whether `file` is a `.scworld`: a ZIP archive with a Project.xml in it.
@@ -135,7 +154,7 @@ impl World {
         };
         let head = match &project {
             Some(b) => Some(b.head(4096)?),
-            None => None,
+            None => json_head(root)?,
         };
         let mut candidates = Vec::new();
         if root.join("Regions").is_dir() {
@@ -471,6 +490,11 @@ mod tests {
             Some("2.2")
         );
         assert_eq!(project_version(b"<Project Name=\"a\">"), None);
+        assert_eq!(
+            project_version(b"\xef\xbb\xbf{\"Version\":[\"string\",\"2.4\"],\"Guid\":[]}").as_deref(),
+            Some("2.4")
+        );
+        assert_eq!(project_version(b"{\"Name\":[\"string\",\"a\"]}"), None);
     }
 
     #[test]
@@ -501,5 +525,19 @@ mod tests {
         )
         .is_err());
         assert!(choose(&[], None, p).is_err());
+        assert_eq!(
+            choose(&[], Some(b"<Project Version=\"SCNET-1\">".as_slice()), p).ok(),
+            Some(TerrainFormat::Regions),
+            "a project of an unknown version and no terrain: regions"
+        );
+        assert!(
+            choose(
+                &[TerrainFormat::Chunks32h, TerrainFormat::Chunks32],
+                Some(b"<Project Version=\"SCNET-1\">".as_slice()),
+                p
+            )
+            .is_err(),
+            "an unknown version cannot choose between stores"
+        );
     }
 }
