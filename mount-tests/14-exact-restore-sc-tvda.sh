@@ -3,8 +3,11 @@
 # exactly the files whose content changed (a Survivalcraft cell edit no longer re-sends the
 # chunk's light.txt and surface.txt), and restoring the backup with `rsync -a` gives the world
 # back so exactly that another `rsync -a --dry-run -i` lists nothing, also after a remount.
-# Neither game's world can be emptied through the mount (chunks and disk entries cannot all be
-# removed), so the backup is restored over the same world after changing it.
+# A Survivalcraft world is also backed up, deleted and restored into a folder holding only
+# the backup's project file (README "Survivalcraft"), for each terrain store: Chunks.dat, and
+# Regions/ with Project.xml (a fork's version worldfs does not know) or Project.json (2.4).
+# A Terrarum disk is restored over the same disk after changing it (its header is not in the
+# tree, see README "Limits").
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/survivalcraft.sh"
 . "$(dirname "$0")/tvda.sh"
@@ -45,6 +48,31 @@ exact "$B" "$M" "Survivalcraft after a remount"
 unmount_world "$M"
 sc_check "$W"
 echo "Survivalcraft: restore exact"
+
+# --- Survivalcraft: each terrain store, restored into a folder holding only the project file ---
+restore_empty() { # restore_empty WORLD NAME STORE: back up, delete, restore, compare, check
+  local W=$1 B=$T/backup-$2 E=$T/empty-$2 before
+  before=$(cd "$W" && ls -d $3)
+  mount_world "$W" "$M"
+  rsync -a "$M/" "$B/" || fail "$2: backup"
+  unmount_world "$M"
+  rm -rf "$W"
+  mkdir "$E"
+  cp -p "$B"/Project.* "$E/" || fail "$2: no project file in the backup"
+  mount_world "$E" "$M"
+  rsync -a "$B/" "$M/" || fail "$2: restore into a folder holding only the project file"
+  exact "$B" "$M" "$2 restore into an empty folder"
+  unmount_world "$M"
+  [ "$(cd "$E" && ls -d $3)" = "$before" ] || fail "$2: the restore made $(cd "$E" && ls -d $3), not $before"
+  mount_world "$E" "$M"
+  exact "$B" "$M" "$2 restored, after a remount"
+  unmount_world "$M"
+  sc_check "$E"
+  echo "$2: restored into an empty folder ($(sed -n 's/^\([0-9]*\) chunks checked.*/\1 chunks/p' "$T/check.out"))"
+}
+restore_empty "$(sc_unpack "$SCWORLD" sc-chunks)" chunks 'Chunks*.dat'
+restore_empty "$(sc_copy "$REGIONS" sc-regions)" regions 'Regions/*'
+restore_empty "$(sc_copy "$JSONWORLD" sc-json)" json 'Regions/*'
 
 # --- Terrarum ---
 D=$(fixture world)

@@ -77,7 +77,7 @@ fn choose(
         (many, Some(f)) if many.contains(&f) => Ok(f),
         // A restore into a folder holding the project file alone, of a version worldfs
         // does not know (a fork's "SCNET-1"): the newest games' region files.
-        ([], None) if project_head.is_some() => {
+        ([], None) if project_head.is_some_and(|h| !names_old_game(h)) => {
             log::warn!(
                 "{}: no terrain yet and the project file names no game version worldfs knows: \
                  new chunks go to Regions/ (the format of 2.3 and later)",
@@ -86,7 +86,7 @@ fn choose(
             Ok(TerrainFormat::Regions)
         }
         ([], None) => Err(Error::unsupported(format!(
-            "{}: no terrain (Chunks.dat, Chunks32.dat, Chunks32h.dat or Regions/) and no project file",
+            "{}: no terrain (Chunks.dat, Chunks32.dat, Chunks32h.dat or Regions/) and no project file of 1.4 or later",
             what.display()
         ))),
         (many, _) => Err(Error::unsupported(format!(
@@ -94,6 +94,17 @@ fn choose(
             what.display()
         ))),
     }
+}
+
+/// Whether a project file names a game version before 1.4 (its `Chunks/` folders are not
+/// supported).
+fn names_old_game(head: &[u8]) -> bool {
+    project_version(head).is_some_and(|v| {
+        let mut parts = v.trim().split('.');
+        let major = parts.next().and_then(|p| p.parse::<u32>().ok());
+        let minor = parts.next().unwrap_or("0").parse::<u32>().ok();
+        matches!((major, minor), (Some(0), _) | (Some(1), Some(0..=3)))
+    })
 }
 
 /// The first bytes of `Project.json` (a world without `Project.xml`), for its version.
@@ -491,7 +502,8 @@ mod tests {
         );
         assert_eq!(project_version(b"<Project Name=\"a\">"), None);
         assert_eq!(
-            project_version(b"\xef\xbb\xbf{\"Version\":[\"string\",\"2.4\"],\"Guid\":[]}").as_deref(),
+            project_version(b"\xef\xbb\xbf{\"Version\":[\"string\",\"2.4\"],\"Guid\":[]}")
+                .as_deref(),
             Some("2.4")
         );
         assert_eq!(project_version(b"{\"Name\":[\"string\",\"a\"]}"), None);
@@ -529,6 +541,10 @@ mod tests {
             choose(&[], Some(b"<Project Version=\"SCNET-1\">".as_slice()), p).ok(),
             Some(TerrainFormat::Regions),
             "a project of an unknown version and no terrain: regions"
+        );
+        assert!(
+            choose(&[], Some(b"<Project Version=\"1.2\">".as_slice()), p).is_err(),
+            "1.0-1.3 (Chunks/ folders) are not supported"
         );
         assert!(
             choose(
