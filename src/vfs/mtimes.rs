@@ -9,13 +9,19 @@
 //! - any other object gets a time derived from a hash of its stored bytes, a whole number of
 //!   seconds before 2020-01-01: the same bytes always give the same time, in every world and
 //!   across remounts, and other bytes (another writer changed it) give another time.
+//!
+//! Records are read from the sidecar when asked for, not loaded at mount: a restore or a
+//! rename through worldfs records every object of a world, and memory must stay bounded for
+//! any world size. The records asked for or written lately (found or not) are kept, at most
+//! [`CACHED`] of them.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{params, Connection};
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
 /// 2020-01-01T00:00:00Z: hash-derived times lie in the 194 days before it.
 pub const BASE_SECS: u64 = 1_577_836_800;
@@ -42,10 +48,21 @@ pub fn derived_mtime(hash: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(BASE_SECS - (hash % DERIVED_SPREAD_SECS))
 }
 
+/// How many records (and known absences) are kept in memory: about 2 MiB.
+const CACHED: usize = 1 << 16;
+
+/// A record: the hash of the bytes it was recorded for and the time, in ns since the epoch.
+type Record = (u64, i64);
+
 /// Recorded commit times of one store.
 pub struct Mtimes {
+    /// The sidecar: read-write, or read-only for a read-only mount; `None` when there is
+    /// none (then `cache` holds every record made, until unmount).
     conn: Option<Mutex<Connection>>,
-    records: Mutex<HashMap<u64, (u64, i64)>>,
+    /// Records asked for or written lately; `None`: the sidecar has none for the key.
+    cache: Mutex<HashMap<u64, Option<Record>>>,
+    /// A read of the sidecar failed (logged once).
+    read_failed: AtomicBool,
 }
 
 /// Where sidecars live: `$WORLDFS_STATE_DIR`, else `$XDG_STATE_HOME/worldfs`, else
@@ -67,8 +84,8 @@ fn to_ns(t: SystemTime) -> i64 {
 }
 
 impl Mtimes {
-    /// The records for the store at `store_path`; in-memory only when `read_only` or when the
-    /// state directory cannot be used (logged).
+    /// The records for the store at `store_path`; in-memory only when the state directory
+    /// cannot be used (logged), none kept for a read-only mount without a sidecar.
     pub fn open(store_path: &Path, read_only: bool) -> Mtimes {
         let identity = store_path
             .canonicalize()
@@ -79,10 +96,14 @@ impl Mtimes {
                 content_hash(identity.to_string_lossy().as_bytes())
             ))
         });
-        let mut records = HashMap::new();
+        Self::with_sidecar(file.as_deref(), read_only)
+    }
+
+    /// The records of sidecar `file` (`None`: in memory only).
+    fn with_sidecar(file: Option<&Path>, read_only: bool) -> Mtimes {
         let mut conn = None;
         if let Some(file) = file {
-            match Self::connect(&file, read_only, &mut records) {
+            match Self::connect(file, read_only) {
                 Ok(c) => conn = c,
                 Err(e) => log::warn!(
                     "mtime records at {} unavailable ({e}); edited objects keep their times only until unmount",
@@ -92,49 +113,80 @@ impl Mtimes {
         }
         Mtimes {
             conn: conn.map(Mutex::new),
-            records: Mutex::new(records),
+            cache: Mutex::new(HashMap::new()),
+            read_failed: AtomicBool::new(false),
         }
     }
 
-    fn connect(
-        file: &Path,
-        read_only: bool,
-        records: &mut HashMap<u64, (u64, i64)>,
-    ) -> rusqlite::Result<Option<Connection>> {
-        if read_only && !file.exists() {
-            return Ok(None);
+    fn connect(file: &Path, read_only: bool) -> rusqlite::Result<Option<Connection>> {
+        if read_only {
+            if !file.exists() {
+                return Ok(None);
+            }
+            let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+            conn.busy_timeout(BUSY_TIMEOUT)?;
+            return Ok(Some(conn));
         }
         if let Some(dir) = file.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
         let conn = Connection::open(file)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
-        if !read_only {
-            // Records are written at every close; a commit that waits for the disk each time
-            // would cost more than the close itself (the map's commits are grouped for that
-            // reason). In WAL mode with synchronous NORMAL the file stays sound after a
-            // crash, which loses at most the last records: those objects show derived times.
-            conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")?;
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS mtimes (key INTEGER PRIMARY KEY, hash INTEGER NOT NULL, mtime_ns INTEGER NOT NULL)",
-                [],
-            )?;
+        // Records are written at every close; a commit that waits for the disk each time
+        // would cost more than the close itself (the map's commits are grouped for that
+        // reason). In WAL mode with synchronous NORMAL the file stays sound after a crash,
+        // which loses at most the last records: those objects show derived times.
+        conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")?;
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS mtimes (key INTEGER PRIMARY KEY, hash INTEGER NOT NULL, mtime_ns INTEGER NOT NULL)",
+            [],
+        )?;
+        Ok(Some(conn))
+    }
+
+    /// The record of `key`: from memory, else from the sidecar (and then kept).
+    fn lookup(&self, key: u64) -> Option<Record> {
+        if let Some(&known) = self.cache.lock().ok()?.get(&key) {
+            return known;
         }
-        {
-            let mut stmt = conn.prepare("SELECT key, hash, mtime_ns FROM mtimes")?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })?;
-            for row in rows {
-                let (k, h, t) = row?;
-                records.insert(k as u64, (h as u64, t));
+        let conn = self.conn.as_ref()?;
+        let found = {
+            let c = conn.lock().ok()?;
+            let row = c
+                .prepare_cached("SELECT hash, mtime_ns FROM mtimes WHERE key = ?1")
+                .and_then(|mut st| {
+                    st.query_row([key as i64], |r| {
+                        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)?))
+                    })
+                    .optional()
+                });
+            match row {
+                Ok(r) => r,
+                Err(e) => {
+                    if !self.read_failed.swap(true, Ordering::Relaxed) {
+                        log::warn!(
+                            "could not read an mtime record ({e}): such objects show derived times"
+                        );
+                    }
+                    return None;
+                }
             }
+        };
+        self.keep(&[(key, found)]);
+        found
+    }
+
+    /// Keeps what the sidecar holds for these keys; forgets every kept record first when
+    /// the memory is full (the sidecar still has them). Without a sidecar nothing is
+    /// forgotten: memory is all there is.
+    fn keep(&self, records: &[(u64, Option<Record>)]) {
+        if let Ok(mut c) = self.cache.lock() {
+            if self.conn.is_some() && c.len() + records.len() > CACHED {
+                c.clear();
+                c.shrink_to(CACHED);
+            }
+            c.extend(records.iter().copied());
         }
-        Ok(if read_only { None } else { Some(conn) })
     }
 
     /// The mtime of the object `key` whose stored bytes hash to `hash`.
@@ -145,14 +197,13 @@ impl Mtimes {
 
     /// The time recorded for `key` if it was recorded for bytes hashing to `hash`.
     pub fn recorded(&self, key: u64, hash: u64) -> Option<SystemTime> {
-        let r = self.records.lock().ok()?;
-        let &(h, ns) = r.get(&key)?;
+        let (h, ns) = self.lookup(key)?;
         (h == hash).then(|| UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).unwrap_or(0)))
     }
 
     /// Whether any time is recorded for object `key` (whatever its bytes).
     pub fn has(&self, key: u64) -> bool {
-        self.records.lock().is_ok_and(|r| r.contains_key(&key))
+        self.lookup(key).is_some()
     }
 
     /// Records that object `key` now has bytes hashing to `hash`, modified at `t`.
@@ -165,11 +216,11 @@ impl Mtimes {
         if entries.is_empty() {
             return;
         }
-        if let Ok(mut r) = self.records.lock() {
-            for &(key, hash, t) in entries {
-                r.insert(key, (hash, to_ns(t)));
-            }
-        }
+        let records: Vec<(u64, Option<Record>)> = entries
+            .iter()
+            .map(|&(key, hash, t)| (key, Some((hash, to_ns(t)))))
+            .collect();
+        self.keep(&records);
         if let Some(conn) = &self.conn {
             if let Ok(mut c) = conn.lock() {
                 let stored = c.transaction().and_then(|tx| {
@@ -200,20 +251,46 @@ mod tests {
     #[test]
     fn recorded_times_survive_reopen_and_follow_content() {
         let dir = tempfile::tempdir().unwrap();
-        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
-        let store = dir.path().join("map.sqlite");
-        std::fs::write(&store, b"x").unwrap();
-        let m = Mtimes::open(&store, false);
+        let sidecar = dir.path().join("map.mtimes.sqlite");
+        let m = Mtimes::with_sidecar(Some(&sidecar), false);
         let h = content_hash(b"blob");
         assert_eq!(m.mtime(7, h), derived_mtime(h));
         assert!(derived_mtime(h) < UNIX_EPOCH + Duration::from_secs(BASE_SECS + 1));
         let t = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         m.record(7, h, t);
         drop(m);
-        let m = Mtimes::open(&store, true);
+        let m = Mtimes::with_sidecar(Some(&sidecar), true);
         assert_eq!(m.mtime(7, h), t);
         let other = content_hash(b"changed by the game");
         assert_eq!(m.mtime(7, other), derived_mtime(other));
         assert_ne!(derived_mtime(h), derived_mtime(other));
+    }
+
+    #[test]
+    fn memory_stays_bounded_however_many_objects_are_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let sidecar = dir.path().join("many.mtimes.sqlite");
+        let m = Mtimes::with_sidecar(Some(&sidecar), false);
+        let n = CACHED as u64 * 2 + 7;
+        let t = |k: u64| UNIX_EPOCH + Duration::from_secs(1_800_000_000 + k);
+        let all: Vec<(u64, u64, SystemTime)> = (0..n).map(|k| (k, k ^ 0xabc, t(k))).collect();
+        for part in all.chunks(1000) {
+            m.record_all(part);
+        }
+        assert!(m.cache.lock().unwrap().len() <= CACHED);
+        for k in (0..n).step_by(97).chain([0, n - 1]) {
+            assert_eq!(m.recorded(k, k ^ 0xabc), Some(t(k)), "record {k}");
+            assert!(m.has(k));
+        }
+        assert!(!m.has(n), "a key never recorded");
+        assert!(m.cache.lock().unwrap().len() <= CACHED);
+        drop(m);
+        let m = Mtimes::with_sidecar(Some(&sidecar), true);
+        assert_eq!(m.recorded(n - 1, (n - 1) ^ 0xabc), Some(t(n - 1)));
+        assert_eq!(m.recorded(3, 0), None, "recorded for other bytes");
+        assert!(
+            m.cache.lock().unwrap().len() <= 2,
+            "nothing is loaded at open"
+        );
     }
 }
