@@ -263,6 +263,7 @@ impl TvdaTree {
                         .flatten()
                         .map(|s| s.entry)
                         .collect();
+                    entries.sort_unstable();
                     entries.dedup();
                     Ok(entries)
                 };
