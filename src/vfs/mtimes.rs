@@ -172,8 +172,13 @@ impl Mtimes {
             return known;
         }
         let conn = self.conn.as_ref()?;
+        // The cache changes only under the connection's lock (here and in `record_all`), so
+        // what is read here cannot overwrite a record written meanwhile.
+        let c = conn.lock().ok()?;
+        if let Some(&known) = self.cache.lock().ok()?.get(&key) {
+            return known;
+        }
         let found = {
-            let c = conn.lock().ok()?;
             let row = c
                 .prepare_cached("SELECT hash, mtime_ns FROM mtimes WHERE key = ?1")
                 .and_then(|mut st| {
@@ -195,6 +200,7 @@ impl Mtimes {
             }
         };
         self.keep(&[(key, found)]);
+        drop(c);
         found
     }
 
@@ -243,8 +249,11 @@ impl Mtimes {
             .iter()
             .map(|&(key, hash, t)| (key, Some((hash, to_ns(t)))))
             .collect();
-        self.keep(&records);
-        if let Some(conn) = &self.conn {
+        let Some(conn) = &self.conn else {
+            self.keep(&records);
+            return;
+        };
+        {
             if let Ok(mut c) = conn.lock() {
                 let stored = c.transaction().and_then(|tx| {
                     for &(key, hash, t) in entries {
@@ -262,6 +271,7 @@ impl Mtimes {
                 if let Err(e) = stored {
                     log::warn!("could not record mtimes: {e}");
                 }
+                self.keep(&records);
             }
         }
     }
@@ -287,6 +297,43 @@ mod tests {
         let other = content_hash(b"changed by the game");
         assert_eq!(m.mtime(7, other), derived_mtime(other));
         assert_ne!(derived_mtime(h), derived_mtime(other));
+    }
+
+    #[test]
+    fn a_record_reads_back_while_other_threads_ask_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let sidecar = dir.path().join("race.mtimes.sqlite");
+        let m = std::sync::Arc::new(Mtimes::with_sidecar(Some(&sidecar), false));
+        m.record(u64::MAX, 1, UNIX_EPOCH);
+        let current = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let askers: Vec<_> = (0..2)
+            .map(|_| {
+                let (m, current, done) = (m.clone(), current.clone(), done.clone());
+                std::thread::spawn(move || {
+                    while !done.load(Ordering::Relaxed) {
+                        m.has(current.load(Ordering::Relaxed));
+                    }
+                })
+            })
+            .collect();
+        let t = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let mut lost = 0;
+        for k in 1..3000u64 {
+            current.store(k, Ordering::Relaxed);
+            m.record(k, k, t);
+            if m.recorded(k, k) != Some(t) {
+                lost += 1;
+            }
+        }
+        done.store(true, Ordering::Relaxed);
+        for a in askers {
+            a.join().unwrap();
+        }
+        assert_eq!(
+            lost, 0,
+            "records read back as absent right after they were written"
+        );
     }
 
     #[test]
