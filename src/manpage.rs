@@ -135,7 +135,7 @@ lighting_complete cleared (before version 27, the lighting_expired flag set) so 
 relights them, unless block.txt of the same block was written through the mount within 60
 seconds (cp \-a and rsync \-a restores keep the flags they wrote); light.txt stays as written.
 Times set by rsync, cp \-a or touch are kept on every file and folder while its content (a
-folder: its names; a block folder shows its block's last change) is unchanged, so an edit
+folder: its names; a block folder: until another program changes its block) is unchanged, so an edit
 makes the next backup send only what changed.
 .PP
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block

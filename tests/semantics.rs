@@ -507,6 +507,61 @@ fn an_edit_keeps_the_times_of_unchanged_files() {
     }
 }
 
+/// "A time set on a Luanti block folder stands through later writes into it through the
+/// mount (a restore's rsync sets it before it has written everything below `meta/`), until
+/// another program changes the block"; a chunk folder's time does not move with writes
+/// either.
+#[test]
+fn a_time_set_on_a_folder_stands_through_writes_into_it() {
+    for f in fixtures() {
+        if f.dir.is_empty() {
+            continue; // a disk's root: its time follows the disk's entries
+        }
+        let when = UNIX_EPOCH + Duration::from_secs(1_500_000_000);
+        let vfs = f.vfs(false);
+        let folder = ino(&vfs, &f.dir).unwrap();
+        vfs.setattr(folder, None, None, Some(when), None).unwrap();
+        // (A Survivalcraft chunk folder's time is fixed: setting it changes nothing.)
+        let set = vfs.getattr(folder, None).unwrap().mtime;
+        if f.game == Game::Luanti {
+            assert_eq!(set, when);
+        }
+        let old = cat(&vfs, &f.path());
+        save(&vfs, &f.path(), &(f.good)(&old)).unwrap();
+        assert_eq!(
+            vfs.getattr(folder, None).unwrap().mtime,
+            set,
+            "{}: the write moved the folder's time",
+            f.name
+        );
+        drop(vfs);
+        let vfs = f.vfs(true);
+        let folder = ino(&vfs, &f.dir).unwrap();
+        assert_eq!(vfs.getattr(folder, None).unwrap().mtime, set, "{}", f.name);
+        drop(vfs);
+        if f.game == Game::Luanti {
+            // Another program rewrites every block (each gets another block's bytes).
+            let conn = rusqlite::Connection::open(&f.store).unwrap();
+            let changed = conn
+                .execute(
+                    "UPDATE blocks SET data = (SELECT b.data FROM blocks b \
+                     WHERE b.data != blocks.data LIMIT 1)",
+                    [],
+                )
+                .unwrap();
+            assert!(changed > 0);
+            drop(conn);
+            let vfs = f.vfs(true);
+            let folder = ino(&vfs, &f.dir).unwrap();
+            assert_ne!(
+                vfs.getattr(folder, None).unwrap().mtime,
+                when,
+                "another program's change of the block shows in its folder's time"
+            );
+        }
+    }
+}
+
 /// "`worldfs unmount` ... SIGTERM ... commit what is still open": `commit_all` commits a
 /// handle that was written and never closed.
 #[test]

@@ -629,9 +629,14 @@ impl Blocks {
         sub: &str,
         hash: u64,
     ) -> SystemTime {
-        self.mtimes
-            .recorded(self.entry_key(pos, sub), hash)
+        self.entry_recorded_mtime(pos, sub, hash)
             .unwrap_or(block_mtime)
+    }
+
+    /// The time recorded for the entry `sub` of the block's folder while its hash is
+    /// `hash`, if one is (see [`Blocks::entry_mtime`]).
+    pub fn entry_recorded_mtime(&self, pos: BlockPos, sub: &str, hash: u64) -> Option<SystemTime> {
+        self.mtimes.recorded(self.entry_key(pos, sub), hash)
     }
 
     /// Records explicit mtimes for entries of the block's folder: `(sub, hash, time)`, as in

@@ -390,12 +390,16 @@ impl LuantiTree {
                 (sub, (hash, t))
             })
             .collect();
+        // A time set on the block folder itself stands through writes into it through the
+        // mount, as a folder's time does when files in it are rewritten: a restore's rsync
+        // sets it before it has written everything below `meta/`.
+        let folder_time = self.blocks.entry_recorded_mtime(pos, "", before.hash);
         self.blocks.modify(pos, edit)?;
         let after = self.blocks.get(pos)?;
         if after.hash == before.hash {
             return Ok(());
         }
-        let keep: Vec<(String, u64, SystemTime)> = self
+        let mut keep: Vec<(String, u64, SystemTime)> = self
             .block_files(pos, &after)
             .into_iter()
             .filter_map(|(sub, hash)| match times.get(&sub) {
@@ -403,6 +407,7 @@ impl LuantiTree {
                 _ => None,
             })
             .collect();
+        keep.extend(folder_time.map(|t| (String::new(), after.hash, t)));
         self.blocks.set_entry_mtimes(pos, &keep);
         Ok(())
     }
