@@ -36,7 +36,7 @@ use crate::vfs::fresh::FreshDirs;
 use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
 use crate::vfs::inodes::Inodes;
-use crate::vfs::kernel_cache::KernelCache;
+use crate::vfs::kernel_cache::{KernelCache, RecheckLog};
 use crate::vfs::overlay::{overlay_stat, Overlay};
 use crate::vfs::readdir::FIRST_HELD_COOKIE;
 use crate::vfs::tree::{Kind, Stat, Tree};
@@ -76,6 +76,8 @@ pub struct Vfs {
     pub(super) stale_names: Mutex<Vec<(u64, Arc<str>)>>,
     /// Re-checks of what the kernel keeps started so far (see [`Vfs::kernel_keeps`]).
     pub(super) rechecks: AtomicU64,
+    /// Where the latest re-checks looked, for [`Vfs::kernel_keeps`].
+    pub(super) recheck_log: Mutex<RecheckLog>,
     /// What [`Tree::underneath`] said when the watcher last looked.
     pub(super) underneath_seen: AtomicU64,
     /// Tests: runs inside `release` between its commit and its leaving the open files, the
@@ -169,6 +171,7 @@ impl Vfs {
             stale_pages: Mutex::new(Vec::new()),
             stale_names: Mutex::new(Vec::new()),
             rechecks: AtomicU64::new(0),
+            recheck_log: Mutex::new(RecheckLog::default()),
             underneath_seen: AtomicU64::new(0),
             #[cfg(test)]
             race_in_release: Default::default(),

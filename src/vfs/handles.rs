@@ -45,7 +45,9 @@ impl OpenFile {
             size: self.data.len() as u64,
             mtime: self.mtime,
             perm: self.perm,
-            volatile: true,
+            // It changes only through the kernel's own requests on it (which return or drop
+            // its attributes) and at its commit (after which the kernel is told).
+            volatile: false,
             source: None,
         }
     }

@@ -31,7 +31,7 @@
 //! [`Tree::change_scope`]: crate::vfs::Tree::change_scope
 //! [`Tree::underneath`]: crate::vfs::Tree::underneath
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -74,8 +74,11 @@ impl Vfs {
 
     /// Notes that the kernel was given `stat` for `ino`, computed after [`Vfs::kernel_epoch`]
     /// said `since`; true when it may keep it for long (the core will tell it when it
-    /// changes). Not when a re-check started meanwhile: that re-check may have compared and
-    /// recorded a newer stat than this one, which would then stand for long unseen.
+    /// changes). Not when a re-check that may have concerned `ino` (one of its object, or of
+    /// everything) started meanwhile: that re-check may have compared and recorded a newer
+    /// stat than this one, or passed over `ino` as not kept, and this one would then stand
+    /// for long unseen. Re-checks of other objects (a restore commits one block while it
+    /// writes the next) do not stop it.
     pub fn kernel_keeps(&self, ino: u64, stat: &Stat, since: u64) -> bool {
         // Folders are not kept: their times follow commits that write-back makes later (a
         // restore's `rsync` sets a block folder's time before its block is committed), and a
@@ -87,12 +90,31 @@ impl Vfs {
             Ok(mut t) => {
                 // Under the table's lock, which every re-check takes to record what it found.
                 if self.kernel_epoch() != since {
-                    return false;
+                    let Ok(log) = lock(&self.recheck_log) else {
+                        return false;
+                    };
+                    if log.may_concern(since, self.kernel_epoch(), t.path(ino).as_deref()) {
+                        return false;
+                    }
                 }
                 t.keep(ino, stat);
                 true
             }
             Err(_) => false,
+        }
+    }
+
+    /// Counts a re-check of what the kernel keeps at and above `scope` (`None`: everything),
+    /// before it looks at which inodes are kept.
+    fn start_recheck(&self, scope: Option<&[String]>) {
+        if let Ok(mut log) = lock(&self.recheck_log) {
+            let n = self.rechecks.fetch_add(1, Ordering::SeqCst) + 1;
+            log.recent.push_back((n, scope.map(<[String]>::to_vec)));
+            if log.recent.len() > LOGGED_RECHECKS {
+                log.recent.pop_front();
+            }
+        } else {
+            self.rechecks.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -167,6 +189,7 @@ impl Vfs {
             return;
         }
         let scope = self.tree.change_scope(path).min(path.len());
+        self.start_recheck(Some(&path[..scope]));
         let mut todo: Vec<Kept> = Vec::new();
         let mut own = None;
         if let Ok(t) = self.inodes.read() {
@@ -212,7 +235,6 @@ impl Vfs {
         let Some(kernel) = self.kernel.get() else {
             return Vec::new();
         };
-        self.rechecks.fetch_add(1, Ordering::SeqCst);
         let mut sources: HashMap<Vec<String>, Option<Option<u64>>> = HashMap::new();
         let mut changed: Vec<(u64, Option<Stat>)> = Vec::new();
         for k in kept {
@@ -275,6 +297,7 @@ impl Vfs {
         };
         let seen = self.tree.underneath().unwrap_or_default();
         if self.underneath_seen.swap(seen, Ordering::Relaxed) != seen {
+            self.start_recheck(None);
             let all = match self.inodes.read() {
                 Ok(t) => t.kept_below(None),
                 Err(_) => Vec::new(),
@@ -309,6 +332,38 @@ impl Vfs {
             })
             .map(|_| ())
             .map_err(|e| Error::from(e).context("starting the kernel cache watcher"))
+    }
+}
+
+/// How many re-checks [`RecheckLog`] remembers: a stat computed across more is not kept.
+const LOGGED_RECHECKS: usize = 64;
+
+/// Where the latest re-checks looked (see [`Vfs::kernel_keeps`]).
+#[derive(Default)]
+pub struct RecheckLog {
+    /// Each re-check's number and the path of the object it re-checked, whose inodes and
+    /// the folders above it it looked at (`None`: every inode).
+    recent: VecDeque<(u64, Option<Vec<String>>)>,
+}
+
+impl RecheckLog {
+    /// Whether a re-check numbered after `since` (up to `now`) may have concerned the inode
+    /// at `path` (`None`: unknown): one at or below it or above it, or one forgotten.
+    fn may_concern(&self, since: u64, now: u64, path: Option<&[String]>) -> bool {
+        let after: Vec<&Option<Vec<String>>> = self
+            .recent
+            .iter()
+            .filter(|(n, _)| *n > since)
+            .map(|(_, scope)| scope)
+            .collect();
+        let Some(path) = path else {
+            return true;
+        };
+        (after.len() as u64) < now.saturating_sub(since)
+            || after.into_iter().any(|scope| match scope {
+                None => true,
+                Some(s) => path.starts_with(s) || s.starts_with(path),
+            })
     }
 }
 
@@ -486,6 +541,86 @@ mod tests {
         vfs.release(r1).unwrap();
         vfs.settle();
         assert_eq!(told.take(), vec![format!("inode {f}")]);
+    }
+
+    /// Opens `ino`, writes `text` in place of its content and closes it, then settles.
+    fn rewrite(vfs: &Vfs, ino: u64, text: &[u8]) {
+        let fh = vfs.open(ino, TRUNC).unwrap();
+        vfs.write(fh, 0, text, false).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.settle();
+    }
+
+    #[test]
+    fn a_recheck_stops_a_stat_from_being_kept_only_when_it_may_concern_it() {
+        let (tree, vfs, f) = setup();
+        lock(&tree.dirs).unwrap().push("e".into());
+        lock(&tree.files)
+            .unwrap()
+            .insert("e/x".into(), b"ok x".to_vec());
+        vfs.keep_kernel_cache(Box::new(Told::default()));
+        let e = vfs.lookup(ROOT, "e", 1).unwrap().0;
+        let x = vfs.lookup(e, "x", 1).unwrap().0;
+        // A commit of another object (e/x) while a stat of d/f is on its way.
+        let since = vfs.kernel_epoch();
+        let stat = vfs.getattr(f, None).unwrap();
+        rewrite(&vfs, x, b"ok y");
+        assert_ne!(vfs.kernel_epoch(), since, "the commit re-checked");
+        assert!(
+            vfs.kernel_keeps(f, &stat, since),
+            "e/x does not concern d/f"
+        );
+        // A commit of its own object (d) meanwhile: not kept.
+        let since = vfs.kernel_epoch();
+        let stat = vfs.getattr(f, None).unwrap();
+        let g = vfs.create(dir_ino(&vfs), "g", 0o644).unwrap();
+        vfs.write(g.2, 0, b"ok g", false).unwrap();
+        vfs.release(g.2).unwrap();
+        vfs.settle();
+        assert!(
+            !vfs.kernel_keeps(f, &stat, since),
+            "d/g's commit concerns d/f"
+        );
+        // More re-checks than are remembered: not kept, whatever they concerned.
+        let since = vfs.kernel_epoch();
+        let stat = vfs.getattr(f, None).unwrap();
+        for i in 0..=LOGGED_RECHECKS {
+            rewrite(&vfs, x, format!("ok {i}").as_bytes());
+        }
+        assert!(!vfs.kernel_keeps(f, &stat, since), "forgotten re-checks");
+    }
+
+    #[test]
+    fn files_the_core_holds_are_kept_and_told_when_committed() {
+        let (tree, vfs, _) = setup();
+        let told = Told::default();
+        vfs.keep_kernel_cache(Box::new(told.clone()));
+        let d = dir_ino(&vfs);
+        // rsync's temporary: created, written, closed, renamed over the file it replaces.
+        let since = vfs.kernel_epoch();
+        let (tmp, stat, fh) = vfs.create(d, ".f.Xa3k2P", 0o600).unwrap();
+        assert!(vfs.kernel_keeps(tmp, &stat, since), "a new scratch file");
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.settle();
+        let since = vfs.kernel_epoch();
+        let stat = vfs.getattr(tmp, None).unwrap();
+        assert_eq!(stat.size, 6);
+        assert!(vfs.kernel_keeps(tmp, &stat, since), "a closed scratch file");
+        told.take();
+        vfs.rename(d, ".f.Xa3k2P", d, "f").unwrap();
+        vfs.settle();
+        assert_eq!(stored(&tree, "d/f").as_deref(), Some(&b"ok new"[..]));
+        assert!(
+            told.take().contains(&format!("inode {tmp}")),
+            "the file renamed over a tree file is told"
+        );
+        // Text a commit did not take is shown afresh, never kept.
+        let f = vfs.lookup(d, "f", 1).unwrap().0;
+        fail_a_save(&vfs, f);
+        let stat = vfs.getattr(f, None).unwrap();
+        assert!(stat.volatile, "failed text");
+        assert!(!vfs.kernel_keeps(f, &stat, vfs.kernel_epoch()));
     }
 
     #[test]

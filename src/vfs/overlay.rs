@@ -75,7 +75,9 @@ pub(super) fn overlay_stat(o: &Overlay) -> Stat {
         size: o.text.len(),
         mtime: o.mtime,
         perm: o.perm,
-        volatile: true,
+        // Like a file being written, it changes only through the kernel's requests and
+        // commits the kernel is told of; text a commit did not take is shown afresh.
+        volatile: o.held.is_unsaved(),
         source: None,
     }
 }
