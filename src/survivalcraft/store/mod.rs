@@ -129,6 +129,24 @@ fn json_head(root: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// The name of a fixed-size chunk file renamed to `.old` in `root`, if any. The game's
+/// 2.1→2.2 and 2.2→2.3 converters rename `Chunks32.dat` and `Chunks32h.dat` so once the new
+/// store is written, and delete the `.old` file only when the whole conversion is done
+/// (spec §0; on an error they rename it back, see the spec's sources): without a current store beside it, the
+/// world's terrain is all in the `.old` file. `Chunks.dat.old`, which the game does not make
+/// (its 1.28→1.29 converter deletes `Chunks.dat`), would be hidden alike.
+fn renamed_store(root: &Path) -> Option<String> {
+    [
+        TerrainFormat::Chunks32h,
+        TerrainFormat::Chunks32,
+        TerrainFormat::Chunks16,
+    ]
+    .iter()
+    .filter_map(|f| f.file_name())
+    .map(|name| format!("{name}.old"))
+    .find(|old| root.join(old).symlink_metadata().is_ok())
+}
+
 /// Whether `dir` looks like a Survivalcraft world folder: a project file. Terrain is not
 /// needed: a restore starts from the backup's `Project.xml` alone, whose game version says
 /// which terrain store the first new chunk creates (opening refuses a project file naming
@@ -204,6 +222,17 @@ impl World {
                 "1.0-1.3 Chunks/ folders are not supported; open the world in 1.4+ once",
             )
             .context(root.display()));
+        }
+        if candidates.is_empty() {
+            if let Some(old) = renamed_store(root) {
+                return Err(Error::unsupported(format!(
+                    "{old} but no current terrain store: the world looks half-converted (the \
+                     game renames its old store to .old while it converts a world to a newer \
+                     version, and back when the conversion fails); worldfs does not read .old \
+                     stores and would show an empty world"
+                ))
+                .context(root.display()));
+            }
         }
         let format = choose(
             &candidates,
@@ -561,6 +590,46 @@ mod tests {
         .unwrap();
         assert_eq!(
             World::open(&dir, false).unwrap().format(),
+            TerrainFormat::Regions
+        );
+    }
+
+    /// A folder whose terrain store the game renamed to `.old` while converting it, with no
+    /// current store beside it, is refused naming the `.old` file (it mounted as an empty
+    /// world, hiding every chunk); beside a current store an `.old` file changes nothing.
+    #[test]
+    fn a_half_converted_world_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        for (version, old) in [
+            ("2.2", "Chunks32h.dat.old"),
+            ("2.2", "Chunks32.dat.old"),
+            ("1.29", "Chunks.dat.old"),
+        ] {
+            let dir = root.path().join(old);
+            fs::create_dir(&dir).unwrap();
+            fs::write(
+                dir.join("Project.xml"),
+                format!("<Project Version=\"{version}\"><Entities /></Project>"),
+            )
+            .unwrap();
+            fs::write(dir.join(old), b"chunks").unwrap();
+            for read_only in [true, false] {
+                let e = World::open(&dir, read_only)
+                    .err()
+                    .unwrap_or_else(|| panic!("{old}: opened"));
+                let text = e.to_string();
+                assert!(
+                    text.contains(old) && text.contains("half-converted"),
+                    "{text}"
+                );
+            }
+            assert_eq!(fs::read(dir.join(old)).unwrap(), b"chunks");
+            assert_eq!(fs::read_dir(&dir).unwrap().count(), 2, "{old}: files made");
+        }
+        let (_root, regions) = region_world();
+        fs::write(regions.join("Chunks32h.dat.old"), b"chunks").unwrap();
+        assert_eq!(
+            World::open(&regions, false).unwrap().format(),
             TerrainFormat::Regions
         );
     }
