@@ -147,7 +147,7 @@ impl Objects {
         let world = World::open(source, read_only)?;
         let read_only = world.read_only();
         let seen = world.folder().map(signature);
-        Ok(Objects {
+        let objects = Objects {
             source: source.to_path_buf(),
             read_only,
             format: world.format(),
@@ -162,7 +162,22 @@ impl Objects {
             watch: Mutex::new(None),
             #[cfg(test)]
             after_read: Default::default(),
-        })
+        };
+        // The root folder lists Project.xml's players and containers: a project file that
+        // does not parse would fail every listing of the mount (EIO), so the mount is refused
+        // with the reason instead.
+        objects.project().map_err(|e| {
+            Error::new(
+                e.errno(),
+                format!(
+                    "{}: {}; worldfs does not mount a world whose Project.xml does not parse \
+                     (the game's Project.bak, if there is one, is a copy of it)",
+                    source.display(),
+                    e.message()
+                ),
+            )
+        })?;
+        Ok(objects)
     }
 
     /// Reopens the world and drops every cached object when its files changed underneath
@@ -590,6 +605,38 @@ mod tests {
         .unwrap();
         let objects = Objects::open(dir.path(), false, 1 << 24).unwrap();
         (dir, objects)
+    }
+
+    /// A world with terrain and a Project.xml that does not parse is refused at open with
+    /// the file and the reason (it mounted, and every listing of its root failed with EIO).
+    #[test]
+    fn a_project_that_does_not_parse_is_refused_at_open() {
+        let (dir, _) = world();
+        let garbage: [&[u8]; 3] = [
+            b"\x8f\x01garbage\xff\xfe",
+            b"<Project Version=\"2.2\"><Entities><Entity",
+            b"<Subsystems />",
+        ];
+        for bytes in garbage {
+            std::fs::write(dir.path().join("Project.xml"), bytes).unwrap();
+            for read_only in [true, false] {
+                let e = Objects::open(dir.path(), read_only, 1 << 20)
+                    .err()
+                    .expect("opened");
+                let text = e.to_string();
+                assert!(
+                    text.contains("Project.xml: ") && text.contains("does not parse"),
+                    "{text}"
+                );
+            }
+        }
+        std::fs::write(
+            dir.path().join("Project.xml"),
+            "<Project Version=\"2.2\"><Entities /></Project>",
+        )
+        .unwrap();
+        let objects = Objects::open(dir.path(), true, 1 << 20).unwrap();
+        assert!(objects.project().unwrap().is_some());
     }
 
     fn set(value: u32) -> impl FnOnce(&Chunk) -> Result<Chunk> {

@@ -2,7 +2,8 @@
 //!
 //! Every whole-file update of every game (a TVDA or TEVD disk rewrite, a Survivalcraft region
 //! or Project.xml, a world file such as `world.mt`, a Luanti player or auth file) goes through
-//! [`write_atomic_with`]: a temporary file in the same folder, created with
+//! [`write_atomic_with`], and a file that must appear whole or not at all where none was (a
+//! new Survivalcraft `Chunks*.dat`) through [`create_atomic`]: a temporary file in the same folder, created with
 //! `O_CREAT | O_EXCL | O_NOFOLLOW` under a name no other write uses, given the mode and owner
 //! of the file it replaces, written, fsynced, renamed over the target with `renameat` in the
 //! folder's descriptor, and the folder fsynced. A crash at any moment leaves the old file or
@@ -25,7 +26,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use nix::fcntl::{fcntl, openat, renameat, AtFlags, FcntlArg, OFlag};
+use nix::fcntl::{fcntl, openat, renameat, renameat2, AtFlags, FcntlArg, OFlag, RenameFlags};
 use nix::sys::stat::{fstatat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
@@ -189,7 +190,7 @@ fn create_temp(
         match openat(
             Some(dir.as_raw_fd()),
             tmp_name.as_os_str(),
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
             Mode::from_bits_truncate(new_mode & 0o7777),
         ) {
             // SAFETY: `openat` just returned this descriptor, which nothing else owns.
@@ -226,8 +227,38 @@ pub fn write_atomic_at(
     new_mode: u32,
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
+    install(dir, name, path, new_mode, write, false).map(drop)
+}
+
+/// Creates `path`, which must not exist, the way [`write_atomic_with`] replaces a file: under
+/// the name there is, after a crash at any moment, no file or the whole new one. Fails with
+/// `EEXIST` when something is there by the time of the rename (nothing is replaced).
+/// Returns the new file, open for reading and writing.
+pub fn create_atomic(
+    path: &Path,
+    new_mode: u32,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<File> {
+    let (dir_path, name) = parts(path)?;
+    let dir = File::open(dir_path).map_err(|e| Error::from(e).context(dir_path.display()))?;
+    install(&dir, name, path, new_mode, write, true)
+}
+
+/// Writes a temporary file and renames it to `name` (see the module doc); `create_only`:
+/// nothing may be under the name, which is kept if something is. Returns the file.
+fn install(
+    dir: &File,
+    name: &OsStr,
+    path: &Path,
+    new_mode: u32,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+    create_only: bool,
+) -> Result<File> {
     let dir_path = path.parent().unwrap_or(Path::new("."));
     let keep = existing(dir, name, path)?;
+    if create_only && keep.is_some() {
+        return Err(Error::exists(format!("{}: exists", path.display())));
+    }
     let (tmp_name, file) = create_temp(dir, dir_path, name, new_mode)?;
     let result = (|| -> Result<()> {
         if let Some((mode, uid, gid)) = keep {
@@ -242,13 +273,17 @@ pub fn write_atomic_at(
         out.flush()?;
         drop(out);
         file.sync_all()?;
-        renameat(
-            Some(dir.as_raw_fd()),
-            tmp_name.as_os_str(),
-            Some(dir.as_raw_fd()),
-            name,
-        )
-        .map_err(|e| Error::new(e as i32, format!("rename: {e}")))?;
+        if create_only {
+            rename_no_replace(dir, &tmp_name, name, path)?;
+        } else {
+            renameat(
+                Some(dir.as_raw_fd()),
+                tmp_name.as_os_str(),
+                Some(dir.as_raw_fd()),
+                name,
+            )
+            .map_err(|e| Error::new(e as i32, format!("rename: {e}")))?;
+        }
         dir.sync_all()?;
         Ok(())
     })();
@@ -259,7 +294,25 @@ pub fn write_atomic_at(
             UnlinkatFlags::NoRemoveDir,
         );
     }
-    result.map_err(|e| e.context(path.display()))
+    result.map(|()| file).map_err(|e| e.context(path.display()))
+}
+
+/// Renames `tmp_name` to `name` in `dir` unless something is there (`EEXIST`). A file system
+/// without `RENAME_NOREPLACE` gets a look first: only a file made between the look and the
+/// rename is replaced.
+fn rename_no_replace(dir: &File, tmp_name: &OsStr, name: &OsStr, path: &Path) -> Result<()> {
+    let fd = Some(dir.as_raw_fd());
+    match renameat2(fd, tmp_name, fd, name, RenameFlags::RENAME_NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOSYS) => {
+            if existing(dir, name, path)?.is_some() {
+                return Err(Error::exists(format!("{}: exists", path.display())));
+            }
+            renameat(fd, tmp_name, fd, name)
+                .map_err(|e| Error::new(e as i32, format!("rename: {e}")))
+        }
+        Err(e) => Err(Error::new(e as i32, format!("rename: {e}"))),
+    }
 }
 
 /// Replaces (or creates) `path` with `bytes`; see [`write_atomic_with`].
@@ -350,6 +403,41 @@ mod tests {
         let fresh = dir.path().join("fresh");
         write_atomic(&fresh, b"x", 0o600).unwrap();
         assert_eq!(mode(&fresh), 0o600);
+    }
+
+    /// A created file appears whole or not at all, and nothing already there is replaced.
+    #[test]
+    fn create_makes_a_new_file_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks32h.dat");
+        let e = create_atomic(&path, 0o644, |out| {
+            out.write_all(b"half")?;
+            assert!(!path.exists(), "the name exists before the file is whole");
+            Err(Error::invalid("stop"))
+        })
+        .unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+        let mut f = create_atomic(&path, 0o600, |out| {
+            out.write_all(b"whole")?;
+            assert!(!path.exists(), "the name exists before the file is whole");
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"whole");
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        // The file given back is the one under the name, readable and writable.
+        f.write_all(b"!").unwrap();
+        let mut back = String::new();
+        std::io::Seek::rewind(&mut f).unwrap();
+        f.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "whole!");
+        assert_eq!(fs::read(&path).unwrap(), b"whole!");
+        let e = create_atomic(&path, 0o644, |out| Ok(out.write_all(b"other")?)).unwrap_err();
+        assert_eq!(e.errno(), libc::EEXIST);
+        assert_eq!(fs::read(&path).unwrap(), b"whole!");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
     #[test]

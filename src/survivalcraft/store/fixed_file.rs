@@ -4,10 +4,11 @@
 //! §13.1): an existing chunk is overwritten in place in its slot, a new chunk goes to the
 //! next slot (`Chunks.dat`: at the end of the file; the others: at `786444 + slot × size`)
 //! and gets the next directory entry, so the layout stays dense and every other byte is
-//! untouched. All writes of one commit go through the redo journal of [`durable`].
+//! untouched. All writes of one commit go through the redo journal of [`durable`]. A file
+//! the first commit creates is written whole under a temporary name and renamed into place
+//! ([`create_atomic`]) before the journal writes into it.
 
 use std::collections::HashMap;
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -16,7 +17,10 @@ use crate::survivalcraft::codec::fixed::{self, DirectoryEntry};
 use crate::survivalcraft::codec::format::{TerrainFormat, DIRECTORY_BYTES, MAX_DIRECTORY_CHUNKS};
 use crate::survivalcraft::store::blob::Blob;
 use crate::survivalcraft::store::durable;
-use crate::vfs::replace::open_no_follow;
+use crate::vfs::replace::{create_atomic, open_no_follow, remove_leftovers};
+
+/// Mode of a chunk file worldfs creates (less the umask), as of its other new files.
+const NEW_FILE_MODE: u32 = 0o644;
 
 /// An opened chunk file.
 pub(crate) struct FixedFile {
@@ -59,6 +63,10 @@ impl FixedFile {
     /// Opens a chunk file of a folder (`writable`: replays a leftover journal first). A
     /// missing file is an empty store that the first commit creates.
     pub(crate) fn open(format: TerrainFormat, path: &Path, writable: bool) -> Result<FixedFile> {
+        if writable {
+            // A crash while the first commit made the file leaves its temporary.
+            remove_leftovers(path)?;
+        }
         let file = match open_no_follow(path, writable) {
             Ok(f) => Some(f),
             Err(e) if e.errno() == libc::ENOENT => None,
@@ -199,14 +207,10 @@ impl FixedFile {
             return Ok(());
         }
         if self.blob.is_none() {
-            let mut f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&path)?;
-            std::io::Write::write_all(&mut f, &fixed::empty_directory(self.format)?)?;
-            f.sync_all()?;
-            durable::sync_parent(&path)?;
+            // Made whole under a temporary name and renamed into place: the game cannot load
+            // a file cut short by a crash, so none must ever be under the name.
+            let empty = fixed::empty_directory(self.format)?;
+            let f = create_atomic(&path, NEW_FILE_MODE, |out| Ok(out.write_all(&empty)?))?;
             self.blob = Some(Blob::File(f));
         }
         let Some(Blob::File(file)) = &self.blob else {
@@ -356,6 +360,60 @@ mod tests {
             let id = c.cell(0, 0, 0).unwrap().id;
             assert_eq!(id, if pos.cx == 2 { 1 } else { 7 }, "chunk {pos}");
         }
+    }
+
+    /// The first commit makes the chunk file under a temporary name and renames it into
+    /// place, so a crash never leaves a file cut short under the name: the folder's events
+    /// show the name appear only by a rename (it was created and written in place), after
+    /// every write of the temporary, and no temporary is left.
+    #[test]
+    fn a_new_chunk_file_appears_whole() {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks32h.dat");
+        let mut f = FixedFile::open(FORMAT, &path, true).unwrap();
+        let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+        watch
+            .add_watch(
+                dir.path(),
+                AddWatchFlags::IN_CREATE
+                    | AddWatchFlags::IN_MODIFY
+                    | AddWatchFlags::IN_CLOSE_WRITE
+                    | AddWatchFlags::IN_MOVED_TO,
+            )
+            .unwrap();
+        let pos = ChunkPos::new(3, -2);
+        let record = encode_chunk(&Chunk::empty(FORMAT), pos).unwrap();
+        f.commit(&[(pos, record.clone())]).unwrap();
+        let events = watch.read_events().unwrap();
+        let named = |e: &nix::sys::inotify::InotifyEvent| {
+            e.name.as_deref() == Some(std::ffi::OsStr::new("Chunks32h.dat"))
+        };
+        let first = events
+            .iter()
+            .position(named)
+            .expect("no event for the file");
+        assert_eq!(
+            events[first].mask,
+            AddWatchFlags::IN_MOVED_TO,
+            "the file appeared other than by a rename: {events:?}"
+        );
+        let temporary = |e: &nix::sys::inotify::InotifyEvent| {
+            e.name
+                .as_ref()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".worldfs-"))
+        };
+        assert!(
+            events[..first].iter().any(temporary) && !events[first..].iter().any(temporary),
+            "the temporary was not made before the rename, or written after it: {events:?}"
+        );
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["Chunks32h.dat"]);
+        let reopened = FixedFile::open(FORMAT, &path, false).unwrap();
+        assert_eq!(reopened.read_raw(pos).unwrap(), record);
     }
 
     #[test]

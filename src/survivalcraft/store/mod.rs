@@ -63,21 +63,34 @@ fn project_version(head: &[u8]) -> Option<String> {
     Some(text[v..v + text[v..].find('"')?].to_string())
 }
 
+/// The project file a world folder's terrain format is chosen by: its name (for messages)
+/// and its first bytes.
+type ProjectHead<'a> = Option<(&'a str, &'a [u8])>;
+
 fn choose(
     candidates: &[TerrainFormat],
-    project_head: Option<&[u8]>,
+    project: ProjectHead<'_>,
     what: &Path,
 ) -> Result<TerrainFormat> {
-    let by_version = project_head
-        .and_then(project_version)
-        .and_then(|v| TerrainFormat::for_game_version(&v));
+    let version = project.and_then(|(_, head)| project_version(head));
+    let by_version = version.as_deref().and_then(TerrainFormat::for_game_version);
     match (candidates, by_version) {
         ([only], _) => Ok(*only),
         ([], Some(f)) => Ok(f),
         (many, Some(f)) if many.contains(&f) => Ok(f),
+        // No terrain and a project file naming no version: garbage, or not a Survivalcraft
+        // project at all (a mistyped path), which must not mount as an empty world.
+        ([], None) if project.is_some() && version.is_none() => {
+            let name = project.map_or("Project.xml", |(n, _)| n);
+            Err(Error::unsupported(format!(
+                "{}: {name}: names no game version (not a Survivalcraft project file?); a \
+                 folder without terrain mounts only with one",
+                what.display()
+            )))
+        }
         // A restore into a folder holding the project file alone, of a version worldfs
         // does not know (a fork's "SCNET-1"): the newest games' region files.
-        ([], None) if project_head.is_some_and(|h| !names_old_game(h)) => {
+        ([], None) if project.is_some_and(|(_, h)| !names_old_game(h)) => {
             log::warn!(
                 "{}: no terrain yet and the project file names no game version worldfs knows: \
                  new chunks go to Regions/ (the format of 2.3 and later)",
@@ -116,10 +129,28 @@ fn json_head(root: &Path) -> Result<Option<Vec<u8>>> {
     }
 }
 
+/// The name of a fixed-size chunk file renamed to `.old` in `root`, if any. The game's
+/// 2.1→2.2 and 2.2→2.3 converters rename `Chunks32.dat` and `Chunks32h.dat` so once the new
+/// store is written, and delete the `.old` file only when the whole conversion is done
+/// (spec §0; on an error they rename it back, see the spec's sources): without a current store beside it, the
+/// world's terrain is all in the `.old` file. `Chunks.dat.old`, which the game does not make
+/// (its 1.28→1.29 converter deletes `Chunks.dat`), would be hidden alike.
+fn renamed_store(root: &Path) -> Option<String> {
+    [
+        TerrainFormat::Chunks32h,
+        TerrainFormat::Chunks32,
+        TerrainFormat::Chunks16,
+    ]
+    .iter()
+    .filter_map(|f| f.file_name())
+    .map(|name| format!("{name}.old"))
+    .find(|old| root.join(old).symlink_metadata().is_ok())
+}
+
 /// Whether `dir` looks like a Survivalcraft world folder: a project file. Terrain is not
 /// needed: a restore starts from the backup's `Project.xml` alone, whose game version says
-/// which terrain store the first new chunk creates (opening explains a version it does not
-/// know, and terrain kinds worldfs cannot open).
+/// which terrain store the first new chunk creates (opening refuses a project file naming
+/// no version when there is no terrain, and terrain kinds worldfs cannot open).
 pub fn is_world_folder(dir: &Path) -> bool {
     ["Project.xml", "Project.json"]
         .iter()
@@ -164,8 +195,8 @@ impl World {
             Err(e) => return Err(e),
         };
         let head = match &project {
-            Some(b) => Some(b.head(4096)?),
-            None => json_head(root)?,
+            Some(b) => Some(("Project.xml", b.head(4096)?)),
+            None => json_head(root)?.map(|h| ("Project.json", h)),
         };
         let mut candidates = Vec::new();
         if root.join("Regions").is_dir() {
@@ -192,7 +223,22 @@ impl World {
             )
             .context(root.display()));
         }
-        let format = choose(&candidates, head.as_deref(), root)?;
+        if candidates.is_empty() {
+            if let Some(old) = renamed_store(root) {
+                return Err(Error::unsupported(format!(
+                    "{old} but no current terrain store: the world looks half-converted (the \
+                     game renames its old store to .old while it converts a world to a newer \
+                     version, and back when the conversion fails); worldfs does not read .old \
+                     stores and would show an empty world"
+                ))
+                .context(root.display()));
+            }
+        }
+        let format = choose(
+            &candidates,
+            head.as_ref().map(|(name, h)| (*name, h.as_slice())),
+            root,
+        )?;
         let terrain = match format.file_name() {
             Some(name) => Terrain::Fixed(FixedFile::open(format, &root.join(name), writable)?),
             None => Terrain::Regions(RegionStore::open(&root.join("Regions"), writable)?),
@@ -246,7 +292,11 @@ impl World {
                 candidates.push(f);
             }
         }
-        let format = choose(&candidates, head.as_deref(), path)?;
+        let format = choose(
+            &candidates,
+            head.as_deref().map(|h| ("Project.xml", h)),
+            path,
+        )?;
         let terrain = match format.file_name() {
             Some(name) => {
                 let full = format!("{prefix}{name}");
@@ -490,6 +540,100 @@ mod tests {
         assert!(journal.exists(), "check replayed or removed the journal");
     }
 
+    /// A folder without terrain mounts only with a recognisable project file: garbage, a
+    /// file in another encoding or one naming no version is refused, naming the file (it
+    /// mounted as an empty world whose root then failed with EIO); a project of a version
+    /// worldfs does not know still gets `Regions/`.
+    #[test]
+    fn a_folder_without_terrain_needs_a_project_file_naming_a_version() {
+        let root = tempfile::tempdir().unwrap();
+        let utf16: Vec<u8> = "<Project Version=\"2.2\">"
+            .encode_utf16()
+            .flat_map(u16::to_le_bytes)
+            .collect();
+        let cases: [(&str, &[u8]); 6] = [
+            ("Project.xml", b"\x8f\x01garbage\xff\xfe\x00\x13"),
+            ("Project.xml", &utf16),
+            ("Project.xml", b""),
+            ("Project.xml", b"<Project Name=\"a\"><Entities /></Project>"),
+            ("Project.json", b"{\"Name\":[\"string\",\"a\"]}"),
+            ("Project.json", b"\x00\x01\x02"),
+        ];
+        for (i, (name, bytes)) in cases.iter().enumerate() {
+            let dir = root.path().join(i.to_string());
+            fs::create_dir(&dir).unwrap();
+            fs::write(dir.join(name), bytes).unwrap();
+            for read_only in [true, false] {
+                let e = World::open(&dir, read_only)
+                    .err()
+                    .unwrap_or_else(|| panic!("case {i} ({name}) opened"));
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("{name}: names no game version")),
+                    "case {i}: {text}"
+                );
+            }
+        }
+        let dir = root.path().join("scnet");
+        fs::create_dir(&dir).unwrap();
+        fs::write(dir.join("Project.xml"), "<Project Version=\"SCNET-1\">").unwrap();
+        assert_eq!(
+            World::open(&dir, false).unwrap().format(),
+            TerrainFormat::Regions
+        );
+        let dir = root.path().join("json");
+        fs::create_dir(&dir).unwrap();
+        fs::write(
+            dir.join("Project.json"),
+            "{\"Version\":[\"string\",\"2.4\"]}",
+        )
+        .unwrap();
+        assert_eq!(
+            World::open(&dir, false).unwrap().format(),
+            TerrainFormat::Regions
+        );
+    }
+
+    /// A folder whose terrain store the game renamed to `.old` while converting it, with no
+    /// current store beside it, is refused naming the `.old` file (it mounted as an empty
+    /// world, hiding every chunk); beside a current store an `.old` file changes nothing.
+    #[test]
+    fn a_half_converted_world_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        for (version, old) in [
+            ("2.2", "Chunks32h.dat.old"),
+            ("2.2", "Chunks32.dat.old"),
+            ("1.29", "Chunks.dat.old"),
+        ] {
+            let dir = root.path().join(old);
+            fs::create_dir(&dir).unwrap();
+            fs::write(
+                dir.join("Project.xml"),
+                format!("<Project Version=\"{version}\"><Entities /></Project>"),
+            )
+            .unwrap();
+            fs::write(dir.join(old), b"chunks").unwrap();
+            for read_only in [true, false] {
+                let e = World::open(&dir, read_only)
+                    .err()
+                    .unwrap_or_else(|| panic!("{old}: opened"));
+                let text = e.to_string();
+                assert!(
+                    text.contains(old) && text.contains("half-converted"),
+                    "{text}"
+                );
+            }
+            assert_eq!(fs::read(dir.join(old)).unwrap(), b"chunks");
+            assert_eq!(fs::read_dir(&dir).unwrap().count(), 2, "{old}: files made");
+        }
+        let (_root, regions) = region_world();
+        fs::write(regions.join("Chunks32h.dat.old"), b"chunks").unwrap();
+        assert_eq!(
+            World::open(&regions, false).unwrap().format(),
+            TerrainFormat::Regions
+        );
+    }
+
     #[test]
     fn versions_are_read_from_the_project_tag() {
         assert_eq!(
@@ -512,22 +656,14 @@ mod tests {
     #[test]
     fn the_format_is_chosen_from_files_and_version() {
         let p = Path::new("w");
-        let v22 = b"<Project Version=\"2.2\">".as_slice();
+        let v22 = Some(("Project.xml", b"<Project Version=\"2.2\">".as_slice()));
         assert_eq!(
             choose(&[TerrainFormat::Chunks16], None, p).ok(),
             Some(TerrainFormat::Chunks16)
         );
+        assert_eq!(choose(&[], v22, p).ok(), Some(TerrainFormat::Chunks32h));
         assert_eq!(
-            choose(&[], Some(v22), p).ok(),
-            Some(TerrainFormat::Chunks32h)
-        );
-        assert_eq!(
-            choose(
-                &[TerrainFormat::Chunks32h, TerrainFormat::Chunks32],
-                Some(v22),
-                p
-            )
-            .ok(),
+            choose(&[TerrainFormat::Chunks32h, TerrainFormat::Chunks32], v22, p).ok(),
             Some(TerrainFormat::Chunks32h)
         );
         assert!(choose(
@@ -538,18 +674,28 @@ mod tests {
         .is_err());
         assert!(choose(&[], None, p).is_err());
         assert_eq!(
-            choose(&[], Some(b"<Project Version=\"SCNET-1\">".as_slice()), p).ok(),
+            choose(
+                &[],
+                Some(("Project.xml", b"<Project Version=\"SCNET-1\">".as_slice())),
+                p
+            )
+            .ok(),
             Some(TerrainFormat::Regions),
             "a project of an unknown version and no terrain: regions"
         );
         assert!(
-            choose(&[], Some(b"<Project Version=\"1.2\">".as_slice()), p).is_err(),
+            choose(
+                &[],
+                Some(("Project.xml", b"<Project Version=\"1.2\">".as_slice())),
+                p
+            )
+            .is_err(),
             "1.0-1.3 (Chunks/ folders) are not supported"
         );
         assert!(
             choose(
                 &[TerrainFormat::Chunks32h, TerrainFormat::Chunks32],
-                Some(b"<Project Version=\"SCNET-1\">".as_slice()),
+                Some(("Project.xml", b"<Project Version=\"SCNET-1\">".as_slice())),
                 p
             )
             .is_err(),
