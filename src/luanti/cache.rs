@@ -15,6 +15,7 @@
 //! decoded ([`ObjectCache::keeping_oversized`]), and the memory of such a block is given back
 //! to the system when it goes.
 
+use std::collections::HashMap;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::SystemTime;
 
@@ -45,6 +46,8 @@ pub struct Cached {
     pub hash: u64,
     /// Rendered views by file name, filled on first use.
     views: Views,
+    /// The content hashes of rendered views (see [`Cached::view_hash`]).
+    view_hashes: Mutex<HashMap<&'static str, u64>>,
     /// What the block weighs with all its views rendered (see [`cost`]).
     weight: usize,
     /// Shown from a `readonly_backend` seed: it cannot be changed.
@@ -59,6 +62,25 @@ impl Cached {
         render: impl FnOnce(&MapBlock) -> Vec<u8>,
     ) -> Arc<Vec<u8>> {
         self.views.get_or_render(name, || render(&self.block)).0
+    }
+
+    /// The content hash of the rendered view `name` (which times recorded for it are
+    /// compared with), hashed once per decoded block: every stat of a file with a recorded
+    /// time asks for it, and each commit re-checks every file of its block.
+    pub fn view_hash(&self, name: &'static str, render: impl FnOnce(&MapBlock) -> Vec<u8>) -> u64 {
+        if let Some(h) = self
+            .view_hashes
+            .lock()
+            .ok()
+            .and_then(|m| m.get(name).copied())
+        {
+            return h;
+        }
+        let h = content_hash(&self.view(name, render));
+        if let Ok(mut m) = self.view_hashes.lock() {
+            m.insert(name, h);
+        }
+        h
     }
 }
 
@@ -176,11 +198,14 @@ pub struct Blocks {
     cache: ObjectCache<BlockPos, Cached>,
     mtimes: Mtimes,
     locks: Vec<Mutex<()>>,
+    /// Per-block locks over the times recorded for a block's entries (see
+    /// [`Blocks::times_lock`]), sharded.
+    time_locks: Vec<Mutex<()>>,
     changes: Throttle,
     /// Runs once at the end of a commit, after the store and the cache took it and before
     /// anything else looks at the database (tests of the interleaving).
     #[cfg(test)]
-    in_commit: crate::vfs::race_hook::RaceHook<Blocks>,
+    pub(crate) in_commit: crate::vfs::race_hook::RaceHook<Blocks>,
     /// Runs once in [`Blocks::edit_many`] after it took the block locks and before its
     /// transaction begins (tests of another writer committing then).
     #[cfg(test)]
@@ -304,6 +329,7 @@ impl Blocks {
             cache: ObjectCache::keeping_oversized(cache_bytes),
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
+            time_locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             #[cfg(test)]
             in_commit: Default::default(),
@@ -397,6 +423,7 @@ impl Blocks {
             mtime: self.mtime_of(pos, blob),
             hash,
             views: Views::default(),
+            view_hashes: Mutex::default(),
             weight,
             from_seed: self.store.map().from_seed(pos)?,
         })
@@ -422,6 +449,17 @@ impl Blocks {
             hash: content_hash(&blob),
             from_seed: self.store.map().from_seed(pos)?,
         }))
+    }
+
+    /// Held while the times recorded for the entries of the block at `pos` are read and
+    /// written back around an edit, and while a time is set on one of them: an edit that
+    /// keeps the times of the entries it leaves unchanged must not write back a time that
+    /// was set meanwhile (rsync sets a folder's time while it still writes in the block).
+    /// Taken before the block's own lock, never while holding it.
+    pub fn times_lock(&self, pos: BlockPos) -> Result<std::sync::MutexGuard<'_, ()>> {
+        self.time_locks[shard(pos)]
+            .lock()
+            .map_err(|_| Error::corrupt("block times lock poisoned"))
     }
 
     fn lock(&self, pos: BlockPos) -> Result<std::sync::MutexGuard<'_, ()>> {

@@ -555,18 +555,21 @@ impl Tree for LuantiTree {
             Place::WorldFile => self.world_files()?.set_mtime(path, mtime),
             Place::Accounts => self.accounts()?.set_mtime(path, mtime),
             Place::Block(pos) => {
+                let _times = self.blocks.times_lock(pos)?;
                 self.stat(path)?;
                 let hash = self.blocks.get(pos)?.hash;
                 self.blocks.set_entry_mtimes(pos, &[(sub, hash, mtime)]);
                 Ok(())
             }
             Place::Meta(pos) | Place::MetaNode(pos, _) | Place::Vars(pos, ..) => {
+                let _times = self.blocks.times_lock(pos)?;
                 self.stat(path)?;
                 let hash = self.dir_hash(pos, &*self.blocks.get(pos)?, &sub);
                 self.blocks.set_entry_mtimes(pos, &[(sub, hash, mtime)]);
                 Ok(())
             }
             Place::View(pos, _) | Place::Var(pos, ..) | Place::Inventory(pos, _) => {
+                let _times = self.blocks.times_lock(pos)?;
                 let data = self.read_place(&place, path)?;
                 self.blocks
                     .set_entry_mtimes(pos, &[(sub, content_hash(&data), mtime)]);

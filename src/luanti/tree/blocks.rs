@@ -284,8 +284,11 @@ impl LuantiTree {
     /// Stat of the file `sub` (its path inside the block folder) holding `data`.
     pub(super) fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
         let mtime = if self.blocks.entry_recorded(pos, sub) {
-            self.blocks
-                .entry_mtime(pos, c.mtime, sub, content_hash(data))
+            let hash = match VIEWS.iter().find(|v| v.name == sub) {
+                Some(v) => c.view_hash(v.name, |b| (v.render)(b, pos)),
+                None => content_hash(data),
+            };
+            self.blocks.entry_mtime(pos, c.mtime, sub, hash)
         } else {
             c.mtime
         };
@@ -344,8 +347,8 @@ impl LuantiTree {
         let mut out: Vec<(String, u64)> = VIEWS
             .iter()
             .map(|v| {
-                let data = c.view(v.name, |b| (v.render)(b, pos));
-                (v.name.to_string(), content_hash(&data))
+                let hash = c.view_hash(v.name, |b| (v.render)(b, pos));
+                (v.name.to_string(), hash)
             })
             .collect();
         out.push(("meta".to_string(), self.dir_hash(pos, c, "meta")));
@@ -381,6 +384,7 @@ impl LuantiTree {
         pos: BlockPos,
         edit: impl FnOnce(&mut MapBlock) -> Result<()>,
     ) -> Result<()> {
+        let _times = self.blocks.times_lock(pos)?;
         let before = self.blocks.get(pos)?;
         let times: HashMap<String, (u64, SystemTime)> = self
             .block_files(pos, &before)
@@ -658,4 +662,63 @@ impl LuantiTree {
 /// whether they come from the seed (the same bytes shown from the seed are read-only).
 fn source(hash: u64, from_seed: bool) -> u64 {
     hash ^ u64::from(from_seed).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use crate::luanti::codec;
+    use crate::luanti::codec::block::BlockPos;
+    use crate::luanti::store::map::MapStore;
+    use crate::luanti::tree::LuantiTree;
+    use crate::vfs::tree::{Options, Tree};
+
+    /// rsync sets a block folder's time while it still writes in the block: a time set
+    /// while an edit of the block commits stands (the edit writes back the times it kept
+    /// only under the lock the setting takes).
+    #[test]
+    fn a_time_set_while_an_edit_commits_stands() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let pos = BlockPos { x: 0, y: 0, z: 0 };
+        let mut block = crate::luanti::cache::new_block();
+        block.names = vec!["test:a".to_string()];
+        let blob = codec::encode_block(&block).expect("encodes");
+        MapStore::open(&path, false)
+            .expect("writer")
+            .commit(&[(pos, Some(blob))])
+            .expect("commit");
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let options = Options {
+            read_only: false,
+            cache_bytes: 1 << 20,
+        };
+        let tree = Arc::new(LuantiTree::open(&path, &options).expect("opens"));
+        let folder = vec!["blocks".to_string(), "0,0,0".to_string()];
+        let (first, second) = (
+            UNIX_EPOCH + Duration::from_secs(1_400_000_000),
+            UNIX_EPOCH + Duration::from_secs(1_500_000_000),
+        );
+        tree.set_mtime(&folder, first).expect("the first time");
+        let setter = Arc::new(Mutex::new(None));
+        let (t, s, f) = (tree.clone(), setter.clone(), folder.clone());
+        tree.blocks.in_commit.set(move |_| {
+            let handle = std::thread::spawn(move || t.set_mtime(&f, second));
+            std::thread::sleep(Duration::from_millis(300));
+            *s.lock().expect("setter") = Some(handle);
+        });
+        tree.modify(pos, |b| {
+            b.names = vec!["test:b".to_string()];
+            Ok(())
+        })
+        .expect("the edit");
+        let handle = setter.lock().expect("setter").take().expect("the hook ran");
+        handle.join().expect("joins").expect("the second time");
+        assert_eq!(tree.stat(&folder).expect("stat").mtime, second);
+    }
 }
