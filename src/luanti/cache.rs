@@ -691,16 +691,10 @@ impl Blocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::luanti::test_map::{blob, map_with};
 
     fn pos(x: i16, y: i16, z: i16) -> BlockPos {
         BlockPos { x, y, z }
-    }
-
-    /// The stored bytes of an all-`name` block.
-    fn blob(name: &str) -> Vec<u8> {
-        let mut b = new_block();
-        b.names = vec![name.to_string()];
-        codec::encode_block(&b).expect("a new block encodes")
     }
 
     /// Issue "Nothing lost", point 10: a block is weighed by what it holds, so blocks
@@ -817,20 +811,6 @@ mod tests {
     }
 
     /// A database with the blocks `(pos, all-NAME)`, and its path.
-    fn map_with(blocks: &[(BlockPos, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("map.sqlite");
-        rusqlite::Connection::open(&path)
-            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
-            .expect("a map database");
-        let changes: Vec<Change> = blocks.iter().map(|(p, n)| (*p, Some(blob(n)))).collect();
-        MapStore::open(&path, false)
-            .expect("writer")
-            .commit(&changes)
-            .expect("first commit");
-        (dir, path)
-    }
-
     /// Another writer that changes a cached block right after our commit (before anything
     /// else looks at the database) is seen: our commit does not make the block look current.
     #[test]

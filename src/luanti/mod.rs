@@ -14,5 +14,7 @@ pub mod codec;
 pub mod index;
 pub mod inspect;
 pub mod store;
+#[cfg(test)]
+pub(crate) mod test_map;
 pub mod tree;
 pub mod views;

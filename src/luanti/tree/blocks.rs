@@ -669,9 +669,8 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, UNIX_EPOCH};
 
-    use crate::luanti::codec;
     use crate::luanti::codec::block::BlockPos;
-    use crate::luanti::store::map::MapStore;
+    use crate::luanti::test_map::map_with;
     use crate::luanti::tree::LuantiTree;
     use crate::vfs::tree::{Options, Tree};
 
@@ -680,19 +679,8 @@ mod tests {
     /// only under the lock the setting takes).
     #[test]
     fn a_time_set_while_an_edit_commits_stands() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("map.sqlite");
-        rusqlite::Connection::open(&path)
-            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
-            .expect("a map database");
         let pos = BlockPos { x: 0, y: 0, z: 0 };
-        let mut block = crate::luanti::cache::new_block();
-        block.names = vec!["test:a".to_string()];
-        let blob = codec::encode_block(&block).expect("encodes");
-        MapStore::open(&path, false)
-            .expect("writer")
-            .commit(&[(pos, Some(blob))])
-            .expect("commit");
+        let (dir, path) = map_with(&[(pos, "test:a")]);
         std::env::set_var("WORLDFS_STATE_DIR", dir.path());
         let options = Options {
             read_only: false,

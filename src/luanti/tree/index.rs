@@ -562,13 +562,8 @@ mod tests {
     use super::*;
     use crate::luanti::codec;
     use crate::luanti::store::map::MapStore;
+    use crate::luanti::test_map::{blob, map_with};
     use crate::vfs::tree::{Options, Tree};
-
-    fn blob(name: &str) -> Vec<u8> {
-        let mut b = crate::luanti::cache::new_block();
-        b.names = vec![name.to_string()];
-        codec::encode_block(&b).expect("encodes")
-    }
 
     fn at(x: i16) -> BlockPos {
         BlockPos { x, y: 0, z: 0 }
@@ -579,17 +574,9 @@ mod tests {
     /// block is renamed too.
     #[test]
     fn a_block_given_the_name_just_before_the_rename_is_renamed_too() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("map.sqlite");
-        rusqlite::Connection::open(&path)
-            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
-            .expect("a map database");
-        let mut changes: Vec<_> = (0..10).map(|x| (at(x), Some(blob("test:a")))).collect();
-        changes.push((at(20), Some(blob("test:z"))));
-        MapStore::open(&path, false)
-            .expect("writer")
-            .commit(&changes)
-            .expect("commit");
+        let mut blocks: Vec<_> = (0..10).map(|x| (at(x), "test:a")).collect();
+        blocks.push((at(20), "test:z"));
+        let (dir, path) = map_with(&blocks);
         std::env::set_var("WORLDFS_STATE_DIR", dir.path());
         let options = Options {
             read_only: false,
