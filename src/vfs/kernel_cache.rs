@@ -590,6 +590,44 @@ mod tests {
         assert!(!vfs.kernel_keeps(f, &stat, since), "forgotten re-checks");
     }
 
+    /// Adversarial review (adv-s20): a file still open after its commit (fsync, or the
+    /// close of one of two descriptors) shows its buffer, which is now kept; when its last
+    /// handle closes nothing is committed, so nothing is told, and the kernel keeps the
+    /// buffer's size and time (and cuts reads to that size) though the tree shows its
+    /// canonical text. Through a mount: write block.txt without its comments, fsync, fstat,
+    /// close: for up to 1 s `stat` shows the written size and `cat` returns the canonical
+    /// text cut to it.
+    #[test]
+    fn a_stat_of_a_file_open_after_its_commit_is_not_kept_past_its_close() {
+        let (tree, vfs, f) = setup();
+        let told = Told::default();
+        vfs.keep_kernel_cache(Box::new(told.clone()));
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"ok  x", false).unwrap();
+        vfs.fsync(fh).unwrap();
+        vfs.settle();
+        // The tree holds the canonical form of what was written (as block.txt gains its
+        // comments): longer than the buffer.
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f".into(), b"ok x # the canonical form".to_vec());
+        told.take();
+        // fstat before the close.
+        let since = vfs.kernel_epoch();
+        let open = vfs.getattr(f, Some(fh)).unwrap();
+        let kept = vfs.kernel_keeps(f, &open, since);
+        vfs.release(fh).unwrap();
+        vfs.settle();
+        let now = vfs.getattr(f, None).unwrap();
+        let told_f = told.take().contains(&format!("inode {f}"));
+        assert!(
+            !kept || told_f || (now.size == open.size && now.mtime == open.mtime),
+            "the kernel keeps size {} (tree: {}) and was not told",
+            open.size,
+            now.size
+        );
+    }
+
     #[test]
     fn files_the_core_holds_are_kept_and_told_when_committed() {
         let (tree, vfs, _) = setup();
