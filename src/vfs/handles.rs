@@ -45,9 +45,13 @@ impl OpenFile {
             size: self.data.len() as u64,
             mtime: self.mtime,
             perm: self.perm,
-            // It changes only through the kernel's own requests on it (which return or drop
-            // its attributes) and at its commit (after which the kernel is told).
-            volatile: false,
+            // While it holds unsaved writes it changes only through the kernel's own requests
+            // on it (which return or drop its attributes) and at its commit (after which the
+            // kernel is told). Once committed and still open (after `fsync`, or one of two
+            // descriptors closed) the tree may hold another form of its text (canonical),
+            // which its last close does not announce: then it is not kept. Scratch text is
+            // committed as it is.
+            volatile: self.home == Home::Tree && !self.dirty,
             source: None,
         }
     }
