@@ -6,19 +6,32 @@
 //! which fails on an entry that already exists. So, for a while, the process that made a
 //! folder does not see the entries of it that it has not written yet; every other process
 //! sees the folder as it is.
+//!
+//! Memory stays bounded whatever a restore makes: at most [`MOST`] folders are remembered
+//! (the oldest made is forgotten first), each as one shared path string. `cp -r` fills a
+//! folder right after making it, and one block folder holds at most 4,096 metadata nodes
+//! (three folders each), so the bound is never reached inside one copy; rsync makes every
+//! folder first and fills them later, and a folder it made long before does not need hiding
+//! (it writes each file under a temporary name and renames it over what is there).
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
-use std::sync::Mutex;
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a made folder hides its unwritten entries from its maker.
 const WINDOW: Duration = Duration::from_secs(60);
 
+/// How many made folders are remembered at most: above the 12,290 folders `cp -r` makes for
+/// a block with 4,096 metadata nodes (its folder, `meta/`, and each `meta/POS/` with its
+/// `fields/` and `private/`), so a copy of any one block keeps them all.
+pub const MOST: usize = 16_384;
+
 struct Fresh {
     pid: u32,
     made: Instant,
     /// Entries written (created, renamed in, made) since.
-    shown: HashSet<String>,
+    shown: Vec<Box<str>>,
 }
 
 /// The folders recently made by `mkdir`, by path, and in the order they were made (so
@@ -31,10 +44,34 @@ pub struct FreshDirs {
 
 #[derive(Default)]
 struct Made {
-    /// Ordered, so the folders below a path are one range (a rename of any file asks).
-    by_path: BTreeMap<Vec<String>, Fresh>,
+    /// By path joined with `/` (one string shared with `order`); ordered, so the folders
+    /// below a path are one range (a rename of any file asks).
+    by_path: BTreeMap<Arc<str>, Fresh>,
     /// Oldest first; an entry whose folder was removed or made again since is skipped.
-    order: VecDeque<(Instant, Vec<String>)>,
+    order: VecDeque<(Instant, Arc<str>)>,
+}
+
+fn key(dir: &[String]) -> String {
+    dir.join("/")
+}
+
+impl Made {
+    /// Forgets the oldest folder (`order`'s front) when it expired or when `full`; true
+    /// when one was looked at.
+    fn drop_oldest(&mut self, now: Instant, full: bool) -> bool {
+        let Some((made, _)) = self.order.front() else {
+            return false;
+        };
+        if !full && now.duration_since(*made) < WINDOW {
+            return false;
+        }
+        if let Some((made, path)) = self.order.pop_front() {
+            if self.by_path.get(&path).is_some_and(|f| f.made == made) {
+                self.by_path.remove(&path);
+            }
+        }
+        true
+    }
 }
 
 impl FreshDirs {
@@ -45,22 +82,16 @@ impl FreshDirs {
         }
         if let Ok(mut d) = self.dirs.lock() {
             let now = Instant::now();
-            while let Some((made, path)) = d.order.front().cloned() {
-                if now.duration_since(made) < WINDOW {
-                    break;
-                }
-                d.order.pop_front();
-                if d.by_path.get(&path).is_some_and(|f| f.made == made) {
-                    d.by_path.remove(&path);
-                }
-            }
-            d.order.push_back((now, dir.to_vec()));
+            while d.drop_oldest(now, false) {}
+            while d.by_path.len() >= MOST && d.drop_oldest(now, true) {}
+            let path: Arc<str> = Arc::from(key(dir));
+            d.order.push_back((now, path.clone()));
             d.by_path.insert(
-                dir.to_vec(),
+                path,
                 Fresh {
                     pid,
                     made: now,
-                    shown: HashSet::new(),
+                    shown: Vec::new(),
                 },
             );
         }
@@ -69,8 +100,8 @@ impl FreshDirs {
     /// Whether entry `name` of folder `dir` is hidden from process `pid`.
     pub fn hidden(&self, dir: &[String], name: &str, pid: u32) -> bool {
         self.dirs.lock().is_ok_and(|d| {
-            d.by_path.get(dir).is_some_and(|f| {
-                f.pid == pid && f.made.elapsed() < WINDOW && !f.shown.contains(name)
+            d.by_path.get(key(dir).as_str()).is_some_and(|f| {
+                f.pid == pid && f.made.elapsed() < WINDOW && !f.shown.iter().any(|s| &**s == name)
             })
         })
     }
@@ -78,25 +109,38 @@ impl FreshDirs {
     /// Entry `name` of folder `dir` was written: nobody has it hidden any more.
     pub fn show(&self, dir: &[String], name: &str) {
         if let Ok(mut d) = self.dirs.lock() {
-            if let Some(f) = d.by_path.get_mut(dir) {
-                f.shown.insert(name.to_string());
+            if let Some(f) = d.by_path.get_mut(key(dir).as_str()) {
+                if !f.shown.iter().any(|s| &**s == name) {
+                    f.shown.push(name.into());
+                }
             }
         }
     }
 
     /// Folder `dir` was removed or moved away: forget it and the folders below it.
     pub fn removed(&self, dir: &[String]) {
+        let top = key(dir);
+        let below_prefix = format!("{top}/");
         if let Ok(mut d) = self.dirs.lock() {
-            let below: Vec<Vec<String>> = d
+            // Every path starting with `top` sorts in one range from `top` on; of those, the
+            // folder itself and the paths below it (a sibling "top x" starts alike).
+            let below: Vec<Arc<str>> = d
                 .by_path
-                .range(dir.to_vec()..)
-                .take_while(|(p, _)| p.starts_with(dir))
+                .range::<str, _>((Bound::Included(top.as_str()), Bound::Unbounded))
+                .take_while(|(p, _)| p.starts_with(top.as_str()))
+                .filter(|(p, _)| &***p == top.as_str() || p.starts_with(&below_prefix))
                 .map(|(p, _)| p.clone())
                 .collect();
             for p in below {
                 d.by_path.remove(&p);
             }
         }
+    }
+
+    /// How many made folders are remembered (tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.dirs.lock().map(|d| d.by_path.len()).unwrap_or(0)
     }
 }
 
@@ -148,9 +192,35 @@ mod tests {
             f.hidden(&p("blocks/1,0,0 /meta"), "x", 42),
             "a sibling whose name starts alike stays"
         );
-        assert!(f.hidden(&p("blocks/10,0,0"), "meta", 42));
+        assert!(f.hidden(&p("blocks/49999,0,0"), "meta", 42));
         // Made again after a removal: hidden again, from its new time.
         f.made(&p("blocks/1,0,0"), 42);
         assert!(f.hidden(&p("blocks/1,0,0"), "meta", 42));
+    }
+
+    /// `cp -r` of a block with 4,096 metadata nodes makes its folder, then 12,289 folders
+    /// below it, and only then writes the block's `nodes.cubeset`: the block folder is still
+    /// remembered. Beyond [`MOST`] the oldest folders are forgotten, so memory stays bounded.
+    #[test]
+    fn a_whole_block_copy_is_remembered_and_memory_stays_bounded() {
+        let f = FreshDirs::default();
+        f.made(&p("blocks/0,0,0"), 42);
+        f.made(&p("blocks/0,0,0/meta"), 42);
+        for i in 0..4096 {
+            let node = format!("blocks/0,0,0/meta/{},{},{}", i % 16, i / 256, (i / 16) % 16);
+            f.made(&p(&node), 42);
+            f.made(&p(&format!("{node}/fields")), 42);
+            f.made(&p(&format!("{node}/private")), 42);
+        }
+        assert!(f.hidden(&p("blocks/0,0,0"), "nodes.cubeset", 42));
+        for i in 0..3 * MOST {
+            f.made(&p(&format!("blocks/{i},1,0")), 42);
+        }
+        assert!(f.len() <= MOST, "{} folders remembered", f.len());
+        assert!(
+            !f.hidden(&p("blocks/0,0,0"), "nodes.cubeset", 42),
+            "forgotten"
+        );
+        assert!(f.hidden(&p(&format!("blocks/{},1,0", 3 * MOST - 1)), "meta", 42));
     }
 }
