@@ -19,8 +19,12 @@ use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long a made folder hides its unwritten entries from its maker.
+/// How long a made folder hides its unwritten entries from its maker after it was made, or
+/// after something was last written into it or below it.
 const WINDOW: Duration = Duration::from_secs(60);
+
+/// How old a folder's window must be before a write below it starts it again.
+const RENEW_AFTER: Duration = Duration::from_secs(5);
 
 /// How many made folders are remembered at most: above the 12,290 folders `cp -r` makes for
 /// a block with 4,096 metadata nodes (its folder, `meta/`, and each `meta/POS/` with its
@@ -56,6 +60,23 @@ fn key(dir: &[String]) -> String {
 }
 
 impl Made {
+    /// Starts the window of the fresh folder `path` again (at most once per [`RENEW_AFTER`],
+    /// so the order queue does not grow with every write).
+    fn renew(&mut self, path: &str, now: Instant) {
+        let Some((path, f)) = self.by_path.get_key_value(path) else {
+            return;
+        };
+        let age = now.saturating_duration_since(f.made);
+        if age < RENEW_AFTER || age >= WINDOW {
+            return;
+        }
+        let path = path.clone();
+        if let Some(f) = self.by_path.get_mut(&path) {
+            f.made = now;
+        }
+        self.order.push_back((now, path));
+    }
+
     /// Forgets the oldest folder (`order`'s front) when it expired or when `full`; true
     /// when one was looked at.
     fn drop_oldest(&mut self, now: Instant, full: bool) -> bool {
@@ -77,11 +98,14 @@ impl Made {
 impl FreshDirs {
     /// Process `pid` made folder `dir`.
     pub fn made(&self, dir: &[String], pid: u32) {
+        self.made_at(dir, pid, Instant::now());
+    }
+
+    fn made_at(&self, dir: &[String], pid: u32, now: Instant) {
         if pid == 0 {
             return;
         }
         if let Ok(mut d) = self.dirs.lock() {
-            let now = Instant::now();
             while d.drop_oldest(now, false) {}
             while d.by_path.len() >= MOST && d.drop_oldest(now, true) {}
             let path: Arc<str> = Arc::from(key(dir));
@@ -99,20 +123,36 @@ impl FreshDirs {
 
     /// Whether entry `name` of folder `dir` is hidden from process `pid`.
     pub fn hidden(&self, dir: &[String], name: &str, pid: u32) -> bool {
+        self.hidden_at(dir, name, pid, Instant::now())
+    }
+
+    fn hidden_at(&self, dir: &[String], name: &str, pid: u32, now: Instant) -> bool {
         self.dirs.lock().is_ok_and(|d| {
             d.by_path.get(key(dir).as_str()).is_some_and(|f| {
-                f.pid == pid && f.made.elapsed() < WINDOW && !f.shown.iter().any(|s| &**s == name)
+                f.pid == pid
+                    && now.saturating_duration_since(f.made) < WINDOW
+                    && !f.shown.iter().any(|s| &**s == name)
             })
         })
     }
 
     /// Entry `name` of folder `dir` was written: nobody has it hidden any more.
     pub fn show(&self, dir: &[String], name: &str) {
+        self.show_at(dir, name, Instant::now());
+    }
+
+    fn show_at(&self, dir: &[String], name: &str, now: Instant) {
         if let Ok(mut d) = self.dirs.lock() {
             if let Some(f) = d.by_path.get_mut(key(dir).as_str()) {
                 if !f.shown.iter().any(|s| &**s == name) {
                     f.shown.push(name.into());
                 }
+            }
+            // Its maker is still filling it: it and the made folders above it stay fresh
+            // (`cp -r` of a block with thousands of metadata nodes fills `meta/` for minutes
+            // before it writes the block's own files).
+            for depth in 1..=dir.len() {
+                d.renew(&key(&dir[..depth]), now);
             }
         }
     }
@@ -196,6 +236,26 @@ mod tests {
         // Made again after a removal: hidden again, from its new time.
         f.made(&p("blocks/1,0,0"), 42);
         assert!(f.hidden(&p("blocks/1,0,0"), "meta", 42));
+    }
+
+    /// A folder whose maker keeps writing below it stays fresh past the window; one left
+    /// alone for the window does not.
+    #[test]
+    fn writes_below_a_folder_keep_it_fresh() {
+        let f = FreshDirs::default();
+        let t0 = Instant::now();
+        f.made_at(&p("blocks/0,0,0"), 42, t0);
+        f.made_at(&p("blocks/1,0,0"), 42, t0);
+        f.made_at(&p("blocks/0,0,0/meta"), 42, t0);
+        for s in (10..=200).step_by(10) {
+            let at = t0 + Duration::from_secs(s);
+            f.made_at(&p(&format!("blocks/0,0,0/meta/{s},0,0")), 42, at);
+            f.show_at(&p(&format!("blocks/0,0,0/meta/{s},0,0")), "fields", at);
+        }
+        let end = t0 + Duration::from_secs(205);
+        assert!(f.hidden_at(&p("blocks/0,0,0"), "nodes.cubeset", 42, end));
+        assert!(!f.hidden_at(&p("blocks/1,0,0"), "nodes.cubeset", 42, end));
+        assert!(!f.hidden_at(&p("blocks/0,0,0"), "nodes.cubeset", 42, end + WINDOW));
     }
 
     /// `cp -r` of a block with 4,096 metadata nodes makes its folder, then 12,289 folders
