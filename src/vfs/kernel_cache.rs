@@ -350,20 +350,20 @@ impl RecheckLog {
     /// Whether a re-check numbered after `since` (up to `now`) may have concerned the inode
     /// at `path` (`None`: unknown): one at or below it or above it, or one forgotten.
     fn may_concern(&self, since: u64, now: u64, path: Option<&[String]>) -> bool {
-        let after: Vec<&Option<Vec<String>>> = self
-            .recent
-            .iter()
-            .filter(|(n, _)| *n > since)
-            .map(|(_, scope)| scope)
-            .collect();
         let Some(path) = path else {
             return true;
         };
-        (after.len() as u64) < now.saturating_sub(since)
-            || after.into_iter().any(|scope| match scope {
+        let mut seen = 0u64;
+        let concerned = self
+            .recent
+            .iter()
+            .filter(|(n, _)| *n > since)
+            .inspect(|_| seen += 1)
+            .any(|(_, scope)| match scope {
                 None => true,
                 Some(s) => path.starts_with(s) || s.starts_with(path),
-            })
+            });
+        concerned || seen < now.saturating_sub(since)
     }
 }
 
