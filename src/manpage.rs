@@ -61,7 +61,9 @@ the main map lacks show no write permission and refuse changes (EROFS).
 .PP
 A folder holding only world.mt mounts as an empty world (restoring a backup into it with
 rsync -a creates each store on first write, map.sqlite with the Luanti 5.6 schema); a
-read-only mount creates nothing.
+read-only mount creates nothing. A new database appears whole (renamed into place), so a
+restore cut off by a kill mounts again and the same rsync completes it; an empty map.sqlite
+is an empty map, as for the engine.
 .PP
 Node coordinates are 16*X+x, 16*Y+y, 16*Z+z. A value file reads as its bytes plus one
 newline; one trailing newline is removed on write. Names that cannot be file names are

@@ -191,9 +191,19 @@ fn data_column() -> String {
 /// One row of [`SqliteMap::get`]: the data (NULL when too long) and its length.
 type DataRow = (Option<Vec<u8>>, Option<i64>);
 
+/// Whether `path` holds no database yet: nothing is there, or an empty file. SQLite reads an
+/// empty file as an empty database, and the engine starts on one by creating its table; a
+/// crash of another program between creating the file and writing it leaves one.
+fn holds_nothing(path: &Path) -> bool {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta.is_file() && meta.len() == 0,
+        Err(_) => true,
+    }
+}
+
 impl SqliteMap {
     /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database. A file that
-    /// does not exist is an empty map until the first commit creates it.
+    /// does not exist, or is empty, is an empty map until the first commit creates it.
     pub fn open(path: &Path, read_only: bool) -> Result<SqliteMap> {
         let store = SqliteMap {
             path: path.to_path_buf(),
@@ -205,7 +215,7 @@ impl SqliteMap {
             reported: AtomicBool::new(false),
             absent: AtomicBool::new(false),
         };
-        if std::fs::symlink_metadata(path).is_err() {
+        if holds_nothing(path) {
             store.absent.store(true, Ordering::Relaxed);
             return Ok(store);
         }
@@ -268,7 +278,7 @@ impl SqliteMap {
 
     /// Whether the database does not exist yet (see [`SqliteMap::open`]).
     fn is_absent(&self) -> bool {
-        self.absent.load(Ordering::Relaxed) && std::fs::symlink_metadata(&self.path).is_err()
+        self.absent.load(Ordering::Relaxed) && holds_nothing(&self.path)
     }
 
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
@@ -818,6 +828,68 @@ mod tests {
             let bad = if schema == Schema::Pos { 7 } else { 6 };
             assert_eq!(store.out_of_range().unwrap(), bad, "{schema:?}");
         }
+    }
+
+    /// The stored `CREATE TABLE` of `path`'s tables, read by a plain connection.
+    fn tables(path: &Path) -> Vec<String> {
+        let c = Connection::open(path).unwrap();
+        let mut stmt = c
+            .prepare("SELECT sql FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        let rows = stmt.query_map([], |r| r.get(0)).unwrap();
+        rows.map(|r| r.unwrap()).collect()
+    }
+
+    #[test]
+    fn a_new_database_appears_whole_with_the_engines_table() {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("map.sqlite");
+        let store = SqliteMap::open(&path, false).unwrap();
+        assert!(!path.exists(), "created by the first commit only");
+        let watch = Inotify::init(InitFlags::IN_NONBLOCK).unwrap();
+        watch
+            .add_watch(
+                dir.path(),
+                AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
+            )
+            .unwrap();
+        commit(&store, &[(pos(1, 2, 3), Some(b"blob".to_vec()))]).unwrap();
+        let events = watch.read_events().unwrap();
+        let first = events
+            .iter()
+            .find(|e| e.name.as_deref() == Some(std::ffi::OsStr::new("map.sqlite")))
+            .expect("no event for map.sqlite");
+        assert_eq!(
+            first.mask,
+            AddWatchFlags::IN_MOVED_TO,
+            "map.sqlite appeared other than by a rename: {events:?}"
+        );
+        assert_eq!(
+            tables(&path),
+            ["CREATE TABLE `blocks` (\n\t`pos` INT PRIMARY KEY,\n\t`data` BLOB\n)"]
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["map.sqlite"], "a temporary was left");
+        assert_eq!(store.get(pos(1, 2, 3)).unwrap(), Some(b"blob".to_vec()));
+    }
+
+    #[test]
+    fn an_empty_file_is_an_empty_map_as_for_the_engine() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("map.sqlite");
+        std::fs::write(&path, b"").unwrap();
+        let store = SqliteMap::open(&path, false).unwrap();
+        assert_eq!(store.count().unwrap(), 0);
+        assert_eq!(store.get(pos(0, 0, 0)).unwrap(), None);
+        assert!(store.list(0, 10, true).unwrap().is_empty());
+        commit(&store, &[(pos(0, 0, 0), Some(b"blob".to_vec()))]).unwrap();
+        let again = SqliteMap::open(&path, true).unwrap();
+        assert_eq!(again.schema(), Schema::Pos);
+        assert_eq!(again.get(pos(0, 0, 0)).unwrap(), Some(b"blob".to_vec()));
     }
 
     #[test]

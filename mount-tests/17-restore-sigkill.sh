@@ -1,0 +1,58 @@
+#!/bin/bash
+# A daemon killed in the middle of a restore into an empty world folder (the README's restore:
+# a folder holding only the backup's world.mt) leaves a folder that mounts again, with every
+# database the kill left sound; running the same rsync again completes the restore exactly and
+# the engine sees the original world. An empty map.sqlite (what a crash of a program that let
+# SQLite create the file leaves) mounts as an empty map too, as the engine starts on one.
+. "$(dirname "$0")/lib.sh"
+
+W=$(world w 2)
+probe "$W" >"$T/probe.original"
+grep -q '^checksum ' "$T/probe.original" || fail "probe of the original world failed"
+M=$T/mnt
+BK=$T/backup
+mount_world "$W" "$M"
+rsync -a "$M/" "$BK/" || fail "backup rsync failed"
+unmount_world "$M"
+
+# restore_into FOLDER: the restore through a mount of FOLDER, then its checks.
+restore_into() {
+  local R=$1
+  mount_world "$R" "$M"
+  rsync -a "$BK/" "$M/" || fail "restore rsync into $R failed"
+  rsync -a --dry-run -i "$BK/" "$M/" >"$T/dry-run" || fail "dry-run rsync failed"
+  [ -s "$T/dry-run" ] && fail "the restore into $R is not exact: $(head -5 "$T/dry-run" | tr '\n' ' ')"
+  unmount_world "$M"
+  assert_eq "$(sqlite3 "$R/map.sqlite" 'PRAGMA integrity_check')" "ok" "integrity of the restored map"
+  probe "$R" >"$T/probe.restored"
+  diff "$T/probe.original" "$T/probe.restored" || fail "the engine tells the world restored into $R from the original"
+}
+
+for at in 0.2 0.6 1.5; do
+  R=$T/restore-$at
+  mkdir "$R"
+  cp "$BK/world.mt" "$R/"
+  mount_world "$R" "$M"
+  PID=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
+  [ "$(wc -w <<<"$PID")" -eq 1 ] || fail "several daemons: $PID"
+  rsync -a "$BK/" "$M/" 2>/dev/null &
+  RSYNC=$!
+  sleep "$at"
+  kill -9 "$PID"
+  wait "$RSYNC" || true
+  fusermount3 -u -z "$M" || fail "lazy unmount failed"
+  echo "killed $at s into the restore: $(cd "$R" && ls -A | tr '\n' ' ')"
+  for db in "$R"/*.sqlite; do
+    [ -e "$db" ] || continue
+    [ -s "$db" ] || fail "$db is empty after the kill"
+    assert_eq "$(sqlite3 "$db" 'PRAGMA integrity_check')" "ok" "integrity of $db after the kill"
+  done
+  restore_into "$R"
+done
+
+R=$T/restore-empty-map
+mkdir "$R"
+cp "$BK/world.mt" "$R/"
+: >"$R/map.sqlite"
+restore_into "$R"
+echo "ok"
