@@ -455,8 +455,9 @@ impl TvdaTree {
         Ok(self.file_stat(size, self.mtime(info)))
     }
 
-    /// The text of `header.txt` and the time it shows: a time set on it (rsync, touch)
-    /// while its text is unchanged, else the root entry's modification time.
+    /// The text of `header.txt` and the time it shows: a time set on it (rsync, touch, an
+    /// edit) while its text is unchanged, else the root entry's creation time (saves move
+    /// the root's modification time, not the header's text).
     fn header_file(&self) -> Result<(Vec<u8>, SystemTime)> {
         let s = self.state()?;
         let text = render_header(s.disk.header());
@@ -466,7 +467,7 @@ impl TvdaTree {
             .unwrap_or_else(|| {
                 s.disk
                     .entry(ROOT_ID)
-                    .map_or(UNIX_EPOCH, |r| UNIX_EPOCH + Duration::from_secs(r.mtime))
+                    .map_or(UNIX_EPOCH, |r| UNIX_EPOCH + Duration::from_secs(r.ctime))
             });
         Ok((text, mtime))
     }
