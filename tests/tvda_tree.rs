@@ -368,12 +368,19 @@ fn header_txt_shows_the_header_and_commits_only_a_change() {
     tree.write(&p("header.txt"), header.as_bytes()).unwrap();
     let bad = header.replace("origin = 0", "origin = x");
     let err = tree.write(&p("header.txt"), bad.as_bytes()).unwrap_err();
-    assert!(err.message().contains("line 5, column 10"), "{}", err.message());
+    assert!(
+        err.message().contains("line 5, column 10"),
+        "{}",
+        err.message()
+    );
     let player = header.replace("kind = world", "kind = player");
     let err = tree.check(&p("header.txt"), player.as_bytes()).unwrap_err();
     assert!(err.message().contains("cannot change"), "{}", err.message());
     assert!(tree.write(&p("header.txt"), player.as_bytes()).is_err());
-    assert_eq!(tree.remove(&p("header.txt")).unwrap_err().errno(), libc::EPERM);
+    assert_eq!(
+        tree.remove(&p("header.txt")).unwrap_err().errno(),
+        libc::EPERM
+    );
     assert_eq!(std::fs::read(&c.path).unwrap(), before);
     // A new name and origin are committed; every entry stays as it was.
     let renamed = header
@@ -400,7 +407,10 @@ fn header_txt_shows_the_header_and_commits_only_a_change() {
         .into_iter()
         .filter(|(f, _)| f != "/header.txt")
         .collect();
-    let want: Vec<_> = files.into_iter().filter(|(f, _)| f != "/header.txt").collect();
+    let want: Vec<_> = files
+        .into_iter()
+        .filter(|(f, _)| f != "/header.txt")
+        .collect();
     assert_eq!(after, want);
 }
 
@@ -438,7 +448,11 @@ fn a_header_text_becomes_a_new_disk_and_a_restore_is_exact() {
                 },
             );
             assert!(read_only.is_err());
-            assert_eq!(&std::fs::read(&path).unwrap(), header, "read-only open wrote");
+            assert_eq!(
+                &std::fs::read(&path).unwrap(),
+                header,
+                "read-only open wrote"
+            );
             let tree = open(&path);
             assert_eq!(&*tree.read(&p("header.txt")).unwrap(), header);
             let failed = restore(&tree, files);
@@ -453,11 +467,17 @@ fn a_header_text_becomes_a_new_disk_and_a_restore_is_exact() {
                 );
                 assert_eq!(restore(&tree, files), Vec::<String>::new(), "{name}");
             }
-            assert!(files_of(&tree) == backup, "{name}, {order}: restore differs");
+            assert!(
+                files_of(&tree) == backup,
+                "{name}, {order}: restore differs"
+            );
             drop(tree);
             let report = Disk::open(&path, false).unwrap().check().unwrap();
             assert!(report.disk_crc_ok && report.bad_entry_crcs.is_empty());
-            assert!(files_of(&open(&path)) == backup, "{name}, {order}: after reopening");
+            assert!(
+                files_of(&open(&path)) == backup,
+                "{name}, {order}: after reopening"
+            );
         }
     }
 }
@@ -501,7 +521,11 @@ fn only_a_header_text_makes_a_new_disk() {
         std::fs::write(&path, content).unwrap();
         let err = opened(&path).unwrap_err();
         if name == "bad" {
-            assert!(err.message().contains("line 2, column 8"), "{}", err.message());
+            assert!(
+                err.message().contains("line 2, column 8"),
+                "{}",
+                err.message()
+            );
         }
         assert_eq!(std::fs::read(&path).unwrap(), content, "{name} was changed");
     }

@@ -119,7 +119,8 @@ fn is_dir() -> Error {
 /// `header.txt` copied to where a disk is to be restored; README "Terrarum"): a regular file,
 /// not a link, without the `TEVd` magic, that [`looks_like_header`].
 pub fn new_disk_text(path: &Path) -> Result<Option<Vec<u8>>> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| Error::from(e).context(path.display()))?;
+    let meta =
+        std::fs::symlink_metadata(path).map_err(|e| Error::from(e).context(path.display()))?;
     if !meta.is_file() || meta.len() > HEADER_TEXT_LIMIT as u64 {
         return Ok(None);
     }
@@ -898,8 +899,7 @@ impl Tree for TvdaTree {
             Place::Index => return self.index_stat(path).map(drop),
             Place::Header => {
                 let (text, _) = self.header_file()?;
-                self.mtimes
-                    .record(header_key(), content_hash(&text), mtime);
+                self.mtimes.record(header_key(), content_hash(&text), mtime);
                 return Ok(());
             }
             _ => {}

@@ -80,7 +80,10 @@ fn parse_snapshot(value: &mut Cursor<'_>) -> Result<[u8; 2]> {
             .flatten()
             .filter(|&n| n <= max)
     };
-    let (year, week) = (digits(year, 127).ok_or_else(bad)?, digits(week, 63).ok_or_else(bad)?);
+    let (year, week) = (
+        digits(year, 127).ok_or_else(bad)?,
+        digits(week, 63).ok_or_else(bad)?,
+    );
     if !('a'..='h').contains(&letter) {
         return Err(bad());
     }
@@ -342,10 +345,7 @@ impl Fields {
                 self.reserved.replace(reserved).is_none()
             }
             _ => {
-                return Err(line.error(format!(
-                    "unknown key `{}` (expected {KEYS})",
-                    excerpt(key)
-                )))
+                return Err(line.error(format!("unknown key `{}` (expected {KEYS})", excerpt(key))))
             }
         };
         Ok(fresh)
@@ -441,14 +441,38 @@ mod tests {
             (b"name = \"P\"\n", "line 2, column 1: `kind` is missing"),
             (b"kind = player\n", "`name` is missing"),
             (b"name = P\nkind = player\n", "line 1"),
-            (b"name = \"P\"\nkind = elf\n", "line 2, column 8: kind `elf`"),
-            (b"name = \"P\"\nkind = player\nkind = player\n", "line 3, column 1: `kind` is given twice"),
-            (b"name = \"P\"\nkind = player\ncolour = red\n", "line 3, column 1: unknown key `colour`"),
-            (b"name = \"P\"\nkind = player\norigin = 256\n", "line 3, column 10: origin 256 is out of range"),
-            (b"name = \"P\"\nkind = player\nsnapshot = 23w99a\n", "line 3, column 12: snapshot `23w99a`"),
-            (b"name = \"P\"\nkind = player\nreserved = 0x00\n", "line 3, column 12: reserved must be"),
-            (b"name = \"P\\0\"\nkind = player\n", "line 1, column 1: name ends with \\0"),
-            (b"name = \"P\"\nkind = world\n", "line 2, column 1: kind: the disk is a player disk"),
+            (
+                b"name = \"P\"\nkind = elf\n",
+                "line 2, column 8: kind `elf`",
+            ),
+            (
+                b"name = \"P\"\nkind = player\nkind = player\n",
+                "line 3, column 1: `kind` is given twice",
+            ),
+            (
+                b"name = \"P\"\nkind = player\ncolour = red\n",
+                "line 3, column 1: unknown key `colour`",
+            ),
+            (
+                b"name = \"P\"\nkind = player\norigin = 256\n",
+                "line 3, column 10: origin 256 is out of range",
+            ),
+            (
+                b"name = \"P\"\nkind = player\nsnapshot = 23w99a\n",
+                "line 3, column 12: snapshot `23w99a`",
+            ),
+            (
+                b"name = \"P\"\nkind = player\nreserved = 0x00\n",
+                "line 3, column 12: reserved must be",
+            ),
+            (
+                b"name = \"P\\0\"\nkind = player\n",
+                "line 1, column 1: name ends with \\0",
+            ),
+            (
+                b"name = \"P\"\nkind = world\n",
+                "line 2, column 1: kind: the disk is a player disk",
+            ),
             (b"name = \"P\"\nkind = player\x80\n", "line 2"),
         ];
         for (text, want) in cases {
