@@ -101,7 +101,7 @@ unmount_world "$M"
 
 # A daemon killed during a restore into a new disk: the disk mounts, a second rsync
 # completes the restore exactly.
-for at in 0.05 0.15 0.4; do
+for at in 0.02 0.06 0.1; do
   D=$T/killed-$at
   cp -p "$B/header.txt" "$D"
   mount_world "$D" "$M"
@@ -115,7 +115,7 @@ for at in 0.05 0.15 0.4; do
   fusermount3 -u -z "$M" || fail "lazy unmount failed"
   head -c 4 "$D" | grep -q TEVd || fail "killed $at s in: $D is not a disk"
   "$WORLDFS" info "$D" >"$T/info" 2>&1 || { cat "$T/info"; fail "killed $at s in: worldfs info fails"; }
-  echo "killed $at s into the restore: $(grep -c . "$T/info") lines of info"
+  echo "killed $at s into the restore: $(grep "^entries" "$T/info")"
   mount_world "$D" "$M"
   rsync -a "$B/" "$M/" || fail "killed $at s in: the second restore failed"
   exact "$B" "$M" "killed $at s in, restored again"
