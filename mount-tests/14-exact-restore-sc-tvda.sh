@@ -6,8 +6,8 @@
 # A Survivalcraft world is also backed up, deleted and restored into a folder holding only
 # the backup's project file (README "Survivalcraft"), for each terrain store: Chunks.dat, and
 # Regions/ with Project.xml (a fork's version worldfs does not know) or Project.json (2.4).
-# A Terrarum disk is restored over the same disk after changing it (its header is not in the
-# tree, see README "Limits").
+# A Terrarum disk is restored over the same disk after changing it (a restore into a new
+# disk made from the backup's header.txt is mount test 18).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/survivalcraft.sh"
 . "$(dirname "$0")/tvda.sh"

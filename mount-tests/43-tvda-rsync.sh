@@ -10,7 +10,7 @@ B=$T/backup
 w=$(fixture world)
 mount_world "$w" "$M"
 rsync -a "$M/" "$B/" || fail "first backup"
-[ "$(find "$B" -type f | wc -l)" -eq 32 ] || fail "backup holds $(find "$B" -type f | wc -l) files, want 32"
+[ "$(find "$B" -type f | wc -l)" -eq 33 ] || fail "backup holds $(find "$B" -type f | wc -l) files, want 33"
 diff -r "$M" "$B" > /dev/null || fail "backup differs from the mount"
 unmount_world "$M"
 

@@ -58,7 +58,8 @@ pub enum Command {
 /// Options of `worldfs mount`.
 #[derive(Args, Debug)]
 pub struct MountArgs {
-    /// A world: Luanti folder or map.sqlite, Survivalcraft folder or .scworld, TVDA/TEVD disk.
+    /// A world: Luanti folder or map.sqlite, Survivalcraft folder or .scworld, TVDA/TEVD disk,
+    /// or a file holding a Terrarum backup's header.txt (made into a new, empty disk).
     pub source: PathBuf,
     /// An existing empty folder to mount on (see -o nonempty).
     pub mountpoint: PathBuf,

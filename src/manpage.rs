@@ -91,6 +91,7 @@ journal: all or nothing); mv index/items/A index/items/B replaces it in every in
 slot (one commit of Project.xml). IDs are decimal block ids; others fail with EINVAL.
 .SH "THE TREE (TERRARUM)"
 .nf
+MOUNT/header.txt                    the disk header: name, kind, save_mode, origin, snapshot, game_mode
 MOUNT/savegameinfo.json             entry -1, pretty-printed (genver first)
 MOUNT/loadOrder.txt, ...            the well-known entries by name
 MOUNT/thumbnail.tga                 gzip-decoded images
@@ -110,6 +111,15 @@ holding A in one commit of the disk (all or nothing); a bad name fails with EINV
 Each saved file is appended to the disk and the old copy discarded, as the game's autosave
 does; worldfs compact DISK drops discarded entries afterwards. A TEVD disk mounts as its
 real folders.
+.PP
+header.txt holds key = value lines (flags, capacity, marker and reserved too when not 0);
+not the disk CRC nor a world's quicksave bit. The same text is a no-op, another is committed
+by one clean rewrite, a kind change fails with EPERM, a bad text fails the close with its
+line. To restore a disk that is gone, copy the backup's header.txt to the disk's path and
+mount that file read-write: it becomes a new, empty disk with that header (renamed into
+place), and rsync -a from the backup fills it exactly. A missing path, an empty file or a
+read-only mount make no disk. Chunk files need the world JSON first (rsync -a writes the
+root's files first; otherwise a second pass completes the restore).
 .PP
 A disk that ends inside its last entry (an interrupted save) reads as before that save; the
 next save cuts the torn bytes off. Damage inside a disk (bytes that are not entries, a root

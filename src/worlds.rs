@@ -54,6 +54,8 @@ pub fn detect(source: &Path) -> Result<Game> {
         match tvda::store::format::sniff(source)? {
             Some(DiskFormat::Tvda) => return Ok(Game::Tvda),
             Some(DiskFormat::Tevd) => return Ok(Game::Tevd),
+            // A backup's header.txt where a disk is to be restored: the mount makes the disk.
+            None if tvda::tree::new_disk_text(source)?.is_some() => return Ok(Game::Tvda),
             None => {}
         }
     } else {
@@ -63,7 +65,7 @@ pub fn detect(source: &Path) -> Result<Game> {
         )));
     }
     Err(Error::unsupported(format!(
-        "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite, a Survivalcraft world folder or .scworld, or a TEVd disk)",
+        "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite, a Survivalcraft world folder or .scworld, or a TEVd disk, or a Terrarum disk's header.txt to make a new disk from)",
         source.display()
     )))
 }

@@ -94,11 +94,15 @@ fn samples_show_the_spec_tree_and_stay_identical() {
             vec![
                 "/entries/-1",
                 "/entries/-4",
+                "/header.txt",
                 "/loadOrder.txt",
                 "/savegameinfo.json",
             ],
         ),
-        (TVDA_DIRTY, vec!["/entries/-1", "/savegameinfo.json"]),
+        (
+            TVDA_DIRTY,
+            vec!["/entries/-1", "/header.txt", "/savegameinfo.json"],
+        ),
         (
             TVDA_WORLD,
             vec![
@@ -114,6 +118,7 @@ fn samples_show_the_spec_tree_and_stay_identical() {
                 "/entries/4311744512",
                 "/entries/4328521728",
                 "/entries/4345298944",
+                "/header.txt",
                 "/loadOrder.txt",
                 "/savegameinfo.json",
             ],
@@ -333,6 +338,197 @@ fn player_inventory_edits_the_item_list() {
             .collect::<Vec<_>>(),
         ["basegame:1 3", "basegame:2 5"]
     );
+}
+
+/// Every file of `tree` and its content.
+fn files_of(tree: &dyn Tree) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    walk(tree, "", &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|f| {
+            let data = tree.read(&p(&f)).unwrap().to_vec();
+            (f, data)
+        })
+        .collect()
+}
+
+#[test]
+fn header_txt_shows_the_header_and_commits_only_a_change() {
+    let c = copy_of(&samples::path(TVDA_WORLD));
+    let before = std::fs::read(&c.path).unwrap();
+    let tree = open(&c.path);
+    let header = text(&tree, "header.txt");
+    assert!(header.contains("\nkind = world"), "{header}");
+    assert!(names(&tree, "").contains(&"header.txt".to_string()));
+    assert_eq!(tree.classify(&[], "header.txt").unwrap(), NewFile::Object);
+    let files = files_of(&tree);
+    // The same text, a bad one, a kind change, a removal: nothing is written.
+    tree.write(&p("header.txt"), header.as_bytes()).unwrap();
+    let bad = header.replace("origin = 0", "origin = x");
+    let err = tree.write(&p("header.txt"), bad.as_bytes()).unwrap_err();
+    assert!(
+        err.message().contains("line 5, column 10"),
+        "{}",
+        err.message()
+    );
+    let player = header.replace("kind = world", "kind = player");
+    let err = tree.check(&p("header.txt"), player.as_bytes()).unwrap_err();
+    assert!(err.message().contains("cannot change"), "{}", err.message());
+    assert!(tree.write(&p("header.txt"), player.as_bytes()).is_err());
+    assert_eq!(
+        tree.remove(&p("header.txt")).unwrap_err().errno(),
+        libc::EPERM
+    );
+    assert_eq!(std::fs::read(&c.path).unwrap(), before);
+    // A new name and origin are committed; every entry stays as it was.
+    let renamed = header
+        .lines()
+        .map(|l| match l.split_once(" = ") {
+            Some(("name", _)) => "name = \"Zoë's world\"".to_string(),
+            Some(("origin", _)) => "origin = 16".to_string(),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    tree.write(&p("header.txt"), renamed.as_bytes()).unwrap();
+    let shown = text(&tree, "header.txt");
+    assert!(shown.contains("name = \"Zoë's world\""), "{shown}");
+    drop(tree);
+    let disk = Disk::open(&c.path, false).unwrap();
+    assert_eq!(disk.header().name(), "Zoë's world");
+    assert_eq!(disk.header().origin(), 16);
+    let report = disk.check().unwrap();
+    assert!(report.disk_crc_ok && report.bad_entry_crcs.is_empty());
+    drop(disk);
+    let tree = open(&c.path);
+    let after: Vec<_> = files_of(&tree)
+        .into_iter()
+        .filter(|(f, _)| f != "/header.txt")
+        .collect();
+    let want: Vec<_> = files
+        .into_iter()
+        .filter(|(f, _)| f != "/header.txt")
+        .collect();
+    assert_eq!(after, want);
+}
+
+/// Writes `files` into `tree` in the order given, as a restore would; the failures.
+fn restore(tree: &dyn Tree, files: &[(String, Vec<u8>)]) -> Vec<String> {
+    let mut failed = Vec::new();
+    for (f, data) in files {
+        if let Err(e) = tree.write(&p(f), data) {
+            failed.push(format!("{f}: {}", e.message()));
+        }
+    }
+    failed
+}
+
+#[test]
+fn a_header_text_becomes_a_new_disk_and_a_restore_is_exact() {
+    for name in [TVDA_CLEAN, TVDA_DIRTY, TVDA_WORLD] {
+        let c = copy_of(&samples::path(name));
+        let backup = files_of(&open(&c.path));
+        let header = &backup.iter().find(|(f, _)| f == "/header.txt").unwrap().1;
+        // Root files first (rsync's order), and every file in sorted path order, where
+        // chunks come before the world JSON they need: refused with the reason, and a
+        // second pass completes the restore.
+        let mut root_first = backup.clone();
+        root_first.sort_by_key(|(f, _)| (f.matches('/').count(), f.clone()));
+        for (order, files) in [("root first", &root_first), ("sorted", &backup)] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("new");
+            std::fs::write(&path, header).unwrap();
+            let read_only = TvdaTree::open(
+                &path,
+                &Options {
+                    read_only: true,
+                    cache_bytes: 1 << 20,
+                },
+            );
+            assert!(read_only.is_err());
+            assert_eq!(
+                &std::fs::read(&path).unwrap(),
+                header,
+                "read-only open wrote"
+            );
+            let tree = open(&path);
+            assert_eq!(&*tree.read(&p("header.txt")).unwrap(), header);
+            let failed = restore(&tree, files);
+            if order == "root first" {
+                assert_eq!(failed, Vec::<String>::new(), "{name}");
+            } else {
+                assert!(
+                    failed
+                        .iter()
+                        .all(|f| f.starts_with("/chunks/") && f.contains("no world yet")),
+                    "{name}: {failed:?}"
+                );
+                assert_eq!(restore(&tree, files), Vec::<String>::new(), "{name}");
+            }
+            assert!(
+                files_of(&tree) == backup,
+                "{name}, {order}: restore differs"
+            );
+            drop(tree);
+            let report = Disk::open(&path, false).unwrap().check().unwrap();
+            assert!(report.disk_crc_ok && report.bad_entry_crcs.is_empty());
+            assert!(
+                files_of(&open(&path)) == backup,
+                "{name}, {order}: after reopening"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_inventory_written_before_the_player_json_makes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    state_dir();
+    let path = dir.path().join("p");
+    std::fs::write(&path, "name = \"Bob\"\nkind = player\n").unwrap();
+    let tree = open(&path);
+    assert!(tree.read(&p("inventory")).is_err());
+    tree.write(&p("inventory"), b"basegame:1 3\n").unwrap();
+    assert!(text(&tree, "inventory").contains("basegame:1 3\n"));
+    let info = text(&tree, "savegameinfo.json");
+    assert!(info.contains("\"itm\": \"basegame:1\""), "{info}");
+}
+
+#[test]
+fn only_a_header_text_makes_a_new_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    state_dir();
+    let opened = |path: &Path| {
+        TvdaTree::open(
+            path,
+            &Options {
+                read_only: false,
+                cache_bytes: 1 << 20,
+            },
+        )
+        .map(drop)
+    };
+    assert!(opened(&dir.path().join("missing")).is_err());
+    assert!(!dir.path().join("missing").exists());
+    for (name, content) in [
+        ("empty", &b""[..]),
+        ("bad", b"name = \"x\"\nkind = elf\n"),
+        ("text", b"just some notes\n"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, content).unwrap();
+        let err = opened(&path).unwrap_err();
+        if name == "bad" {
+            assert!(
+                err.message().contains("line 2, column 8"),
+                "{}",
+                err.message()
+            );
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), content, "{name} was changed");
+    }
 }
 
 #[test]

@@ -33,12 +33,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::tvda::cache::{Renders, Stored, View, IMAGE_LIMIT};
-use crate::tvda::codec::chunk::{chunk_entry_id, Layer};
+use crate::tvda::codec::chunk::{chunk_entry_id, parse_chunk_entry_id, Layer};
 use crate::tvda::codec::compress::{compress, gunzip, Codec};
-use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
+use crate::tvda::codec::tvda::{DiskKind, EntryKind, MAGIC, ROOT_ID};
 use crate::tvda::index::Index;
 use crate::tvda::store::tvda::{Change, Disk, EntryInfo};
 use crate::tvda::views::chunk::{store_chunk, World};
+use crate::tvda::views::header::{
+    looks_like_header, parse_header, render_header, HEADER_FILE, HEADER_TEXT_LIMIT,
+};
 use crate::tvda::views::inventory::apply_inventory;
 use crate::tvda::views::json::{parse_actor_json, parse_info_json};
 use crate::tvda::views::names::{self, Presentation, WellKnown};
@@ -51,12 +54,16 @@ use listing::id_cookie;
 
 /// Largest stored entry read to show a file (Terrarum's entries are at most a few MiB).
 const ENTRY_LIMIT: u64 = 16 << 20;
+/// Entry -1 of a player disk that has none, for an `inventory` written to it.
+const NO_PLAYER_JSON: &[u8] = br#"{"inventory":{"itemList":[]}}"#;
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
 /// Where a path points.
 #[derive(Debug, Clone, Copy)]
 enum Place {
     Root,
+    /// `header.txt`: the disk header.
+    Header,
     WellKnown(WellKnown),
     Inventory,
     Actors,
@@ -108,6 +115,19 @@ fn is_dir() -> Error {
     Error::is_dir("is a directory")
 }
 
+/// The text of the file at `path` when it holds a disk header text and no disk (a backup's
+/// `header.txt` copied to where a disk is to be restored; README "Terrarum"): a regular file,
+/// not a link, without the `TEVd` magic, that [`looks_like_header`].
+pub fn new_disk_text(path: &Path) -> Result<Option<Vec<u8>>> {
+    let meta =
+        std::fs::symlink_metadata(path).map_err(|e| Error::from(e).context(path.display()))?;
+    if !meta.is_file() || meta.len() > HEADER_TEXT_LIMIT as u64 {
+        return Ok(None);
+    }
+    let text = std::fs::read(path).map_err(|e| Error::from(e).context(path.display()))?;
+    Ok((!text.starts_with(MAGIC) && looks_like_header(&text)).then_some(text))
+}
+
 /// The time now in whole seconds, as the disks store entry times.
 pub(super) fn now_secs() -> u64 {
     SystemTime::now()
@@ -134,12 +154,29 @@ fn folder_key(place: Place) -> u64 {
     content_hash(format!("folder:{name}").as_bytes())
 }
 
-/// What every folder's names follow: the set of the disk's entries. A folder keeps a time
-/// set on it while no entry is added or removed.
-fn listing_hash(s: &State) -> u64 {
-    let mut ids: Vec<i64> = s.disk.entries().map(|e| e.id).collect();
-    ids.sort_unstable();
-    let bytes: Vec<u8> = ids.iter().flat_map(|id| id.to_be_bytes()).collect();
+/// The key under which the time of `header.txt` is recorded (with its text's hash).
+fn header_key() -> u64 {
+    content_hash(format!("file:{HEADER_FILE}").as_bytes())
+}
+
+/// What the names of folder `place` follow: the IDs of the entries it shows. A folder keeps
+/// a time set on it while none of its entries is added or removed, so a restore that sets
+/// `actors/`'s time before it writes `entries/` keeps it.
+fn listing_hash(s: &State, kind: DiskKind, place: Place) -> u64 {
+    let shown = |id: i64| match place {
+        Place::Root => id == -1 || names::by_id(kind, id).is_some(),
+        Place::Actors => names::actor_file_name(id).is_some(),
+        Place::Layer(layer) => parse_chunk_entry_id(id).is_some_and(|(l, _)| l == layer.index()),
+        Place::Chunks => false,
+        _ => id != ROOT_ID,
+    };
+    let bytes: Vec<u8> = s
+        .disk
+        .entries()
+        .map(|e| e.id)
+        .filter(|&id| shown(id))
+        .flat_map(i64::to_be_bytes)
+        .collect();
     content_hash(&bytes)
 }
 
@@ -157,8 +194,23 @@ fn entry_hash(info: &EntryInfo) -> u64 {
 impl TvdaTree {
     /// Opens the disk at `path` (reads the entry headers, decodes nothing).
     pub fn open(path: &Path, options: &Options) -> Result<TvdaTree> {
-        let lock = StoreLock::mount(path, options.read_only)?;
-        let disk = Disk::open(path, !options.read_only)?;
+        let mut lock = StoreLock::mount(path, options.read_only)?;
+        let disk = match new_disk_text(path)? {
+            Some(text) => {
+                let shown = path.display();
+                if options.read_only {
+                    return Err(Error::read_only(format!(
+                        "{shown} holds a disk header text, not a disk yet: mount it read-write to make it a new, empty disk"
+                    )));
+                }
+                let header = parse_header(&text, None).map_err(|e| e.context(path.display()))?;
+                let disk = Disk::create(path, header, &[], now_secs())?;
+                log::info!("{shown}: made a new, empty disk from its header text");
+                lock.follow(path)?;
+                disk
+            }
+            None => Disk::open(path, !options.read_only)?,
+        };
         let damaged = !disk.damage().is_empty();
         if damaged && !options.read_only {
             log::error!(
@@ -224,6 +276,7 @@ impl TvdaTree {
             ["entries"] => Place::Entries,
             [index::INDEX, ..] => Place::Index,
             ["inventory"] if self.kind == DiskKind::Player => Place::Inventory,
+            [HEADER_FILE] => Place::Header,
             [name] => Place::WellKnown(names::by_name(self.kind, name).ok_or_else(nf)?),
             ["actors", name] => Place::Actor(names::parse_actor_file_name(name).ok_or_else(nf)?),
             ["chunks", layer] => Place::Layer(Layer::from_name(layer).ok_or_else(nf)?),
@@ -254,9 +307,25 @@ impl TvdaTree {
         Ok(w)
     }
 
+    /// Whether `chunks/` is shown: always on a world disk (empty until its entry -1 says
+    /// the world's size and tile names, so a restore finds the folders it fills), and on a
+    /// disk of undefined kind whose entry -1 is a world.
     fn has_chunks(&self) -> Result<bool> {
         let mut s = self.state()?;
-        Ok(self.world(&mut s).is_ok())
+        Ok(self.kind == DiskKind::World || self.world(&mut s).is_ok())
+    }
+
+    /// Fails with the reason when a chunk file cannot be written because the disk holds no
+    /// world JSON yet.
+    fn world_for_chunks(&self, path: &TreePath) -> Result<Arc<World>> {
+        let mut s = self.state()?;
+        self.world(&mut s).map_err(|e| {
+            Error::invalid(format!(
+                "{}: the disk has no world yet ({}): write savegameinfo.json (width, height, tileNumberToNameMap) or entries/-1 first",
+                path.join("/"),
+                e.message()
+            ))
+        })
     }
 
     /// The entry ID of a chunk file, if the world has such a chunk position.
@@ -361,16 +430,16 @@ impl TvdaTree {
     }
 
     /// The time of the folder `place`: a time set on it (rsync, touch, or kept through an
-    /// edit) while no entry of the disk was added or removed, else the root entry's
+    /// edit) while none of its entries was added or removed, else the root entry's
     /// modification time (the save's "last modified").
     fn folder_mtime(&self, place: Place) -> Result<SystemTime> {
         let s = self.state()?;
-        Ok(self.folder_mtime_in(&s, folder_key(place)))
+        Ok(self.folder_mtime_in(&s, place))
     }
 
-    fn folder_mtime_in(&self, s: &State, key: u64) -> SystemTime {
+    fn folder_mtime_in(&self, s: &State, place: Place) -> SystemTime {
         self.mtimes
-            .recorded(key, listing_hash(s))
+            .recorded(folder_key(place), listing_hash(s, self.kind, place))
             .unwrap_or_else(|| {
                 s.disk
                     .entry(ROOT_ID)
@@ -385,6 +454,50 @@ impl TvdaTree {
             _ => self.render(info.id, view)?.len() as u64,
         };
         Ok(self.file_stat(size, self.mtime(info)))
+    }
+
+    /// The text of `header.txt` and the time it shows: a time set on it (rsync, touch, an
+    /// edit) while its text is unchanged, else the root entry's creation time (saves move
+    /// the root's modification time, not the header's text).
+    fn header_file(&self) -> Result<(Vec<u8>, SystemTime)> {
+        let s = self.state()?;
+        let text = render_header(s.disk.header());
+        let mtime = self
+            .mtimes
+            .recorded(header_key(), content_hash(&text))
+            .unwrap_or_else(|| {
+                s.disk
+                    .entry(ROOT_ID)
+                    .map_or(UNIX_EPOCH, |r| UNIX_EPOCH + Duration::from_secs(r.ctime))
+            });
+        Ok((text, mtime))
+    }
+
+    /// Parses `text` as the new `header.txt`; with `commit`, rewrites the disk with it when
+    /// it differs (the kind cannot change: it decides the tree).
+    fn edit_header(&self, text: &[u8], commit: bool) -> Result<()> {
+        let mut s = self.state()?;
+        let header = parse_header(text, Some(s.disk.header()))?;
+        if !commit {
+            return Ok(());
+        }
+        let old = render_header(s.disk.header());
+        if let Err(e) = s.disk.set_header(header) {
+            if !s.disk.damage().is_empty() {
+                log::error!("{}; the mount is read-only from now on", e.message());
+                self.read_only.store(true, Ordering::Relaxed);
+            }
+            return Err(e);
+        }
+        let new = render_header(s.disk.header());
+        if new != old {
+            let before = self.generation.fetch_add(1, Ordering::Relaxed);
+            self.index.committed(before, before + 1, &[]);
+            self.mtimes
+                .record(header_key(), content_hash(&new), SystemTime::now());
+        }
+        let path = s.disk.path().to_path_buf();
+        s.lock.follow(&path)
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -402,12 +515,8 @@ impl TvdaTree {
     /// commit refused because the disk is damaged turns the mount read-only.
     fn commit(&self, s: &mut State, changes: &[Change]) -> Result<()> {
         let now = SystemTime::now();
-        let listing = listing_hash(s);
-        let folder_times: Vec<(u64, u64, SystemTime)> = folders()
-            .map(|f| {
-                let key = folder_key(f);
-                (key, listing, self.folder_mtime_in(s, key))
-            })
+        let folder_times: Vec<(Place, u64, SystemTime)> = folders()
+            .map(|f| (f, listing_hash(s, self.kind, f), self.folder_mtime_in(s, f)))
             .collect();
         let before = self.generation.load(Ordering::Relaxed);
         if let Err(e) = s.disk.commit(changes, now_secs()) {
@@ -435,9 +544,12 @@ impl TvdaTree {
             }
             ids.push(id);
         }
-        if listing_hash(s) == listing {
-            self.mtimes.record_all(&folder_times);
-        }
+        let kept: Vec<(u64, u64, SystemTime)> = folder_times
+            .into_iter()
+            .filter(|&(f, hash, _)| listing_hash(s, self.kind, f) == hash)
+            .map(|(f, hash, t)| (folder_key(f), hash, t))
+            .collect();
+        self.mtimes.record_all(&kept);
         // Still under the state lock: no render reads the disk between the commit and this.
         self.renders.committed(&ids);
         Ok(())
@@ -447,8 +559,11 @@ impl TvdaTree {
     fn edit(&self, path: &TreePath, data: &[u8], commit: bool) -> Result<()> {
         self.check_writable()?;
         let place = self.place(path)?;
-        if let Place::Index = place {
-            return Err(index_is_read_only());
+        match place {
+            Place::Index => return Err(index_is_read_only()),
+            Place::Header => return self.edit_header(data, commit),
+            Place::Chunk(..) => drop(self.world_for_chunks(path)?),
+            _ => {}
         }
         let (id, view) = self.target(place, path)?;
         match (place, view) {
@@ -456,11 +571,10 @@ impl TvdaTree {
             (Place::WellKnown(_), View::Gunzip) => {
                 self.put(id, commit, |s| Self::store_gzip(data, s))
             }
+            // A restore may write the inventory before savegameinfo.json: entry -1 is made
+            // holding only the item list, and savegameinfo.json then gives the rest.
             (Place::Inventory, _) => self.put(id, commit, |s| {
-                apply_inventory(
-                    s.ok_or_else(|| Error::not_found("the player disk has no entry -1"))?,
-                    data,
-                )
+                apply_inventory(s.unwrap_or(NO_PLAYER_JSON), data)
             }),
             (Place::Actor(_), _) => self.put(id, commit, |s| {
                 parse_actor_json(data, s.unwrap_or_default())
@@ -576,6 +690,10 @@ impl Tree for TvdaTree {
                 Ok(self.dir_stat(self.folder_mtime(place)?))
             }
             Place::Index => self.index_stat(path),
+            Place::Header => {
+                let (text, mtime) = self.header_file()?;
+                Ok(self.file_stat(text.len() as u64, mtime))
+            }
             _ => {
                 let (id, view) = self.target(place, path)?;
                 let info = self.info(id, path)?;
@@ -617,7 +735,11 @@ impl Tree for TvdaTree {
                 Ok(())
             }
             Place::Layer(layer) => {
-                let entries = self.chunk_entries(layer).map_err(|_| not_found(dir))?;
+                if !self.has_chunks()? {
+                    return Err(not_found(dir));
+                }
+                // A world disk whose entry -1 is not (yet) a world shows empty layers.
+                let entries = self.chunk_entries(layer).unwrap_or_default();
                 self.stream_entries(entries, View::Chunk(layer), after, sink);
                 Ok(())
             }
@@ -634,8 +756,10 @@ impl Tree for TvdaTree {
 
     fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
         let place = self.place(path)?;
-        if let Place::Index = place {
-            return self.index_read(path);
+        match place {
+            Place::Index => return self.index_read(path),
+            Place::Header => return Ok(Arc::new(self.header_file()?.0)),
+            _ => {}
         }
         let (id, view) = self.target(place, path)?;
         self.info(id, path)?;
@@ -656,16 +780,19 @@ impl Tree for TvdaTree {
         }
         let object = match self.place(dir)? {
             Place::Root => {
-                names::by_name(self.kind, name).is_some()
+                name == HEADER_FILE
+                    || names::by_name(self.kind, name).is_some()
                     || (name == "inventory" && self.kind == DiskKind::Player)
             }
             Place::Actors => names::parse_actor_file_name(name).is_some(),
             Place::Layer(layer) => {
                 let child = [dir.to_vec(), vec![name.to_string()]].concat();
                 match self.place(&child) {
+                    // Without a world yet, the write is refused with the reason rather than
+                    // held as a scratch file that no commit stores.
                     Ok(Place::Chunk(_, cx, cy)) => {
                         let mut s = self.state()?;
-                        self.chunk_id(&mut s, layer, cx, cy).is_ok()
+                        self.chunk_id(&mut s, layer, cx, cy).is_ok() || self.world(&mut s).is_err()
                     }
                     _ => false,
                 }
@@ -685,8 +812,14 @@ impl Tree for TvdaTree {
     fn remove(&self, path: &TreePath) -> Result<()> {
         self.check_writable()?;
         let place = self.place(path)?;
-        if let Place::Index = place {
-            return Err(index_is_read_only());
+        match place {
+            Place::Index => return Err(index_is_read_only()),
+            Place::Header => {
+                return Err(Error::not_permitted(format!(
+                    "{HEADER_FILE} cannot be removed: every disk has a header (edit it instead)"
+                )))
+            }
+            _ => {}
         }
         let (id, _) = self.target(place, path)?;
         if id == -1 {
@@ -762,8 +895,14 @@ impl Tree for TvdaTree {
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()> {
         self.check_writable()?;
         let place = self.place(path)?;
-        if let Place::Index = place {
-            return self.index_stat(path).map(drop);
+        match place {
+            Place::Index => return self.index_stat(path).map(drop),
+            Place::Header => {
+                let (text, _) = self.header_file()?;
+                self.mtimes.record(header_key(), content_hash(&text), mtime);
+                return Ok(());
+            }
+            _ => {}
         }
         if matches!(
             place,
@@ -772,7 +911,7 @@ impl Tree for TvdaTree {
             self.stat(path)?;
             let s = self.state()?;
             self.mtimes
-                .record(folder_key(place), listing_hash(&s), mtime);
+                .record(folder_key(place), listing_hash(&s, self.kind, place), mtime);
             return Ok(());
         }
         let (id, _) = self.target(place, path)?;

@@ -30,6 +30,8 @@ pub const ROOT_MTIME_OFFSET: u64 = HEADER_LEN as u64 + 26;
 
 const NAME_PART1: std::ops::Range<usize> = 10..42;
 const NAME_PART2: std::ops::Range<usize> = 64..300;
+const NAME_LEN: usize = 268;
+const RESERVED: std::ops::Range<usize> = 55..64;
 
 /// What a disk holds, from header byte 50 (`VDSaveKind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,10 +108,10 @@ impl Header {
     /// Sets the disk name (at most 268 bytes of UTF-8).
     pub fn set_name(&mut self, name: &str) -> Result<()> {
         let raw = name.as_bytes();
-        if raw.len() > NAME_PART1.len() + NAME_PART2.len() {
+        if raw.len() > NAME_LEN {
             return Err(Error::invalid("disk name longer than 268 bytes"));
         }
-        let mut padded = [0u8; 268];
+        let mut padded = [0u8; NAME_LEN];
         padded[..raw.len()].copy_from_slice(raw);
         self.bytes[NAME_PART1].copy_from_slice(&padded[..32]);
         self.bytes[NAME_PART2].copy_from_slice(&padded[32..]);
@@ -174,6 +176,107 @@ impl Header {
     /// Byte 54: game mode (not written by current Terrarum).
     pub fn game_mode(&self) -> u8 {
         self.bytes[54]
+    }
+
+    /// Every field a user may set: all bytes but the magic, the spec version and the disk
+    /// CRC, which the disk itself keeps.
+    pub fn fields(&self) -> HeaderFields {
+        let mut name = self.bytes[NAME_PART1].to_vec();
+        name.extend_from_slice(&self.bytes[NAME_PART2]);
+        while name.last() == Some(&0) {
+            name.pop();
+        }
+        let mut reserved = [0; 9];
+        reserved.copy_from_slice(&self.bytes[RESERVED]);
+        HeaderFields {
+            name,
+            capacity: self.capacity(),
+            marker: self.bytes[47],
+            flags: self.bytes[48],
+            save_mode: self.bytes[49],
+            kind: self.bytes[50],
+            origin: self.bytes[51],
+            snapshot: self.snapshot(),
+            game_mode: self.bytes[54],
+            reserved,
+        }
+    }
+
+    /// This header with `fields` set (the disk CRC kept).
+    pub fn with_fields(&self, fields: &HeaderFields) -> Result<Header> {
+        if fields.name.len() > NAME_LEN {
+            return Err(Error::invalid(format!(
+                "disk name of {} bytes; a TVDA name holds at most {NAME_LEN}",
+                fields.name.len()
+            )));
+        }
+        if fields.capacity > INT48_MAX {
+            return Err(Error::invalid("disk capacity larger than an Int48 allows"));
+        }
+        let mut h = self.clone();
+        let mut padded = [0u8; NAME_LEN];
+        padded
+            .get_mut(..fields.name.len())
+            .unwrap_or_default()
+            .copy_from_slice(&fields.name);
+        h.bytes[NAME_PART1].copy_from_slice(&padded[..32]);
+        h.bytes[NAME_PART2].copy_from_slice(&padded[32..]);
+        let mut capacity = Vec::with_capacity(6);
+        put_u48(&mut capacity, fields.capacity);
+        h.bytes[4..10].copy_from_slice(&capacity);
+        h.bytes[47] = fields.marker;
+        h.bytes[48] = fields.flags;
+        h.bytes[49] = fields.save_mode;
+        h.bytes[50] = fields.kind;
+        h.bytes[51] = fields.origin;
+        h.bytes[52..54].copy_from_slice(&fields.snapshot);
+        h.bytes[54] = fields.game_mode;
+        h.bytes[RESERVED].copy_from_slice(&fields.reserved);
+        Ok(h)
+    }
+}
+
+/// The header fields a user sets (tvda.md §2.1), as `Header::fields` reads them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderFields {
+    /// The 268 name bytes without their trailing NUL padding (not necessarily UTF-8:
+    /// Terrarum's rename writes part 2 at offset 60, tvda.md §2.1).
+    pub name: Vec<u8>,
+    /// Bytes 4–9: capacity (Terrarum saves write 0).
+    pub capacity: u64,
+    /// Byte 47: the 0xFE marker.
+    pub marker: u8,
+    /// Byte 48: disk properties (bit 0 read-only).
+    pub flags: u8,
+    /// Byte 49: save mode.
+    pub save_mode: u8,
+    /// Byte 50: kind (1 player, 2 world).
+    pub kind: u8,
+    /// Byte 51: origin (0 in game, 16 imported).
+    pub origin: u8,
+    /// Bytes 52–53: snapshot number.
+    pub snapshot: [u8; 2],
+    /// Byte 54: game mode.
+    pub game_mode: u8,
+    /// Bytes 55–63: reserved.
+    pub reserved: [u8; 9],
+}
+
+impl Default for HeaderFields {
+    /// What a new disk has: empty name, kind 0, the 0xFE marker, every other field 0.
+    fn default() -> HeaderFields {
+        HeaderFields {
+            name: Vec::new(),
+            capacity: 0,
+            marker: SPEC_VERSION,
+            flags: 0,
+            save_mode: 0,
+            kind: 0,
+            origin: 0,
+            snapshot: [0; 2],
+            game_mode: 0,
+            reserved: [0; 9],
+        }
     }
 }
 
@@ -712,5 +815,27 @@ mod tests {
         assert_eq!(h.bytes()[64..72], *b"xxxxxxxx");
         assert!(h.set_name(&"y".repeat(269)).is_err());
         assert!(Header::parse(h.bytes()).is_ok());
+    }
+
+    #[test]
+    fn header_fields_round_trip_every_settable_byte() {
+        let mut bytes = *Header::new("", 0).unwrap().bytes();
+        for (i, b) in bytes.iter_mut().enumerate().skip(4) {
+            if i != 46 {
+                *b = (i * 7 + 1) as u8;
+            }
+        }
+        let h = Header::parse(&bytes).unwrap();
+        let fields = h.fields();
+        assert_eq!(fields.name.len(), 268);
+        let blank = Header::new("", 0).unwrap();
+        let mut rebuilt = blank.with_fields(&fields).unwrap();
+        rebuilt.set_disk_crc(h.disk_crc());
+        assert_eq!(rebuilt, h);
+        let too_long = HeaderFields {
+            name: vec![b'x'; 269],
+            ..HeaderFields::default()
+        };
+        assert!(blank.with_fields(&too_long).is_err());
     }
 }

@@ -415,7 +415,7 @@ impl Disk {
         self.refuse_if_damaged()?;
         match effective.into_iter().collect::<Vec<_>>().as_slice() {
             [(id, data)] => self.append(*id, *data, now),
-            many => self.rewrite(many, now, now),
+            many => self.rewrite(self.header.clone(), many, now, now),
         }
         .map_err(|e| e.context(self.path.display()))
     }
@@ -438,7 +438,34 @@ impl Disk {
         }
         self.refuse_if_damaged()?;
         let root_mtime = self.entry(ROOT_ID).map(|r| r.mtime).unwrap_or(0);
-        self.rewrite(&[], root_mtime, root_mtime)
+        self.rewrite(self.header.clone(), &[], root_mtime, root_mtime)
+            .map_err(|e| e.context(self.path.display()))
+    }
+
+    /// Replaces the header by a clean rewrite (temporary file renamed over the disk), so a
+    /// crash leaves the old disk or the new one; the disk CRC is computed anew and the root
+    /// keeps its times. Nothing is written when `header` equals the current one but for
+    /// the disk CRC.
+    pub fn set_header(&mut self, mut header: Header) -> Result<()> {
+        header.set_disk_crc(self.header.disk_crc());
+        if header == self.header {
+            return Ok(());
+        }
+        if !self.writable {
+            return Err(Error::read_only(format!(
+                "{} is open read-only",
+                self.path.display()
+            )));
+        }
+        if self.changed_on_disk()? {
+            return Err(Error::new(
+                libc::EBUSY,
+                format!("{} changed on disk since it was read", self.path.display()),
+            ));
+        }
+        self.refuse_if_damaged()?;
+        let root_mtime = self.entry(ROOT_ID).map(|r| r.mtime).unwrap_or(0);
+        self.rewrite(header, &[], root_mtime, root_mtime)
             .map_err(|e| e.context(self.path.display()))
     }
 
@@ -505,8 +532,11 @@ impl Disk {
         Ok(())
     }
 
+    /// Writes the disk anew with `header` (a world's quicksave bit cleared): live entries
+    /// copied, `changes` applied, the root listing fresh.
     fn rewrite(
         &mut self,
+        mut header: Header,
         changes: &[(i64, Option<&[u8]>)],
         root_mtime: u64,
         now: u64,
@@ -520,7 +550,6 @@ impl Disk {
             .copied()
             .collect();
         order.sort_by_key(|r| r.offset);
-        let mut header = self.header.clone();
         if header.kind() == DiskKind::World {
             header.set_save_mode(header.save_mode() & !1);
         }

@@ -8,6 +8,7 @@ use crate::tvda::codec::chunk::{parse_chunk_entry_id, Layer};
 use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
 use crate::tvda::store::tvda::EntryInfo;
 use crate::tvda::tree::{Place, TvdaTree};
+use crate::tvda::views::header::HEADER_FILE;
 use crate::tvda::views::names::{self, ACTOR_IDS};
 use crate::vfs::tree::Entry;
 
@@ -16,6 +17,7 @@ const COOKIE_INVENTORY: u64 = 100;
 const COOKIE_ACTORS: u64 = 101;
 const COOKIE_CHUNKS: u64 = 102;
 const COOKIE_ENTRIES: u64 = 103;
+const COOKIE_HEADER: u64 = 104;
 
 /// A stable cookie for an entry ID: order-preserving and distinct for IDs within ±2^61
 /// (every ID Terrarum uses); IDs outside that window share cookies with others.
@@ -128,6 +130,12 @@ impl TvdaTree {
             name: "entries".into(),
             cookie: COOKIE_ENTRIES,
             stat: self.dir_stat(self.folder_mtime(Place::Entries)?),
+        });
+        let (text, mtime) = self.header_file()?;
+        entries.push(Entry {
+            name: HEADER_FILE.into(),
+            cookie: COOKIE_HEADER,
+            stat: self.file_stat(text.len() as u64, mtime),
         });
         Ok(entries)
     }
