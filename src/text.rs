@@ -383,6 +383,28 @@ pub fn push_quoted(out: &mut String, bytes: &[u8]) {
     out.push('"');
 }
 
+/// Reads a text of `key = value` lines (blank and comment-only lines skipped): `take` gets
+/// each key and its value and says whether the key was new, a key given twice fails naming
+/// its line, and each value must be read to its end. Returns the number of the last line.
+pub fn read_fields<'a>(
+    text: &'a [u8],
+    mut take: impl FnMut(&'a str, &mut Cursor<'a>) -> Result<bool>,
+) -> Result<usize> {
+    let mut last_line = 0;
+    for line in lines(text)? {
+        last_line = line.number;
+        if line.content().is_empty() {
+            continue;
+        }
+        let (key, mut value) = key_value(&line)?;
+        if !take(key, &mut value)? {
+            return Err(line.error(format!("`{key}` is given twice")));
+        }
+        value.end()?;
+    }
+    Ok(last_line)
+}
+
 /// Splits `key = value` (the line's content without comment); errors name the line.
 pub fn key_value<'a>(line: &Line<'a>) -> Result<(&'a str, Cursor<'a>)> {
     let content = line.content();

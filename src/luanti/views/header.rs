@@ -23,7 +23,7 @@
 
 use crate::error::{excerpt, Error, Result};
 use crate::luanti::codec::block::MapBlock;
-use crate::text::{key_value, lines, parse_int, Cursor};
+use crate::text::{parse_int, read_fields, Cursor};
 
 /// The flag bits with a name: (key, bit, shown inverted, comment).
 const FLAGS: [(&str, u8, bool, &str); 4] = [
@@ -104,17 +104,7 @@ pub fn render_header(block: &MapBlock) -> Vec<u8> {
 /// Parses `block.txt` into `block`.
 pub fn parse_header(text: &[u8], block: &mut MapBlock) -> Result<()> {
     let mut fields = Fields::default();
-    for line in lines(text)? {
-        fields.last_line = line.number;
-        if line.content().is_empty() {
-            continue;
-        }
-        let (key, mut value) = key_value(&line)?;
-        if !fields.take(key, &mut value)? {
-            return Err(line.error(format!("`{key}` is given twice")));
-        }
-        value.end()?;
-    }
+    fields.last_line = read_fields(text, |key, value| fields.take(key, value))?;
     fields.apply(block)
 }
 

@@ -400,6 +400,17 @@ impl Disk {
         if effective.is_empty() {
             return Ok(());
         }
+        self.may_change()?;
+        match effective.into_iter().collect::<Vec<_>>().as_slice() {
+            [(id, data)] => self.append(*id, *data, now),
+            many => self.rewrite(self.header.clone(), many, now, now),
+        }
+        .map_err(|e| e.context(self.path.display()))
+    }
+
+    /// Refuses a change to a disk open read-only, changed on disk since it was read, or
+    /// damaged.
+    fn may_change(&mut self) -> Result<()> {
         if !self.writable {
             return Err(Error::read_only(format!(
                 "{} is open read-only",
@@ -412,12 +423,7 @@ impl Disk {
                 format!("{} changed on disk since it was read", self.path.display()),
             ));
         }
-        self.refuse_if_damaged()?;
-        match effective.into_iter().collect::<Vec<_>>().as_slice() {
-            [(id, data)] => self.append(*id, *data, now),
-            many => self.rewrite(self.header.clone(), many, now, now),
-        }
-        .map_err(|e| e.context(self.path.display()))
+        self.refuse_if_damaged()
     }
 
     /// Rewrites the disk without discarded or shadowed entries and with a fresh root
@@ -451,19 +457,7 @@ impl Disk {
         if header == self.header {
             return Ok(());
         }
-        if !self.writable {
-            return Err(Error::read_only(format!(
-                "{} is open read-only",
-                self.path.display()
-            )));
-        }
-        if self.changed_on_disk()? {
-            return Err(Error::new(
-                libc::EBUSY,
-                format!("{} changed on disk since it was read", self.path.display()),
-            ));
-        }
-        self.refuse_if_damaged()?;
+        self.may_change()?;
         let root_mtime = self.entry(ROOT_ID).map(|r| r.mtime).unwrap_or(0);
         self.rewrite(header, &[], root_mtime, root_mtime)
             .map_err(|e| e.context(self.path.display()))

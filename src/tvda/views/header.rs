@@ -24,7 +24,7 @@
 //! the others default to what a new disk has.
 
 use crate::error::{excerpt, Error, Result};
-use crate::text::{key_value, lines, parse_int, push_quoted, Cursor};
+use crate::text::{key_value, lines, parse_int, push_quoted, read_fields, Cursor};
 use crate::tvda::codec::tvda::{DiskKind, Header, HeaderFields, SPEC_VERSION};
 
 /// The file name of the view in the mount root.
@@ -182,18 +182,7 @@ pub fn parse_header(text: &[u8], current: Option<&Header>) -> Result<Header> {
         )));
     }
     let mut fields = Fields::default();
-    let mut last_line = 0;
-    for line in lines(text)? {
-        last_line = line.number;
-        if line.content().is_empty() {
-            continue;
-        }
-        let (key, mut value) = key_value(&line)?;
-        if !fields.take(key, &mut value)? {
-            return Err(line.error(format!("`{key}` is given twice")));
-        }
-        value.end()?;
-    }
+    let last_line = read_fields(text, |key, value| fields.take(key, value))?;
     let missing = |key: &str| Error::at(last_line + 1, 1, format!("`{key}` is missing"));
     let name = fields.name.ok_or_else(|| missing("name"))?;
     let (kind, kind_line) = fields.kind.ok_or_else(|| missing("kind"))?;
