@@ -4,6 +4,8 @@
 # database the kill left sound; running the same rsync again completes the restore exactly and
 # the engine sees the original world. An empty map.sqlite (what a crash of a program that let
 # SQLite create the file leaves) mounts as an empty map too, as the engine starts on one.
+# KILL_TIMES overrides when the kills come (seconds into the restore; a kill between a block's
+# block.txt and its nodes.cubeset once left the block's lighting flags cleared on the re-run).
 . "$(dirname "$0")/lib.sh"
 
 W=$(world w 2)
@@ -28,7 +30,7 @@ restore_into() {
   diff "$T/probe.original" "$T/probe.restored" || fail "the engine tells the world restored into $R from the original"
 }
 
-for at in 0.2 0.6 1.5; do
+for at in ${KILL_TIMES:-0.2 0.6 1.1 1.5 2.0}; do
   R=$T/restore-$at
   mkdir "$R"
   cp "$BK/world.mt" "$R/"

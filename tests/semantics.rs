@@ -691,6 +691,68 @@ fn cp_r_fills_a_new_block() {
     }
 }
 
+/// "This rule applies only where you did not write the derived data yourself: a change of
+/// `nodes.cubeset` made after a `block.txt` of the same block was written through the mount
+/// keeps the flags and `lighting_complete` that `block.txt` set, however long after and
+/// across remounts, until the nodes change": a restore stopped between the block's
+/// `block.txt` and its `nodes.cubeset` (a killed daemon, a full disk) and run again — rsync
+/// then skips the `block.txt` it finds equal — gives the block back exactly; the next node
+/// edit relights.
+#[test]
+fn a_header_written_before_a_remount_keeps_its_flags_through_the_nodes_written_after() {
+    let f = luanti();
+    let file = |dir: &str, name: &str| vec!["blocks".to_string(), dir.into(), name.into()];
+    let vfs = f.vfs(false);
+    // A block of more than one kind of node, with its header.
+    let source = names(&vfs, &["blocks".to_string()], 0)
+        .into_iter()
+        .map(|(n, _)| n)
+        .find(|n| n.contains(',') && cat(&vfs, &file(n, "nodes.cubeset")).contains("\t\t\t\t\"b: "))
+        .expect("a block of several kinds of node");
+    let source = &source;
+    // The source's header with every lighting bit complete, so the relighting rule shows.
+    let header: String = cat(&vfs, &file(source, "block.txt"))
+        .split_inclusive('\n')
+        .map(|l| {
+            let value =
+                |old: &str, new: &str| l.replacen(&format!(" = {old}"), &format!(" = {new}"), 1);
+            if l.starts_with("lighting_complete ") {
+                value(&l[l.find(" = ").unwrap() + 3..][..6], "0xffff")
+            } else if l.starts_with("lighting_expired ") {
+                value("true ", "false")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    let nodes = cat(&vfs, &file(source, "nodes.cubeset"));
+    let blocks = ino(&vfs, &["blocks".to_string()]).unwrap();
+    // The block folder as `cp -r` or rsync makes it, and its block.txt written in it.
+    let (dir, _) = vfs.mkdir(blocks, "100,100,100", PID).unwrap();
+    let (_, _, fh) = vfs.create(dir, "block.txt", 0o644).unwrap();
+    vfs.write(fh, 0, header.as_bytes(), false).unwrap();
+    vfs.flush(fh).unwrap();
+    vfs.release(fh).unwrap();
+    drop(vfs);
+    let vfs = f.vfs(false);
+    save(&vfs, &file("100,100,100", "nodes.cubeset"), &nodes).unwrap();
+    assert!(cat(&vfs, &file("100,100,100", "nodes.cubeset")) == nodes);
+    let restored = cat(&vfs, &file("100,100,100", "block.txt"));
+    assert_eq!(
+        restored, header,
+        "the nodes written after a remount cleared the flags block.txt set"
+    );
+    // The next node edit is the user's own: the engine relights the block.
+    let edited = nodes.replacen("\"a: ", "\"a: worldfs:relit", 1);
+    assert!(edited != nodes);
+    save(&vfs, &file("100,100,100", "nodes.cubeset"), &edited).unwrap();
+    let relit = cat(&vfs, &file("100,100,100", "block.txt"));
+    assert!(
+        relit.contains("lighting_complete = 0x0000") || relit.contains("lighting_expired = true"),
+        "{relit}"
+    );
+}
+
 /// "The rule never touches `light.txt`": light written through the mount stays as written
 /// when `nodes.cubeset` is written after it (the node edit still marks the light for the
 /// engine to recompute, `lighting_complete` or `lighting_expired` by version, no `block.txt`

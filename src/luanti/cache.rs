@@ -34,6 +34,10 @@ use std::time::Duration;
 const MAX_BLOCK_COST: usize = 20 << 20;
 /// Per-block locks, sharded.
 const SHARDS: usize = 64;
+
+/// The entry name under which a block's recorded times keep the nodes its `block.txt` was
+/// last written over (no entry of a block folder has a NUL in its name).
+const HEADER_MARK: &str = "\0block.txt written over";
 /// How often (at most) to ask SQLite whether another writer changed the database.
 const REFRESH_INTERVAL_MS: u64 = 50;
 
@@ -675,6 +679,21 @@ impl Blocks {
     /// `hash`, if one is (see [`Blocks::entry_mtime`]).
     pub fn entry_recorded_mtime(&self, pos: BlockPos, sub: &str, hash: u64) -> Option<SystemTime> {
         self.mtimes.recorded(self.entry_key(pos, sub), hash)
+    }
+
+    /// Records that `block.txt` of the block at `pos` was written through the mount while
+    /// its nodes hashed to `nodes` (kept with the recorded times, under a key no entry has).
+    pub fn mark_header_written(&self, pos: BlockPos, nodes: u64) {
+        self.mtimes
+            .record(self.entry_key(pos, HEADER_MARK), nodes, SystemTime::now());
+    }
+
+    /// Whether `block.txt` of the block at `pos` was written through the mount while its
+    /// nodes hashed to `nodes`, as they still do.
+    pub fn header_written_over(&self, pos: BlockPos, nodes: u64) -> bool {
+        self.mtimes
+            .recorded(self.entry_key(pos, HEADER_MARK), nodes)
+            .is_some()
     }
 
     /// Records explicit mtimes for entries of the block's folder: `(sub, hash, time)`, as in

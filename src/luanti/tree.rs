@@ -31,7 +31,6 @@ use crate::luanti::store::write_back::Window;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
-use crate::vfs::recent::Recent;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
     base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Stat, Tree,
@@ -107,9 +106,6 @@ pub struct LuantiTree {
     /// Recent pages of the `blocks/` listing: the kernel asks for a few dozen entries per
     /// call, and a page read from SQLite serves many consecutive calls.
     pages: Mutex<Vec<Arc<Page>>>,
-    /// Blocks whose `block.txt` was written through the mount, and when (within
-    /// [`blocks::HEADER_WINDOW`]): a node edit then keeps the lighting flags that file set.
-    headers: Mutex<Recent<BlockPos>>,
 }
 
 /// The world folder of a source: the folder itself, or none for a map database file.
@@ -145,7 +141,6 @@ impl LuantiTree {
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
             pages: Mutex::new(Vec::new()),
-            headers: Mutex::new(Recent::new(blocks::HEADER_WINDOW)),
         })
     }
 

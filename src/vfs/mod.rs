@@ -15,7 +15,6 @@ pub mod overlay;
 #[cfg(test)]
 pub mod race_hook;
 pub mod readdir;
-pub mod recent;
 pub mod rename;
 pub mod replace;
 pub mod scan;

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::{base_time, not_found, value_to_file, LuantiTree};
 use crate::error::{Error, Result};
@@ -81,10 +81,19 @@ fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock)
     Ok(())
 }
 
-/// How long a `block.txt` written through the mount stands against the relighting rule of
-/// [`parse_nodes_clearing_light`]: a copy or a restore (`cp -r`, `rsync -a`) writes every file
-/// of a block within it, and the header it wrote is the one it wants, flags included.
-pub(super) const HEADER_WINDOW: Duration = Duration::from_secs(60);
+/// What a block's nodes are, for the relighting rule of [`parse_nodes_clearing_light`]: its
+/// node names and their indices (param2 does not light anything).
+fn nodes_hash(block: &MapBlock) -> u64 {
+    let mut bytes = Vec::with_capacity(block.content.len() * 2 + block.names.len() * 16);
+    for name in &block.names {
+        bytes.extend_from_slice(name.as_bytes());
+        bytes.push(0);
+    }
+    for c in &block.content {
+        bytes.extend_from_slice(&c.to_le_bytes());
+    }
+    content_hash(&bytes)
+}
 
 /// The flags bit "lighting expired" of blocks before version 27.
 const LIGHTING_EXPIRED: u8 = 0x04;
@@ -217,27 +226,35 @@ impl LuantiTree {
     }
 
     /// Writes one view of a block. The derived-data rule (a node edit clears the lighting
-    /// flags) applies only where the user did not write `block.txt` itself: within
-    /// [`HEADER_WINDOW`] of a `block.txt` written through the mount, `nodes.cubeset` keeps the
-    /// flags that file set, so `cp -r` and an rsync restore give the block back exactly.
+    /// flags) applies only where the user did not write `block.txt` itself: a `nodes.cubeset`
+    /// written over the nodes a `block.txt` written through the mount last saw keeps the flags
+    /// that file set, so `cp -r` and an rsync restore give the block back exactly, however
+    /// long the copy takes and also when a restore killed between the two files is run again.
+    /// The mark lives with the recorded times (it survives a remount) and holds only while
+    /// the nodes stay as they were: the next node edit, or another program's, relights.
     pub(super) fn write_view(&self, pos: BlockPos, view: &'static View, data: &[u8]) -> Result<()> {
-        let mut headers = self
-            .headers
-            .lock()
-            .map_err(|_| Error::corrupt("header times lock poisoned"))?;
-        let header_written = headers.contains(&pos);
-        drop(headers);
-        if view.name == "nodes.cubeset" && header_written {
-            self.modify(pos, |b| views::parse_nodes(data, b))?;
-        } else {
-            self.modify(pos, |b| (view.parse)(data, pos, b))?;
-        }
-        if view.name == "block.txt" {
-            if let Ok(mut headers) = self.headers.lock() {
-                headers.mark(pos);
+        match view.name {
+            "nodes.cubeset" => self.modify(pos, |b| {
+                if self.blocks.header_written_over(pos, nodes_hash(b)) {
+                    views::parse_nodes(data, b)
+                } else {
+                    (view.parse)(data, pos, b)
+                }
+            }),
+            "block.txt" => {
+                let mut nodes = None;
+                self.modify(pos, |b| {
+                    (view.parse)(data, pos, b)?;
+                    nodes = Some(nodes_hash(b));
+                    Ok(())
+                })?;
+                if let Some(nodes) = nodes {
+                    self.blocks.mark_header_written(pos, nodes);
+                }
+                Ok(())
             }
+            _ => self.modify(pos, |b| (view.parse)(data, pos, b)),
         }
-        Ok(())
     }
 
     /// The stored key of a field whose file name is a long form (see [`names`]).
