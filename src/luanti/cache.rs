@@ -65,7 +65,12 @@ impl Cached {
         name: &'static str,
         render: impl FnOnce(&MapBlock) -> Vec<u8>,
     ) -> Arc<Vec<u8>> {
-        self.views.get_or_render(name, || render(&self.block)).0
+        self.views
+            .get_or_render(name, || {
+                let _rendering = one_at_a_time();
+                render(&self.block)
+            })
+            .0
     }
 
     /// The content hash of the rendered view `name` (which times recorded for it are
@@ -214,6 +219,19 @@ pub struct Blocks {
     /// transaction begins (tests of another writer committing then).
     #[cfg(test)]
     pub(crate) before_edit: crate::vfs::race_hook::RaceHook<Blocks>,
+}
+
+/// Held while a block is decoded or one of its views rendered: the memory that takes (up to
+/// the codec's limits: 12 MiB decompressed, 20 MiB with the rendered files) is then needed
+/// once, not once per request thread (`find` and `cat` of a hostile world's blocks at once
+/// held two, 74 MiB). Both are a small part of a walk's time (2.5x the read floor, against
+/// a mount walk's 28x), and a block that misses the cache is decoded once, so walks by
+/// several readers lose little.
+static HEAVY_WORK: Mutex<()> = Mutex::new(());
+
+/// Waits for [`HEAVY_WORK`] (it guards no data, so a panic elsewhere does not stop it).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    HEAVY_WORK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Gives memory freed by a large block, a whole-map scan or a rename back to the system.
@@ -420,8 +438,10 @@ impl Blocks {
             return_freed_memory();
             e.context(format!("block {},{},{}", pos.x, pos.y, pos.z))
         };
+        let decoding = one_at_a_time();
         let block = codec::decode_block(blob).map_err(context)?;
         let weight = cost(&block).map_err(context)?;
+        drop(decoding);
         Ok(Cached {
             block,
             mtime: self.mtime_of(pos, blob),
