@@ -144,9 +144,10 @@ error, an unknown character or name, a value out of range, a truncated file) cha
 in the database: close fails, the log names the file, line and reason, and the text stays
 readable in the mount until fixed or removed. Blocks whose nodes change get their
 lighting_complete cleared (before version 27, the lighting_expired flag set) so the engine
-relights them, unless block.txt of the same block was written through the mount since their
-nodes last changed (cp \-a and rsync \-a restores keep the flags they wrote, also when run
-again after a stop, across remounts); light.txt stays as written.
+relights them, unless a block.txt written through the mount left the block as it is (same
+header, same nodes): cp \-a and rsync \-a restores keep the flags they wrote, also when run
+again after a stop, across remounts; a block.txt saved unchanged marks nothing; light.txt
+stays as written.
 Times set by rsync, cp \-a or touch are kept on every file and folder while its content (a
 folder: its names; a block folder: until another program changes its block) is unchanged, so an edit
 makes the next backup send only what changed.

@@ -691,13 +691,14 @@ fn cp_r_fills_a_new_block() {
     }
 }
 
-/// "This rule applies only where you did not write the derived data yourself: a change of
-/// `nodes.cubeset` made after a `block.txt` of the same block was written through the mount
-/// keeps the flags and `lighting_complete` that `block.txt` set, however long after and
-/// across remounts, until the nodes change": a restore stopped between the block's
-/// `block.txt` and its `nodes.cubeset` (a killed daemon, a full disk) and run again — rsync
-/// then skips the `block.txt` it finds equal — gives the block back exactly; the next node
-/// edit relights.
+/// "This rule applies only where you did not write the derived data yourself: a
+/// `nodes.cubeset` written while the block is as a `block.txt` written through the mount left
+/// it (the same header and the same nodes) keeps the flags and `lighting_complete` that
+/// `block.txt` set, however long after and across remounts": a restore stopped between the
+/// block's `block.txt` and its `nodes.cubeset` (a killed daemon, a full disk) and run again —
+/// rsync then skips the `block.txt` it finds equal — gives the block back exactly. "A node
+/// edit after that, a save of the block by the engine in between, or a `block.txt` saved
+/// unchanged (it marks nothing) leave the rule to apply."
 #[test]
 fn a_header_written_before_a_remount_keeps_its_flags_through_the_nodes_written_after() {
     let f = luanti();
@@ -746,10 +747,62 @@ fn a_header_written_before_a_remount_keeps_its_flags_through_the_nodes_written_a
     let edited = nodes.replacen("\"a: ", "\"a: worldfs:relit", 1);
     assert!(edited != nodes);
     save(&vfs, &file("100,100,100", "nodes.cubeset"), &edited).unwrap();
-    let relit = cat(&vfs, &file("100,100,100", "block.txt"));
+    let relit = |vfs: &Vfs, dir: &str| {
+        let text = cat(vfs, &file(dir, "block.txt"));
+        text.contains("lighting_complete = 0x0000") || text.contains("lighting_expired = true")
+    };
     assert!(
-        relit.contains("lighting_complete = 0x0000") || relit.contains("lighting_expired = true"),
-        "{relit}"
+        relit(&vfs, "100,100,100"),
+        "a node edit after the copy relights"
+    );
+
+    // Another program saves the block between the two files (its timestamp moves): the nodes
+    // written after it are an edit of the block it saved, and relight it.
+    let (dir, _) = vfs.mkdir(blocks, "101,100,100", PID).unwrap();
+    let (_, _, fh) = vfs.create(dir, "block.txt", 0o644).unwrap();
+    vfs.write(fh, 0, header.as_bytes(), false).unwrap();
+    vfs.flush(fh).unwrap();
+    vfs.release(fh).unwrap();
+    drop(vfs);
+    let db = rusqlite::Connection::open(&f.store).unwrap();
+    let key = worldfs::luanti::store::map::pos_to_int(worldfs::luanti::codec::block::BlockPos {
+        x: 101,
+        y: 100,
+        z: 100,
+    });
+    let blob: Vec<u8> = db
+        .query_row("SELECT data FROM blocks WHERE pos = ?1", [key], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let mut saved = worldfs::luanti::codec::decode_block(&blob).unwrap();
+    saved.timestamp = 4242;
+    db.execute(
+        "UPDATE blocks SET data = ?1 WHERE pos = ?2",
+        rusqlite::params![worldfs::luanti::codec::encode_block(&saved).unwrap(), key],
+    )
+    .unwrap();
+    drop(db);
+    let vfs = f.vfs(false);
+    save(&vfs, &file("101,100,100", "nodes.cubeset"), &nodes).unwrap();
+    assert!(
+        relit(&vfs, "101,100,100"),
+        "nodes over another program's save keep the copy's flags"
+    );
+
+    // An editor's save of an unchanged block.txt marks nothing: the node edit after it relights.
+    let copy = "100,100,100";
+    save(&vfs, &file(copy, "block.txt"), &header).unwrap();
+    save(&vfs, &file(copy, "nodes.cubeset"), &nodes).unwrap();
+    assert!(
+        !relit(&vfs, copy),
+        "the header written, then the nodes: the copy's flags"
+    );
+    save(&vfs, &file(copy, "block.txt"), &header).unwrap();
+    save(&vfs, &file(copy, "nodes.cubeset"), &edited).unwrap();
+    assert!(
+        relit(&vfs, copy),
+        "a node edit after a no-op save of block.txt kept the flags"
     );
 }
 

@@ -35,8 +35,8 @@ const MAX_BLOCK_COST: usize = 20 << 20;
 /// Per-block locks, sharded.
 const SHARDS: usize = 64;
 
-/// The entry name under which a block's recorded times keep the nodes its `block.txt` was
-/// last written over (no entry of a block folder has a NUL in its name).
+/// The entry name under which a block's recorded times keep the state (header and nodes) a
+/// `block.txt` written through the mount last left it in (no entry of a block folder has a NUL in its name).
 const HEADER_MARK: &str = "\0block.txt written over";
 /// How often (at most) to ask SQLite whether another writer changed the database.
 const REFRESH_INTERVAL_MS: u64 = 50;
@@ -226,11 +226,12 @@ pub struct Blocks {
 /// once, not once per request thread (`find` and `cat` of a hostile world's blocks at once
 /// held two, 74 MiB). Both are a small part of a walk's time (2.5x the read floor, against
 /// a mount walk's 28x), and a block that misses the cache is decoded once, so walks by
-/// several readers lose little.
+/// several readers lose little. The whole-map work that runs on workers of its own (the
+/// `index/` scans, a rename across the map) decodes beside it, one block per worker.
 static HEAVY_WORK: Mutex<()> = Mutex::new(());
 
 /// Waits for [`HEAVY_WORK`] (it guards no data, so a panic elsewhere does not stop it).
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     HEAVY_WORK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -438,10 +439,11 @@ impl Blocks {
             return_freed_memory();
             e.context(format!("block {},{},{}", pos.x, pos.y, pos.z))
         };
-        let decoding = one_at_a_time();
-        let block = codec::decode_block(blob).map_err(context)?;
-        let weight = cost(&block).map_err(context)?;
-        drop(decoding);
+        let decoded = {
+            let _one = one_at_a_time();
+            codec::decode_block(blob).and_then(|block| cost(&block).map(|w| (block, w)))
+        };
+        let (block, weight) = decoded.map_err(context)?;
         Ok(Cached {
             block,
             mtime: self.mtime_of(pos, blob),
@@ -701,18 +703,18 @@ impl Blocks {
         self.mtimes.recorded(self.entry_key(pos, sub), hash)
     }
 
-    /// Records that `block.txt` of the block at `pos` was written through the mount while
-    /// its nodes hashed to `nodes` (kept with the recorded times, under a key no entry has).
-    pub fn mark_header_written(&self, pos: BlockPos, nodes: u64) {
+    /// Records that a `block.txt` written through the mount left the block at `pos` in the
+    /// state hashing to `state` (kept with the recorded times, under a key no entry has).
+    pub fn mark_header_written(&self, pos: BlockPos, state: u64) {
         self.mtimes
-            .record(self.entry_key(pos, HEADER_MARK), nodes, SystemTime::now());
+            .record(self.entry_key(pos, HEADER_MARK), state, SystemTime::now());
     }
 
-    /// Whether `block.txt` of the block at `pos` was written through the mount while its
-    /// nodes hashed to `nodes`, as they still do.
-    pub fn header_written_over(&self, pos: BlockPos, nodes: u64) -> bool {
+    /// Whether a `block.txt` written through the mount left the block at `pos` in the state
+    /// hashing to `state`, as it still is.
+    pub fn header_written_over(&self, pos: BlockPos, state: u64) -> bool {
         self.mtimes
-            .recorded(self.entry_key(pos, HEADER_MARK), nodes)
+            .recorded(self.entry_key(pos, HEADER_MARK), state)
             .is_some()
     }
 

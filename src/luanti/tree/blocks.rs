@@ -81,10 +81,28 @@ fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock)
     Ok(())
 }
 
-/// What a block's nodes are, for the relighting rule of [`parse_nodes_clearing_light`]: its
-/// node names and their indices (param2 does not light anything).
-fn nodes_hash(block: &MapBlock) -> u64 {
-    let mut bytes = Vec::with_capacity(block.content.len() * 2 + block.names.len() * 16);
+/// A block's header: version, flags, `lighting_complete`, timestamp.
+fn header(block: &MapBlock) -> (u8, u8, u16, u32) {
+    (
+        block.version,
+        block.flags,
+        block.lighting_complete,
+        block.timestamp,
+    )
+}
+
+/// What the relighting rule of [`parse_nodes_clearing_light`] looks at to tell a copy from an
+/// edit: the block's node names and their indices (param2 does not light anything) and its
+/// header. A `block.txt` written through the mount marks the block with it; a
+/// `nodes.cubeset` written while it is unchanged belongs to the same copy. Another program's
+/// save (it moves the timestamp), a header whose commit was lost in a crash, a node edit in
+/// between: each changes it, and the next node edit relights.
+fn lighting_key(block: &MapBlock) -> u64 {
+    let mut bytes = Vec::with_capacity(block.content.len() * 2 + block.names.len() * 16 + 8);
+    let (version, flags, lighting, timestamp) = header(block);
+    bytes.extend_from_slice(&[version, flags]);
+    bytes.extend_from_slice(&lighting.to_le_bytes());
+    bytes.extend_from_slice(&timestamp.to_le_bytes());
     for name in &block.names {
         bytes.extend_from_slice(name.as_bytes());
         bytes.push(0);
@@ -227,32 +245,30 @@ impl LuantiTree {
 
     /// Writes one view of a block. The derived-data rule (a node edit clears the lighting
     /// flags) applies only where the user did not write `block.txt` itself: a `nodes.cubeset`
-    /// written over the nodes a `block.txt` written through the mount last saw keeps the flags
-    /// that file set, so `cp -r` and an rsync restore give the block back exactly, however
-    /// long the copy takes and also when a restore killed between the two files is run again.
-    /// The mark lives with the recorded times (it survives a remount) and holds only while
-    /// the nodes stay as they were: the next node edit, or another program's, relights.
+    /// written while the block is as a `block.txt` written through the mount left it (same
+    /// header, same nodes; see [`lighting_key`]) keeps the flags that file set, so `cp -r`
+    /// and an rsync restore give the block back exactly, however long the copy takes and also
+    /// when a restore killed between the two files is run again. The mark lives with the
+    /// recorded times (it survives a remount) and is recorded under the block's times lock,
+    /// so a `nodes.cubeset` committed at the same time sees it or commits before it. A
+    /// `block.txt` that changes nothing (an editor's save) marks nothing.
     pub(super) fn write_view(&self, pos: BlockPos, view: &'static View, data: &[u8]) -> Result<()> {
         match view.name {
             "nodes.cubeset" => self.modify(pos, |b| {
-                if self.blocks.header_written_over(pos, nodes_hash(b)) {
+                if self.blocks.header_written_over(pos, lighting_key(b)) {
                     views::parse_nodes(data, b)
                 } else {
                     (view.parse)(data, pos, b)
                 }
             }),
-            "block.txt" => {
-                let mut nodes = None;
-                self.modify(pos, |b| {
-                    (view.parse)(data, pos, b)?;
-                    nodes = Some(nodes_hash(b));
-                    Ok(())
-                })?;
-                if let Some(nodes) = nodes {
-                    self.blocks.mark_header_written(pos, nodes);
+            "block.txt" => self.modify(pos, |b| {
+                let before = header(b);
+                (view.parse)(data, pos, b)?;
+                if header(b) != before {
+                    self.blocks.mark_header_written(pos, lighting_key(b));
                 }
                 Ok(())
-            }
+            }),
             _ => self.modify(pos, |b| (view.parse)(data, pos, b)),
         }
     }
@@ -281,6 +297,7 @@ impl LuantiTree {
             .store()
             .read(pos)?
             .ok_or_else(|| Error::not_found(format!("no block at {}", block_name(pos))))?;
+        let _one = crate::luanti::cache::one_at_a_time();
         Ok(codec::decode_block(&blob).err().map(|e| e.to_string()))
     }
 
