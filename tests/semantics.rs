@@ -728,12 +728,15 @@ fn a_header_written_before_a_remount_keeps_its_flags_through_the_nodes_written_a
         .collect();
     let nodes = cat(&vfs, &file(source, "nodes.cubeset"));
     let blocks = ino(&vfs, &["blocks".to_string()]).unwrap();
-    // The block folder as `cp -r` or rsync makes it, and its block.txt written in it.
-    let (dir, _) = vfs.mkdir(blocks, "100,100,100", PID).unwrap();
-    let (_, _, fh) = vfs.create(dir, "block.txt", 0o644).unwrap();
-    vfs.write(fh, 0, header.as_bytes(), false).unwrap();
-    vfs.flush(fh).unwrap();
-    vfs.release(fh).unwrap();
+    // A block folder as `cp -r` or rsync makes it, and its block.txt written in it.
+    let copy_header = |vfs: &Vfs, name: &str| {
+        let (dir, _) = vfs.mkdir(blocks, name, PID).unwrap();
+        let (_, _, fh) = vfs.create(dir, "block.txt", 0o644).unwrap();
+        vfs.write(fh, 0, header.as_bytes(), false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+    };
+    copy_header(&vfs, "100,100,100");
     drop(vfs);
     let vfs = f.vfs(false);
     save(&vfs, &file("100,100,100", "nodes.cubeset"), &nodes).unwrap();
@@ -758,11 +761,7 @@ fn a_header_written_before_a_remount_keeps_its_flags_through_the_nodes_written_a
 
     // Another program saves the block between the two files (its timestamp moves): the nodes
     // written after it are an edit of the block it saved, and relight it.
-    let (dir, _) = vfs.mkdir(blocks, "101,100,100", PID).unwrap();
-    let (_, _, fh) = vfs.create(dir, "block.txt", 0o644).unwrap();
-    vfs.write(fh, 0, header.as_bytes(), false).unwrap();
-    vfs.flush(fh).unwrap();
-    vfs.release(fh).unwrap();
+    copy_header(&vfs, "101,100,100");
     drop(vfs);
     let db = rusqlite::Connection::open(&f.store).unwrap();
     let key = worldfs::luanti::store::map::pos_to_int(worldfs::luanti::codec::block::BlockPos {
