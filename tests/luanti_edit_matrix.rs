@@ -1,6 +1,7 @@
 //! The edit matrix (issue "Nothing lost"): every edit path — node name, param2, light, a
 //! metadata field, an inventory, a node timer, a static object, a new block by `cp -r`, the
-//! restore of a block from a backup — applied to a real block of every serialization version
+//! restore of a block from a backup, a copy stopped after its block.txt and run again by
+//! another mount (a remount: the tree opened anew) — applied to a real block of every serialization version
 //! 22–29 through the Luanti tree's write API (the calls a mount's close makes), then:
 //!
 //! - the stored block decodes to the edit and nothing else changed (the only derived change is
@@ -62,7 +63,7 @@ enum Layout {
 }
 
 /// The edits, one column of the grid each.
-const EDITS: [&str; 9] = [
+const EDITS: [&str; 10] = [
     "node name",
     "param2",
     "light",
@@ -72,7 +73,10 @@ const EDITS: [&str; 9] = [
     "object",
     "cp -r",
     "restore",
+    "copy resumed after a remount",
 ];
+/// The first column of the edits that make their block (the copies).
+const FIRST_COPY_COLUMN: i16 = 7;
 /// The column holding the unedited source (what `cp -r` and the restore read).
 const SOURCE_COLUMN: i16 = EDITS.len() as i16;
 
@@ -387,6 +391,7 @@ fn node_expect(b: &MapBlock, at: RelPos, param1: bool) -> Expect {
 /// expected decoded block and what the engine should see.
 fn apply(
     tree: &LuantiTree,
+    world: &Path,
     source_pos: BlockPos,
     at: BlockPos,
     edit: &str,
@@ -535,6 +540,25 @@ fn apply(
             write(&["objects.txt"], &views::render_objects(&e, at));
             (canonical(e), None)
         }
+        "copy resumed after a remount" => {
+            // A copy stopped right after the block's block.txt (a killed daemon), then run
+            // again by another mount: it writes block.txt unchanged, then the rest.
+            tree.mkdir(&block_path(at, &[])).unwrap();
+            let header = tree.read(&block_path(source_pos, &["block.txt"])).unwrap();
+            write(&["block.txt"], &header);
+            tree.sync().unwrap();
+            let again = LuantiTree::open(
+                world,
+                &Options {
+                    read_only: false,
+                    cache_bytes: 8 << 20,
+                },
+            )
+            .unwrap();
+            assert!(copy_block(&again, source_pos, at, false) > 0);
+            again.sync().unwrap();
+            (canonical(e), None)
+        }
         "cp -r" | "restore" => {
             let files = copy_block(tree, source_pos, at, edit == "restore");
             assert!(files > 0);
@@ -617,7 +641,9 @@ fn copy_block(tree: &LuantiTree, from: BlockPos, to: BlockPos, restore: bool) ->
             tree.set_mtime(p, when).unwrap();
         }
     } else {
-        tree.mkdir(&block_path(to, &[])).unwrap();
+        if tree.stat(&block_path(to, &[])).is_err() {
+            tree.mkdir(&block_path(to, &[])).unwrap();
+        }
         for v in views_list {
             copy_view(v, &mut written);
         }
@@ -633,8 +659,8 @@ fn run_matrix(world: &Path, map: &Path, sources: &[Source]) -> Vec<Cell> {
         let conn = Connection::open(map).unwrap();
         for (row, s) in sources.iter().enumerate() {
             for col in 0..=SOURCE_COLUMN {
-                if col == 7 || col == 8 {
-                    continue; // made by cp -r and by the restore
+                if (FIRST_COPY_COLUMN..SOURCE_COLUMN).contains(&col) {
+                    continue; // made by the copies
                 }
                 let at = cell(row, col);
                 conn.execute(
@@ -659,7 +685,7 @@ fn run_matrix(world: &Path, map: &Path, sources: &[Source]) -> Vec<Cell> {
         for (col, edit) in EDITS.iter().enumerate() {
             let at = cell(row, col as i16);
             let original = decode_block(&s.blob_at(at)).unwrap();
-            let (expected, probe) = apply(&tree, source_pos, at, edit, &original);
+            let (expected, probe) = apply(&tree, world, source_pos, at, edit, &original);
             cells.push(Cell {
                 row,
                 label: s.label.clone(),

@@ -93,14 +93,15 @@ fn header(block: &MapBlock) -> (u8, u8, u16, u32) {
 
 /// What the relighting rule of [`parse_nodes_clearing_light`] looks at to tell a copy from an
 /// edit: the block's node names and their indices (param2 does not light anything) and its
-/// header. A `block.txt` written through the mount marks the block with it; a
+/// header but its version (22 and 23 are stored as 25, so the version read back differs
+/// from the one written). A `block.txt` written through the mount marks the block with it; a
 /// `nodes.cubeset` written while it is unchanged belongs to the same copy. Another program's
 /// save (it moves the timestamp), a header whose commit was lost in a crash, a node edit in
 /// between: each changes it, and the next node edit relights.
 fn lighting_key(block: &MapBlock) -> u64 {
     let mut bytes = Vec::with_capacity(block.content.len() * 2 + block.names.len() * 16 + 8);
-    let (version, flags, lighting, timestamp) = header(block);
-    bytes.extend_from_slice(&[version, flags]);
+    let (_, flags, lighting, timestamp) = header(block);
+    bytes.push(flags);
     bytes.extend_from_slice(&lighting.to_le_bytes());
     bytes.extend_from_slice(&timestamp.to_le_bytes());
     for name in &block.names {
