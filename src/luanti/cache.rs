@@ -36,7 +36,8 @@ const MAX_BLOCK_COST: usize = 20 << 20;
 const SHARDS: usize = 64;
 
 /// The entry name under which a block's recorded times keep the state (header and nodes) a
-/// `block.txt` written through the mount last left it in (no entry of a block folder has a NUL in its name).
+/// `block.txt` written through the mount last left it in (no entry of a block folder has a
+/// NUL in its name).
 const HEADER_MARK: &str = "\0block.txt written over";
 /// How often (at most) to ask SQLite whether another writer changed the database.
 const REFRESH_INTERVAL_MS: u64 = 50;
@@ -231,7 +232,7 @@ pub struct Blocks {
 static HEAVY_WORK: Mutex<()> = Mutex::new(());
 
 /// Waits for [`HEAVY_WORK`] (it guards no data, so a panic elsewhere does not stop it).
-pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     HEAVY_WORK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -453,6 +454,16 @@ impl Blocks {
             weight,
             from_seed: self.store.map().from_seed(pos)?,
         })
+    }
+
+    /// Why the stored block at `pos` does not decode (`None`: it decodes; `ENOENT`: no
+    /// block), decoded under [`HEAVY_WORK`] like every other decode of a request.
+    pub fn decode_error(&self, pos: BlockPos) -> Result<Option<String>> {
+        let blob = self.store.read(pos)?.ok_or_else(|| {
+            Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z))
+        })?;
+        let _one = one_at_a_time();
+        Ok(codec::decode_block(&blob).err().map(|e| e.to_string()))
     }
 
     /// What a block folder's stat needs of the block stored at `pos` (`None`: no block

@@ -218,6 +218,7 @@ impl LuantiTree {
             Place::Accounts => self.accounts()?.read(path),
             Place::Index(at) => self.index_read(path, at),
             Place::BlockError(pos) => self
+                .blocks
                 .decode_error(*pos)?
                 .map(|reason| Arc::new(format!("{reason}\n").into_bytes()))
                 .ok_or_else(|| not_found(path)),
@@ -404,7 +405,7 @@ impl Tree for LuantiTree {
             // a block folder reaches the rmdir that deletes the block.
             Place::View(pos, _) => self.blocks.get(pos).map(|_| ()),
             // So is removing a broken block's error.txt, so `rm -r` reaches the rmdir.
-            Place::BlockError(pos) => match self.decode_error(pos)? {
+            Place::BlockError(pos) => match self.blocks.decode_error(pos)? {
                 Some(_) => Ok(()),
                 None => Err(not_found(path)),
             },

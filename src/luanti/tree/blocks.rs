@@ -14,7 +14,6 @@ use std::time::SystemTime;
 use super::{base_time, not_found, value_to_file, LuantiTree};
 use crate::error::{Error, Result};
 use crate::luanti::cache::Cached;
-use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NodeMeta, RelPos};
 use crate::luanti::codec::inventory::serialize_inventory;
 use crate::luanti::store::map::LIST_BYTES;
@@ -291,17 +290,6 @@ impl LuantiTree {
         .cloned()
     }
 
-    /// Why the stored block at `pos` does not decode (`None`: it decodes; `ENOENT`: no block).
-    pub(super) fn decode_error(&self, pos: BlockPos) -> Result<Option<String>> {
-        let blob = self
-            .blocks
-            .store()
-            .read(pos)?
-            .ok_or_else(|| Error::not_found(format!("no block at {}", block_name(pos))))?;
-        let _one = crate::luanti::cache::one_at_a_time();
-        Ok(codec::decode_block(&blob).err().map(|e| e.to_string()))
-    }
-
     pub(super) fn dir_stat(&self, mtime: SystemTime) -> Stat {
         Stat::dir(mtime, self.read_only)
     }
@@ -551,7 +539,7 @@ impl LuantiTree {
         let c = match self.blocks.get(pos) {
             Ok(c) => c,
             Err(e) => {
-                let Some(reason) = self.decode_error(pos)? else {
+                let Some(reason) = self.blocks.decode_error(pos)? else {
                     return Err(e);
                 };
                 let entry = Entry {
