@@ -42,7 +42,14 @@ for at in ${KILL_TIMES:-0.2 0.6 1.1 1.5 2.0}; do
   sleep "$at"
   kill -9 "$PID"
   wait "$RSYNC" || true
-  fusermount3 -u -z "$M" || fail "lazy unmount failed"
+  # The user's next command: mounting again names the dead mount and what to run.
+  if "$WORLDFS" mount --log-file "$T/worldfs.log" "$R" "$M" 2>"$T/mount.err"; then
+    fail "a mount over the dead one succeeded"
+  fi
+  assert_contains "$T/mount.err" "still holds a mount whose daemon is gone"
+  assert_contains "$T/mount.err" "run \`worldfs unmount $M\` first"
+  "$WORLDFS" unmount "$M" || fail "worldfs unmount of the dead mount failed"
+  mountpoint -q "$M" && fail "$M still mounted"
   echo "killed $at s into the restore: $(cd "$R" && ls -A | tr '\n' ' ')"
   for db in "$R"/*.sqlite; do
     [ -e "$db" ] || continue

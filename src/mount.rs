@@ -74,6 +74,16 @@ fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<()> {
         std::io::ErrorKind::NotFound => Error::not_found(format!(
             "mount point {shown} does not exist (make it with mkdir)"
         )),
+        // A mount whose daemon died (killed, crashed) answers nothing until it is unmounted.
+        // ENOTCONN, or ECONNABORTED when requests were in flight as it died.
+        _ if matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)) => Error::new(
+            libc::ENOTCONN,
+            format!(
+                "mount point {shown} still holds a mount whose daemon is gone (killed or \
+                     crashed): run `worldfs unmount {shown}` first; what the daemon had \
+                     committed is in the world, and a restore can be run again"
+            ),
+        ),
         _ => Error::from(e).context(format!("mount point {shown}")),
     })?;
     if !md.is_dir() {
