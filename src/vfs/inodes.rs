@@ -6,7 +6,7 @@
 //! the attributes the kernel was last given for it, so the core can tell the kernel exactly
 //! which of its cached inodes changed (see `vfs::kernel_cache`).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::vfs::tree::Stat;
@@ -152,7 +152,9 @@ impl Inodes {
     /// When more than `budget` inodes are held: the entries (parent, name) of the oldest
     /// ones below the top level, enough to come back to three quarters of the budget. The
     /// kernel is asked to drop those names; it then forgets their inodes (and their
-    /// subtrees), which keeps this table bounded on walks of any size.
+    /// subtrees), which keeps this table bounded on walks of any size. An entry whose folder
+    /// is dropped too is left out: dropping the folder's name drops what is below it, so a
+    /// walked block folder costs the kernel one notification instead of one per file.
     pub fn over_budget(&self, budget: usize) -> Vec<(u64, Arc<str>)> {
         if self.nodes.len() <= budget {
             return Vec::new();
@@ -170,7 +172,29 @@ impl Inodes {
         }
         old.select_nth_unstable_by_key(excess - 1, |&(ino, _, _)| ino);
         old.truncate(excess);
-        old.into_iter().map(|(_, p, n)| (p, n.clone())).collect()
+        let dropped: HashSet<u64> = old.iter().map(|&(ino, _, _)| ino).collect();
+        old.into_iter()
+            .filter(|&(_, parent, _)| !self.below_any(parent, &dropped))
+            .map(|(_, p, n)| (p, n.clone()))
+            .collect()
+    }
+
+    /// Whether `ino` or a folder above it is in `set`.
+    fn below_any(&self, ino: u64, set: &HashSet<u64>) -> bool {
+        let mut cur = ino;
+        for _ in 0..MAX_DEPTH {
+            if cur == ROOT {
+                return false;
+            }
+            if set.contains(&cur) {
+                return true;
+            }
+            match self.nodes.get(&cur) {
+                Some(node) => cur = node.parent,
+                None => return false,
+            }
+        }
+        false
     }
 
     /// Notes the attributes the kernel was given for `ino`: kept when `stat` is not
@@ -279,5 +303,38 @@ mod tests {
         drop.sort();
         // 12 held (root, blocks, 10 blocks) → down to 6: the six oldest blocks, never `blocks`.
         assert_eq!(drop, ["0,0,0", "1,0,0", "2,0,0", "3,0,0", "4,0,0", "5,0,0"]);
+    }
+
+    #[test]
+    fn a_dropped_folder_takes_its_files_along_in_one_name() {
+        let mut t = Inodes::default();
+        let blocks = t.lookup(ROOT, "blocks");
+        for i in 0..4 {
+            let b = t.lookup(blocks, &format!("{i},0,0"));
+            for f in ["block.txt", "nodes.cubeset", "meta"] {
+                let f = t.lookup(b, f);
+                if i == 0 && f == 6 {
+                    t.lookup(f, "0,0,0");
+                }
+            }
+        }
+        assert_eq!(t.path(7).unwrap(), ["blocks", "0,0,0", "meta", "0,0,0"]);
+        // 19 held → down to 8: the 11 oldest are blocks 0 and 1 (with a file in block 0's
+        // `meta`), block 2's folder and its `block.txt`: dropping the three folders' names
+        // drops them all.
+        let drop: Vec<(u64, String)> = t
+            .over_budget(11)
+            .iter()
+            .map(|(p, n)| (*p, n.to_string()))
+            .collect();
+        let mut names: Vec<&str> = drop
+            .iter()
+            .map(|(p, n)| {
+                assert_eq!(*p, blocks);
+                n.as_str()
+            })
+            .collect();
+        names.sort();
+        assert_eq!(names, ["0,0,0", "1,0,0", "2,0,0"]);
     }
 }
