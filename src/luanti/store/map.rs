@@ -204,12 +204,13 @@ impl MapStore {
     }
 
     /// The stored blob of one block, for showing it: may come from what was read ahead of a
-    /// walk (PostgreSQL, see [`read_ahead`](super::read_ahead)), as fresh as the last look at
+    /// walk (SQLite and PostgreSQL, see [`read_ahead`](super::read_ahead)), as fresh as the last look at
     /// [`MapStore::data_version`]. Checks before a commit use [`MapStore::get`].
     pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         match self {
             MapStore::Postgres(p) => p.read_ahead(pos),
             MapStore::Seeded(p) => p.read_ahead(pos),
+            MapStore::Sqlite(s) => s.read_ahead(pos),
             _ => self.get(pos),
         }
     }

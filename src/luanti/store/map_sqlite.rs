@@ -2,7 +2,8 @@
 //!
 //! The engine picks the schema by the presence of a `z` column (new worlds since 5.12.0 use
 //! `blocks(x, y, z, data)`, older ones `blocks(pos, data)` forever); so do we. Every read is
-//! one short statement (listing is paged by key), so a reader never holds a lock long enough
+//! one short statement (listing is paged by key, a walk reads ahead a few dozen blocks at a
+//! time, see [`read_ahead`](super::read_ahead)), so a reader never holds a lock long enough
 //! to make a running server wait; every write is one transaction, so a crash leaves each
 //! block either old or new. A streamed commit keeps its blocks in a temporary table until it
 //! copies them into `blocks` ([`SqliteMap::commit_stream`]). The store never changes the database's journal mode or schema.
@@ -18,6 +19,7 @@ use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
     int_to_pos, is_last_page, pos_to_int, push_listed, Change, Listed, Produce, Stream, MAX_STORED,
 };
+use crate::luanti::store::read_ahead::{Filled, ReadAhead, LOCAL, MAX_BYTES};
 use crate::luanti::store::sqlite;
 
 /// The two `map.sqlite` schemas.
@@ -53,6 +55,8 @@ pub struct SqliteMap {
     /// Whether the database did not exist at open and no commit has created it yet: reads
     /// see no blocks and create nothing, the first commit creates it ([`MAP_SCHEMA`]).
     absent: AtomicBool,
+    /// Blocks read ahead of walks.
+    ahead: ReadAhead,
 }
 
 /// The schema Luanti 5.6.1 creates (`MapDatabaseSQLite3::createDatabase`), byte for byte;
@@ -214,6 +218,7 @@ impl SqliteMap {
             version: Mutex::new(None),
             reported: AtomicBool::new(false),
             absent: AtomicBool::new(false),
+            ahead: ReadAhead::new(LOCAL),
         };
         if holds_nothing(path) {
             store.absent.store(true, Ordering::Relaxed);
@@ -344,6 +349,110 @@ impl SqliteMap {
         }
     }
 
+    /// The stored blob of one block, for showing it: as fresh as the last look at
+    /// [`SqliteMap::data_version`], read ahead of a walk. A position with no key of its own
+    /// (beyond the engine's limits in the `pos` schema) is read alone.
+    pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        if self.is_absent() {
+            return Ok(None);
+        }
+        if self.schema == Schema::Pos && int_to_pos(pos_to_int(pos)) != pos {
+            return self.get(pos);
+        }
+        self.ahead.get(self.key_of(pos), |_, rows| {
+            self.with_reader(|c| self.fill(c, pos, rows))
+        })
+    }
+
+    /// Up to `rows` loadable blocks from `pos` on in key order, in one statement, cut after
+    /// [`MAX_BYTES`] of data beyond the first and before a row longer than that. The block at
+    /// `pos` itself is read whatever its length, as [`SqliteMap::get`] reads it (and fails
+    /// as it does).
+    fn fill(&self, c: &Connection, pos: BlockPos, rows: usize) -> Result<Filled> {
+        let key = self.key_of(pos);
+        let data = format!(
+            "CASE WHEN octet_length(data) > {MAX_BYTES} THEN NULL \
+             ELSE IFNULL(CAST(data AS BLOB), X'') END"
+        );
+        let limit = i64::try_from(rows).unwrap_or(i64::MAX);
+        let loadable = loadable_rows(self.schema);
+        let (mut out, mut bytes) = (Vec::new(), 0usize);
+        let mut complete_to = u64::MAX;
+        let mut first_too_long = false;
+        let mut take = |k: u64, d: Option<Vec<u8>>| -> bool {
+            match d {
+                Some(d) if out.is_empty() || bytes + d.len() <= MAX_BYTES => {
+                    bytes += if out.is_empty() { 0 } else { d.len() };
+                    out.push((k, d));
+                    true
+                }
+                None if out.is_empty() && k == key => {
+                    first_too_long = true;
+                    false
+                }
+                _ => {
+                    complete_to = k.saturating_sub(1);
+                    false
+                }
+            }
+        };
+        match self.schema {
+            Schema::Pos => {
+                let sql = format!(
+                    "SELECT pos, {data} FROM blocks WHERE pos >= ?1 AND {loadable} \
+                     ORDER BY pos LIMIT ?2"
+                );
+                let mut stmt = c.prepare_cached(&sql)?;
+                let mut q = stmt.query(params![key as i64 - POS_KEY_OFFSET, limit])?;
+                while let Some(r) = q.next()? {
+                    let p: i64 = r.get(0)?;
+                    if !take((p + POS_KEY_OFFSET) as u64, r.get(1)?) {
+                        break;
+                    }
+                }
+            }
+            Schema::Xyz => {
+                let sql = format!(
+                    "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) >= (?1, ?2, ?3) \
+                     AND {loadable} ORDER BY x, z, y LIMIT ?4"
+                );
+                let p = xyz_from_key(key);
+                let mut stmt = c.prepare_cached(&sql)?;
+                let mut q = stmt.query(params![p.x, p.z, p.y, limit])?;
+                while let Some(r) = q.next()? {
+                    let at = |i: usize| -> Result<i16> {
+                        let v: i64 = r.get(i)?;
+                        i16::try_from(v).map_err(|_| {
+                            Error::corrupt(format!("block coordinate {v} out of range"))
+                        })
+                    };
+                    let at = BlockPos {
+                        x: at(0)?,
+                        y: at(1)?,
+                        z: at(2)?,
+                    };
+                    if !take(xyz_key(at), r.get(3)?) {
+                        break;
+                    }
+                }
+            }
+        }
+        if first_too_long {
+            let data = self.get_on(c, pos)?;
+            return Ok(Filled {
+                rows: data.map(|d| (key, d)).into_iter().collect(),
+                complete_to: key,
+            });
+        }
+        if complete_to == u64::MAX && out.len() == rows {
+            complete_to = out.last().map_or(key, |(k, _)| *k);
+        }
+        Ok(Filled {
+            rows: out,
+            complete_to,
+        })
+    }
+
     /// The listing key of a position (for resuming a listing just after it).
     pub fn key_of(&self, pos: BlockPos) -> u64 {
         match self.schema {
@@ -436,7 +545,7 @@ impl SqliteMap {
         let conn = guard
             .as_ref()
             .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
-        sqlite::data_version(conn)
+        sqlite::data_version(conn).inspect(|v| self.ahead.seen_version(*v))
     }
 
     /// Whether the store refuses every change.
@@ -504,7 +613,9 @@ impl SqliteMap {
                 }
             }
         }
-        tx.commit()?;
+        let committed = tx.commit();
+        self.ahead.committed();
+        committed?;
         Ok(changes)
     }
 
@@ -539,7 +650,9 @@ impl SqliteMap {
         produce(&mut SqliteStream { map: self, tx: &tx })?;
         tx.execute_batch(copy)?;
         tx.execute_batch("DROP TABLE temp.worldfs_stream")?;
-        tx.commit()?;
+        let committed = tx.commit();
+        self.ahead.committed();
+        committed?;
         Ok(())
     }
 }
@@ -647,6 +760,83 @@ mod tests {
                 commit(&ro, &[(pos(0, 0, 0), None)]).unwrap_err().errno(),
                 libc::EROFS
             );
+        }
+    }
+
+    /// Reads ahead answer exactly as `get` does, in any order, for every kind of row (absent,
+    /// too long to read ahead, too long to read, NULL, out of the engine's range), and see
+    /// our commits at once and another writer's at the next look at the change token.
+    #[test]
+    fn reads_ahead_answer_as_get_does() {
+        for schema in [Schema::Pos, Schema::Xyz] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = make_db(dir.path(), schema);
+            let store = SqliteMap::open(&path, false).unwrap();
+            let mut blocks: Vec<Change> = (0..300)
+                .filter(|i| i % 7 != 3)
+                .map(|i| {
+                    (
+                        pos(i % 20, i / 20, 0),
+                        Some(vec![i as u8; 1 + i as usize % 50]),
+                    )
+                })
+                .collect();
+            blocks.push((pos(4, 1, 0), Some(vec![1; MAX_BYTES + 1])));
+            blocks.push((pos(5, 1, 0), Some(vec![2; MAX_STORED + 1])));
+            blocks.push((pos(6, 1, 0), Some(vec![3; MAX_BYTES / 2 + 1])));
+            blocks.push((pos(7, 1, 0), Some(vec![4; MAX_BYTES / 2 + 1])));
+            commit(&store, &blocks).unwrap();
+            let c = Connection::open(&path).unwrap();
+            if schema == Schema::Pos {
+                c.execute(
+                    "UPDATE blocks SET data = NULL WHERE pos = ?1",
+                    [pos_to_int(pos(8, 1, 0))],
+                )
+                .unwrap();
+                c.execute("INSERT INTO blocks VALUES (?1, x'01')", [POS_MAX + 1])
+                    .unwrap();
+                c.execute("INSERT INTO blocks VALUES ('9x', x'02')", [])
+                    .unwrap();
+            }
+            let mut asks: Vec<BlockPos> = (-2..22)
+                .flat_map(|x| (-1..17).map(move |y| pos(x, y, 0)))
+                .collect();
+            asks.push(pos(2048, 0, 0));
+            asks.push(pos(-2049, 3, 0));
+            let same = |p: BlockPos| {
+                let (ahead, got) = (store.read_ahead(p), store.get(p));
+                match (&ahead, &got) {
+                    (Ok(a), Ok(g)) => assert!(a == g, "{schema:?} {p:?}"),
+                    (Err(a), Err(g)) => assert_eq!(a.to_string(), g.to_string()),
+                    _ => panic!("{schema:?} {p:?}: {:?} vs {:?}", ahead.is_ok(), got.is_ok()),
+                }
+            };
+            for p in &asks {
+                for _ in 0..3 {
+                    same(*p);
+                }
+            }
+            for p in asks.iter().rev() {
+                same(*p);
+            }
+            for i in 0..asks.len() {
+                same(asks[(i * 37) % asks.len()]);
+            }
+            // Our commit is seen at once; another writer's once the token is looked at.
+            store.read_ahead(pos(1, 0, 0)).unwrap();
+            commit(
+                &store,
+                &[(pos(2, 0, 0), Some(vec![9])), (pos(3, 0, 0), None)],
+            )
+            .unwrap();
+            assert_eq!(store.read_ahead(pos(2, 0, 0)).unwrap(), Some(vec![9]));
+            assert_eq!(store.read_ahead(pos(3, 0, 0)).unwrap(), None);
+            store.data_version().unwrap();
+            store.read_ahead(pos(10, 0, 0)).unwrap();
+            let other = SqliteMap::open(&path, false).unwrap();
+            commit(&other, &[(pos(11, 0, 0), Some(vec![8]))]).unwrap();
+            store.data_version().unwrap();
+            assert_eq!(store.read_ahead(pos(11, 0, 0)).unwrap(), Some(vec![8]));
         }
     }
 

@@ -1,16 +1,18 @@
-//! Reading ahead of walks, for map stores where every read is a round trip to a server.
+//! Reading ahead of walks, for map stores where every read is a statement or a round trip.
 //!
-//! A walk through the mount (`find`, `rsync`, `cp -r`, `grep -r`) visits `blocks/` in its
-//! listing order, which is the store's key order, and asks for each block several times (the
-//! folder's stat, its listing, the file read). Against SQLite each ask is a cheap local read;
-//! against PostgreSQL each is a round trip, which made a walk of a PostgreSQL world twice as
-//! slow as the same walk of its SQLite copy. So a read that misses fetches, in the same round
-//! trip, the blocks that follow in key order, and later asks within that range are answered
-//! from memory: a *stream*. A stream whose rows were used (a walk) is followed by a longer
-//! one (up to [`MAX_ROWS`]); lone reads (an editor, a random `cat`) read [`FIRST_ROWS`]. A
-//! few streams are kept (two readers walking at once, `find` ahead of `xargs cat`), each of
-//! at most [`MAX_BYTES`] (a larger first row is answered, not kept), so memory stays
-//! bounded.
+//! A walk through the mount (`find`, `cp -r`, `grep -r`, readers by name in `ls` order)
+//! visits `blocks/` in its listing order, which is the store's key order, and asks for each
+//! block several times (the folder's stat, its listing, the file read). Against PostgreSQL
+//! each ask is a round trip, which made a walk of a PostgreSQL world twice as slow as the same
+//! walk of its SQLite copy; against SQLite each is a statement with a read transaction of its
+//! own (a file lock, a look at the journal), about a tenth of a walk's time in the daemon. So
+//! a read that misses fetches, in the same statement, the blocks that follow in key order,
+//! and later asks within that range are answered from memory: a *stream*. A stream whose rows
+//! were all used up to its last (a walk) is followed by a longer one (up to the store's
+//! [`Windows::max`]); lone reads (an editor, a random `cat`, `rsync`'s name order) read
+//! [`Windows::first`] rows. A few streams are kept (two readers walking at once, `find`
+//! ahead of `xargs cat`), each of at most [`MAX_BYTES`] (a larger first row is answered, not
+//! kept), so memory stays bounded.
 //!
 //! What is read ahead is as fresh as a block cached decoded: it is dropped when the store's
 //! change token ([`MapStore::data_version`](super::map::MapStore::data_version), which the
@@ -23,10 +25,24 @@ use std::sync::Mutex;
 
 use crate::error::Result;
 
-/// Rows read by a miss that follows no walk.
-pub const FIRST_ROWS: usize = 16;
-/// The most rows one read ahead fetches.
-pub const MAX_ROWS: usize = 256;
+/// How many rows a store's reads ahead fetch.
+#[derive(Clone, Copy)]
+pub struct Windows {
+    /// Rows read by a miss that follows no walk.
+    pub first: usize,
+    /// The most rows one read ahead fetches.
+    pub max: usize,
+}
+
+/// For a server, where each read is a round trip: a lone read fetches a few blocks more.
+pub const SERVER: Windows = Windows {
+    first: 16,
+    max: 256,
+};
+
+/// For a local database, where a statement costs little more than the rows it reads: a lone
+/// read fetches its block alone (`rsync` walks in name order, not key order).
+pub const LOCAL: Windows = Windows { first: 1, max: 64 };
 /// The most data bytes a read ahead keeps.
 pub const MAX_BYTES: usize = 1 << 20;
 /// Streams kept at once.
@@ -50,6 +66,8 @@ struct Stream {
     hits: usize,
     /// Rows this stream's fill asked for.
     window: usize,
+    /// The greatest key asked of this stream.
+    top: u64,
 }
 
 impl Stream {
@@ -57,9 +75,11 @@ impl Stream {
         self.from <= key && key <= self.to
     }
 
-    /// Whether it was walked through: asked for at least as often as it has rows.
+    /// Whether it was walked through: asked for at least as often as it has rows, up to its
+    /// last row.
     fn walked(&self) -> bool {
-        self.hits >= self.rows.len().max(2)
+        self.hits >= self.rows.len().max(1)
+            && self.rows.last().map_or(true, |(k, _)| self.top >= *k)
     }
 }
 
@@ -74,12 +94,26 @@ struct Inner {
 }
 
 /// The streams of one store.
-#[derive(Default)]
 pub struct ReadAhead {
     inner: Mutex<Inner>,
+    windows: Windows,
+}
+
+impl Default for ReadAhead {
+    fn default() -> Self {
+        ReadAhead::new(SERVER)
+    }
 }
 
 impl ReadAhead {
+    /// Streams read with `windows`.
+    pub fn new(windows: Windows) -> ReadAhead {
+        ReadAhead {
+            inner: Mutex::default(),
+            windows,
+        }
+    }
+
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -96,6 +130,7 @@ impl ReadAhead {
             if let Some(i) = inner.streams.iter().position(|s| s.holds(key)) {
                 if let Some(mut s) = inner.streams.remove(i) {
                     s.hits += 1;
+                    s.top = s.top.max(key);
                     let found = s
                         .rows
                         .binary_search_by_key(&key, |(k, _)| *k)
@@ -106,8 +141,10 @@ impl ReadAhead {
                 }
             }
             let window = match behind(&inner.streams, key) {
-                Some(i) if inner.streams[i].walked() => (inner.streams[i].window * 2).min(MAX_ROWS),
-                _ => FIRST_ROWS,
+                Some(i) if inner.streams[i].walked() => {
+                    (inner.streams[i].window * 2).min(self.windows.max)
+                }
+                _ => self.windows.first,
             };
             (window, inner.version, inner.commits)
         };
@@ -134,6 +171,7 @@ impl ReadAhead {
                 rows,
                 hits: 1,
                 window,
+                top: key,
             });
             while inner.streams.len() > STREAMS {
                 inner.streams.pop_front();
@@ -247,7 +285,7 @@ mod tests {
         }
         let trips = *server.trips.borrow();
         assert!(
-            trips < 5000 / MAX_ROWS + 10,
+            trips < 5000 / SERVER.max + 10,
             "{trips} round trips for 5000 blocks"
         );
         assert!(ahead.bytes() <= STREAMS * (MAX_BYTES + 100));
@@ -264,7 +302,7 @@ mod tests {
             );
         }
         let inner = ahead.inner();
-        assert!(inner.streams.iter().all(|s| s.window == FIRST_ROWS));
+        assert!(inner.streams.iter().all(|s| s.window == SERVER.first));
         drop(inner);
         // Two walks interleaved, over different parts of the map.
         let before = *server.trips.borrow();
@@ -281,7 +319,34 @@ mod tests {
             }
         }
         let trips = *server.trips.borrow() - before;
-        assert!(trips < 2 * (4000 / MAX_ROWS + 10), "{trips} round trips");
+        assert!(trips < 2 * (4000 / SERVER.max + 10), "{trips} round trips");
+    }
+
+    /// A walk in another order than the keys' (`rsync` goes by name) reads its blocks about
+    /// one at a time, as a walk in key order still reads them a window at a time.
+    #[test]
+    fn local_windows_grow_only_for_walks_in_key_order() {
+        let server = Server::new(2000, 10);
+        let ahead = ReadAhead::new(LOCAL);
+        let read = RefCell::new(0usize);
+        let fill = |f, n| {
+            let filled = server.fill(f, n)?;
+            *read.borrow_mut() += filled.rows.len();
+            Ok(filled)
+        };
+        for i in 0..2000u64 {
+            let key = 2 * (1 + (i * 787) % 2000);
+            for _ in 0..2 {
+                assert_eq!(ahead.get(key, fill).unwrap(), server.exact(key));
+            }
+        }
+        assert!(*read.borrow() < 3 * 2000, "{} rows read", read.borrow());
+        let trips = *server.trips.borrow();
+        for key in (2..=4000).step_by(2) {
+            assert_eq!(ahead.get(key, fill).unwrap(), server.exact(key));
+        }
+        let trips = *server.trips.borrow() - trips;
+        assert!(trips < 2000 / LOCAL.max + 20, "{trips} statements");
     }
 
     #[test]
