@@ -288,18 +288,22 @@ fn prepare_process() -> Result<SigSet> {
 /// daemon must keep each one too: past the budget, ask the kernel to drop the oldest names,
 /// so a walk of any world leaves the daemon's memory bounded.
 fn forget_past_budget(vfs: Arc<Vfs>, notifier: fuser::Notifier, budget: usize) {
-    std::thread::spawn(move || loop {
-        std::thread::sleep(Duration::from_millis(100));
-        let names = vfs.over_budget(budget);
-        if !names.is_empty() {
-            log::info!(
-                "over the inode budget: asking the kernel to forget {} names",
-                names.len()
-            );
-        }
-        for (parent, name) in names {
-            // ENOENT: the kernel has dropped it already.
-            let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::new(&name));
+    std::thread::spawn(move || {
+        let mut sent = std::collections::HashSet::new();
+        loop {
+            std::thread::sleep(Duration::from_millis(100));
+            let names = vfs.over_budget(budget, &sent);
+            if !names.is_empty() {
+                log::info!(
+                    "over the inode budget: asking the kernel to forget {} names",
+                    names.len()
+                );
+            }
+            sent = names.iter().map(|(ino, _, _)| *ino).collect();
+            for (_, parent, name) in names {
+                // ENOENT: the kernel has dropped it already.
+                let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::new(&name));
+            }
         }
     });
 }

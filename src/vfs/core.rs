@@ -25,7 +25,7 @@
 //! [`handles`](crate::vfs::handles), held text in [`overlay`](crate::vfs::overlay),
 //! listings in [`readdir`](crate::vfs::readdir), and [`rename`](crate::vfs::rename).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -413,14 +413,18 @@ impl Vfs {
         self.lookup(parent, name, pid)
     }
 
-    /// Entries the kernel should drop so that at most about `budget` inodes stay held (see
-    /// [`Inodes::over_budget`]).
-    pub fn over_budget(&self, budget: usize) -> Vec<(u64, String)> {
+    /// Entries the kernel should drop so that at most about `budget` inodes stay held, as
+    /// `(inode, folder, name)` (see [`Inodes::over_budget`], which `sent_before` is for).
+    pub fn over_budget(
+        &self,
+        budget: usize,
+        sent_before: &HashSet<u64>,
+    ) -> Vec<(u64, u64, String)> {
         match self.inodes.read() {
             Ok(t) => t
-                .over_budget(budget)
+                .over_budget(budget, sent_before)
                 .into_iter()
-                .map(|(p, n)| (p, n.to_string()))
+                .map(|(i, p, n)| (i, p, n.to_string()))
                 .collect(),
             Err(_) => Vec::new(),
         }

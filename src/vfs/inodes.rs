@@ -154,8 +154,17 @@ impl Inodes {
     /// kernel is asked to drop those names; it then forgets their inodes (and their
     /// subtrees), which keeps this table bounded on walks of any size. An entry whose folder
     /// is dropped too is left out: dropping the folder's name drops what is below it, so a
-    /// walked block folder costs the kernel one notification instead of one per file.
-    pub fn over_budget(&self, budget: usize) -> Vec<(u64, Arc<str>)> {
+    /// walked block folder costs the kernel one notification instead of one per file. A
+    /// folder already named in `sent_before` (the last call's inodes) that is still held
+    /// (a shell's working folder: the kernel drops its name but keeps it) does not stand for
+    /// its entries again: they are named one by one.
+    ///
+    /// Returns `(inode, folder, name)` of each entry to drop.
+    pub fn over_budget(
+        &self,
+        budget: usize,
+        sent_before: &HashSet<u64>,
+    ) -> Vec<(u64, u64, Arc<str>)> {
         if self.nodes.len() <= budget {
             return Vec::new();
         }
@@ -172,10 +181,14 @@ impl Inodes {
         }
         old.select_nth_unstable_by_key(excess - 1, |&(ino, _, _)| ino);
         old.truncate(excess);
-        let dropped: HashSet<u64> = old.iter().map(|&(ino, _, _)| ino).collect();
+        let dropped: HashSet<u64> = old
+            .iter()
+            .map(|&(ino, _, _)| ino)
+            .filter(|ino| !sent_before.contains(ino))
+            .collect();
         old.into_iter()
             .filter(|&(_, parent, _)| !self.below_any(parent, &dropped))
-            .map(|(_, p, n)| (p, n.clone()))
+            .map(|(ino, p, n)| (ino, p, n.clone()))
             .collect()
     }
 
@@ -294,11 +307,11 @@ mod tests {
         for i in 0..10 {
             t.lookup(blocks, &format!("{i},0,0"));
         }
-        assert!(t.over_budget(100).is_empty());
+        assert!(t.over_budget(100, &HashSet::new()).is_empty());
         let mut drop: Vec<String> = t
-            .over_budget(8)
+            .over_budget(8, &HashSet::new())
             .iter()
-            .map(|(_, n)| n.to_string())
+            .map(|(_, _, n)| n.to_string())
             .collect();
         drop.sort();
         // 12 held (root, blocks, 10 blocks) → down to 6: the six oldest blocks, never `blocks`.
@@ -323,9 +336,9 @@ mod tests {
         // `meta`), block 2's folder and its `block.txt`: dropping the three folders' names
         // drops them all.
         let drop: Vec<(u64, String)> = t
-            .over_budget(11)
+            .over_budget(11, &HashSet::new())
             .iter()
-            .map(|(p, n)| (*p, n.to_string()))
+            .map(|(_, p, n)| (*p, n.to_string()))
             .collect();
         let mut names: Vec<&str> = drop
             .iter()
@@ -336,5 +349,28 @@ mod tests {
             .collect();
         names.sort();
         assert_eq!(names, ["0,0,0", "1,0,0", "2,0,0"]);
+    }
+
+    /// A folder the kernel keeps after its name was dropped (a shell's working folder) is
+    /// named again, with its entries one by one, so they can still be dropped.
+    #[test]
+    fn a_folder_held_after_its_name_was_dropped_gives_up_its_entries_one_by_one() {
+        let mut t = Inodes::default();
+        let blocks = t.lookup(ROOT, "blocks");
+        let held = t.lookup(blocks, "0,0,0");
+        for f in 0..10 {
+            t.lookup(held, &format!("f{f}"));
+        }
+        let first = t.over_budget(8, &HashSet::new());
+        assert_eq!(first.len(), 1, "the folder stands for its files");
+        let sent: HashSet<u64> = first.iter().map(|(ino, _, _)| *ino).collect();
+        // The kernel forgot nothing: the folder is held.
+        let again = t.over_budget(8, &sent);
+        let mut names: Vec<(u64, String)> =
+            again.iter().map(|(_, p, n)| (*p, n.to_string())).collect();
+        names.sort();
+        assert_eq!(names.len(), 7, "{names:?}");
+        assert_eq!(names[0], (blocks, "0,0,0".to_string()));
+        assert!(names[1..].iter().all(|(p, _)| *p == held));
     }
 }

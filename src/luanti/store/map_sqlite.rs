@@ -55,8 +55,39 @@ pub struct SqliteMap {
     /// Whether the database did not exist at open and no commit has created it yet: reads
     /// see no blocks and create nothing, the first commit creates it ([`MAP_SCHEMA`]).
     absent: AtomicBool,
+    /// Whether the table is keyed as the engine's are (see [`keyed_as_the_engine_keys`]): only
+    /// then is what is read ahead what [`SqliteMap::get`] reads.
+    keyed: AtomicBool,
     /// Blocks read ahead of walks.
     ahead: ReadAhead,
+}
+
+/// Whether the key columns of `blocks` (`columns`: name, declared type, place in the
+/// primary key) are the primary key and store their values as integers, as in every table
+/// the engine makes. Another table (made by hand) may hold one position twice, or as a real
+/// number `get` finds and a range read in key order does not; its blocks are read one by one.
+fn keyed_as_the_engine_keys(schema: Schema, columns: &[(String, String, i64)]) -> bool {
+    let keys: &[&str] = match schema {
+        Schema::Pos => &["pos"],
+        Schema::Xyz => &["x", "y", "z"],
+    };
+    // SQLite's rules for a column's affinity from its declared type: INTEGER and NUMERIC
+    // store an integral value as an integer.
+    let integral = |kind: &str| {
+        let t = kind.to_ascii_uppercase();
+        t.contains("INT")
+            || !(t.is_empty()
+                || ["CHAR", "CLOB", "TEXT", "BLOB", "REAL", "FLOA", "DOUB"]
+                    .iter()
+                    .any(|k| t.contains(k)))
+    };
+    let in_key = columns.iter().filter(|(_, _, pk)| *pk > 0).count();
+    in_key == keys.len()
+        && keys.iter().all(|k| {
+            columns
+                .iter()
+                .any(|(name, kind, pk)| name == k && *pk > 0 && integral(kind))
+        })
 }
 
 /// The schema Luanti 5.6.1 creates (`MapDatabaseSQLite3::createDatabase`), byte for byte;
@@ -218,6 +249,7 @@ impl SqliteMap {
             version: Mutex::new(None),
             reported: AtomicBool::new(false),
             absent: AtomicBool::new(false),
+            keyed: AtomicBool::new(true),
             ahead: ReadAhead::new(LOCAL),
         };
         if holds_nothing(path) {
@@ -226,18 +258,27 @@ impl SqliteMap {
         }
         let conn = store.connect(true)?;
         let mut has = (false, false, false);
+        let mut columns = Vec::new();
         {
             let mut stmt = conn
-                .prepare("SELECT name FROM pragma_table_info('blocks')")
+                .prepare("SELECT name, type, pk FROM pragma_table_info('blocks')")
                 .map_err(|e| Error::from(e).context(path.display()))?;
-            let names = stmt.query_map([], |r| r.get::<_, String>(0))?;
-            for name in names {
-                match name?.as_str() {
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })?;
+            for row in rows {
+                let (name, kind, pk) = row?;
+                match name.as_str() {
                     "pos" => has.0 = true,
                     "z" => has.1 = true,
                     "data" => has.2 = true,
                     _ => {}
                 }
+                columns.push((name, kind, pk));
             }
         }
         let schema = match has {
@@ -251,7 +292,12 @@ impl SqliteMap {
             }
         };
         store.release(conn);
-        Ok(SqliteMap { schema, ..store })
+        let keyed = AtomicBool::new(keyed_as_the_engine_keys(schema, &columns));
+        Ok(SqliteMap {
+            schema,
+            keyed,
+            ..store
+        })
     }
 
     /// The schema of this database.
@@ -351,17 +397,24 @@ impl SqliteMap {
 
     /// The stored blob of one block, for showing it: as fresh as the last look at
     /// [`SqliteMap::data_version`], read ahead of a walk. A position with no key of its own
-    /// (beyond the engine's limits in the `pos` schema) is read alone.
+    /// (beyond the engine's limits in the `pos` schema), or any block of a table not keyed as
+    /// the engine keys its tables, is read alone.
     pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         if self.is_absent() {
             return Ok(None);
         }
-        if self.schema == Schema::Pos && int_to_pos(pos_to_int(pos)) != pos {
+        if !self.keyed.load(Ordering::Relaxed)
+            || (self.schema == Schema::Pos && int_to_pos(pos_to_int(pos)) != pos)
+        {
             return self.get(pos);
         }
-        self.ahead.get(self.key_of(pos), |_, rows| {
-            self.with_reader(|c| self.fill(c, pos, rows))
-        })
+        // A failure reading the rows after it (a damaged page further on) must not fail this
+        // block: `get` reads it alone, and fails exactly as it fails.
+        self.ahead
+            .get(self.key_of(pos), |_, rows| {
+                self.with_reader(|c| self.fill(c, pos, rows))
+            })
+            .or_else(|_| self.get(pos))
     }
 
     /// Up to `rows` loadable blocks from `pos` on in key order, in one statement, cut after
@@ -837,6 +890,50 @@ mod tests {
             commit(&other, &[(pos(11, 0, 0), Some(vec![8]))]).unwrap();
             store.data_version().unwrap();
             assert_eq!(store.read_ahead(pos(11, 0, 0)).unwrap(), Some(vec![8]));
+        }
+    }
+
+    /// A table not keyed as the engine's (no primary key: a position twice; no integer
+    /// affinity: a position stored as a real number) is read block by block, as `get` reads.
+    #[test]
+    fn hand_made_tables_are_read_as_get_reads() {
+        let engine = [
+            ("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", true),
+            ("CREATE TABLE blocks (pos INT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (pos))", true),
+            ("CREATE TABLE blocks (x INTEGER, y INTEGER, z INTEGER, data BLOB NOT NULL, PRIMARY KEY (x, z, y))", true),
+            ("CREATE TABLE blocks (pos, data)", false),
+            ("CREATE TABLE blocks (pos REAL PRIMARY KEY, data)", false),
+            ("CREATE TABLE blocks (pos INT, data BLOB)", false),
+            ("CREATE TABLE blocks (x INTEGER, y INTEGER, z INTEGER, data BLOB, PRIMARY KEY (x, z))", false),
+            ("CREATE TABLE blocks (x INT, y INT, z TEXT, data BLOB, PRIMARY KEY (x, z, y))", false),
+        ];
+        for (table, keyed) in engine {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("map.sqlite");
+            let c = Connection::open(&path).unwrap();
+            c.execute(table, []).unwrap();
+            let store = SqliteMap::open(&path, false).unwrap();
+            assert_eq!(store.keyed.load(Ordering::Relaxed), keyed, "{table}");
+            let insert = match store.schema() {
+                Schema::Xyz => "INSERT OR IGNORE INTO blocks VALUES (?1, 0, 0, ?2)",
+                Schema::Pos => "INSERT OR IGNORE INTO blocks VALUES (?1, ?2)",
+            };
+            for i in 0..20u8 {
+                for copy in 0..2u8 {
+                    c.execute(insert, params![f64::from(i), vec![i, copy]])
+                        .unwrap();
+                }
+            }
+            for x in -1..22 {
+                for _ in 0..2 {
+                    let p = pos(x, 0, 0);
+                    assert_eq!(
+                        store.read_ahead(p).unwrap(),
+                        store.get(p).unwrap(),
+                        "{table} {p:?}"
+                    );
+                }
+            }
         }
     }
 

@@ -11,8 +11,8 @@
 //! were all used up to its last (a walk) is followed by a longer one (up to the store's
 //! [`Windows::max`]); lone reads (an editor, a random `cat`, `rsync`'s name order) read
 //! [`Windows::first`] rows. A few streams are kept (two readers walking at once, `find`
-//! ahead of `xargs cat`), each of at most [`MAX_BYTES`] (a larger first row is answered, not
-//! kept), so memory stays bounded.
+//! ahead of `xargs cat`), each of at most twice [`MAX_BYTES`] (its first row, and at most
+//! `MAX_BYTES` after it; a larger first row is answered, not kept), so memory stays bounded.
 //!
 //! What is read ahead is as fresh as a block cached decoded: it is dropped when the store's
 //! change token ([`MapStore::data_version`](super::map::MapStore::data_version), which the
