@@ -57,7 +57,7 @@ pub struct SqliteMap {
     absent: AtomicBool,
     /// Whether the table is keyed as the engine's are (see [`keyed_as_the_engine_keys`]): only
     /// then is what is read ahead what [`SqliteMap::get`] reads.
-    keyed: AtomicBool,
+    keyed: bool,
     /// Blocks read ahead of walks.
     ahead: ReadAhead,
 }
@@ -112,8 +112,15 @@ fn list_sql(schema: Schema, data: &str) -> String {
     }
 }
 
-/// A page of [`SqliteMap::list`] in the `pos` schema; `data` is the data column or `NULL`.
-fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Listed>> {
+/// The rows of a listing page in the `pos` schema (`data`: the data column or `NULL`), handed
+/// to `take` in key order until it returns false.
+fn rows_pos(
+    c: &Connection,
+    after: u64,
+    limit: i64,
+    data: &str,
+    take: &mut dyn FnMut(Listed) -> bool,
+) -> Result<()> {
     let sql = list_sql(Schema::Pos, data);
     let after = if after == 0 {
         i64::MIN
@@ -122,7 +129,6 @@ fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
     };
     let mut stmt = c.prepare_cached(&sql)?;
     let mut rows = stmt.query(params![after, limit])?;
-    let (mut out, mut bytes) = (Vec::new(), 0);
     while let Some(r) = rows.next()? {
         let p: i64 = r.get(0)?;
         let listed = Listed {
@@ -131,15 +137,21 @@ fn list_pos(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
             data: r.get(1)?,
             from_seed: false,
         };
-        if push_listed(&mut out, &mut bytes, listed) {
+        if !take(listed) {
             break;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
-/// A page of [`SqliteMap::list`] in the `x, y, z` schema; `data` is the data column or `NULL`.
-fn list_xyz(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Listed>> {
+/// As [`rows_pos`], in the `x, y, z` schema.
+fn rows_xyz(
+    c: &Connection,
+    after: u64,
+    limit: i64,
+    data: &str,
+    take: &mut dyn FnMut(Listed) -> bool,
+) -> Result<()> {
     let sql = list_sql(Schema::Xyz, data);
     let a = if after == 0 {
         (i64::MIN, i64::MIN, i64::MIN)
@@ -152,7 +164,6 @@ fn list_xyz(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
     let coord = |v: i64| {
         i16::try_from(v).map_err(|_| Error::corrupt(format!("block coordinate {v} out of range")))
     };
-    let (mut out, mut bytes) = (Vec::new(), 0);
     while let Some(r) = rows.next()? {
         let (x, y, z): (i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
         let pos = BlockPos {
@@ -166,11 +177,11 @@ fn list_xyz(c: &Connection, after: u64, limit: i64, data: &str) -> Result<Vec<Li
             data: r.get(3)?,
             from_seed: false,
         };
-        if push_listed(&mut out, &mut bytes, listed) {
+        if !take(listed) {
             break;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 fn xyz_key(p: BlockPos) -> u64 {
@@ -249,7 +260,7 @@ impl SqliteMap {
             version: Mutex::new(None),
             reported: AtomicBool::new(false),
             absent: AtomicBool::new(false),
-            keyed: AtomicBool::new(true),
+            keyed: true,
             ahead: ReadAhead::new(LOCAL),
         };
         if holds_nothing(path) {
@@ -292,7 +303,7 @@ impl SqliteMap {
             }
         };
         store.release(conn);
-        let keyed = AtomicBool::new(keyed_as_the_engine_keys(schema, &columns));
+        let keyed = keyed_as_the_engine_keys(schema, &columns);
         Ok(SqliteMap {
             schema,
             keyed,
@@ -403,9 +414,7 @@ impl SqliteMap {
         if self.is_absent() {
             return Ok(None);
         }
-        if !self.keyed.load(Ordering::Relaxed)
-            || (self.schema == Schema::Pos && int_to_pos(pos_to_int(pos)) != pos)
-        {
+        if !self.keyed || (self.schema == Schema::Pos && int_to_pos(pos_to_int(pos)) != pos) {
             return self.get(pos);
         }
         // A failure reading the rows after it (a damaged page further on) must not fail this
@@ -428,68 +437,31 @@ impl SqliteMap {
              ELSE IFNULL(CAST(data AS BLOB), X'') END"
         );
         let limit = i64::try_from(rows).unwrap_or(i64::MAX);
-        let loadable = loadable_rows(self.schema);
         let (mut out, mut bytes) = (Vec::new(), 0usize);
         let mut complete_to = u64::MAX;
         let mut first_too_long = false;
-        let mut take = |k: u64, d: Option<Vec<u8>>| -> bool {
-            match d {
+        // Listing resumes after a key: one below `key`. For `key` 1 that is 0, which lists
+        // from the start: the row under key 0 comes first, is skipped, and is not counted.
+        let mut take = |l: Listed| -> bool {
+            match l.data {
+                _ if l.key < key => true,
                 Some(d) if out.is_empty() || bytes + d.len() <= MAX_BYTES => {
                     bytes += if out.is_empty() { 0 } else { d.len() };
-                    out.push((k, d));
+                    out.push((l.key, d));
                     true
                 }
-                None if out.is_empty() && k == key => {
+                None if out.is_empty() && l.key == key => {
                     first_too_long = true;
                     false
                 }
                 _ => {
-                    complete_to = k.saturating_sub(1);
+                    complete_to = l.key.saturating_sub(1);
                     false
                 }
             }
         };
-        match self.schema {
-            Schema::Pos => {
-                let sql = format!(
-                    "SELECT pos, {data} FROM blocks WHERE pos >= ?1 AND {loadable} \
-                     ORDER BY pos LIMIT ?2"
-                );
-                let mut stmt = c.prepare_cached(&sql)?;
-                let mut q = stmt.query(params![key as i64 - POS_KEY_OFFSET, limit])?;
-                while let Some(r) = q.next()? {
-                    let p: i64 = r.get(0)?;
-                    if !take((p + POS_KEY_OFFSET) as u64, r.get(1)?) {
-                        break;
-                    }
-                }
-            }
-            Schema::Xyz => {
-                let sql = format!(
-                    "SELECT x, y, z, {data} FROM blocks WHERE (x, z, y) >= (?1, ?2, ?3) \
-                     AND {loadable} ORDER BY x, z, y LIMIT ?4"
-                );
-                let p = xyz_from_key(key);
-                let mut stmt = c.prepare_cached(&sql)?;
-                let mut q = stmt.query(params![p.x, p.z, p.y, limit])?;
-                while let Some(r) = q.next()? {
-                    let at = |i: usize| -> Result<i16> {
-                        let v: i64 = r.get(i)?;
-                        i16::try_from(v).map_err(|_| {
-                            Error::corrupt(format!("block coordinate {v} out of range"))
-                        })
-                    };
-                    let at = BlockPos {
-                        x: at(0)?,
-                        y: at(1)?,
-                        z: at(2)?,
-                    };
-                    if !take(xyz_key(at), r.get(3)?) {
-                        break;
-                    }
-                }
-            }
-        }
+        let limit = limit.saturating_add(i64::from(key == 1));
+        self.rows(c, key.saturating_sub(1), limit, &data, &mut take)?;
         if first_too_long {
             let data = self.get_on(c, pos)?;
             return Ok(Filled {
@@ -497,13 +469,29 @@ impl SqliteMap {
                 complete_to: key,
             });
         }
-        if complete_to == u64::MAX && out.len() == rows {
+        if complete_to == u64::MAX && out.len() >= rows {
             complete_to = out.last().map_or(key, |(k, _)| *k);
         }
         Ok(Filled {
             rows: out,
             complete_to,
         })
+    }
+
+    /// The rows after the key `after` (0: from the start) in key order, in this schema (see
+    /// [`rows_pos`]).
+    fn rows(
+        &self,
+        c: &Connection,
+        after: u64,
+        limit: i64,
+        data: &str,
+        take: &mut dyn FnMut(Listed) -> bool,
+    ) -> Result<()> {
+        match self.schema {
+            Schema::Pos => rows_pos(c, after, limit, data, take),
+            Schema::Xyz => rows_xyz(c, after, limit, data, take),
+        }
     }
 
     /// The listing key of a position (for resuming a listing just after it).
@@ -529,9 +517,12 @@ impl SqliteMap {
         } else {
             "NULL".to_string()
         };
-        let listed = self.with_reader(|c| match self.schema {
-            Schema::Pos => list_pos(c, after, limit, &data),
-            Schema::Xyz => list_xyz(c, after, limit, &data),
+        let listed = self.with_reader(|c| {
+            let (mut out, mut bytes) = (Vec::new(), 0);
+            self.rows(c, after, limit, &data, &mut |l| {
+                !push_listed(&mut out, &mut bytes, l)
+            })?;
+            Ok(out)
         })?;
         if is_last_page(&listed, usize::try_from(limit).unwrap_or(usize::MAX)) {
             self.report_out_of_range();
@@ -893,6 +884,25 @@ mod tests {
         }
     }
 
+    /// A read ahead from the key just above the lowest one lists from the start, and does not
+    /// take the block below it for its own.
+    #[test]
+    fn a_read_ahead_at_the_second_key_answers_its_own_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = make_db(dir.path(), Schema::Xyz);
+        let store = SqliteMap::open(&path, false).unwrap();
+        let (low, next) = (
+            pos(i16::MIN, i16::MIN, i16::MIN),
+            pos(i16::MIN, i16::MIN + 1, i16::MIN),
+        );
+        assert_eq!(store.key_of(low), 0);
+        commit(&store, &[(low, Some(vec![1]))]).unwrap();
+        assert_eq!(store.read_ahead(next).unwrap(), None);
+        commit(&store, &[(next, Some(vec![2]))]).unwrap();
+        assert_eq!(store.read_ahead(next).unwrap(), Some(vec![2]));
+        assert_eq!(store.read_ahead(low).unwrap(), Some(vec![1]));
+    }
+
     /// A table not keyed as the engine's (no primary key: a position twice; no integer
     /// affinity: a position stored as a real number) is read block by block, as `get` reads.
     #[test]
@@ -913,7 +923,7 @@ mod tests {
             let c = Connection::open(&path).unwrap();
             c.execute(table, []).unwrap();
             let store = SqliteMap::open(&path, false).unwrap();
-            assert_eq!(store.keyed.load(Ordering::Relaxed), keyed, "{table}");
+            assert_eq!(store.keyed, keyed, "{table}");
             let insert = match store.schema() {
                 Schema::Xyz => "INSERT OR IGNORE INTO blocks VALUES (?1, 0, 0, ?2)",
                 Schema::Pos => "INSERT OR IGNORE INTO blocks VALUES (?1, ?2)",
@@ -977,10 +987,11 @@ mod tests {
                         .with_reader(|c| {
                             c.prepare_cached(&sql)?
                                 .reset_status(rusqlite::StatementStatus::VmStep);
-                            let page = match schema {
-                                Schema::Pos => list_pos(c, after, 100, &data)?,
-                                Schema::Xyz => list_xyz(c, after, 100, &data)?,
-                            };
+                            let mut page = Vec::new();
+                            store.rows(c, after, 100, &data, &mut |l| {
+                                page.push(l);
+                                true
+                            })?;
                             assert_eq!(page.len(), 100);
                             let steps = c
                                 .prepare_cached(&sql)?
