@@ -382,10 +382,11 @@ impl Blocks {
         self.store.write_back(window)
     }
 
-    /// Starts a new generation when the database changed since we last looked (another
-    /// writer's commit, or ours: see `BlockStore::others_committed`): our pending changes are committed then (see [`BlockStore`] for the blocks
-    /// both changed), and cached blocks are checked against their stored bytes on their next
-    /// use.
+    /// Starts a new generation when another writer changed the database since we last
+    /// looked (on backends that cannot tell, our own commits count too: see
+    /// `BlockStore::others_committed`): our pending changes are committed then (see
+    /// [`BlockStore`] for the blocks both changed), and cached blocks are checked against
+    /// their stored bytes on their next use.
     pub fn refresh(&self) {
         if !self.changes.due() {
             return;
@@ -831,6 +832,54 @@ mod tests {
         assert_eq!(gone.errno(), libc::ENOENT);
         assert!(blocks.stored(c).expect("stored").is_none());
         assert!(blocks.stored(b).expect("stored").is_some());
+    }
+
+    /// Our own commits, at once or written back, are not taken for another writer's: the
+    /// cached blocks they left alone stay as they are. Another writer's commit is still
+    /// seen.
+    #[test]
+    fn our_own_commits_leave_the_cache_alone() {
+        let (a, b) = (pos(0, 0, 0), pos(1, 0, 0));
+        let (_dir, path) = map_with(&[(a, "default:stone"), (b, "default:dirt")]);
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
+        let b1 = blocks.get(b).expect("b");
+        let before = blocks.underneath();
+        let set = |name: &str| {
+            blocks
+                .modify(a, |block| {
+                    block.names = vec![name.to_string()];
+                    Ok(())
+                })
+                .expect("our commit");
+        };
+        set("default:cobble");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
+        assert!(Arc::ptr_eq(&b1, &blocks.get(b).expect("b")));
+        assert_eq!(blocks.underneath(), before, "a commit at once");
+
+        blocks
+            .write_back(Window {
+                quiet: Duration::from_millis(20),
+                longest: Duration::from_secs(30),
+            })
+            .expect("write-back");
+        set("default:wood");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 100));
+        assert!(
+            blocks.store().pending().is_empty(),
+            "committed by the window"
+        );
+        assert!(Arc::ptr_eq(&b1, &blocks.get(b).expect("b")));
+        assert_eq!(blocks.underneath(), before, "a written-back commit");
+        assert_eq!(blocks.get(a).expect("a").block.names, ["default:wood"]);
+
+        MapStore::open(&path, false)
+            .expect("another writer")
+            .commit(&[(b, Some(blob("default:sand")))])
+            .expect("outside commit");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
+        assert_eq!(blocks.get(b).expect("b").block.names, ["default:sand"]);
+        assert!(blocks.underneath() > before);
     }
 
     /// Another writer's commit just before one of ours is not hidden by ours: our commit

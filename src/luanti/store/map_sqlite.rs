@@ -407,7 +407,7 @@ impl SqliteMap {
     }
 
     /// The stored blob of one block, for showing it: as fresh as the last look at
-    /// [`SqliteMap::data_version`], read ahead of a walk. A position with no key of its own
+    /// [`SqliteMap::others_version`], read ahead of a walk. A position with no key of its own
     /// (beyond the engine's limits in the `pos` schema), or any block of a table not keyed as
     /// the engine keys its tables, is read alone.
     pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
@@ -589,7 +589,40 @@ impl SqliteMap {
         let conn = guard
             .as_ref()
             .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
-        sqlite::data_version(conn).inspect(|v| self.ahead.seen_version(*v))
+        sqlite::data_version(conn)
+    }
+
+    /// A token that changes when another program committed, and not for our own commits;
+    /// `None` while our writer is committing (ask again later: nothing is missed, the token
+    /// then tells of every other commit since). SQLite's `data_version` on a connection does
+    /// not change for that connection's own commits, so it is asked of the writer's
+    /// connection. It is asked of the dedicated one on a read-only mount, which makes no
+    /// commits, and until our first commit creates a database that did not exist at open
+    /// (making the writer's connection on a look would create it); the token tells which
+    /// connection it came from, so it changes once then. What was read ahead is dropped
+    /// when it changes.
+    pub fn others_version(&self) -> Result<Option<i64>> {
+        if self.is_absent() {
+            // Unlike any `data_version` (never negative) doubled.
+            return Ok(Some(-1));
+        }
+        let token = if self.read_only || self.absent.load(Ordering::Relaxed) {
+            self.data_version()?.wrapping_mul(2)
+        } else {
+            let guard = match self.writer.try_lock() {
+                Ok(g) => self.open_writer(g)?,
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    return Err(Error::corrupt("map store writer lock poisoned"))
+                }
+            };
+            let conn = guard
+                .as_ref()
+                .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
+            sqlite::data_version(conn)?.wrapping_mul(2) | 1
+        };
+        self.ahead.seen_version(token);
+        Ok(Some(token))
     }
 
     /// Whether the store refuses every change.
@@ -603,10 +636,18 @@ impl SqliteMap {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        let mut guard = self
+        let guard = self
             .writer
             .lock()
             .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
+        self.open_writer(guard)
+    }
+
+    /// Makes the writer's connection in `guard` if there is none yet.
+    fn open_writer<'a>(
+        &self,
+        mut guard: std::sync::MutexGuard<'a, Option<Connection>>,
+    ) -> Result<std::sync::MutexGuard<'a, Option<Connection>>> {
         if guard.is_none() {
             if self.absent.load(Ordering::Relaxed) {
                 drop(sqlite::open_or_create(&self.path, MAP_SCHEMA)?);
@@ -875,13 +916,70 @@ mod tests {
             .unwrap();
             assert_eq!(store.read_ahead(pos(2, 0, 0)).unwrap(), Some(vec![9]));
             assert_eq!(store.read_ahead(pos(3, 0, 0)).unwrap(), None);
-            store.data_version().unwrap();
+            store.others_version().unwrap();
             store.read_ahead(pos(10, 0, 0)).unwrap();
             let other = SqliteMap::open(&path, false).unwrap();
             commit(&other, &[(pos(11, 0, 0), Some(vec![8]))]).unwrap();
-            store.data_version().unwrap();
+            store.others_version().unwrap();
             assert_eq!(store.read_ahead(pos(11, 0, 0)).unwrap(), Some(vec![8]));
         }
+    }
+
+    /// `others_version` stays put through our own commits and moves with another
+    /// connection's, also one made just before ours; it cannot be told while our writer
+    /// commits, and then tells of what happened meanwhile. A map that did not exist at open
+    /// changes it once, when our first commit creates it.
+    #[test]
+    fn others_version_tells_of_other_writers_only() {
+        for schema in [Schema::Pos, Schema::Xyz] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = make_db(dir.path(), schema);
+            let ours = SqliteMap::open(&path, false).unwrap();
+            let other = SqliteMap::open(&path, false).unwrap();
+            let v = ours.others_version().unwrap().unwrap();
+            commit(&ours, &[(pos(1, 0, 0), Some(vec![1]))]).unwrap();
+            commit(
+                &ours,
+                &[(pos(2, 0, 0), Some(vec![2])), (pos(1, 0, 0), None)],
+            )
+            .unwrap();
+            assert_eq!(ours.others_version().unwrap(), Some(v), "{schema:?}");
+
+            commit(&other, &[(pos(3, 0, 0), Some(vec![3]))]).unwrap();
+            let v2 = ours.others_version().unwrap().unwrap();
+            assert_ne!(v2, v, "{schema:?}: another writer's commit");
+            assert_eq!(ours.others_version().unwrap(), Some(v2));
+
+            commit(&other, &[(pos(4, 0, 0), Some(vec![4]))]).unwrap();
+            commit(&ours, &[(pos(5, 0, 0), Some(vec![5]))]).unwrap();
+            let v3 = ours.others_version().unwrap().unwrap();
+            assert_ne!(v3, v2, "{schema:?}: not hidden by our commit after it");
+
+            let held = ours.writer.lock().unwrap();
+            assert_eq!(ours.others_version().unwrap(), None, "our writer is busy");
+            commit(&other, &[(pos(6, 0, 0), Some(vec![6]))]).unwrap();
+            drop(held);
+            assert_ne!(ours.others_version().unwrap(), Some(v3), "{schema:?}");
+
+            let reader = SqliteMap::open(&path, true).unwrap();
+            let r = reader.others_version().unwrap();
+            assert_eq!(reader.others_version().unwrap(), r);
+            commit(&ours, &[(pos(7, 0, 0), Some(vec![7]))]).unwrap();
+            assert_ne!(
+                reader.others_version().unwrap(),
+                r,
+                "a read-only mount sees ours"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let fresh = SqliteMap::open(&dir.path().join("map.sqlite"), false).unwrap();
+        let v = fresh.others_version().unwrap();
+        assert_eq!(fresh.others_version().unwrap(), v);
+        commit(&fresh, &[(pos(1, 0, 0), Some(vec![1]))]).unwrap();
+        let created = fresh.others_version().unwrap();
+        assert_ne!(created, v, "the database now exists");
+        commit(&fresh, &[(pos(2, 0, 0), Some(vec![2]))]).unwrap();
+        assert_eq!(fresh.others_version().unwrap(), created);
     }
 
     /// A read ahead from the key just above the lowest one lists from the start, and does not

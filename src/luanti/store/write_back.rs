@@ -80,11 +80,12 @@ pub struct BlockStore {
     queue: Mutex<Queue>,
     /// The thread that commits when the window closes.
     committer: OnceLock<Thread>,
-    /// The `data_version` last looked at by [`BlockStore::others_committed`]. Our own
-    /// commits change the database's `data_version` too, and another writer may commit just
-    /// before or just after ours, so a commit of ours never advances it: the next look
-    /// reports a change, and cached blocks are checked against their stored bytes (read and
-    /// hashed, not decoded) on their next use.
+    /// The token last looked at by [`BlockStore::others_committed`]
+    /// ([`MapStore::others_version`]). Where the backend cannot tell our commits from
+    /// others', a commit of ours changes it too (another writer may commit just before or
+    /// just after ours, so ours never advances it): the next look then reports a change, and
+    /// cached blocks are checked against their stored bytes (read and hashed, not decoded)
+    /// on their next use.
     known_version: AtomicI64,
     transactions: AtomicU64,
     /// Told of each commit (see [`CommitWatch`]).
@@ -98,7 +99,7 @@ fn hash_of(data: &Option<Vec<u8>>) -> Option<u64> {
 impl BlockStore {
     /// `store`, committing every change at once until [`BlockStore::write_back`].
     pub fn new(store: MapStore) -> Arc<BlockStore> {
-        let known = store.data_version().unwrap_or(0);
+        let known = store.others_version().ok().flatten().unwrap_or(0);
         Arc::new(BlockStore {
             store,
             window: OnceLock::new(),
@@ -292,12 +293,13 @@ impl BlockStore {
         Ok((before, after))
     }
 
-    /// Whether the database changed since we last looked: another writer committed, or we
-    /// did (see `known_version`).
+    /// Whether another writer committed since we last looked (on backends that cannot tell,
+    /// also whether we did: see `known_version`). False while that cannot be told (our
+    /// writer is committing): the next look tells.
     pub fn others_committed(&self) -> bool {
-        match self.store.data_version() {
-            Ok(v) => self.known_version.swap(v, Ordering::Relaxed) != v,
-            Err(_) => false,
+        match self.store.others_version() {
+            Ok(Some(v)) => self.known_version.swap(v, Ordering::Relaxed) != v,
+            Ok(None) | Err(_) => false,
         }
     }
 
