@@ -407,6 +407,11 @@ impl Blocks {
         self.cache.underneath_seen()
     }
 
+    /// Writes the waiting mtime records now (see [`crate::vfs::mtimes`]).
+    pub fn flush_times(&self) {
+        self.mtimes.flush();
+    }
+
     /// The mtime of a block given its stored bytes.
     pub fn mtime_of(&self, pos: BlockPos, blob: &[u8]) -> SystemTime {
         self.mtimes

@@ -618,7 +618,12 @@ impl Tree for LuantiTree {
     }
 
     fn sync(&self) -> Result<()> {
-        self.blocks.store().flush()
+        let committed = self.blocks.store().flush();
+        self.blocks.flush_times();
+        if let Some(accounts) = &self.accounts {
+            accounts.flush_times();
+        }
+        committed
     }
 
     fn uncommitted(&self) -> Vec<String> {

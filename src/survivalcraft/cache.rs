@@ -141,6 +141,11 @@ fn chunk_not_found(pos: ChunkPos) -> Error {
 }
 
 impl Objects {
+    /// Writes the waiting mtime records now (see [`crate::vfs::mtimes`]).
+    pub fn flush_times(&self) {
+        self.mtimes.flush();
+    }
+
     /// The objects of the world at `source` (a folder or a `.scworld` file), caching up to
     /// `cache_bytes` of decoded chunks. Reads only the chunk directories.
     pub fn open(source: &Path, read_only: bool, cache_bytes: usize) -> Result<Objects> {

@@ -406,6 +406,12 @@ impl SurvivalcraftTree {
 }
 
 impl Tree for SurvivalcraftTree {
+    /// Changes are committed at once; the mtime records waiting are written.
+    fn sync(&self) -> Result<()> {
+        self.objects.flush_times();
+        Ok(())
+    }
+
     fn stat(&self, path: &TreePath) -> Result<Stat> {
         let place = self.place(path)?;
         match &place {

@@ -677,6 +677,12 @@ impl TvdaTree {
 }
 
 impl Tree for TvdaTree {
+    /// Changes are committed at once; the mtime records waiting are written.
+    fn sync(&self) -> Result<()> {
+        self.mtimes.flush();
+        Ok(())
+    }
+
     fn stat(&self, path: &TreePath) -> Result<Stat> {
         let place = self.place(path)?;
         match place {

@@ -14,12 +14,20 @@
 //! rename through worldfs records every object of a world, and memory must stay bounded for
 //! any world size. The records asked for or written lately (found or not) are kept, at most
 //! [`CACHED`] of them.
+//!
+//! Records are written to the sidecar in groups, as the map's blocks are: a restore records
+//! six times per block (its commit, then rsync setting each file's time), and a transaction
+//! each cost a tenth of the daemon's time. A record waits about [`WRITE_AFTER`] (a writer
+//! thread looks twice as often), or until [`UNWRITTEN_MAX`] wait, and is written at [`Mtimes::flush`]
+//! (`fsync`, unmount) and when the records are dropped. Waiting records answer questions
+//! first; a crash loses at most those of the last [`WRITE_AFTER`], whose objects then show
+//! derived times.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection, OpenFlags, OptionalExtension};
 
@@ -56,21 +64,44 @@ const CACHED: usize = 1 << 16;
 /// The sidecar's own page cache, in KiB (SQLite's default is 2 MiB).
 const SIDECAR_CACHE_KIB: u32 = 512;
 
+/// How long a record may wait before it is written to the sidecar.
+const WRITE_AFTER: Duration = Duration::from_millis(500);
+
+/// How many records may wait before they are written to the sidecar.
+const UNWRITTEN_MAX: usize = 4096;
+
 /// A record: the hash of the bytes it was recorded for and the time, in ns since the epoch.
 type Record = (u64, i64);
 
 /// Recorded commit times of one store.
 pub struct Mtimes {
+    shared: Arc<Shared>,
+}
+
+/// What [`Mtimes`] shares with its writer thread.
+struct Shared {
     /// The sidecar: read-write, or read-only for a read-only mount; `None` when there is
     /// none (then `cache` holds every record made, until unmount).
     conn: Option<Mutex<Connection>>,
     /// Records asked for or written lately; `None`: the sidecar has none for the key.
     cache: Mutex<HashMap<u64, Option<Record>>>,
+    /// Records not written to the sidecar yet (the newest of each key); asked before
+    /// `cache`. They leave it only once written and kept in `cache`.
+    unwritten: Mutex<Unwritten>,
+    /// Set once the writer thread runs.
+    writer: OnceLock<()>,
     /// A read of the sidecar failed (logged once).
     read_failed: AtomicBool,
     /// Whether the sidecar may hold any record: while it holds none (a world never written
     /// through worldfs), nothing is looked up, so walks cost what they cost without it.
     any: AtomicBool,
+}
+
+#[derive(Default)]
+struct Unwritten {
+    records: HashMap<u64, Record>,
+    /// When the oldest of them was made.
+    since: Option<Instant>,
 }
 
 /// Where sidecars live: `$WORLDFS_STATE_DIR`, else `$XDG_STATE_HOME/worldfs`, else
@@ -127,10 +158,14 @@ impl Mtimes {
             None => true,
         };
         Mtimes {
-            conn: conn.map(Mutex::new),
-            cache: Mutex::new(HashMap::new()),
-            read_failed: AtomicBool::new(false),
-            any: AtomicBool::new(any),
+            shared: Arc::new(Shared {
+                conn: conn.map(Mutex::new),
+                cache: Mutex::new(HashMap::new()),
+                unwritten: Mutex::new(Unwritten::default()),
+                writer: OnceLock::new(),
+                read_failed: AtomicBool::new(false),
+                any: AtomicBool::new(any),
+            }),
         }
     }
 
@@ -163,18 +198,91 @@ impl Mtimes {
         Ok(Some(conn))
     }
 
-    /// The record of `key`: from memory, else from the sidecar (and then kept).
+    /// The mtime of the object `key` whose stored bytes hash to `hash`.
+    pub fn mtime(&self, key: u64, hash: u64) -> SystemTime {
+        self.recorded(key, hash)
+            .unwrap_or_else(|| derived_mtime(hash))
+    }
+
+    /// The time recorded for `key` if it was recorded for bytes hashing to `hash`.
+    pub fn recorded(&self, key: u64, hash: u64) -> Option<SystemTime> {
+        let (h, ns) = self.shared.lookup(key)?;
+        (h == hash).then(|| UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).unwrap_or(0)))
+    }
+
+    /// Whether any time is recorded for object `key` (whatever its bytes).
+    pub fn has(&self, key: u64) -> bool {
+        self.shared.lookup(key).is_some()
+    }
+
+    /// Records that object `key` now has bytes hashing to `hash`, modified at `t`.
+    pub fn record(&self, key: u64, hash: u64, t: SystemTime) {
+        self.record_all(&[(key, hash, t)]);
+    }
+
+    /// Records several `(key, hash, time)` at once; they are written to the sidecar with
+    /// the others waiting (see the module docs).
+    pub fn record_all(&self, entries: &[(u64, u64, SystemTime)]) {
+        if entries.is_empty() {
+            return;
+        }
+        let shared = &self.shared;
+        shared.any.store(true, Ordering::Release);
+        let records = entries
+            .iter()
+            .map(|&(key, hash, t)| (key, (hash, to_ns(t))));
+        if shared.conn.is_none() {
+            shared.keep(records.map(|(k, r)| (k, Some(r))));
+            return;
+        }
+        let due = match shared.unwritten.lock() {
+            Ok(mut u) => {
+                u.records.extend(records);
+                let now = Instant::now();
+                let since = *u.since.get_or_insert(now);
+                u.records.len() >= UNWRITTEN_MAX || now.duration_since(since) >= WRITE_AFTER
+            }
+            Err(_) => return,
+        };
+        Shared::start_writer(shared);
+        if due {
+            shared.write();
+        }
+    }
+
+    /// Writes every waiting record to the sidecar now.
+    pub fn flush(&self) {
+        self.shared.write();
+    }
+}
+
+impl Drop for Mtimes {
+    fn drop(&mut self) {
+        self.shared.write();
+    }
+}
+
+impl Shared {
+    /// The record of `key`: waiting, or from memory, else from the sidecar (and then kept).
     fn lookup(&self, key: u64) -> Option<Record> {
         if !self.any.load(Ordering::Acquire) {
             return None;
+        }
+        let waiting = |s: &Shared| s.unwritten.lock().ok()?.records.get(&key).copied();
+        if let Some(r) = waiting(self) {
+            return Some(r);
         }
         if let Some(&known) = self.cache.lock().ok()?.get(&key) {
             return known;
         }
         let conn = self.conn.as_ref()?;
-        // The cache changes only under the connection's lock (here and in `record_all`), so
-        // what is read here cannot overwrite a record written meanwhile.
+        // The sidecar and `cache` change only under the connection's lock (here and in
+        // `write`), and a record leaves `unwritten` only once written and kept: what is read
+        // here cannot stand for a newer record.
         let c = conn.lock().ok()?;
+        if let Some(r) = waiting(self) {
+            return Some(r);
+        }
         if let Some(&known) = self.cache.lock().ok()?.get(&key) {
             return known;
         }
@@ -199,81 +307,85 @@ impl Mtimes {
                 }
             }
         };
-        self.keep(&[(key, found)]);
+        self.keep([(key, found)]);
         drop(c);
         found
     }
 
     /// Keeps what the sidecar holds for these keys; forgets every kept record first when
-    /// the memory is full (the sidecar still has them). Without a sidecar nothing is
-    /// forgotten: memory is all there is.
-    fn keep(&self, records: &[(u64, Option<Record>)]) {
+    /// the memory is full (the sidecar still has them, waiting ones are in `unwritten`).
+    /// Without a sidecar nothing is forgotten: memory is all there is.
+    fn keep(&self, records: impl IntoIterator<Item = (u64, Option<Record>)>) {
         if let Ok(mut c) = self.cache.lock() {
-            if self.conn.is_some() && c.len() + records.len() > CACHED {
-                c.clear();
-                c.shrink_to(CACHED);
-            }
-            c.extend(records.iter().copied());
-        }
-    }
-
-    /// The mtime of the object `key` whose stored bytes hash to `hash`.
-    pub fn mtime(&self, key: u64, hash: u64) -> SystemTime {
-        self.recorded(key, hash)
-            .unwrap_or_else(|| derived_mtime(hash))
-    }
-
-    /// The time recorded for `key` if it was recorded for bytes hashing to `hash`.
-    pub fn recorded(&self, key: u64, hash: u64) -> Option<SystemTime> {
-        let (h, ns) = self.lookup(key)?;
-        (h == hash).then(|| UNIX_EPOCH + Duration::from_nanos(u64::try_from(ns).unwrap_or(0)))
-    }
-
-    /// Whether any time is recorded for object `key` (whatever its bytes).
-    pub fn has(&self, key: u64) -> bool {
-        self.lookup(key).is_some()
-    }
-
-    /// Records that object `key` now has bytes hashing to `hash`, modified at `t`.
-    pub fn record(&self, key: u64, hash: u64, t: SystemTime) {
-        self.record_all(&[(key, hash, t)]);
-    }
-
-    /// Records several `(key, hash, time)` at once (one transaction in the sidecar).
-    pub fn record_all(&self, entries: &[(u64, u64, SystemTime)]) {
-        if entries.is_empty() {
-            return;
-        }
-        self.any.store(true, Ordering::Release);
-        let records: Vec<(u64, Option<Record>)> = entries
-            .iter()
-            .map(|&(key, hash, t)| (key, Some((hash, to_ns(t)))))
-            .collect();
-        let Some(conn) = &self.conn else {
-            self.keep(&records);
-            return;
-        };
-        {
-            if let Ok(mut c) = conn.lock() {
-                let stored = c.transaction().and_then(|tx| {
-                    for &(key, hash, t) in entries {
-                        tx.prepare_cached(
-                            "REPLACE INTO mtimes (key, hash, mtime_ns) VALUES (?1, ?2, ?3)",
-                        )?
-                        .execute(params![
-                            key as i64,
-                            hash as i64,
-                            to_ns(t)
-                        ])?;
-                    }
-                    tx.commit()
-                });
-                if let Err(e) = stored {
-                    log::warn!("could not record mtimes: {e}");
+            for (key, record) in records {
+                if self.conn.is_some() && c.len() >= CACHED {
+                    c.clear();
+                    c.shrink_to(CACHED);
                 }
-                self.keep(&records);
+                c.insert(key, record);
             }
         }
+    }
+
+    /// Writes the waiting records in one transaction. A failed write is logged, and the
+    /// records are kept in memory only (their objects show derived times after a restart).
+    fn write(&self) {
+        let Some(conn) = &self.conn else { return };
+        let Ok(mut c) = conn.lock() else { return };
+        let records: Vec<(u64, Record)> = match self.unwritten.lock() {
+            Ok(u) if !u.records.is_empty() => u.records.iter().map(|(k, r)| (*k, *r)).collect(),
+            _ => return,
+        };
+        let stored = c.transaction().and_then(|tx| {
+            for &(key, (hash, ns)) in &records {
+                tx.prepare_cached("REPLACE INTO mtimes (key, hash, mtime_ns) VALUES (?1, ?2, ?3)")?
+                    .execute(params![key as i64, hash as i64, ns])?;
+            }
+            tx.commit()
+        });
+        if let Err(e) = stored {
+            log::warn!("could not record mtimes: {e}");
+        }
+        self.keep(records.iter().map(|&(k, r)| (k, Some(r))));
+        if let Ok(mut u) = self.unwritten.lock() {
+            for (key, record) in &records {
+                if u.records.get(key) == Some(record) {
+                    u.records.remove(key);
+                }
+            }
+            u.since = (!u.records.is_empty()).then(Instant::now);
+        }
+    }
+
+    /// Writes the waiting records once the oldest waited [`WRITE_AFTER`].
+    fn write_if_due(&self) {
+        let due = match self.unwritten.lock() {
+            Ok(u) => u.since.is_some_and(|t| t.elapsed() >= WRITE_AFTER),
+            Err(_) => false,
+        };
+        if due {
+            self.write();
+        }
+    }
+
+    /// Starts the thread that writes records which waited long enough; it ends with the
+    /// records.
+    fn start_writer(shared: &Arc<Shared>) {
+        shared.writer.get_or_init(|| {
+            let weak = Arc::downgrade(shared);
+            let spawned = std::thread::Builder::new()
+                .name("worldfs-mtimes".into())
+                .spawn(move || loop {
+                    std::thread::sleep(WRITE_AFTER / 2);
+                    match weak.upgrade() {
+                        Some(shared) => shared.write_if_due(),
+                        None => return,
+                    }
+                });
+            if let Err(e) = spawned {
+                log::warn!("no thread to write mtime records ({e}): they are written in groups as they come");
+            }
+        });
     }
 }
 
@@ -319,7 +431,7 @@ mod tests {
             .collect();
         let t = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
         let mut lost = 0;
-        for k in 1..3000u64 {
+        for k in 1..(UNWRITTEN_MAX as u64 * 3) {
             current.store(k, Ordering::Relaxed);
             m.record(k, k, t);
             if m.recorded(k, k) != Some(t) {
@@ -342,7 +454,7 @@ mod tests {
         let sidecar = dir.path().join("many.mtimes.sqlite");
         let m = Mtimes::with_sidecar(Some(&sidecar), false);
         assert!(
-            !m.any.load(Ordering::Relaxed),
+            !m.shared.any.load(Ordering::Relaxed),
             "a new sidecar holds no record"
         );
         assert!(!m.has(1));
@@ -352,20 +464,63 @@ mod tests {
         for part in all.chunks(1000) {
             m.record_all(part);
         }
-        assert!(m.cache.lock().unwrap().len() <= CACHED);
+        assert!(m.shared.cache.lock().unwrap().len() <= CACHED);
         for k in (0..n).step_by(97).chain([0, n - 1]) {
             assert_eq!(m.recorded(k, k ^ 0xabc), Some(t(k)), "record {k}");
             assert!(m.has(k));
         }
         assert!(!m.has(n), "a key never recorded");
-        assert!(m.cache.lock().unwrap().len() <= CACHED);
+        assert!(m.shared.cache.lock().unwrap().len() <= CACHED);
         drop(m);
         let m = Mtimes::with_sidecar(Some(&sidecar), true);
         assert_eq!(m.recorded(n - 1, (n - 1) ^ 0xabc), Some(t(n - 1)));
         assert_eq!(m.recorded(3, 0), None, "recorded for other bytes");
         assert!(
-            m.cache.lock().unwrap().len() <= 2,
+            m.shared.cache.lock().unwrap().len() <= 2,
             "nothing is loaded at open"
         );
+    }
+
+    /// Records wait in memory and answer at once; they reach the sidecar in one group when
+    /// flushed, when the records are dropped, and on their own within about `WRITE_AFTER`.
+    #[test]
+    fn waiting_records_answer_at_once_and_reach_the_sidecar() {
+        let dir = tempfile::tempdir().unwrap();
+        let sidecar = dir.path().join("wait.mtimes.sqlite");
+        let in_sidecar = |key: u64| {
+            Connection::open_with_flags(&sidecar, OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .unwrap()
+                .query_row(
+                    "SELECT mtime_ns FROM mtimes WHERE key = ?1",
+                    [key as i64],
+                    |r| r.get::<_, i64>(0),
+                )
+                .optional()
+                .unwrap()
+        };
+        let t = |s: u64| UNIX_EPOCH + Duration::from_secs(1_800_000_000 + s);
+        let m = Mtimes::with_sidecar(Some(&sidecar), false);
+        m.record(1, 10, t(1));
+        m.record(1, 11, t(2));
+        assert_eq!(m.recorded(1, 11), Some(t(2)), "the newest waiting record");
+        assert_eq!(m.recorded(1, 10), None);
+        assert_eq!(in_sidecar(1), None, "not written yet");
+        m.flush();
+        assert_eq!(in_sidecar(1), Some(to_ns(t(2))));
+        assert_eq!(m.recorded(1, 11), Some(t(2)));
+
+        m.record(2, 20, t(3));
+        std::thread::sleep(WRITE_AFTER * 3);
+        assert_eq!(
+            in_sidecar(2),
+            Some(to_ns(t(3))),
+            "written by the writer thread"
+        );
+
+        m.record(3, 30, t(4));
+        drop(m);
+        assert_eq!(in_sidecar(3), Some(to_ns(t(4))), "written when dropped");
+        let m = Mtimes::with_sidecar(Some(&sidecar), true);
+        assert_eq!(m.recorded(3, 30), Some(t(4)));
     }
 }

@@ -207,9 +207,10 @@ pub trait Tree: Send + Sync + 'static {
     /// tree may turn read-only while mounted, as a damaged TVDA disk does).
     fn read_only(&self) -> bool;
 
-    /// Commits every change the tree holds back (see `-o sync` in the README): `fsync` of
-    /// any file, unmount and SIGTERM call it, and return only once it did. Trees that commit
-    /// each change at once keep this default.
+    /// Commits every change the tree holds back (see `-o sync` in the README), and writes
+    /// the mtime records waiting (see [`crate::vfs::mtimes`]): `fsync` of any file, unmount
+    /// and SIGTERM call it, and return only once it did. Trees that commit each change at
+    /// once and record no times keep this default.
     fn sync(&self) -> Result<()> {
         Ok(())
     }

@@ -88,6 +88,11 @@ pub struct Accounts {
 }
 
 impl Accounts {
+    /// Writes the waiting mtime records now (see [`crate::vfs::mtimes`]).
+    pub fn flush_times(&self) {
+        self.mtimes.flush();
+    }
+
     /// The accounts of the world folder `world`, with the backends its `world.mt` names
     /// (nothing is opened yet). Backends worldfs cannot read are left out of the tree.
     pub fn open(world: &Path, read_only: bool) -> Result<Accounts> {

@@ -141,6 +141,12 @@ impl TevdTree {
 }
 
 impl Tree for TevdTree {
+    /// Changes are committed at once; the mtime records waiting are written.
+    fn sync(&self) -> Result<()> {
+        self.mtimes.flush();
+        Ok(())
+    }
+
     fn stat(&self, path: &TreePath) -> Result<Stat> {
         let d = self.disk()?;
         Ok(self.stat_of(&Self::resolve(&d, path)?))
