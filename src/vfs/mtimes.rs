@@ -331,7 +331,9 @@ impl Shared {
     /// records are kept in memory only (their objects show derived times after a restart).
     fn write(&self) {
         let Some(conn) = &self.conn else { return };
-        let Ok(mut c) = conn.lock() else { return };
+        // A panic under the lock leaves at worst a transaction open: the write below then
+        // fails and is logged, and the records still leave `unwritten`.
+        let mut c = conn.lock().unwrap_or_else(|p| p.into_inner());
         let records: Vec<(u64, Record)> = match self.unwritten.lock() {
             Ok(u) if !u.records.is_empty() => u.records.iter().map(|(k, r)| (*k, *r)).collect(),
             _ => return,

@@ -287,12 +287,13 @@ impl MapStore {
     }
 
     /// A token that changes whenever another program may have committed; `None` when it
-    /// cannot be told now (ask again later). Only SQLite tells our own commits from
-    /// others' (see [`SqliteMap::others_version`]); the other backends give
+    /// cannot be told now (ask again later). Only SQLite (with or without a seed map) tells
+    /// our own commits from others' (see [`SqliteMap::others_version`]); the other backends give
     /// [`MapStore::data_version`], which changes for ours too.
     pub fn others_version(&self) -> Result<Option<i64>> {
         match self {
             MapStore::Sqlite(s) => s.others_version(),
+            MapStore::Seeded(s) => s.others_version(),
             _ => self.data_version().map(Some),
         }
     }

@@ -189,6 +189,14 @@ impl SeededMap {
         Ok(self.main.data_version()? ^ self.seed.data_version()?.rotate_left(32))
     }
 
+    /// As [`MapStore::others_version`], of both maps (each drops what it read ahead when its
+    /// own token moves).
+    pub fn others_version(&self) -> Result<Option<i64>> {
+        let main = self.main.others_version()?;
+        let seed = self.seed.others_version()?;
+        Ok(main.zip(seed).map(|(m, s)| m ^ s.rotate_left(32)))
+    }
+
     /// Whether the main map refuses every change.
     pub fn read_only(&self) -> bool {
         self.main.read_only()
@@ -255,4 +263,56 @@ type Select<'a> = Box<dyn FnOnce(Vec<Change>) -> Result<Vec<Change>> + 'a>;
 
 fn commit_main(main: &MapStore, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>> {
     main.commit_selected(changes, |_, c| select(c))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(dir: &std::path::Path, name: &str, blocks: &[Change]) -> std::path::PathBuf {
+        let path = dir.join(name);
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        MapStore::open(&path, false)
+            .expect("writer")
+            .commit(blocks)
+            .expect("commit");
+        path
+    }
+
+    /// What was read ahead of either map is dropped once the token shows another program's
+    /// commit to it; our own commits leave the token as it is.
+    #[test]
+    fn another_writers_commit_to_either_map_is_read_afresh() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let at = |x| BlockPos { x, y: 0, z: 0 };
+        let blocks: Vec<Change> = (0..8).map(|x| (at(x), Some(vec![x as u8]))).collect();
+        let main = map(dir.path(), "main.sqlite", &blocks[..4]);
+        let seed = map(dir.path(), "seed.sqlite", &blocks[4..]);
+        let store = MapStore::Seeded(
+            SeededMap::new(
+                MapStore::open(&main, false).expect("main"),
+                MapStore::open(&seed, true).expect("seed"),
+                "seed".into(),
+            )
+            .expect("seeded"),
+        );
+        let token = store.others_version().expect("token");
+        store
+            .commit(&[(at(1), Some(vec![11]))])
+            .expect("our commit");
+        assert_eq!(store.others_version().expect("token"), token);
+        for x in 0..8 {
+            store.read_ahead(at(x)).expect("read ahead");
+        }
+        for (path, x) in [(&main, 2), (&seed, 6)] {
+            MapStore::open(path, false)
+                .expect("another writer")
+                .commit(&[(at(x), Some(vec![99]))])
+                .expect("outside commit");
+            assert_ne!(store.others_version().expect("token"), token);
+            assert_eq!(store.read_ahead(at(x)).expect("read"), Some(vec![99]));
+        }
+    }
 }

@@ -9,7 +9,7 @@
 //! copies them into `blocks` ([`SqliteMap::commit_stream`]). The store never changes the database's journal mode or schema.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -48,6 +48,9 @@ pub struct SqliteMap {
     read_only: bool,
     readers: Mutex<Vec<Connection>>,
     writer: Mutex<Option<Connection>>,
+    /// [`SqliteMap::others_version`]'s token as last read on the writer's connection
+    /// ([`NO_TOKEN`]: none yet), answered while the writer commits.
+    writer_token: AtomicI64,
     /// `PRAGMA data_version` is per connection: one connection is kept for asking it.
     version: Mutex<Option<Connection>>,
     /// Whether the rows left out of the listing were counted and reported.
@@ -247,6 +250,9 @@ fn holds_nothing(path: &Path) -> bool {
     }
 }
 
+/// No token read on the writer's connection yet (tokens are never negative).
+const NO_TOKEN: i64 = i64::MIN;
+
 impl SqliteMap {
     /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database. A file that
     /// does not exist, or is empty, is an empty map until the first commit creates it.
@@ -258,6 +264,7 @@ impl SqliteMap {
             readers: Mutex::new(Vec::new()),
             writer: Mutex::new(None),
             version: Mutex::new(None),
+            writer_token: AtomicI64::new(NO_TOKEN),
             reported: AtomicBool::new(false),
             absent: AtomicBool::new(false),
             keyed: true,
@@ -593,10 +600,12 @@ impl SqliteMap {
     }
 
     /// A token that changes when another program committed, and not for our own commits;
-    /// `None` while our writer is committing (ask again later: nothing is missed, the token
-    /// then tells of every other commit since). SQLite's `data_version` on a connection does
-    /// not change for that connection's own commits, so it is asked of the writer's
-    /// connection. It is asked of the dedicated one on a read-only mount, which makes no
+    /// SQLite's `data_version` on a connection does not change for that connection's own
+    /// commits, so it is asked of the writer's connection. While our writer commits, the
+    /// token read when its transaction took the write lock is answered: no other program
+    /// can commit until it ends (`None` before the writer's first read: ask again later;
+    /// nothing is missed, the token then tells of every other commit since). It is asked of
+    /// the dedicated connection on a read-only mount, which makes no
     /// commits, and until our first commit creates a database that did not exist at open
     /// (making the writer's connection on a look would create it); the token tells which
     /// connection it came from, so it changes once then. What was read ahead is dropped
@@ -609,17 +618,24 @@ impl SqliteMap {
         let token = if self.read_only || self.absent.load(Ordering::Relaxed) {
             self.data_version()?.wrapping_mul(2)
         } else {
-            let guard = match self.writer.try_lock() {
-                Ok(g) => self.open_writer(g)?,
-                Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+            match self.writer.try_lock() {
+                Ok(g) => {
+                    let guard = self.open_writer(g)?;
+                    let conn = guard
+                        .as_ref()
+                        .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
+                    self.read_writer_token(conn)?
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    match self.writer_token.load(Ordering::SeqCst) {
+                        NO_TOKEN => return Ok(None),
+                        token => token,
+                    }
+                }
                 Err(std::sync::TryLockError::Poisoned(_)) => {
                     return Err(Error::corrupt("map store writer lock poisoned"))
                 }
-            };
-            let conn = guard
-                .as_ref()
-                .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
-            sqlite::data_version(conn)?.wrapping_mul(2) | 1
+            }
         };
         self.ahead.seen_version(token);
         Ok(Some(token))
@@ -641,6 +657,14 @@ impl SqliteMap {
             .lock()
             .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
         self.open_writer(guard)
+    }
+
+    /// [`SqliteMap::others_version`]'s token, read on the writer's connection `conn` (under
+    /// the writer's lock) and kept for looks while the writer commits.
+    fn read_writer_token(&self, conn: &Connection) -> Result<i64> {
+        let token = sqlite::data_version(conn)?.wrapping_mul(2) | 1;
+        self.writer_token.store(token, Ordering::SeqCst);
+        Ok(token)
     }
 
     /// Makes the writer's connection in `guard` if there is none yet.
@@ -675,6 +699,8 @@ impl SqliteMap {
             .as_mut()
             .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // Other programs are kept out until the commit: this token stays true through it.
+        self.read_writer_token(&tx)?;
         let changes = select(changes)?;
         for (pos, data) in &changes {
             match (self.schema, data) {
@@ -719,6 +745,8 @@ impl SqliteMap {
             .as_mut()
             .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // Other programs are kept out until the commit: this token stays true through it.
+        self.read_writer_token(&tx)?;
         let (table, copy) = match self.schema {
             Schema::Pos => (
                 "CREATE TEMP TABLE worldfs_stream (pos INTEGER PRIMARY KEY, data BLOB)",
@@ -955,11 +983,33 @@ mod tests {
             let v3 = ours.others_version().unwrap().unwrap();
             assert_ne!(v3, v2, "{schema:?}: not hidden by our commit after it");
 
+            // While our writer commits (here: only its lock is held), the token it read
+            // last is answered; the next look after it tells of what happened meanwhile.
             let held = ours.writer.lock().unwrap();
-            assert_eq!(ours.others_version().unwrap(), None, "our writer is busy");
             commit(&other, &[(pos(6, 0, 0), Some(vec![6]))]).unwrap();
+            assert_eq!(
+                ours.others_version().unwrap(),
+                Some(v3),
+                "our writer is busy"
+            );
             drop(held);
-            assert_ne!(ours.others_version().unwrap(), Some(v3), "{schema:?}");
+            let v4 = ours.others_version().unwrap().unwrap();
+            assert_ne!(v4, v3, "{schema:?}");
+            // Our transaction reads the token once it holds the write lock: another commit
+            // just before it is told at once.
+            commit(&other, &[(pos(8, 0, 0), Some(vec![8]))]).unwrap();
+            let mut during = None;
+            ours.commit_selected(vec![(pos(9, 0, 0), Some(vec![9]))], |c| {
+                during = ours.others_version()?;
+                Ok(c)
+            })
+            .unwrap();
+            assert!(during.is_some_and(|d| d != v4), "{schema:?}: {during:?}");
+            assert_eq!(ours.others_version().unwrap(), during);
+            let busy = SqliteMap::open(&path, false).unwrap();
+            let held = busy.writer.lock().unwrap();
+            assert_eq!(busy.others_version().unwrap(), None, "no token read yet");
+            drop(held);
 
             let reader = SqliteMap::open(&path, true).unwrap();
             let r = reader.others_version().unwrap();
