@@ -34,11 +34,15 @@ assert_eq "$(readlink "$BK/link.mt")" "world.mt" "the backed-up link"
 assert_eq "$(stat -c %a "$BK/secret.conf")" 600 "mode of the backed-up secret"
 [ -f "$BK/auth.txt" ] && [ -d "$BK/players" ] && [ -d "$BK/blocks/0,0,0" ] || fail "the backup lacks the world's data"
 
-# The world is gone; a new folder holds only the backup's world.mt.
+# The world is gone; a new folder holds only the backup's world.mt. It is named relative to
+# the working folder, as the README's steps name it: the times the restore records must be
+# found again by the next mount, once map.sqlite exists (they were not: its sidecar was picked
+# by the path as given while the database did not exist, by the real path after).
 rm -rf "$W"
 mkdir "$W"
 cp "$BK/world.mt" "$W/"
-mount_world "$W" "$M"
+cd "$T"
+mount_world "$(basename "$W")" "$M"
 assert_eq "$(ls "$M/blocks" | wc -l)" 0 "blocks before the restore"
 start=$(date +%s)
 rsync -a "$BK/" "$M/" || fail "restore rsync failed"
@@ -59,13 +63,15 @@ diff <(modes "$T/original") <(modes "$W") || fail "modes differ after the restor
 probe "$W" >"$T/probe.restored"
 diff "$T/probe.original" "$T/probe.restored" || fail "the engine tells the restored world from the original"
 
-# A fresh backup of the restored world equals the first backup.
-mount_world "$W" "$M"
+# A fresh backup of the restored world, mounted again, equals the first backup: the same
+# files, times and modes (`rsync --dry-run -i` lists nothing).
+mount_world "$(basename "$W")" "$M"
 rsync -a "$M/" "$T/backup2/" || fail "second backup rsync failed"
-# Times and flags equal to the backup's (rsync --dry-run -i listing nothing) is issue 11's
-# "Exact" part, pinned by its own tests; here it is only reported.
 rsync -a --dry-run -i "$BK/" "$M/" >"$T/dry-run" || fail "dry-run rsync failed"
-echo "rsync -a --dry-run -i of the backup onto the restored mount lists $(wc -l <"$T/dry-run") entries: $(head -5 "$T/dry-run" | tr '\n' ' ')"
+if [ -s "$T/dry-run" ]; then
+  head -5 "$T/dry-run"
+  fail "after a remount, rsync -a --dry-run -i of the backup onto the restored mount lists $(wc -l <"$T/dry-run") entries"
+fi
 unmount_world "$M"
 diff -r --no-dereference "$BK" "$T/backup2" || fail "a backup of the restored world differs from the first"
 echo "ok"

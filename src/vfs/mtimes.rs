@@ -116,6 +116,25 @@ pub fn state_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state/worldfs"))
 }
 
+/// The name of the store at `path` that picks its sidecar: the same for every mount of the
+/// store, whether the path is given relative or absolute, through a symlink or not, and
+/// whether the store exists yet or not (a restore into a world folder holding only
+/// `world.mt` creates `map.sqlite` on its first write; the next mount must find the times
+/// that restore recorded).
+fn identity(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    let folder = match path.parent() {
+        Some(f) if !f.as_os_str().is_empty() => f,
+        _ => Path::new("."),
+    };
+    match (folder.canonicalize(), path.file_name()) {
+        (Ok(f), Some(name)) => f.join(name),
+        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+    }
+}
+
 fn to_ns(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
@@ -126,9 +145,7 @@ impl Mtimes {
     /// The records for the store at `store_path`; in-memory only when the state directory
     /// cannot be used (logged), none kept for a read-only mount without a sidecar.
     pub fn open(store_path: &Path, read_only: bool) -> Mtimes {
-        let identity = store_path
-            .canonicalize()
-            .unwrap_or_else(|_| store_path.to_path_buf());
+        let identity = identity(store_path);
         let file = state_dir().map(|d| {
             d.join(format!(
                 "{:016x}.mtimes.sqlite",
@@ -524,5 +541,33 @@ mod tests {
         assert_eq!(in_sidecar(3), Some(to_ns(t(4))), "written when dropped");
         let m = Mtimes::with_sidecar(Some(&sidecar), true);
         assert_eq!(m.recorded(3, 30), Some(t(4)));
+    }
+
+    /// A store that does not exist yet (a restore's first mount) and the same store once it
+    /// exists, named relative or absolute, pick the same sidecar.
+    #[test]
+    fn a_store_keeps_its_sidecar_once_it_exists_however_it_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let world = dir.path().join("w");
+        std::fs::create_dir(&world).unwrap();
+        let before = identity(&world.join("map.sqlite"));
+        std::fs::write(world.join("map.sqlite"), b"x").unwrap();
+        assert_eq!(identity(&world.join("map.sqlite")), before);
+        assert_eq!(identity(&world.join("./map.sqlite")), before);
+        let cwd = std::env::current_dir().unwrap();
+        let relative = pathdiff(&world.join("map.sqlite"), &cwd);
+        assert_eq!(identity(&relative), before, "{}", relative.display());
+        std::fs::remove_file(world.join("map.sqlite")).unwrap();
+        assert_eq!(identity(&relative), before, "absent, relative");
+        assert!(before.is_absolute());
+    }
+
+    /// `path` relative to `base` (both absolute), through `..` where needed.
+    fn pathdiff(path: &Path, base: &Path) -> PathBuf {
+        let (p, b): (Vec<_>, Vec<_>) = (path.components().collect(), base.components().collect());
+        let common = p.iter().zip(&b).take_while(|(x, y)| x == y).count();
+        let mut out: PathBuf = b[common..].iter().map(|_| "..").collect();
+        out.extend(&p[common..]);
+        out
     }
 }
