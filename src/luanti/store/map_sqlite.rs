@@ -130,21 +130,15 @@ fn rows_pos(
     } else {
         after as i64 - POS_KEY_OFFSET
     };
-    let mut stmt = c.prepare_cached(&sql)?;
-    let mut rows = stmt.query(params![after, limit])?;
-    while let Some(r) = rows.next()? {
+    take_rows(c, &sql, params![after, limit], take, |r| {
         let p: i64 = r.get(0)?;
-        let listed = Listed {
+        Ok(Listed {
             pos: int_to_pos(p),
             key: (p + POS_KEY_OFFSET) as u64,
             data: r.get(1)?,
             from_seed: false,
-        };
-        if !take(listed) {
-            break;
-        }
-    }
-    Ok(())
+        })
+    })
 }
 
 /// As [`rows_pos`], in the `x, y, z` schema.
@@ -162,25 +156,38 @@ fn rows_xyz(
         let p = xyz_from_key(after);
         (i64::from(p.x), i64::from(p.z), i64::from(p.y))
     };
-    let mut stmt = c.prepare_cached(&sql)?;
-    let mut rows = stmt.query(params![a.0, a.1, a.2, limit])?;
     let coord = |v: i64| {
         i16::try_from(v).map_err(|_| Error::corrupt(format!("block coordinate {v} out of range")))
     };
-    while let Some(r) = rows.next()? {
+    take_rows(c, &sql, params![a.0, a.1, a.2, limit], take, |r| {
         let (x, y, z): (i64, i64, i64) = (r.get(0)?, r.get(1)?, r.get(2)?);
         let pos = BlockPos {
             x: coord(x)?,
             y: coord(y)?,
             z: coord(z)?,
         };
-        let listed = Listed {
+        Ok(Listed {
             pos,
             key: xyz_key(pos),
             data: r.get(3)?,
             from_seed: false,
-        };
-        if !take(listed) {
+        })
+    })
+}
+
+/// Runs the listing statement `sql` with `params` and hands each row, made a [`Listed`] by
+/// `listed`, to `take` until it returns false.
+fn take_rows(
+    c: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    take: &mut dyn FnMut(Listed) -> bool,
+    listed: impl Fn(&rusqlite::Row<'_>) -> Result<Listed>,
+) -> Result<()> {
+    let mut stmt = c.prepare_cached(sql)?;
+    let mut rows = stmt.query(params)?;
+    while let Some(r) = rows.next()? {
+        if !take(listed(r)?) {
             break;
         }
     }
