@@ -1,14 +1,20 @@
 //! The FUSE floor, for `scripts/bench`: what reading a tree shaped like a mounted Luanti
 //! world costs when the filesystem behind it does no work at all.
 //!
-//! `cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached]` mounts, in the
+//! `cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached|--kept]` mounts, in the
 //! foreground until unmounted, a filesystem held in memory: `blocks/` with BLOCKS folders, each
 //! holding `nodes.cubeset` of SIZE bytes, four small views and an empty `meta/` folder, as
 //! `worldfs` lists a block. It answers every request from arrays, with the kernel settings of
-//! `worldfs` (4 request threads on cloned descriptors, readdirplus chosen by the kernel, no
-//! opendir, names cached 1 s, file attributes not cached). With `--cached` it also lets the
+//! `worldfs` (4 request threads on cloned descriptors, readdirplus chosen by the kernel, names
+//! cached 1 s, file attributes not cached), save one: it leaves opening folders to the kernel
+//! (`FUSE_NO_OPENDIR_SUPPORT`), which `worldfs` does not (README "Kernel caching, kept true"),
+//! so the kernel sends it no OPENDIR and RELEASEDIR and keeps its listings. With `--cached` it also lets the
 //! kernel cache file attributes for 1 s and skips the close-time FLUSH (`FOPEN_NOFLUSH`):
-//! the fewest requests per file read a FUSE filesystem can ask for.
+//! the fewest requests per file read a FUSE filesystem can ask for. With `--kept` it also
+//! lets the kernel keep names and attributes for an hour: what a second pass over the tree
+//! (an incremental `rsync -a`, a second `grep -r`) costs when the kernel keeps everything it
+//! may (names, attributes, pages, and listings of folders it opens itself), so that each file
+//! read still costs its open and release and nothing else.
 //!
 //! The walks of `scripts/bench` over this mount are a lower bound for the same walks over a
 //! `worldfs` mount: the difference between the two is what `worldfs` itself costs.
@@ -40,6 +46,19 @@ const FILES: [&str; 5] = [
 /// Size of the small views.
 const SMALL: u64 = 120;
 const NAMES_TTL: Duration = Duration::from_secs(1);
+/// How long names and attributes are kept with `--kept`.
+const KEPT_TTL: Duration = Duration::from_secs(3600);
+
+/// What the kernel may keep.
+#[derive(Clone, Copy, PartialEq)]
+enum Keep {
+    /// Names 1 s, file attributes not at all, every close flushed: worldfs's settings.
+    Names,
+    /// Also file attributes 1 s, pages across opens, no FLUSH.
+    Cached,
+    /// Also names and attributes for an hour.
+    Kept,
+}
 
 /// What an inode is.
 enum Node {
@@ -53,7 +72,7 @@ enum Node {
 struct NullFs {
     blocks: u64,
     size: u64,
-    cached: bool,
+    keep: Keep,
     /// Content of every file: `size` bytes of text, the small views read a prefix.
     content: Vec<u8>,
 }
@@ -92,11 +111,7 @@ impl NullFs {
             Node::File(f) => (FileType::RegularFile, self.file_size(f)),
             _ => (FileType::Directory, 0),
         };
-        let ttl = if kind == FileType::Directory || self.cached {
-            NAMES_TTL
-        } else {
-            Duration::ZERO
-        };
+        let ttl = self.names_ttl(kind == FileType::Directory);
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let attr = FileAttr {
             ino: INodeNo(ino),
@@ -120,6 +135,16 @@ impl NullFs {
             flags: 0,
         };
         Some((attr, ttl))
+    }
+
+    /// How long the kernel may keep a name, and the attributes of a folder (`dir`) or file.
+    fn names_ttl(&self, dir: bool) -> Duration {
+        match self.keep {
+            Keep::Kept => KEPT_TTL,
+            Keep::Cached => NAMES_TTL,
+            Keep::Names if dir => NAMES_TTL,
+            Keep::Names => Duration::ZERO,
+        }
     }
 
     /// The block folder's name for block `b`: coordinates like worldfs's.
@@ -194,7 +219,9 @@ impl Filesystem for NullFs {
             _ => None,
         };
         match ino.and_then(|i| self.attr(i)) {
-            Some((attr, ttl)) => reply.entry_with_ttls(&ttl, &NAMES_TTL, &attr, Generation(0)),
+            Some((attr, ttl)) => {
+                reply.entry_with_ttls(&ttl, &self.names_ttl(true), &attr, Generation(0))
+            }
             None => reply.error(Errno::from_i32(libc::ENOENT)),
         }
     }
@@ -207,7 +234,7 @@ impl Filesystem for NullFs {
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let flags = if self.cached {
+        let flags = if self.keep != Keep::Names {
             FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
         } else {
             FopenFlags::empty()
@@ -280,14 +307,22 @@ fn main() -> ExitCode {
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let cached = args.iter().any(|a| a == "--cached");
+    let keep = if args.iter().any(|a| a == "--kept") {
+        Keep::Kept
+    } else if args.iter().any(|a| a == "--cached") {
+        Keep::Cached
+    } else {
+        Keep::Names
+    };
     let plain: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
     let (Some(mnt), Some(Ok(blocks)), Some(Ok(size))) = (
         plain.first(),
         plain.get(1).map(|n| n.parse::<u64>()),
         plain.get(2).map(|n| n.parse::<u64>()),
     ) else {
-        eprintln!("usage: cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached]");
+        eprintln!(
+            "usage: cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached|--kept]"
+        );
         return ExitCode::FAILURE;
     };
     // Block names encode up to 64 × 32 × 128 positions.
@@ -304,7 +339,7 @@ fn main() -> ExitCode {
     let fs = NullFs {
         blocks,
         size,
-        cached,
+        keep,
         content,
     };
     let mut config = Config::default();
