@@ -16,6 +16,7 @@
 //! to the system when it goes.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::SystemTime;
 
@@ -25,7 +26,7 @@ use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
 use crate::luanti::store::map::{Change, MapStore, Stream};
 use crate::luanti::store::write_back::{BlockStore, Window};
 use crate::luanti::views;
-use crate::vfs::mtimes::{content_hash, Mtimes};
+use crate::vfs::mtimes::{content_hash, content_hash_parts, Mtimes};
 use crate::vfs::objects::{Lookup, ObjectCache, Views, Weigh};
 use crate::vfs::throttle::Throttle;
 use std::time::Duration;
@@ -694,8 +695,15 @@ impl Blocks {
         self.mtimes.has(self.entry_key(pos, sub))
     }
 
+    /// The sidecar key of entry `sub` of the block at `pos`: the hash of `"{store key}/{sub}"`,
+    /// built on the stack (asked on every stat of a block's file).
     fn entry_key(&self, pos: BlockPos, sub: &str) -> u64 {
-        content_hash(format!("{}/{sub}", self.store.map().key_of(pos)).as_bytes())
+        let mut digits = [0u8; 20];
+        let mut rest = &mut digits[..];
+        // A u64 has at most 20 decimal digits: the write always fits.
+        let _ = write!(rest, "{}", self.store.map().key_of(pos));
+        let len = 20 - rest.len();
+        content_hash_parts(&[&digits[..len], b"/", sub.as_bytes()])
     }
 
     /// The mtime of an entry of the folder of a block whose own time is `block_mtime`: `sub`
@@ -798,6 +806,29 @@ mod tests {
             assert!(cost(&c.block).expect("allowed") > 8 << 20);
         }
         assert_eq!(blocks.cache.len(), 1, "only the last block fits");
+    }
+
+    /// Sidecars written before keys were built on the stack keep their meaning: a key is
+    /// still the hash of `"{store key}/{entry}"`, for the largest and smallest store keys.
+    #[test]
+    fn entry_keys_are_the_hash_of_the_store_key_and_the_entry() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("map"), 1 << 20, false);
+        for p in [
+            pos(0, 0, 0),
+            pos(-2048, -2048, -2048),
+            pos(2047, 2047, 2047),
+            pos(3, -7, 11),
+        ] {
+            for sub in ["", "nodes.cubeset", "meta/1,2,3/fields/text", "m\u{e9}ta"] {
+                let joined = format!("{}/{sub}", blocks.store.map().key_of(p));
+                assert_eq!(blocks.entry_key(p, sub), content_hash(joined.as_bytes()));
+            }
+        }
     }
 
     #[test]

@@ -235,7 +235,8 @@ impl Vfs {
                 display_path(&child(&dir, name))
             )));
         }
-        let path = child(&dir, name);
+        let mut path = dir;
+        path.push(name.to_string());
         let stat = self.stat_path(&path)?;
         let ino = self
             .inodes
