@@ -733,6 +733,11 @@ impl Blocks {
     pub fn mark_header_written(&self, pos: BlockPos, state: u64) {
         self.mtimes
             .record(self.entry_key(pos, HEADER_MARK), state, SystemTime::now());
+        // Written at once, not with the records waiting for their group: the block's commit
+        // may reach the store before a kill, and a restore run again after it rewrites an
+        // unchanged block.txt, which marks nothing, so a lost mark would let its
+        // nodes.cubeset clear the lighting flags (mount test 17).
+        self.mtimes.flush();
     }
 
     /// Whether a `block.txt` written through the mount left the block at `pos` in the state
