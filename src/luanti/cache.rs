@@ -25,6 +25,7 @@ use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
 use crate::luanti::store::map::{Change, MapStore, Stream};
 use crate::luanti::store::write_back::{BlockStore, Window};
+use crate::luanti::summaries::{Summaries, Summary};
 use crate::luanti::views;
 use crate::vfs::mtimes::{content_hash, content_hash_parts, Mtimes};
 use crate::vfs::objects::{Lookup, ObjectCache, Views, Weigh};
@@ -207,6 +208,8 @@ pub struct Blocks {
     /// Decoded blocks; one that weighs more than the whole cache is kept alone, and dropped
     /// before another block is decoded, so at most one such block is in memory at a time.
     cache: ObjectCache<BlockPos, Cached>,
+    /// What the stats of the blocks shown last need, kept past the cache.
+    summaries: Summaries,
     mtimes: Mtimes,
     locks: Vec<Mutex<()>>,
     /// Per-block locks over the times recorded for a block's entries (see
@@ -352,6 +355,7 @@ impl Blocks {
         Blocks {
             store: BlockStore::new(store),
             cache: ObjectCache::keeping_oversized(cache_bytes),
+            summaries: Summaries::default(),
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             time_locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
@@ -474,10 +478,12 @@ impl Blocks {
     }
 
     /// What a block folder's stat needs of the block stored at `pos` (`None`: no block
-    /// there): of the cached block when it is fresh, else of its stored bytes, without
-    /// decoding them.
+    /// there): of the cached block when it is fresh, else of its summary when its stored
+    /// bytes were seen unchanged in this generation of the cache, else of its stored bytes,
+    /// without decoding them.
     pub fn stored(&self, pos: BlockPos) -> Result<Option<Stored>> {
         self.refresh();
+        let generation = self.generation();
         if let Lookup::Fresh(c) = self.cache.lookup(&pos).1 {
             return Ok(Some(Stored {
                 mtime: c.mtime,
@@ -485,14 +491,65 @@ impl Blocks {
                 from_seed: c.from_seed,
             }));
         }
+        let summary = self.summaries.get(pos);
+        if let Some(s) = summary.filter(|s| s.checked == Some(generation)) {
+            return Ok(Some(Stored {
+                mtime: self.mtimes.mtime(self.store.map().key_of(pos), s.hash),
+                hash: s.hash,
+                from_seed: s.from_seed,
+            }));
+        }
         let Some(blob) = self.store.read(pos)? else {
+            self.summaries.forget(pos);
             return Ok(None);
         };
-        Ok(Some(Stored {
+        let stored = Stored {
             mtime: self.mtime_of(pos, &blob),
             hash: content_hash(&blob),
             from_seed: self.store.map().from_seed(pos)?,
-        }))
+        };
+        match summary {
+            Some(mut s) if s.hash == stored.hash => {
+                s.checked = Some(generation);
+                s.from_seed = stored.from_seed;
+                self.summaries.put(pos, s);
+            }
+            Some(_) => self.summaries.forget(pos),
+            None => {}
+        }
+        Ok(Some(stored))
+    }
+
+    /// The summary of the block at `pos` (see [`crate::luanti::summaries`]) with what
+    /// [`Blocks::stored`] tells, when the block's stored bytes are those it was computed
+    /// from; `None` when there is none or they changed. The stored bytes are read again only
+    /// once per generation of the cache (every commit of ours, and every change of another
+    /// writer [`Blocks::refresh`] sees, starts one), and not at all while the block is cached.
+    pub fn summary(&self, pos: BlockPos) -> Result<Option<(Stored, Summary)>> {
+        let Some(s) = self.summaries.get(pos) else {
+            return Ok(None);
+        };
+        Ok(self
+            .stored(pos)?
+            .filter(|stored| stored.hash == s.hash)
+            .map(|stored| (stored, s)))
+    }
+
+    /// How many blocks are cached decoded (tests of what decodes).
+    #[cfg(test)]
+    pub(crate) fn decoded(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Drops every cached decoded block, as the cache does under pressure (tests).
+    #[cfg(test)]
+    pub(crate) fn drop_decoded(&self) {
+        self.cache.clear();
+    }
+
+    /// Adds what `fill` notes to the summary of the decoded block `c` at `pos`.
+    pub fn summarize(&self, pos: BlockPos, c: &Cached, fill: impl FnOnce(&mut Summary)) {
+        self.summaries.note(pos, c.hash, fill);
     }
 
     /// Held while the times recorded for the entries of the block at `pos` are read and

@@ -6,6 +6,7 @@
 //! - `store/`: the containers and their transactions: `map.sqlite`, the players, auth and
 //!   mod storage backends `world.mt` names, and the `world.mt` reader.
 //! - `cache.rs`: decoded blocks on demand, per-block locks and read-modify-write commits.
+//! - `summaries.rs`: what the stats of a block's files need, kept past the cache.
 //! - `tree.rs` (+ `tree/`): paths → blocks and accounts (the `Tree` the mount serves).
 //! - `inspect.rs`: `worldfs info` and `worldfs check`.
 
@@ -14,6 +15,7 @@ pub mod codec;
 pub mod index;
 pub mod inspect;
 pub mod store;
+pub mod summaries;
 #[cfg(test)]
 pub(crate) mod test_map;
 pub mod tree;

@@ -276,7 +276,10 @@ impl Tree for LuantiTree {
                 let s = self.blocks.stored(*pos)?.ok_or_else(|| not_found(path))?;
                 Ok(self.block_dir_at(*pos, s.mtime, s.hash, s.from_seed))
             }
-            Place::Meta(pos) => Ok(self.entry_dir(*pos, &*self.blocks.get(*pos)?, "meta")),
+            Place::Meta(pos) => match self.summarized_meta(*pos)? {
+                Some((_, stat)) => Ok(stat),
+                None => Ok(self.entry_dir(*pos, &*self.blocks.get(*pos)?, "meta")),
+            },
             Place::MetaNode(pos, rel) | Place::Vars(pos, rel, _) => {
                 let c = self.blocks.get(*pos)?;
                 if !self.meta_exists(*pos, &c, *rel) {
@@ -284,7 +287,15 @@ impl Tree for LuantiTree {
                 }
                 Ok(self.entry_dir(*pos, &c, &sub_path(path)))
             }
-            Place::View(pos, _) | Place::Inventory(pos, _) | Place::Var(pos, ..) => {
+            Place::View(pos, view) => match self.summarized_view(*pos, view)? {
+                Some(stat) => Ok(stat),
+                None => {
+                    let c = self.blocks.get(*pos)?;
+                    let data = self.read_in_block(&place, path, &c)?;
+                    Ok(self.entry_file(*pos, &c, &sub_path(path), &data))
+                }
+            },
+            Place::Inventory(pos, _) | Place::Var(pos, ..) => {
                 // One decoded block for the content and the stat: the size, the time and the
                 // source (see `Stat::source`) all name the same stored bytes, even when
                 // another writer commits in between.

@@ -13,10 +13,11 @@ use std::time::SystemTime;
 
 use super::{base_time, not_found, value_to_file, LuantiTree};
 use crate::error::{Error, Result};
-use crate::luanti::cache::Cached;
+use crate::luanti::cache::{Cached, Stored};
 use crate::luanti::codec::block::{BlockPos, MapBlock, NodeMeta, RelPos};
 use crate::luanti::codec::inventory::serialize_inventory;
 use crate::luanti::store::map::LIST_BYTES;
+use crate::luanti::summaries::VIEW_COUNT;
 use crate::luanti::views;
 use crate::names;
 use crate::vfs::mtimes::content_hash;
@@ -29,7 +30,7 @@ pub(super) struct View {
     pub(super) parse: fn(&[u8], BlockPos, &mut MapBlock) -> Result<()>,
 }
 
-pub(super) const VIEWS: [View; 5] = [
+pub(super) const VIEWS: [View; VIEW_COUNT] = [
     View {
         name: "block.txt",
         render: |b, _| views::render_header(b),
@@ -216,17 +217,7 @@ impl LuantiTree {
     pub(super) fn dir_hash(&self, pos: BlockPos, c: &Cached, sub: &str) -> u64 {
         let parts: Vec<&str> = sub.split('/').collect();
         let entries: BTreeSet<String> = match parts.as_slice() {
-            ["meta"] => {
-                let mut idx: BTreeSet<u16> =
-                    c.block.metadata.iter().map(|m| m.pos.index()).collect();
-                if let Ok(extra) = self.empty_meta.lock() {
-                    idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
-                }
-                idx.into_iter()
-                    .filter_map(RelPos::from_index)
-                    .map(rel_name)
-                    .collect()
-            }
+            ["meta"] => return self.meta_hash(pos, c, true),
             ["meta", r, kind @ ("fields" | "private")] => parse_rel_name(r)
                 .and_then(|rel| meta_at(&c.block, rel))
                 .map(|m| {
@@ -240,6 +231,24 @@ impl LuantiTree {
             _ => return FIXED_LISTING,
         };
         let listing: Vec<String> = entries.into_iter().collect();
+        content_hash(listing.join("/").as_bytes())
+    }
+
+    /// The hash of `meta/`'s listing (see [`Self::dir_hash`]): the stored nodes, and with
+    /// `made` the node folders made by `mkdir` too.
+    fn meta_hash(&self, pos: BlockPos, c: &Cached, made: bool) -> u64 {
+        let mut idx: BTreeSet<u16> = c.block.metadata.iter().map(|m| m.pos.index()).collect();
+        if made {
+            if let Ok(extra) = self.empty_meta.lock() {
+                idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
+            }
+        }
+        let names: BTreeSet<String> = idx
+            .into_iter()
+            .filter_map(RelPos::from_index)
+            .map(rel_name)
+            .collect();
+        let listing: Vec<String> = names.into_iter().collect();
         content_hash(listing.join("/").as_bytes())
     }
 
@@ -304,16 +313,24 @@ impl LuantiTree {
         self.read_only || from_seed
     }
 
-    /// Stat of the file `sub` (its path inside the block folder) holding `data`.
+    /// Stat of the file `sub` (its path inside the block folder) holding `data`; a view's
+    /// size (and content hash, when it was needed) go into the block's summary.
     pub(super) fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
-        let mtime = if self.blocks.entry_recorded(pos, sub) {
-            let hash = match VIEWS.iter().find(|v| v.name == sub) {
-                Some(v) => c.view_hash(v.name, |b| (v.render)(b, pos)),
-                None => content_hash(data),
-            };
-            self.blocks.entry_mtime(pos, c.mtime, sub, hash)
-        } else {
-            c.mtime
+        let view = VIEWS.iter().position(|v| v.name == sub);
+        let hash =
+            self.blocks
+                .entry_recorded(pos, sub)
+                .then(|| match view.and_then(|i| VIEWS.get(i)) {
+                    Some(v) => c.view_hash(v.name, |b| (v.render)(b, pos)),
+                    None => content_hash(data),
+                });
+        if let Some(i) = view {
+            self.blocks
+                .summarize(pos, c, |s| s.set_view(i, data.len(), hash));
+        }
+        let mtime = match hash {
+            Some(h) => self.blocks.entry_mtime(pos, c.mtime, sub, h),
+            None => c.mtime,
         };
         Stat {
             source: Some(source(c.hash, c.from_seed)),
@@ -321,9 +338,70 @@ impl LuantiTree {
         }
     }
 
-    /// Stat of the folder `sub` inside the block folder.
+    /// Stat of view `v` of the block at `pos` from the block's summary, without decoding the
+    /// block: the same as [`Self::entry_file`] gives for it; `None` when the summary does not
+    /// tell.
+    pub(super) fn summarized_view(&self, pos: BlockPos, v: &View) -> Result<Option<Stat>> {
+        let Some(i) = VIEWS.iter().position(|w| w.name == v.name) else {
+            return Ok(None);
+        };
+        let Some((stored, s)) = self.blocks.summary(pos)? else {
+            return Ok(None);
+        };
+        let Some(size) = s.size(i) else {
+            return Ok(None);
+        };
+        let mtime = if self.blocks.entry_recorded(pos, v.name) {
+            match s.view_hash(i) {
+                Some(h) => self.blocks.entry_mtime(pos, stored.mtime, v.name, h),
+                None => return Ok(None),
+            }
+        } else {
+            stored.mtime
+        };
+        Ok(Some(Stat {
+            source: Some(source(stored.hash, stored.from_seed)),
+            ..Stat::file(size, mtime, self.locked(stored.from_seed))
+        }))
+    }
+
+    /// Stat of the block's `meta/` folder from the block's summary, without decoding the
+    /// block (see [`Self::summarized_view`]); `None` when the summary does not tell, or when
+    /// node folders made by `mkdir` are listed beside the stored nodes.
+    pub(super) fn summarized_meta(&self, pos: BlockPos) -> Result<Option<(Stored, Stat)>> {
+        let Some((stored, s)) = self.blocks.summary(pos)? else {
+            return Ok(None);
+        };
+        Ok(match s.meta() {
+            Some(listing) if !self.made_meta_in(pos) => {
+                let mtime = self.blocks.entry_mtime(pos, stored.mtime, "meta", listing);
+                let stat = Stat {
+                    source: Some(source(stored.hash, stored.from_seed)),
+                    ..Stat::dir(mtime, self.locked(stored.from_seed))
+                };
+                Some((stored, stat))
+            }
+            _ => None,
+        })
+    }
+
+    /// Whether node folders made by `mkdir` (not stored yet) are in the block at `pos`.
+    fn made_meta_in(&self, pos: BlockPos) -> bool {
+        self.empty_meta
+            .lock()
+            .map(|s| s.iter().any(|(p, _)| *p == pos))
+            .unwrap_or(true)
+    }
+
+    /// Stat of the folder `sub` inside the block folder; the hash of the stored nodes'
+    /// `meta/` listing goes into the block's summary.
     pub(super) fn entry_dir(&self, pos: BlockPos, c: &Cached, sub: &str) -> Stat {
         let hash = self.dir_hash(pos, c, sub);
+        if sub == "meta" {
+            let stored = self.meta_hash(pos, c, false);
+            let nodes = c.block.metadata.len();
+            self.blocks.summarize(pos, c, |s| s.set_meta(stored, nodes));
+        }
         let mtime = self.blocks.entry_mtime(pos, c.mtime, sub, hash);
         Stat {
             source: Some(source(c.hash, c.from_seed)),
@@ -536,20 +614,25 @@ impl LuantiTree {
         after: u64,
         sink: &mut dyn FnMut(Entry) -> bool,
     ) -> Result<()> {
-        let c = match self.blocks.get(pos) {
-            Ok(c) => c,
-            Err(e) => {
-                let Some(reason) = self.blocks.decode_error(pos)? else {
-                    return Err(e);
-                };
-                let entry = Entry {
-                    name: ERROR_FILE.into(),
-                    cookie: 1,
-                    stat: self.file_stat(reason.len() + 1, base_time()),
-                };
-                stream(vec![entry], after, sink);
-                return Ok(());
-            }
+        // A block with a summary decodes (it was made from the decoded block), and its
+        // `meta/` stat is in it: the block is not decoded again.
+        let (mtime, from_seed, meta) = match self.summarized_meta(pos)? {
+            Some((stored, meta)) => (stored.mtime, stored.from_seed, meta),
+            None => match self.blocks.get(pos) {
+                Ok(c) => (c.mtime, c.from_seed, self.entry_dir(pos, &c, "meta")),
+                Err(e) => {
+                    let Some(reason) = self.blocks.decode_error(pos)? else {
+                        return Err(e);
+                    };
+                    let entry = Entry {
+                        name: ERROR_FILE.into(),
+                        cookie: 1,
+                        stat: self.file_stat(reason.len() + 1, base_time()),
+                    };
+                    stream(vec![entry], after, sink);
+                    return Ok(());
+                }
+            },
         };
         // Views are not rendered to be listed: a listing's file sizes are not used
         // (see `Tree::list`), and `find` or `ls` should not render five views a block.
@@ -558,15 +641,14 @@ impl LuantiTree {
             entries.push(Entry {
                 name: v.name.into(),
                 cookie: i as u64 + 1,
-                stat: Stat::file(0, c.mtime, self.locked(c.from_seed)),
+                stat: Stat::file(0, mtime, self.locked(from_seed)),
             });
         }
         entries.push(Entry {
             name: "meta".into(),
             cookie: VIEWS.len() as u64 + 1,
-            stat: self.entry_dir(pos, &c, "meta"),
+            stat: meta,
         });
-        entries.sort_by_key(|e| e.cookie);
         stream(entries, after, sink);
         Ok(())
     }
@@ -578,6 +660,12 @@ impl LuantiTree {
         after: u64,
         sink: &mut dyn FnMut(Entry) -> bool,
     ) -> Result<()> {
+        // Most blocks hold no node metadata; their summary tells, without decoding them.
+        if let Some((_, s)) = self.blocks.summary(pos)? {
+            if s.no_nodes() && !self.made_meta_in(pos) {
+                return Ok(());
+            }
+        }
         let c = self.blocks.get(pos)?;
         let mut idx: BTreeSet<u16> = c.block.metadata.iter().map(|m| m.pos.index()).collect();
         if let Ok(extra) = self.empty_meta.lock() {
@@ -693,9 +781,114 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use crate::luanti::codec::block::BlockPos;
-    use crate::luanti::test_map::map_with;
+    use crate::luanti::store::map::MapStore;
+    use crate::luanti::test_map::{blob, map_with};
     use crate::luanti::tree::LuantiTree;
-    use crate::vfs::tree::{Options, Tree};
+    use crate::vfs::tree::{Options, Stat, Tree};
+
+    fn at(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn open(path: &std::path::Path) -> LuantiTree {
+        let options = Options {
+            read_only: false,
+            cache_bytes: 1 << 20,
+        };
+        LuantiTree::open(path, &options).expect("opens")
+    }
+
+    /// What a walk with attributes sees of a block folder: its listing, the stat of each
+    /// entry, and the listing of `meta/`.
+    fn shown(tree: &LuantiTree, block: &str) -> Vec<(String, Stat)> {
+        let folder = at(&["blocks", block]);
+        let mut out = Vec::new();
+        tree.list(&folder, 0, &mut |e| {
+            out.push((format!("listed {}", e.name), e.stat.clone()));
+            true
+        })
+        .expect("lists the block");
+        for name in out
+            .clone()
+            .iter()
+            .filter_map(|(n, _)| n.strip_prefix("listed "))
+        {
+            let mut p = folder.clone();
+            p.push(name.to_string());
+            out.push((name.to_string(), tree.stat(&p).expect("stat")));
+        }
+        let mut meta = folder.clone();
+        meta.push("meta".into());
+        tree.list(&meta, 0, &mut |e| {
+            out.push((format!("meta/{}", e.name), e.stat.clone()));
+            true
+        })
+        .expect("lists meta");
+        out
+    }
+
+    /// The stats a second walk takes from the blocks' summaries (sizes, times, sources,
+    /// modes, `meta/` listings) are those the decoded blocks gave, with times set on files,
+    /// node metadata and node folders made by mkdir; a block whose summary tells all is not
+    /// decoded again.
+    #[test]
+    fn a_second_walk_shows_from_summaries_what_the_decoded_blocks_showed() {
+        let (a, b, c) = (
+            BlockPos { x: 0, y: 0, z: 0 },
+            BlockPos { x: 1, y: 0, z: 0 },
+            BlockPos { x: 2, y: 0, z: 0 },
+        );
+        let (dir, path) = map_with(&[(a, "test:a"), (b, "test:b"), (c, "test:c")]);
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let tree = open(&path);
+        let set = UNIX_EPOCH + Duration::from_secs(1_400_000_000);
+        tree.mkdir(&at(&["blocks", "0,0,0", "meta", "4,5,6"]))
+            .expect("a node folder made");
+        tree.mkdir(&at(&["blocks", "1,0,0", "meta", "1,2,3"]))
+            .expect("a node folder");
+        tree.write(
+            &at(&["blocks", "1,0,0", "meta", "1,2,3", "fields", "infotext"]),
+            b"hello\n",
+        )
+        .expect("a field written");
+        tree.set_mtime(&at(&["blocks", "2,0,0", "light.txt"]), set)
+            .expect("a time set");
+        let blocks = ["0,0,0", "1,0,0", "2,0,0"];
+        let first: Vec<_> = blocks.iter().map(|b| shown(&tree, b)).collect();
+        assert!(first[2]
+            .iter()
+            .any(|(n, s)| n == "light.txt" && s.mtime == set));
+        tree.blocks.drop_decoded();
+        let again = shown(&tree, "2,0,0");
+        assert_eq!(tree.blocks.decoded(), 0, "2,0,0 was not decoded again");
+        assert_eq!(again, first[2]);
+        let second: Vec<_> = blocks.iter().map(|b| shown(&tree, b)).collect();
+        assert_eq!(second, first);
+    }
+
+    /// A summary is for the stored bytes it was made from: after another writer changes the
+    /// block, its stats are those of the new bytes.
+    #[test]
+    fn a_summary_is_not_used_once_another_writer_changed_the_block() {
+        let a = BlockPos { x: 0, y: 0, z: 0 };
+        let (dir, path) = map_with(&[(a, "test:a")]);
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let tree = open(&path);
+        let nodes = at(&["blocks", "0,0,0", "nodes.cubeset"]);
+        let before = tree.stat(&nodes).expect("stat");
+        tree.blocks.drop_decoded();
+        assert_eq!(tree.stat(&nodes).expect("stat again"), before);
+        assert_eq!(tree.blocks.decoded(), 0);
+        MapStore::open(&path, false)
+            .expect("another writer")
+            .commit(&[(a, Some(blob("test:a_much_longer_node_name")))])
+            .expect("its commit");
+        std::thread::sleep(Duration::from_millis(100));
+        let after = tree.stat(&nodes).expect("stat after");
+        assert_eq!(after.size, tree.read(&nodes).expect("read").len() as u64);
+        assert_ne!(after.size, before.size);
+        assert_ne!(after.source, before.source);
+    }
 
     /// rsync sets a block folder's time while it still writes in the block: a time set
     /// while an edit of the block commits stands (the edit writes back the times it kept

@@ -1,0 +1,219 @@
+//! What the stats of a block folder's entries take from the decoded block, kept after the
+//! block leaves the cache: each view's size and content hash, and the hash of the `meta/`
+//! listing.
+//!
+//! A listing of a block folder with attributes (`ls -l`, `find`, every pass of `rsync`)
+//! needs the exact size of every view, which takes decoding the block and rendering its five
+//! views. The decoded-block cache holds a few thousand blocks; a world's second pass (an
+//! incremental backup, `ls -l` again) finds them gone and decoded and rendered everything
+//! again. A summary is a few dozen bytes a block, so one is kept for every block a mount has
+//! shown, up to [`KEPT`], and the stats come from it while the block's stored bytes are
+//! unchanged.
+//!
+//! A summary names the hash of the stored bytes it was computed from, and views are rendered
+//! from those bytes alone (and the block's position), so it is never stale: it is used only
+//! after the stored bytes were seen to hash the same, once per generation of the cache
+//! (which moves with every commit of ours and every change another writer made; see
+//! [`crate::luanti::cache::Blocks::summary`]). What is not in the stored bytes (the times
+//! recorded for entries, node folders made by `mkdir` before they hold anything) is looked
+//! up as for a decoded block.
+
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+
+use lru::LruCache;
+
+use crate::luanti::codec::block::BlockPos;
+
+/// The views of a block folder (see `tree::blocks::VIEWS`).
+pub const VIEW_COUNT: usize = 5;
+
+/// Blocks summarised at most (about 150 bytes each with the map's own).
+const KEPT: usize = 48 * 1024;
+
+/// A size no view has (the codec bounds a block and its views to tens of MiB): not known.
+const UNKNOWN: u32 = u32::MAX;
+
+/// What the stats of one block's entries need, for the stored bytes hashing to `hash`.
+#[derive(Clone, Copy)]
+pub struct Summary {
+    /// The hash of the stored bytes the rest was computed from.
+    pub hash: u64,
+    /// The cache generation in which the stored bytes were last seen to hash to `hash`.
+    pub(crate) checked: Option<u64>,
+    /// The block is shown from a `readonly_backend` seed (known once checked).
+    pub(crate) from_seed: bool,
+    sizes: [u32; VIEW_COUNT],
+    hashes: [u64; VIEW_COUNT],
+    /// Bit `i`: `hashes[i]` is known.
+    hashed: u8,
+    /// The hash of the `meta/` listing of the stored nodes, and whether it lists any.
+    meta: Option<(u64, bool)>,
+}
+
+impl Summary {
+    fn new(hash: u64) -> Summary {
+        Summary {
+            hash,
+            checked: None,
+            from_seed: false,
+            sizes: [UNKNOWN; VIEW_COUNT],
+            hashes: [0; VIEW_COUNT],
+            hashed: 0,
+            meta: None,
+        }
+    }
+
+    /// The size of view `i`, if known.
+    pub fn size(&self, i: usize) -> Option<u64> {
+        self.sizes
+            .get(i)
+            .filter(|&&s| s != UNKNOWN)
+            .map(|&s| u64::from(s))
+    }
+
+    /// The content hash of view `i`, if known.
+    pub fn view_hash(&self, i: usize) -> Option<u64> {
+        (i < VIEW_COUNT && self.hashed & (1 << i) != 0).then(|| self.hashes[i])
+    }
+
+    /// The hash of the `meta/` listing of the stored nodes, if known.
+    pub fn meta(&self) -> Option<u64> {
+        self.meta.map(|(hash, _)| hash)
+    }
+
+    /// Whether the block is known to store no node metadata (its `meta/` lists nothing
+    /// stored).
+    pub fn no_nodes(&self) -> bool {
+        self.meta.is_some_and(|(_, any)| !any)
+    }
+
+    /// Notes view `i`'s size and, when it was computed, its content hash.
+    pub fn set_view(&mut self, i: usize, size: usize, hash: Option<u64>) {
+        let Some(slot) = self.sizes.get_mut(i) else {
+            return;
+        };
+        *slot = u32::try_from(size)
+            .ok()
+            .filter(|&s| s != UNKNOWN)
+            .unwrap_or(UNKNOWN);
+        if let Some(h) = hash {
+            self.hashes[i] = h;
+            self.hashed |= 1 << i;
+        }
+    }
+
+    /// Notes the hash of the `meta/` listing of the stored nodes and how many it lists.
+    pub fn set_meta(&mut self, hash: u64, nodes: usize) {
+        self.meta = Some((hash, nodes > 0));
+    }
+}
+
+/// The summaries of the blocks shown last, by position.
+pub struct Summaries {
+    kept: Mutex<LruCache<BlockPos, Summary>>,
+}
+
+impl Default for Summaries {
+    fn default() -> Self {
+        Summaries::keeping(KEPT)
+    }
+}
+
+impl Summaries {
+    /// Summaries of at most `n` blocks.
+    pub fn keeping(n: usize) -> Summaries {
+        Summaries {
+            kept: Mutex::new(LruCache::new(
+                NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN),
+            )),
+        }
+    }
+
+    /// The summary of the block at `pos`, whatever bytes it names.
+    pub fn get(&self, pos: BlockPos) -> Option<Summary> {
+        self.kept.lock().ok()?.get(&pos).copied()
+    }
+
+    /// Keeps `s` as the summary of the block at `pos` (it replaces one for other bytes).
+    pub fn put(&self, pos: BlockPos, s: Summary) {
+        if let Ok(mut kept) = self.kept.lock() {
+            kept.put(pos, s);
+        }
+    }
+
+    /// Drops the summary of the block at `pos`.
+    pub fn forget(&self, pos: BlockPos) {
+        if let Ok(mut kept) = self.kept.lock() {
+            kept.pop(&pos);
+        }
+    }
+
+    /// Adds to the summary of the stored bytes hashing to `hash` at `pos` (starting one, or
+    /// replacing one for other bytes).
+    pub fn note(&self, pos: BlockPos, hash: u64, fill: impl FnOnce(&mut Summary)) {
+        let Ok(mut kept) = self.kept.lock() else {
+            return;
+        };
+        let mut s = match kept.get(&pos) {
+            Some(s) if s.hash == hash => *s,
+            _ => Summary::new(hash),
+        };
+        fill(&mut s);
+        kept.put(pos, s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pos(x: i16) -> BlockPos {
+        BlockPos { x, y: 0, z: 0 }
+    }
+
+    #[test]
+    fn a_summary_keeps_what_was_noted_for_the_same_bytes_only() {
+        let s = Summaries::keeping(10);
+        s.note(pos(1), 7, |s| s.set_view(2, 1234, None));
+        s.note(pos(1), 7, |s| s.set_view(0, 10, Some(99)));
+        assert!(!s.get(pos(1)).expect("kept").no_nodes());
+        s.note(pos(1), 7, |s| s.set_meta(5, 0));
+        let got = s.get(pos(1)).expect("kept");
+        assert_eq!((got.size(2), got.view_hash(2)), (Some(1234), None));
+        assert_eq!((got.size(0), got.view_hash(0)), (Some(10), Some(99)));
+        assert_eq!(
+            (got.size(1), got.meta(), got.no_nodes()),
+            (None, Some(5), true)
+        );
+        s.note(pos(1), 7, |s| s.set_meta(6, 2));
+        assert!(!s.get(pos(1)).expect("kept").no_nodes());
+        assert_eq!(got.checked, None);
+        // Other bytes at the same place start afresh.
+        s.note(pos(1), 8, |s| s.set_view(1, 3, None));
+        let got = s.get(pos(1)).expect("kept");
+        assert_eq!(
+            (got.hash, got.size(2), got.size(1), got.meta()),
+            (8, None, Some(3), None)
+        );
+        s.forget(pos(1));
+        assert!(s.get(pos(1)).is_none());
+    }
+
+    #[test]
+    fn summaries_are_bounded_and_out_of_range_views_are_ignored() {
+        let s = Summaries::keeping(2);
+        for x in 0..3 {
+            s.note(pos(x), 1, |s| s.set_view(VIEW_COUNT, 1, Some(1)));
+        }
+        assert!(s.get(pos(0)).is_none());
+        let got = s.get(pos(2)).expect("kept");
+        assert_eq!(
+            (got.size(VIEW_COUNT), got.view_hash(VIEW_COUNT)),
+            (None, None)
+        );
+        // A size that does not fit is not known rather than wrong.
+        s.note(pos(2), 1, |s| s.set_view(0, usize::MAX, None));
+        assert_eq!(s.get(pos(2)).and_then(|g| g.size(0)), None);
+    }
+}
