@@ -547,9 +547,20 @@ impl Blocks {
         self.cache.clear();
     }
 
-    /// Adds what `fill` notes to the summary of the decoded block `c` at `pos`.
+    /// Adds what `fill` notes to the summary of the decoded block `c` at `pos`. While `c` is
+    /// the cached block and fresh, the summary counts as checked in this generation (the
+    /// next pass over an unchanged world reads no stored bytes to use it).
     pub fn summarize(&self, pos: BlockPos, c: &Cached, fill: impl FnOnce(&mut Summary)) {
-        self.summaries.note(pos, c.hash, fill);
+        let generation = self.generation();
+        let fresh = matches!(self.cache.lookup(&pos).1, Lookup::Fresh(f) if std::ptr::eq(&*f, c));
+        let checked = (fresh && self.generation() == generation).then_some(generation);
+        self.summaries.note(pos, c.hash, |s| {
+            if checked.is_some() {
+                s.checked = checked;
+                s.from_seed = c.from_seed;
+            }
+            fill(s);
+        });
     }
 
     /// Held while the times recorded for the entries of the block at `pos` are read and
@@ -891,6 +902,43 @@ mod tests {
                 assert_eq!(blocks.entry_key(p, sub), content_hash(joined.as_bytes()));
             }
         }
+    }
+
+    /// A summary made from the cached block while it is fresh is checked for the generation
+    /// (a later stat reads no stored bytes); one made from a block that is no longer the
+    /// cached one is not, and one for other bytes is not used.
+    #[test]
+    fn a_summary_of_the_fresh_cached_block_counts_as_checked() {
+        let (_dir, path) = crate::luanti::test_map::map_with(&[(pos(0, 0, 0), "test:a")]);
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("store"), 1 << 20, false);
+        let p = pos(0, 0, 0);
+        let c = blocks.get(p).expect("decoded");
+        blocks.summarize(p, &c, |s| s.set_view(0, 10, None));
+        let s = blocks.summaries.get(p).expect("summarized");
+        assert_eq!(s.checked, Some(blocks.generation()));
+        assert_eq!(
+            blocks.summary(p).expect("summary").map(|(st, _)| st.hash),
+            Some(c.hash)
+        );
+
+        blocks
+            .modify(p, |b| {
+                b.timestamp = 7;
+                Ok(())
+            })
+            .expect("a commit");
+        blocks.summarize(p, &c, |s| s.set_view(1, 10, None));
+        let s = blocks.summaries.get(p).expect("summarized");
+        assert_eq!(s.hash, c.hash);
+        assert_ne!(
+            s.checked,
+            Some(blocks.generation()),
+            "c is not the cached block now"
+        );
+        assert!(
+            blocks.summary(p).expect("summary").is_none(),
+            "the stored bytes changed"
+        );
     }
 
     #[test]
