@@ -70,7 +70,8 @@ pub struct MountArgs {
     /// Stay in the foreground (log to stderr) instead of running as a daemon.
     #[arg(short, long)]
     pub foreground: bool,
-    /// Memory for decoded blocks, in MiB.
+    /// Memory for decoded blocks, in MiB (for Luanti, a quarter of it keeps block summaries:
+    /// what the attributes of a block's files need, so a second pass does not decode again).
     #[arg(long, default_value_t = 32, value_name = "MIB")]
     pub cache_size: usize,
     /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf).

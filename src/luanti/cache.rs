@@ -349,13 +349,15 @@ pub fn new_block() -> MapBlock {
 }
 
 impl Blocks {
-    /// Blocks of `store`, caching up to `cache_bytes` of decoded blocks.
+    /// Blocks of `store`, caching up to `cache_bytes`: three quarters for decoded blocks, a
+    /// quarter for block summaries (see [`crate::luanti::summaries`]).
     pub fn new(store: MapStore, cache_bytes: usize, read_only: bool) -> Blocks {
+        let summary_bytes = cache_bytes / 4;
         let mtimes = Mtimes::open(&store.identity(), read_only);
         Blocks {
             store: BlockStore::new(store),
-            cache: ObjectCache::keeping_oversized(cache_bytes),
-            summaries: Summaries::default(),
+            cache: ObjectCache::keeping_oversized(cache_bytes - summary_bytes),
+            summaries: Summaries::weighing(summary_bytes),
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             time_locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
@@ -553,11 +555,25 @@ impl Blocks {
     pub fn summarize(&self, pos: BlockPos, c: &Cached, fill: impl FnOnce(&mut Summary)) {
         let generation = self.generation();
         let fresh = matches!(self.cache.lookup(&pos).1, Lookup::Fresh(f) if std::ptr::eq(&*f, c));
-        let checked = (fresh && self.generation() == generation).then_some(generation);
+        // Whether the block comes from the seed is asked again: a cached block kept across
+        // another writer's change of the same bytes (deleted from the main map, left in the
+        // seed) may tell it from before.
+        // (Once per generation: the stats of a block folder's entries each add to it.)
+        let known = self
+            .summaries
+            .get(pos)
+            .is_some_and(|s| s.hash == c.hash && s.checked == Some(generation));
+        let from_seed = (fresh && !known)
+            .then(|| self.store.map().from_seed(pos).ok())
+            .flatten();
+        let checked = match from_seed {
+            Some(seed) if self.generation() == generation => Some((generation, seed)),
+            _ => None,
+        };
         self.summaries.note(pos, c.hash, |s| {
-            if checked.is_some() {
-                s.checked = checked;
-                s.from_seed = c.from_seed;
+            if let Some((generation, seed)) = checked {
+                s.checked = Some(generation);
+                s.from_seed = seed;
             }
             fill(s);
         });

@@ -6,9 +6,9 @@
 //! needs the exact size of every view, which takes decoding the block and rendering its five
 //! views. The decoded-block cache holds a few thousand blocks; a world's second pass (an
 //! incremental backup, `ls -l` again) finds them gone and decoded and rendered everything
-//! again. A summary is a few dozen bytes a block, so one is kept for every block a mount has
-//! shown, up to [`KEPT`], and the stats come from it while the block's stored bytes are
-//! unchanged.
+//! again. A summary is about a hundred bytes a block, so a quarter of `--cache-size` keeps one
+//! for tens of thousands of blocks (49,344 with the default 32 MiB), and the stats come from
+//! it while the block's stored bytes are unchanged.
 //!
 //! A summary names the hash of the stored bytes it was computed from, and views are rendered
 //! from those bytes alone (and the block's position), so it is never stale: it is used only
@@ -28,8 +28,9 @@ use crate::luanti::codec::block::BlockPos;
 /// The views of a block folder (see `tree::blocks::VIEWS`).
 pub const VIEW_COUNT: usize = 5;
 
-/// Blocks summarised at most (about 170 bytes each with the map's own: 8 MiB).
-const KEPT: usize = 48 * 1024;
+/// What one kept summary weighs with the map's own (its node and slot): 104 bytes of
+/// summary (`size_of`), its key, two links and the allocator's rounding, and a slot.
+pub const SUMMARY_BYTES: usize = 170;
 
 /// A size no view has (the codec bounds a block and its views to tens of MiB): not known.
 const UNKNOWN: u32 = u32::MAX;
@@ -114,13 +115,12 @@ pub struct Summaries {
     kept: Mutex<LruCache<BlockPos, Summary>>,
 }
 
-impl Default for Summaries {
-    fn default() -> Self {
-        Summaries::keeping(KEPT)
-    }
-}
-
 impl Summaries {
+    /// Summaries weighing at most `bytes` (at least one is kept).
+    pub fn weighing(bytes: usize) -> Summaries {
+        Summaries::keeping(bytes / SUMMARY_BYTES)
+    }
+
     /// Summaries of at most `n` blocks.
     pub fn keeping(n: usize) -> Summaries {
         Summaries {
