@@ -957,6 +957,47 @@ mod tests {
         );
     }
 
+    /// Whether a block comes from the seed is asked again for its summary: a block kept
+    /// cached across another writer's deletion of its main row (the seed holds the same
+    /// bytes) still says "main", and its summary must not carry that past the cache.
+    #[test]
+    fn a_summary_asks_again_whether_the_block_comes_from_the_seed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let world = dir.path();
+        std::fs::write(
+            world.join("world.mt"),
+            "backend = sqlite3\nreadonly_backend = sqlite3\n",
+        )
+        .expect("world.mt");
+        std::fs::create_dir(world.join("readonly")).expect("readonly/");
+        let p = pos(0, 0, 0);
+        for map in [world.join("map.sqlite"), world.join("readonly/map.sqlite")] {
+            let c = rusqlite::Connection::open(&map).expect("a map");
+            c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", [])
+                .expect("table");
+            drop(c);
+            MapStore::open(&map, false)
+                .expect("writer")
+                .commit(&[(p, Some(blob("test:a")))])
+                .expect("the same block in both");
+        }
+        let blocks = Blocks::new(MapStore::open(world, true).expect("seeded"), 1 << 20, true);
+        let c = blocks.get(p).expect("decoded");
+        assert!(!c.from_seed);
+        rusqlite::Connection::open(world.join("map.sqlite"))
+            .and_then(|m| m.execute("DELETE FROM blocks", []))
+            .expect("another writer deletes the main row");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
+        let kept = blocks.get(p).expect("the same bytes, from the seed now");
+        assert!(
+            Arc::ptr_eq(&c, &kept) && !kept.from_seed,
+            "the cached block says main"
+        );
+        blocks.summarize(p, &kept, |s| s.set_view(0, 1, None));
+        let s = blocks.summaries.get(p).expect("summarized");
+        assert_eq!((s.checked, s.from_seed), (Some(blocks.generation()), true));
+    }
+
     #[test]
     fn another_writers_commit_keeps_unchanged_cached_blocks_only() {
         let dir = tempfile::tempdir().expect("temp dir");
