@@ -237,19 +237,26 @@ impl LuantiTree {
     /// The hash of `meta/`'s listing (see [`Self::dir_hash`]): the stored nodes, and with
     /// `made` the node folders made by `mkdir` too.
     fn meta_hash(&self, pos: BlockPos, c: &Cached, made: bool) -> u64 {
-        let mut idx: BTreeSet<u16> = c.block.metadata.iter().map(|m| m.pos.index()).collect();
-        if made {
-            if let Ok(extra) = self.empty_meta.lock() {
-                idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
-            }
-        }
-        let names: BTreeSet<String> = idx
+        let names: BTreeSet<String> = self
+            .meta_nodes(pos, c, made)
             .into_iter()
             .filter_map(RelPos::from_index)
             .map(rel_name)
             .collect();
         let listing: Vec<String> = names.into_iter().collect();
         content_hash(listing.join("/").as_bytes())
+    }
+
+    /// The node indices `meta/` lists: the nodes with stored metadata, and with `made` the
+    /// node folders made by `mkdir` too.
+    fn meta_nodes(&self, pos: BlockPos, c: &Cached, made: bool) -> BTreeSet<u16> {
+        let mut idx: BTreeSet<u16> = c.block.metadata.iter().map(|m| m.pos.index()).collect();
+        if made {
+            if let Ok(extra) = self.empty_meta.lock() {
+                idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
+            }
+        }
+        idx
     }
 
     /// Writes one view of a block. The derived-data rule (a node edit clears the lighting
@@ -316,15 +323,12 @@ impl LuantiTree {
     /// Stat of the file `sub` (its path inside the block folder) holding `data`; a view's
     /// size (and content hash, when it was needed) go into the block's summary.
     pub(super) fn entry_file(&self, pos: BlockPos, c: &Cached, sub: &str, data: &[u8]) -> Stat {
-        let view = VIEWS.iter().position(|v| v.name == sub);
-        let hash =
-            self.blocks
-                .entry_recorded(pos, sub)
-                .then(|| match view.and_then(|i| VIEWS.get(i)) {
-                    Some(v) => c.view_hash(v.name, |b| (v.render)(b, pos)),
-                    None => content_hash(data),
-                });
-        if let Some(i) = view {
+        let view = VIEWS.iter().enumerate().find(|(_, v)| v.name == sub);
+        let hash = self.blocks.entry_recorded(pos, sub).then(|| match view {
+            Some((_, v)) => c.view_hash(v.name, |b| (v.render)(b, pos)),
+            None => content_hash(data),
+        });
+        if let Some((i, _)) = view {
             self.blocks
                 .summarize(pos, c, |s| s.set_view(i, data.len(), hash));
         }
@@ -667,11 +671,8 @@ impl LuantiTree {
             }
         }
         let c = self.blocks.get(pos)?;
-        let mut idx: BTreeSet<u16> = c.block.metadata.iter().map(|m| m.pos.index()).collect();
-        if let Ok(extra) = self.empty_meta.lock() {
-            idx.extend(extra.iter().filter(|(p, _)| *p == pos).map(|(_, i)| *i));
-        }
-        let entries = idx
+        let entries = self
+            .meta_nodes(pos, &c, true)
             .into_iter()
             .filter_map(|i| RelPos::from_index(i).map(|r| (i, r)))
             .map(|(i, r)| Entry {
