@@ -71,7 +71,8 @@ pub struct MountArgs {
     #[arg(short, long)]
     pub foreground: bool,
     /// Memory for decoded blocks, in MiB (for Luanti, a quarter of it keeps block summaries:
-    /// what the attributes of a block's files need, so a second pass does not decode again).
+    /// what the attributes of a block's files need, so a second pass does not decode again;
+    /// they are also kept on disk, in the state folder).
     #[arg(long, default_value_t = 32, value_name = "MIB")]
     pub cache_size: usize,
     /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf).

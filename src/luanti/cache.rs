@@ -26,6 +26,7 @@ use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
 use crate::luanti::store::map::{Change, MapStore, Stream};
 use crate::luanti::store::write_back::{BlockStore, Window};
 use crate::luanti::summaries::{Summaries, Summary};
+use crate::luanti::summary_file::SummaryFile;
 use crate::luanti::views;
 use crate::vfs::mtimes::{content_hash, content_hash_parts, Mtimes};
 use crate::vfs::objects::{Lookup, ObjectCache, Views, Weigh};
@@ -354,10 +355,11 @@ impl Blocks {
     pub fn new(store: MapStore, cache_bytes: usize, read_only: bool) -> Blocks {
         let summary_bytes = cache_bytes / 4;
         let mtimes = Mtimes::open(&store.identity(), read_only);
+        let summaries = Summaries::weighing(summary_bytes, SummaryFile::open(&store.identity()));
         Blocks {
             store: BlockStore::new(store),
             cache: ObjectCache::keeping_oversized(cache_bytes - summary_bytes),
-            summaries: Summaries::weighing(summary_bytes),
+            summaries,
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             time_locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
@@ -414,9 +416,11 @@ impl Blocks {
         self.cache.underneath_seen()
     }
 
-    /// Writes the waiting mtime records now (see [`crate::vfs::mtimes`]).
+    /// Writes the waiting mtime records (see [`crate::vfs::mtimes`]) and block summaries
+    /// (see [`crate::luanti::summary_file`]) to the sidecar now.
     pub fn flush_times(&self) {
         self.mtimes.flush();
+        self.summaries.flush();
     }
 
     /// The mtime of a block given its stored bytes.
@@ -541,6 +545,13 @@ impl Blocks {
     #[cfg(test)]
     pub(crate) fn decoded(&self) -> usize {
         self.cache.len()
+    }
+
+    /// Keeps the block summaries in `file` from now on (tests, which cannot share the state
+    /// directory's environment variable).
+    #[cfg(test)]
+    pub(crate) fn keep_summaries_in(&mut self, file: Option<SummaryFile>) {
+        self.summaries = Summaries::keeping(1000, file);
     }
 
     /// Drops every cached decoded block, as the cache does under pressure (tests).

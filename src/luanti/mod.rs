@@ -16,6 +16,7 @@ pub mod index;
 pub mod inspect;
 pub mod store;
 pub mod summaries;
+pub mod summary_file;
 #[cfg(test)]
 pub(crate) mod test_map;
 pub mod tree;

@@ -17,6 +17,9 @@
 //! [`crate::luanti::cache::Blocks::summary`]). What is not in the stored bytes (the times
 //! recorded for entries, node folders made by `mkdir` before they hold anything) is looked
 //! up as for a decoded block.
+//!
+//! Summaries are also kept on disk ([`crate::luanti::summary_file`]): one that left memory,
+//! or was made by an earlier mount, is read back from there when memory has none.
 
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
@@ -24,6 +27,7 @@ use std::sync::Mutex;
 use lru::LruCache;
 
 use crate::luanti::codec::block::BlockPos;
+use crate::luanti::summary_file::SummaryFile;
 
 /// The views of a block folder (see `tree::blocks::VIEWS`).
 pub const VIEW_COUNT: usize = 5;
@@ -108,59 +112,141 @@ impl Summary {
     pub fn set_meta(&mut self, hash: u64, nodes: usize) {
         self.meta = Some((hash, nodes > 0));
     }
+
+    /// What is kept on disk of it (all but what is checked again in each mount: `checked`,
+    /// `from_seed`; the hash of the stored bytes is kept beside it).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(ENCODED);
+        for size in self.sizes {
+            out.extend_from_slice(&size.to_le_bytes());
+        }
+        for hash in self.hashes {
+            out.extend_from_slice(&hash.to_le_bytes());
+        }
+        out.push(self.hashed);
+        let (flag, listing) = match self.meta {
+            None => (0, 0),
+            Some((h, false)) => (1, h),
+            Some((h, true)) => (2, h),
+        };
+        out.push(flag);
+        out.extend_from_slice(&listing.to_le_bytes());
+        out
+    }
+
+    /// The summary of the stored bytes hashing to `hash` that [`Summary::encode`] wrote as
+    /// `data`; `None` when `data` is not such a summary.
+    pub fn decode(hash: u64, data: &[u8]) -> Option<Summary> {
+        if data.len() != ENCODED {
+            return None;
+        }
+        let u32_at = |i: usize| data.get(i..i + 4)?.try_into().ok().map(u32::from_le_bytes);
+        let u64_at = |i: usize| data.get(i..i + 8)?.try_into().ok().map(u64::from_le_bytes);
+        let mut s = Summary::new(hash);
+        for i in 0..VIEW_COUNT {
+            s.sizes[i] = u32_at(4 * i)?;
+            s.hashes[i] = u64_at(4 * VIEW_COUNT + 8 * i)?;
+        }
+        let at = 12 * VIEW_COUNT;
+        s.hashed = *data.get(at)?;
+        if s.hashed >> VIEW_COUNT != 0 {
+            return None;
+        }
+        let listing = u64_at(at + 2)?;
+        s.meta = match data.get(at + 1)? {
+            0 if listing == 0 => None,
+            1 => Some((listing, false)),
+            2 => Some((listing, true)),
+            _ => return None,
+        };
+        Some(s)
+    }
 }
 
-/// The summaries of the blocks shown last, by position.
+/// The length of an encoded summary: sizes, hashes, which hashes are known, the `meta/`
+/// listing.
+const ENCODED: usize = 12 * VIEW_COUNT + 2 + 8;
+
+/// The summaries of the blocks shown last, by position, and those kept on disk.
 pub struct Summaries {
-    kept: Mutex<LruCache<BlockPos, Summary>>,
+    /// `None`: no summary for the block (known absent from disk, or made for other bytes).
+    kept: Mutex<LruCache<BlockPos, Option<Summary>>>,
+    file: Option<SummaryFile>,
 }
 
 impl Summaries {
-    /// Summaries weighing at most `bytes` (at least one is kept).
-    pub fn weighing(bytes: usize) -> Summaries {
-        Summaries::keeping(bytes / SUMMARY_BYTES)
+    /// Summaries weighing at most `bytes` in memory (at least one is kept), and those kept
+    /// in `file`.
+    pub fn weighing(bytes: usize, file: Option<SummaryFile>) -> Summaries {
+        Summaries::keeping(bytes / SUMMARY_BYTES, file)
     }
 
-    /// Summaries of at most `n` blocks.
-    pub fn keeping(n: usize) -> Summaries {
+    /// Summaries of at most `n` blocks in memory, and those kept in `file`.
+    pub fn keeping(n: usize, file: Option<SummaryFile>) -> Summaries {
         Summaries {
             kept: Mutex::new(LruCache::new(
                 NonZeroUsize::new(n).unwrap_or(NonZeroUsize::MIN),
             )),
+            file,
         }
     }
 
-    /// The summary of the block at `pos`, whatever bytes it names.
+    /// The summary of the block at `pos`, whatever bytes it names: from memory, else from
+    /// disk (and then kept in memory, as is its absence).
     pub fn get(&self, pos: BlockPos) -> Option<Summary> {
-        self.kept.lock().ok()?.get(&pos).copied()
+        if let Some(known) = self.kept.lock().ok()?.get(&pos) {
+            return *known;
+        }
+        let found = self.file.as_ref()?.get(pos);
+        let mut kept = self.kept.lock().ok()?;
+        if !kept.contains(&pos) {
+            kept.put(pos, found);
+        }
+        found
     }
 
-    /// Keeps `s` as the summary of the block at `pos` (it replaces one for other bytes).
+    /// Keeps `s` as the summary of the block at `pos` in memory (it replaces one for other
+    /// bytes); what is kept on disk is not changed (`checked`, `from_seed`).
     pub fn put(&self, pos: BlockPos, s: Summary) {
         if let Ok(mut kept) = self.kept.lock() {
-            kept.put(pos, s);
+            kept.put(pos, Some(s));
         }
     }
 
-    /// Drops the summary of the block at `pos`.
+    /// Drops the summary of the block at `pos` (it was made for other bytes).
     pub fn forget(&self, pos: BlockPos) {
         if let Ok(mut kept) = self.kept.lock() {
-            kept.pop(&pos);
+            kept.put(pos, None);
         }
     }
 
     /// Adds to the summary of the stored bytes hashing to `hash` at `pos` (starting one, or
-    /// replacing one for other bytes).
+    /// replacing one for other bytes); written to disk when that changed what is kept there.
     pub fn note(&self, pos: BlockPos, hash: u64, fill: impl FnOnce(&mut Summary)) {
-        let Ok(mut kept) = self.kept.lock() else {
-            return;
-        };
-        let mut s = match kept.get(&pos) {
-            Some(s) if s.hash == hash => *s,
-            _ => Summary::new(hash),
-        };
+        let before = self.get(pos).filter(|s| s.hash == hash);
+        let mut s = before.unwrap_or_else(|| Summary::new(hash));
         fill(&mut s);
-        kept.put(pos, s);
+        if let Ok(mut kept) = self.kept.lock() {
+            kept.put(pos, Some(s));
+        }
+        if let Some(file) = &self.file {
+            if before.map_or(true, |b| b.encode() != s.encode()) {
+                file.put(pos, s);
+            }
+        }
+    }
+
+    /// How many summaries wait to go to disk (tests).
+    #[cfg(test)]
+    pub(crate) fn file_waiting(&self) -> usize {
+        self.file.as_ref().map_or(0, SummaryFile::waiting)
+    }
+
+    /// Writes the summaries waiting to go to disk now.
+    pub fn flush(&self) {
+        if let Some(file) = &self.file {
+            file.write();
+        }
     }
 }
 
@@ -174,7 +260,7 @@ mod tests {
 
     #[test]
     fn a_summary_keeps_what_was_noted_for_the_same_bytes_only() {
-        let s = Summaries::keeping(10);
+        let s = Summaries::keeping(10, None);
         s.note(pos(1), 7, |s| s.set_view(2, 1234, None));
         s.note(pos(1), 7, |s| s.set_view(0, 10, Some(99)));
         assert!(!s.get(pos(1)).expect("kept").no_nodes());
@@ -202,7 +288,7 @@ mod tests {
 
     #[test]
     fn summaries_are_bounded_and_out_of_range_views_are_ignored() {
-        let s = Summaries::keeping(2);
+        let s = Summaries::keeping(2, None);
         for x in 0..3 {
             s.note(pos(x), 1, |s| s.set_view(VIEW_COUNT, 1, Some(1)));
         }

@@ -141,6 +141,46 @@ fn identity(path: &Path) -> PathBuf {
     }
 }
 
+/// The sidecar of the store at `store_path` in the state directory (`None`: no state
+/// directory): one file per store, holding the recorded times and what else is kept of the
+/// store between mounts (the Luanti block summaries).
+pub fn sidecar_file(store_path: &Path) -> Option<PathBuf> {
+    let identity = identity(store_path);
+    state_dir().map(|d| {
+        d.join(format!(
+            "{:016x}.mtimes.sqlite",
+            content_hash(identity.to_string_lossy().as_bytes())
+        ))
+    })
+}
+
+/// A connection to the sidecar `file`: read-only (`None` when there is none yet), or
+/// read-write, creating it.
+pub fn open_sidecar(file: &Path, read_only: bool) -> rusqlite::Result<Option<Connection>> {
+    if read_only {
+        if !file.exists() {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.execute_batch(&format!("PRAGMA cache_size = -{SIDECAR_CACHE_KIB}"))?;
+        return Ok(Some(conn));
+    }
+    if let Some(dir) = file.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let conn = Connection::open(file)?;
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    // Records are written at every close; a commit that waits for the disk each time
+    // would cost more than the close itself (the map's commits are grouped for that
+    // reason). In WAL mode with synchronous NORMAL the file stays sound after a crash,
+    // which loses at most the last records: those objects show derived times.
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -{SIDECAR_CACHE_KIB}"
+    ))?;
+    Ok(Some(conn))
+}
+
 fn to_ns(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
@@ -151,14 +191,7 @@ impl Mtimes {
     /// The records for the store at `store_path`; in-memory only when the state directory
     /// cannot be used (logged), none kept for a read-only mount without a sidecar.
     pub fn open(store_path: &Path, read_only: bool) -> Mtimes {
-        let identity = identity(store_path);
-        let file = state_dir().map(|d| {
-            d.join(format!(
-                "{:016x}.mtimes.sqlite",
-                content_hash(identity.to_string_lossy().as_bytes())
-            ))
-        });
-        Self::with_sidecar(file.as_deref(), read_only)
+        Self::with_sidecar(sidecar_file(store_path).as_deref(), read_only)
     }
 
     /// The records of sidecar `file` (`None`: in memory only).
@@ -193,27 +226,19 @@ impl Mtimes {
     }
 
     fn connect(file: &Path, read_only: bool) -> rusqlite::Result<Option<Connection>> {
+        let Some(conn) = open_sidecar(file, read_only)? else {
+            return Ok(None);
+        };
         if read_only {
-            if !file.exists() {
-                return Ok(None);
-            }
-            let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
-            conn.busy_timeout(BUSY_TIMEOUT)?;
-            conn.execute_batch(&format!("PRAGMA cache_size = -{SIDECAR_CACHE_KIB}"))?;
-            return Ok(Some(conn));
+            // A sidecar that holds other things (the block summaries a read-only mount keeps)
+            // but no times has none to read.
+            let has_times: bool = conn.query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'mtimes')",
+                [],
+                |r| r.get(0),
+            )?;
+            return Ok(has_times.then_some(conn));
         }
-        if let Some(dir) = file.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let conn = Connection::open(file)?;
-        conn.busy_timeout(BUSY_TIMEOUT)?;
-        // Records are written at every close; a commit that waits for the disk each time
-        // would cost more than the close itself (the map's commits are grouped for that
-        // reason). In WAL mode with synchronous NORMAL the file stays sound after a crash,
-        // which loses at most the last records: those objects show derived times.
-        conn.execute_batch(&format!(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA cache_size = -{SIDECAR_CACHE_KIB}"
-        ))?;
         conn.execute(
             "CREATE TABLE IF NOT EXISTS mtimes (key INTEGER PRIMARY KEY, hash INTEGER NOT NULL, mtime_ns INTEGER NOT NULL)",
             [],
@@ -444,6 +469,24 @@ mod tests {
         let other = content_hash(b"changed by the game");
         assert_eq!(m.mtime(7, other), derived_mtime(other));
         assert_ne!(derived_mtime(h), derived_mtime(other));
+    }
+
+    /// A read-only mount of a world whose sidecar holds only other things (the block
+    /// summaries an earlier read-only mount kept) reads no times from it: before, every
+    /// lookup tried a statement on a table that is not there (a remount's incremental rsync
+    /// of a 131,383-block world took 81 s instead of 53).
+    #[test]
+    fn a_read_only_sidecar_without_times_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let sidecar = dir.path().join("map.mtimes.sqlite");
+        Connection::open(&sidecar)
+            .and_then(|c| c.execute("CREATE TABLE summaries (pos INTEGER PRIMARY KEY)", []))
+            .unwrap();
+        let m = Mtimes::with_sidecar(Some(&sidecar), true);
+        assert!(m.shared.conn.is_none());
+        let h = content_hash(b"blob");
+        assert_eq!(m.mtime(7, h), derived_mtime(h));
+        assert!(!m.shared.read_failed.load(Ordering::Relaxed));
     }
 
     #[test]

@@ -867,6 +867,70 @@ mod tests {
         assert_eq!(second, first);
     }
 
+    /// A later mount lists and stats blocks from the summaries an earlier one kept on disk,
+    /// as their decoded blocks show them, without decoding them; a block with node metadata
+    /// is decoded only to list its `meta/`.
+    #[test]
+    fn a_later_mount_shows_from_summaries_kept_on_disk() {
+        use crate::luanti::cache::new_block;
+        use crate::luanti::codec::block::{MetaVar, NodeMeta, RelPos};
+        use crate::luanti::summary_file::SummaryFile;
+        let (a, b, c) = (
+            BlockPos { x: 0, y: 0, z: 0 },
+            BlockPos { x: -1, y: 2, z: 0 },
+            BlockPos { x: 3, y: 0, z: -4 },
+        );
+        let (dir, path) = map_with(&[(a, "test:a"), (b, "test:b")]);
+        let mut with_meta = new_block();
+        with_meta.names = vec!["test:chest".into()];
+        with_meta.metadata = vec![NodeMeta {
+            pos: RelPos::from_index(273).expect("a node"),
+            vars: vec![MetaVar {
+                key: b"infotext".to_vec(),
+                value: b"hello".to_vec(),
+                private: false,
+            }],
+            inventory: Default::default(),
+        }];
+        let encoded = crate::luanti::codec::encode_block(&with_meta).expect("encodes");
+        MapStore::open(&path, false)
+            .expect("another writer")
+            .commit(&[(c, Some(encoded))])
+            .expect("its commit");
+        let file = dir.path().join("summaries.sqlite");
+        let mount = || {
+            let mut tree = open(&path);
+            tree.blocks
+                .keep_summaries_in(SummaryFile::at(&file, 1, true).expect("opens"));
+            tree
+        };
+        let names = ["0,0,0", "-1,2,0", "3,0,-4"];
+        let first = mount();
+        let before: Vec<_> = names.iter().map(|n| shown(&first, n)).collect();
+        assert!(before[2].iter().any(|(n, _)| n.starts_with("meta/")));
+        drop(first);
+        let second = mount();
+        for (i, n) in names.iter().enumerate().take(2) {
+            assert_eq!(shown(&second, n), before[i]);
+        }
+        let views: Vec<_> = before[2]
+            .iter()
+            .filter(|(n, _)| !n.starts_with("meta/"))
+            .cloned()
+            .collect();
+        let c_views: Vec<_> = shown(&second, "3,0,-4")
+            .into_iter()
+            .filter(|(n, _)| !n.starts_with("meta/"))
+            .collect();
+        assert_eq!(c_views, views);
+        assert_eq!(
+            second.blocks.decoded(),
+            1,
+            "only 3,0,-4 decoded, for its meta/"
+        );
+        assert_eq!(shown(&second, "3,0,-4"), before[2]);
+    }
+
     /// A summary is for the stored bytes it was made from: after another writer changes the
     /// block, its stats are those of the new bytes.
     #[test]

@@ -1,0 +1,392 @@
+//! Block summaries kept on disk, so that a block whose stored bytes have not changed is not
+//! decoded again to be listed by a later mount, or after its summary left memory.
+//!
+//! The summaries in memory ([`crate::luanti::summaries`]) take a quarter of `--cache-size`:
+//! 49,344 blocks with the default. A pass in name order over a world with more blocks (every
+//! `rsync` pass) drops each of them before the next pass comes back to it, and a backup that
+//! mounts for each run (a cron job) starts every run with none. So summaries are also written
+//! to the store's sidecar in the state directory (beside the recorded times, never in the
+//! world), by block position, with the hash of the stored bytes they were made from, and read
+//! back when memory has none. A summary read from disk is used exactly as one kept in memory:
+//! only once the block's stored bytes were seen to hash the same.
+//!
+//! Views are rendered by worldfs's own code, which another build may change, so a row holds
+//! the build that wrote it ([`build`]) and is used by that build only; the first mount of a
+//! new build empties the table of other builds' rows.
+//!
+//! Rows are written in groups of [`WRITE_BATCH`], at `fsync` and at unmount. They are a
+//! cache: a crash loses at most a group not written yet, which costs only decoding those
+//! blocks again; a sidecar that cannot be opened, read or written (logged once) leaves the
+//! summaries in memory only. A read-only mount keeps them too: the sidecar is the user's,
+//! never the world's.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::UNIX_EPOCH;
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::luanti::codec::block::BlockPos;
+use crate::luanti::summaries::Summary;
+use crate::vfs::mtimes::{content_hash_parts, open_sidecar, sidecar_file};
+
+/// How many changed summaries wait before they are written (about 150 KiB of memory).
+pub const WRITE_BATCH: usize = 1024;
+
+/// The summaries of one store's blocks in its sidecar.
+pub struct SummaryFile {
+    conn: Mutex<Connection>,
+    /// The build whose rows are used and written (see [`build`]).
+    build: i64,
+    /// Whether summaries are written (the sidecar could be opened for writing).
+    writable: bool,
+    /// Whether the sidecar held rows of this build when it was opened.
+    rows_at_open: bool,
+    /// The blocks whose summaries this mount wrote, one bit per hash of their position (a
+    /// bit may stand for several blocks): without rows at open, only those are looked up,
+    /// so the first walk of a world asks the disk for nothing it never wrote.
+    written: Box<[AtomicU64]>,
+    /// Changed summaries not written yet; asked before the disk.
+    unwritten: Mutex<HashMap<BlockPos, Summary>>,
+    /// A read or write failed (logged once).
+    failed: AtomicBool,
+}
+
+/// What identifies the code that renders views: worldfs's version and the size and time of
+/// its executable (another build, even of the same version, renders under another number).
+/// `None` when the executable cannot be looked at: then nothing is kept on disk.
+pub fn build() -> Option<i64> {
+    let exe = std::fs::metadata("/proc/self/exe")
+        .or_else(|_| std::env::current_exe().and_then(std::fs::metadata))
+        .ok()?;
+    let time = exe.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
+    let hash = content_hash_parts(&[
+        env!("CARGO_PKG_VERSION").as_bytes(),
+        &exe.len().to_le_bytes(),
+        &time.as_nanos().to_le_bytes(),
+    ]);
+    Some(hash as i64)
+}
+
+/// Bits in [`SummaryFile::written`]: 128 KiB, about one bit in eight set after a walk of a
+/// world of 131,383 blocks.
+const WRITTEN_BITS: usize = 1 << 20;
+
+/// The key of a block's row.
+fn key(pos: BlockPos) -> i64 {
+    i64::from(pos.x as u16) | i64::from(pos.y as u16) << 16 | i64::from(pos.z as u16) << 32
+}
+
+/// The word and bit of [`SummaryFile::written`] that stand for the block at `pos`.
+fn written_bit(pos: BlockPos) -> (usize, u64) {
+    let i = (content_hash_parts(&[&key(pos).to_le_bytes()]) as usize) % WRITTEN_BITS;
+    (i / 64, 1 << (i % 64))
+}
+
+impl SummaryFile {
+    /// The summaries kept for the store at `store_path` (`None`, logged, when there is no
+    /// sidecar to keep them in): read-write where the sidecar can be written, else read-only.
+    pub fn open(store_path: &Path) -> Option<SummaryFile> {
+        let file = sidecar_file(store_path)?;
+        let build = build()?;
+        match Self::at(&file, build, true).or_else(|_| Self::at(&file, build, false)) {
+            Ok(f) => f,
+            Err(e) => {
+                log::warn!(
+                    "block summaries at {} unavailable ({e}): they are kept in memory only",
+                    file.display()
+                );
+                None
+            }
+        }
+    }
+
+    /// The summaries of `build` in the sidecar `file`, written to when `writable` (`None`
+    /// when it is read-only and there is none to read).
+    pub(crate) fn at(
+        file: &Path,
+        build: i64,
+        writable: bool,
+    ) -> rusqlite::Result<Option<SummaryFile>> {
+        let Some(mut conn) = open_sidecar(file, !writable)? else {
+            return Ok(None);
+        };
+        if writable {
+            conn.execute_batch(
+                "CREATE TABLE IF NOT EXISTS summaries (pos INTEGER PRIMARY KEY, \
+                 hash INTEGER NOT NULL, build INTEGER NOT NULL, data BLOB NOT NULL);
+                 CREATE TABLE IF NOT EXISTS summaries_build (build INTEGER NOT NULL)",
+            )?;
+            let tx = conn.transaction()?;
+            let last: Option<i64> = tx
+                .query_row("SELECT build FROM summaries_build", [], |r| r.get(0))
+                .optional()?;
+            if last != Some(build) {
+                tx.execute("DELETE FROM summaries WHERE build <> ?1", [build])?;
+                tx.execute("DELETE FROM summaries_build", [])?;
+                tx.execute("INSERT INTO summaries_build (build) VALUES (?1)", [build])?;
+            }
+            tx.commit()?;
+        }
+        // A read-only sidecar without the table has nothing for us.
+        let rows_at_open = conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM summaries WHERE build = ?1)",
+                [build],
+                |r| r.get(0),
+            )
+            .unwrap_or(false);
+        Ok(Some(SummaryFile {
+            conn: Mutex::new(conn),
+            build,
+            writable,
+            rows_at_open,
+            written: (0..WRITTEN_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
+            unwritten: Mutex::new(HashMap::new()),
+            failed: AtomicBool::new(false),
+        }))
+    }
+
+    /// The summary kept for the block at `pos`, whatever bytes it names.
+    pub fn get(&self, pos: BlockPos) -> Option<Summary> {
+        if let Some(s) = self.unwritten.lock().ok()?.get(&pos) {
+            return Some(*s);
+        }
+        if !self.rows_at_open && !self.maybe_written(pos) {
+            return None;
+        }
+        // Taken after `unwritten` was asked: a group taken from it is written under this
+        // lock, so what was not waiting any more is on disk once the lock is ours.
+        let c = self.conn.lock().ok()?;
+        let row = c
+            .prepare_cached("SELECT hash, data FROM summaries WHERE pos = ?1 AND build = ?2")
+            .and_then(|mut st| {
+                st.query_row(params![key(pos), self.build], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+                })
+                .optional()
+            });
+        match row {
+            Ok(row) => row.and_then(|(hash, data)| Summary::decode(hash as u64, &data)),
+            Err(e) => {
+                self.failed_once(&e);
+                None
+            }
+        }
+    }
+
+    /// Keeps `s` as the summary of the block at `pos` (written with its group).
+    pub fn put(&self, pos: BlockPos, s: Summary) {
+        if !self.writable {
+            return;
+        }
+        let due = match self.unwritten.lock() {
+            Ok(mut u) => {
+                u.insert(pos, s);
+                u.len() >= WRITE_BATCH
+            }
+            Err(_) => false,
+        };
+        if due {
+            self.write();
+        }
+    }
+
+    /// How many changed summaries wait to be written (tests).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.unwritten.lock().map_or(0, |u| u.len())
+    }
+
+    /// Writes the waiting summaries now.
+    pub fn write(&self) {
+        let Ok(mut c) = self.conn.lock() else { return };
+        let rows = match self.unwritten.lock() {
+            Ok(mut u) if !u.is_empty() => std::mem::take(&mut *u),
+            _ => return,
+        };
+        let written = c.transaction().and_then(|tx| {
+            for (pos, s) in &rows {
+                tx.prepare_cached(
+                    "REPLACE INTO summaries (pos, hash, build, data) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![
+                    key(*pos),
+                    s.hash as i64,
+                    self.build,
+                    s.encode()
+                ])?;
+            }
+            tx.commit()
+        });
+        match written {
+            Ok(()) => {
+                for pos in rows.keys() {
+                    let (word, bit) = written_bit(*pos);
+                    self.written[word].fetch_or(bit, Ordering::Release);
+                }
+            }
+            Err(e) => self.failed_once(&e),
+        }
+    }
+
+    /// Whether this mount may have written the summary of the block at `pos`.
+    fn maybe_written(&self, pos: BlockPos) -> bool {
+        let (word, bit) = written_bit(pos);
+        self.written[word].load(Ordering::Acquire) & bit != 0
+    }
+
+    fn failed_once(&self, e: &rusqlite::Error) {
+        if !self.failed.swap(true, Ordering::Relaxed) {
+            log::warn!(
+                "block summaries on disk unavailable ({e}): blocks are decoded to be listed"
+            );
+        }
+    }
+}
+
+impl Drop for SummaryFile {
+    fn drop(&mut self) {
+        self.write();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::luanti::summaries::Summaries;
+
+    fn pos(x: i16) -> BlockPos {
+        BlockPos { x, y: -3, z: 7 }
+    }
+
+    fn opened(file: &Path, build: i64) -> SummaryFile {
+        SummaryFile::at(file, build, true)
+            .expect("opens")
+            .expect("a sidecar")
+    }
+
+    /// What one mount noted is read back by the next mount of the same build, and by no
+    /// other build; a new build empties the table of the old one's rows.
+    #[test]
+    fn summaries_outlast_the_mount_for_the_same_build_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("s.sqlite");
+        let first = Summaries::keeping(1, Some(opened(&file, 1)));
+        first.note(pos(1), 11, |s| {
+            s.set_view(0, 10, Some(5));
+            s.set_view(2, 1 << 20, None);
+            s.set_meta(9, 2);
+        });
+        // Past memory (it keeps one): written with the others at drop.
+        first.note(pos(2), 22, |s| s.set_meta(8, 0));
+        let noted = (first.get(pos(1)), first.get(pos(2)));
+        drop(first);
+        let again = Summaries::keeping(10, Some(opened(&file, 1)));
+        for (p, want) in [(pos(1), noted.0), (pos(2), noted.1)] {
+            let got = again.get(p).expect("kept on disk");
+            let want = want.expect("noted");
+            assert_eq!((got.hash, got.encode()), (want.hash, want.encode()));
+            assert_eq!(got.checked, None, "checked again in each mount");
+        }
+        assert!(again.get(pos(3)).is_none());
+        drop(again);
+        let other = Summaries::keeping(10, Some(opened(&file, 2)));
+        assert!(
+            other.get(pos(1)).is_none(),
+            "another build renders otherwise"
+        );
+        drop(other);
+        let rows: i64 = Connection::open(&file)
+            .and_then(|c| c.query_row("SELECT COUNT(*) FROM summaries", [], |r| r.get(0)))
+            .expect("counts");
+        assert_eq!(rows, 0, "the old build's rows are gone");
+    }
+
+    /// In a mount that found no rows on disk, a summary written and then dropped from
+    /// memory is read back from disk; one never written is not looked up.
+    #[test]
+    fn a_summary_written_by_this_mount_is_read_back_once_memory_dropped_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("s.sqlite");
+        let f = opened(&file, 1);
+        assert!(!f.rows_at_open);
+        let s = Summaries::keeping(1, Some(f));
+        s.note(pos(1), 11, |s| s.set_view(1, 3, None));
+        s.flush();
+        s.note(pos(2), 12, |s| s.set_view(1, 4, None));
+        let back = s.get(pos(1)).expect("read back from disk");
+        assert_eq!((back.hash, back.size(1)), (11, Some(3)));
+        assert!(s.get(pos(3)).is_none());
+    }
+
+    /// A summary noted again unchanged is not written again; a changed one is.
+    #[test]
+    fn only_changed_summaries_wait_to_be_written() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("s.sqlite");
+        let s = Summaries::keeping(10, Some(opened(&file, 1)));
+        s.note(pos(1), 11, |s| s.set_view(1, 3, None));
+        s.flush();
+        s.note(pos(1), 11, |s| s.set_view(1, 3, None));
+        let waiting = |s: &Summaries| s.file_waiting();
+        assert_eq!(waiting(&s), 0);
+        s.note(pos(1), 11, |s| s.set_view(4, 3, None));
+        assert_eq!(waiting(&s), 1);
+    }
+
+    /// A sidecar opened read-only (another user's state folder, a read-only disk) is read,
+    /// never written.
+    #[test]
+    fn a_read_only_sidecar_is_read_and_not_written() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("s.sqlite");
+        assert!(SummaryFile::at(&file, 1, false).expect("opens").is_none());
+        let s = Summaries::keeping(10, Some(opened(&file, 1)));
+        s.note(pos(1), 11, |s| s.set_view(1, 3, None));
+        drop(s);
+        let ro = SummaryFile::at(&file, 1, false)
+            .expect("opens")
+            .expect("a sidecar");
+        let s = Summaries::keeping(10, Some(ro));
+        assert!(s.get(pos(1)).is_some());
+        s.note(pos(2), 12, |s| s.set_view(1, 3, None));
+        assert_eq!(s.file_waiting(), 0);
+        drop(s);
+        let s = Summaries::keeping(10, Some(opened(&file, 1)));
+        assert!(s.get(pos(2)).is_none());
+    }
+
+    /// Whatever bytes a row holds, reading it does not panic, and only a summary's length
+    /// reads as one.
+    #[test]
+    fn any_row_bytes_read_without_panic() {
+        let mut state = 0x1234_5678_9abc_def0u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let good = {
+            let s = Summaries::keeping(1, None);
+            s.note(pos(1), 1, |s| s.set_meta(3, 1));
+            s.get(pos(1)).expect("noted").encode()
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 96) as usize;
+            let mut data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            if next() % 4 == 0 {
+                data = good.clone();
+                let i = (next() as usize) % data.len();
+                data[i] = next() as u8;
+            }
+            if let Some(s) = Summary::decode(1, &data) {
+                assert_eq!(data.len(), good.len());
+                assert_eq!(s.encode(), data, "what reads writes back the same");
+            }
+        }
+    }
+}
