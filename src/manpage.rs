@@ -191,9 +191,11 @@ $XDG_STATE_HOME/worldfs/worldfs.log
 the daemon's log (or --log-file); WORLDFS_STATE_DIR overrides the folder
 .TP
 $XDG_STATE_HOME/worldfs/*.mtimes.sqlite
-one sidecar per world: modification times of blocks edited through worldfs, and Luanti
-block summaries (the sizes of a block's files, so a later mount lists unchanged blocks
-without decoding them); never stored in the world, safe to delete while nothing is mounted
+modification times of blocks edited through worldfs (never stored in the world)
+.TP
+$XDG_STATE_HOME/worldfs/*.summaries.sqlite
+Luanti block summaries: the sizes of a block's files, so a later mount lists unchanged
+blocks without decoding them (a cache: safe to delete while nothing is mounted)
 .TP
 $XDG_STATE_HOME/worldfs/unsaved/TIME\-PID/PATH
 text whose commit failed, saved at unmount (mode 0600)

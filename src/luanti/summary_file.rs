@@ -5,14 +5,15 @@
 //! 49,344 blocks with the default. A pass in name order over a world with more blocks (every
 //! `rsync` pass) drops each of them before the next pass comes back to it, and a backup that
 //! mounts for each run (a cron job) starts every run with none. So summaries are also written
-//! to the store's sidecar in the state directory (beside the recorded times, never in the
-//! world), by block position, with the hash of the stored bytes they were made from, and read
+//! to a sidecar of the store in the state directory (`*.summaries.sqlite`, beside the
+//! recorded times' own, so that neither waits for the other; never in the world), by block
+//! position, with the hash of the stored bytes they were made from, and read
 //! back when memory has none. A summary read from disk is used exactly as one kept in memory:
 //! only once the block's stored bytes were seen to hash the same.
 //!
-//! Views are rendered by worldfs's own code, which another build may change, so a row holds
-//! the build that wrote it ([`build`]) and is used by that build only; the first mount of a
-//! new build empties the table of other builds' rows.
+//! Views are rendered by worldfs's own code, which another version may change, so a row
+//! holds the hash of the sources of the code that wrote it ([`build`]) and is used by code
+//! built from the same sources only; the first mount by other code empties the table.
 //!
 //! Rows are written in groups of [`WRITE_BATCH`], at `fsync` and at unmount. They are a
 //! cache: a crash loses at most a group not written yet, which costs only decoding those
@@ -24,13 +25,17 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::UNIX_EPOCH;
+use std::time::Duration;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::summaries::Summary;
 use crate::vfs::mtimes::{content_hash_parts, open_sidecar, sidecar_file};
+
+/// How long a write waits for another mount of the same world writing its summaries: they
+/// are a cache, and a request thread waits.
+const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How many changed summaries wait before they are written (about 150 KiB of memory).
 pub const WRITE_BATCH: usize = 1024;
@@ -54,20 +59,10 @@ pub struct SummaryFile {
     failed: AtomicBool,
 }
 
-/// What identifies the code that renders views: worldfs's version and the size and time of
-/// its executable (another build, even of the same version, renders under another number).
-/// `None` when the executable cannot be looked at: then nothing is kept on disk.
-pub fn build() -> Option<i64> {
-    let exe = std::fs::metadata("/proc/self/exe")
-        .or_else(|_| std::env::current_exe().and_then(std::fs::metadata))
-        .ok()?;
-    let time = exe.modified().ok()?.duration_since(UNIX_EPOCH).ok()?;
-    let hash = content_hash_parts(&[
-        env!("CARGO_PKG_VERSION").as_bytes(),
-        &exe.len().to_le_bytes(),
-        &time.as_nanos().to_le_bytes(),
-    ]);
-    Some(hash as i64)
+/// What identifies the code that renders views: a hash of the sources it was built from
+/// (`build.rs`), so a summary written by other code is never used.
+pub fn build() -> i64 {
+    u64::from_str_radix(env!("WORLDFS_SOURCE_HASH"), 16).unwrap_or(0) as i64
 }
 
 /// Bits in [`SummaryFile::written`]: 128 KiB, about one bit in eight set after a walk of a
@@ -89,8 +84,8 @@ impl SummaryFile {
     /// The summaries kept for the store at `store_path` (`None`, logged, when there is no
     /// sidecar to keep them in): read-write where the sidecar can be written, else read-only.
     pub fn open(store_path: &Path) -> Option<SummaryFile> {
-        let file = sidecar_file(store_path)?;
-        let build = build()?;
+        let file = sidecar_file(store_path, "summaries")?;
+        let build = build();
         match Self::at(&file, build, true).or_else(|_| Self::at(&file, build, false)) {
             Ok(f) => f,
             Err(e) => {
@@ -113,6 +108,7 @@ impl SummaryFile {
         let Some(mut conn) = open_sidecar(file, !writable)? else {
             return Ok(None);
         };
+        conn.busy_timeout(BUSY_TIMEOUT)?;
         if writable {
             conn.execute_batch(
                 "CREATE TABLE IF NOT EXISTS summaries (pos INTEGER PRIMARY KEY, \
@@ -124,7 +120,9 @@ impl SummaryFile {
                 .query_row("SELECT build FROM summaries_build", [], |r| r.get(0))
                 .optional()?;
             if last != Some(build) {
-                tx.execute("DELETE FROM summaries WHERE build <> ?1", [build])?;
+                // Other code's rows are of no use (rows of another mount running other
+                // code at once are never used either: every lookup asks for this build's).
+                tx.execute("DELETE FROM summaries", [])?;
                 tx.execute("DELETE FROM summaries_build", [])?;
                 tx.execute("INSERT INTO summaries_build (build) VALUES (?1)", [build])?;
             }
@@ -159,7 +157,7 @@ impl SummaryFile {
         }
         // Taken after `unwritten` was asked: a group taken from it is written under this
         // lock, so what was not waiting any more is on disk once the lock is ours.
-        let c = self.conn.lock().ok()?;
+        let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let row = c
             .prepare_cached("SELECT hash, data FROM summaries WHERE pos = ?1 AND build = ?2")
             .and_then(|mut st| {
@@ -202,11 +200,19 @@ impl SummaryFile {
 
     /// Writes the waiting summaries now.
     pub fn write(&self) {
-        let Ok(mut c) = self.conn.lock() else { return };
+        // A panic under the lock leaves at worst a transaction open: this write then fails
+        // and is logged, and the waiting summaries are let go all the same.
+        let mut c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let rows = match self.unwritten.lock() {
             Ok(mut u) if !u.is_empty() => std::mem::take(&mut *u),
             _ => return,
         };
+        // Marked before they are on disk: a lookup of one of them waits for this lock, so
+        // it finds the row once written.
+        for pos in rows.keys() {
+            let (word, bit) = written_bit(*pos);
+            self.written[word].fetch_or(bit, Ordering::Release);
+        }
         let written = c.transaction().and_then(|tx| {
             for (pos, s) in &rows {
                 tx.prepare_cached(
@@ -221,14 +227,8 @@ impl SummaryFile {
             }
             tx.commit()
         });
-        match written {
-            Ok(()) => {
-                for pos in rows.keys() {
-                    let (word, bit) = written_bit(*pos);
-                    self.written[word].fetch_or(bit, Ordering::Release);
-                }
-            }
-            Err(e) => self.failed_once(&e),
+        if let Err(e) = written {
+            self.failed_once(&e);
         }
     }
 

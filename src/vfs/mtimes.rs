@@ -141,14 +141,14 @@ fn identity(path: &Path) -> PathBuf {
     }
 }
 
-/// The sidecar of the store at `store_path` in the state directory (`None`: no state
-/// directory): one file per store, holding the recorded times and what else is kept of the
-/// store between mounts (the Luanti block summaries).
-pub fn sidecar_file(store_path: &Path) -> Option<PathBuf> {
+/// The sidecar `kind` of the store at `store_path` in the state directory (`None`: no
+/// state directory): one file per store and kind (`mtimes`: the recorded times;
+/// `summaries`: the Luanti block summaries), `HASH.KIND.sqlite`.
+pub fn sidecar_file(store_path: &Path, kind: &str) -> Option<PathBuf> {
     let identity = identity(store_path);
     state_dir().map(|d| {
         d.join(format!(
-            "{:016x}.mtimes.sqlite",
+            "{:016x}.{kind}.sqlite",
             content_hash(identity.to_string_lossy().as_bytes())
         ))
     })
@@ -191,7 +191,7 @@ impl Mtimes {
     /// The records for the store at `store_path`; in-memory only when the state directory
     /// cannot be used (logged), none kept for a read-only mount without a sidecar.
     pub fn open(store_path: &Path, read_only: bool) -> Mtimes {
-        Self::with_sidecar(sidecar_file(store_path).as_deref(), read_only)
+        Self::with_sidecar(sidecar_file(store_path, "mtimes").as_deref(), read_only)
     }
 
     /// The records of sidecar `file` (`None`: in memory only).
