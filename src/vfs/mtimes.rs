@@ -230,8 +230,8 @@ impl Mtimes {
             return Ok(None);
         };
         if read_only {
-            // A sidecar that holds other things (the block summaries a read-only mount keeps)
-            // but no times has none to read.
+            // A sidecar without the times' table (a mount that ended before it made it) has
+            // none to read, and asking it would fail on every lookup.
             let has_times: bool = conn.query_row(
                 "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'mtimes')",
                 [],
@@ -471,10 +471,10 @@ mod tests {
         assert_ne!(derived_mtime(h), derived_mtime(other));
     }
 
-    /// A read-only mount of a world whose sidecar holds only other things (the block
-    /// summaries an earlier read-only mount kept) reads no times from it: before, every
-    /// lookup tried a statement on a table that is not there (a remount's incremental rsync
-    /// of a 131,383-block world took 81 s instead of 53).
+    /// A read-only mount of a world whose sidecar has no times' table reads no times from
+    /// it: before, every lookup tried a statement on a table that is not there (when the
+    /// block summaries shared the file, a remount's incremental rsync of a 131,383-block
+    /// world took 81 s instead of 53).
     #[test]
     fn a_read_only_sidecar_without_times_is_not_read() {
         let dir = tempfile::tempdir().unwrap();
