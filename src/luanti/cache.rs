@@ -418,7 +418,7 @@ impl Blocks {
 
     /// Writes the waiting mtime records (see [`crate::vfs::mtimes`]) and block summaries
     /// (see [`crate::luanti::summary_file`]) to the sidecar now.
-    pub fn flush_times(&self) {
+    pub fn flush_sidecars(&self) {
         self.mtimes.flush();
         self.summaries.flush();
     }

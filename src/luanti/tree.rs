@@ -630,7 +630,7 @@ impl Tree for LuantiTree {
 
     fn sync(&self) -> Result<()> {
         let committed = self.blocks.store().flush();
-        self.blocks.flush_times();
+        self.blocks.flush_sidecars();
         if let Some(accounts) = &self.accounts {
             accounts.flush_times();
         }
