@@ -119,6 +119,10 @@ unmount_world "$M"
 # Block summaries kept on disk (README "Semantics") serve the next mount, and only for the
 # bytes they were made from: a block another writer changes while nothing is mounted shows
 # its new files, with exact sizes, and the other blocks show what they showed.
+# Unmount folds the sidecars' logs into them (README "Semantics"): no log is left beside.
+for wal in "$WORLDFS_STATE_DIR"/*.sqlite-wal; do
+  [ ! -s "$wal" ] || fail "$(stat -c %s "$wal") bytes of log left in $(basename "$wal") after unmount"
+done
 rows=$(sqlite3 "$WORLDFS_STATE_DIR"/*.summaries.sqlite 'select count(*) from summaries')
 [ "$rows" -ge "$(echo $BLOCKS | wc -w)" ] || fail "only $rows block summaries kept on disk"
 python3 - "$W/map.sqlite" <<'PY'

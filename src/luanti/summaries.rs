@@ -57,7 +57,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    fn new(hash: u64) -> Summary {
+    pub(crate) fn new(hash: u64) -> Summary {
         Summary {
             hash,
             checked: None,
@@ -242,10 +242,10 @@ impl Summaries {
         self.file.as_ref().map_or(0, SummaryFile::waiting)
     }
 
-    /// Writes the summaries waiting to go to disk now.
+    /// Writes the summaries waiting to go to disk now (and folds the sidecar's log).
     pub fn flush(&self) {
         if let Some(file) = &self.file {
-            file.write();
+            file.flush();
         }
     }
 }

@@ -31,7 +31,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::summaries::Summary;
-use crate::vfs::mtimes::{content_hash_parts, open_sidecar, sidecar_file};
+use crate::vfs::mtimes::{content_hash_parts, fold_log, open_sidecar, sidecar_file};
 
 /// How long a write waits for another mount of the same world writing its summaries: they
 /// are a cache, and a request thread waits.
@@ -198,6 +198,15 @@ impl SummaryFile {
         self.unwritten.lock().map_or(0, |u| u.len())
     }
 
+    /// Writes the waiting summaries now and folds the sidecar's log into it (`fsync`,
+    /// unmount).
+    pub fn flush(&self) {
+        self.write();
+        if self.writable {
+            fold_log(&self.conn.lock().unwrap_or_else(|p| p.into_inner()));
+        }
+    }
+
     /// Writes the waiting summaries now.
     pub fn write(&self) {
         // A panic under the lock leaves at worst a transaction open: this write then fails
@@ -266,6 +275,28 @@ mod tests {
         SummaryFile::at(file, build, true)
             .expect("opens")
             .expect("a sidecar")
+    }
+
+    /// `fsync` and unmount leave no log beside the sidecar, and lose no row.
+    #[test]
+    fn a_flush_folds_the_log_into_the_sidecar() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("s.sqlite");
+        let f = opened(&file, 1);
+        let mut s = Summary::new(5);
+        s.set_meta(9, 2);
+        for x in 0..2000 {
+            f.put(pos(x), s);
+        }
+        assert!(
+            crate::vfs::mtimes::tests::log_len(&file) > 0,
+            "a group went to the log"
+        );
+        f.flush();
+        assert_eq!(crate::vfs::mtimes::tests::log_len(&file), 0);
+        drop(f);
+        let again = opened(&file, 1);
+        assert_eq!(again.get(pos(1999)).map(|r| r.encode()), Some(s.encode()));
     }
 
     /// What one mount noted is read back by the next mount of the same build, and by no
