@@ -832,7 +832,7 @@ impl Blocks {
         // may reach the store before a kill, and a restore run again after it rewrites an
         // unchanged block.txt, which marks nothing, so a lost mark would let its
         // nodes.cubeset clear the lighting flags (mount test 17).
-        self.mtimes.flush();
+        self.mtimes.write_now();
     }
 
     /// Whether a `block.txt` written through the mount left the block at `pos` in the state

@@ -308,7 +308,14 @@ impl Mtimes {
         }
     }
 
-    /// Writes every waiting record to the sidecar now, and folds its log into it.
+    /// Writes every waiting record to the sidecar now (one transaction; the log stays, see
+    /// [`Mtimes::flush`]).
+    pub fn write_now(&self) {
+        self.shared.write();
+    }
+
+    /// Writes every waiting record to the sidecar now, and folds its log into it (`fsync`,
+    /// unmount: folding waits for the disk).
     pub fn flush(&self) {
         self.shared.write();
         if let Some(conn) = &self.shared.conn {
