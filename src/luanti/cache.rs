@@ -97,6 +97,28 @@ impl Cached {
     }
 }
 
+impl Cached {
+    /// Takes over the rendered views of `before` (another decoded block at the same
+    /// position) that `same` names, with their hashes: the caller knows they render the
+    /// same for this block. Views rendered here already are kept.
+    pub fn keep_views_of(&self, before: &Cached, same: impl Fn(&'static str) -> bool) {
+        let hashes = before
+            .view_hashes
+            .lock()
+            .map(|h| h.clone())
+            .unwrap_or_default();
+        for (name, data) in before.views.rendered() {
+            if !same(name) {
+                continue;
+            }
+            self.views.keep(name, data);
+            if let (Some(&h), Ok(mut mine)) = (hashes.get(name), self.view_hashes.lock()) {
+                mine.entry(name).or_insert(h);
+            }
+        }
+    }
+}
+
 impl Weigh for Cached {
     /// Weighed once, views included, so rendering a view does not change it.
     fn weight(&self) -> usize {

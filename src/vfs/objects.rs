@@ -351,6 +351,21 @@ impl Views {
         }
         (data, true)
     }
+
+    /// The views rendered so far.
+    pub fn rendered(&self) -> Vec<(&'static str, Arc<Vec<u8>>)> {
+        self.0
+            .lock()
+            .map(|v| v.iter().map(|(&n, d)| (n, d.clone())).collect())
+            .unwrap_or_default()
+    }
+
+    /// Keeps `data` as the view `name` unless it is rendered already.
+    pub fn keep(&self, name: &'static str, data: Arc<Vec<u8>>) {
+        if let Ok(mut v) = self.0.lock() {
+            v.entry(name).or_insert(data);
+        }
+    }
 }
 
 impl Weigh for Views {

@@ -28,6 +28,10 @@ pub(super) struct View {
     pub(super) name: &'static str,
     pub(super) render: fn(&MapBlock, BlockPos) -> Vec<u8>,
     pub(super) parse: fn(&[u8], BlockPos, &mut MapBlock) -> Result<()>,
+    /// Whether two blocks (at one position) hold the same of every field `render` reads, so
+    /// the view renders the same for both: a block changed through one view keeps the
+    /// other views' renders (`views_render_only_what_they_compare` checks each field).
+    pub(super) same: fn(&MapBlock, &MapBlock) -> bool,
 }
 
 pub(super) const VIEWS: [View; VIEW_COUNT] = [
@@ -35,26 +39,34 @@ pub(super) const VIEWS: [View; VIEW_COUNT] = [
         name: "block.txt",
         render: |b, _| views::render_header(b),
         parse: |t, _, b| views::parse_header(t, b),
+        same: |a, b| {
+            (a.version, a.flags, a.lighting_complete, a.timestamp)
+                == (b.version, b.flags, b.lighting_complete, b.timestamp)
+        },
     },
     View {
         name: "light.txt",
         render: |b, _| views::render_light(b),
         parse: |t, _, b| views::parse_light(t, b),
+        same: |a, b| a.param1 == b.param1,
     },
     View {
         name: "nodes.cubeset",
         render: |b, _| views::render_nodes(b),
         parse: parse_nodes_clearing_light,
+        same: |a, b| a.names == b.names && a.content == b.content && a.param2 == b.param2,
     },
     View {
         name: "objects.txt",
         render: views::render_objects,
         parse: |t, p, b| views::parse_objects(t, p, b),
+        same: |a, b| a.objects == b.objects,
     },
     View {
         name: "timers.txt",
         render: |b, _| views::render_timers(b),
         parse: |t, _, b| views::parse_timers(t, b),
+        same: |a, b| a.timers == b.timers,
     },
 ];
 
@@ -508,6 +520,13 @@ impl LuantiTree {
         if after.hash == before.hash {
             return Ok(());
         }
+        // A restore writes a block's views one at a time: each of them is rendered and
+        // hashed again only when what it shows changed.
+        after.keep_views_of(&before, |name| {
+            VIEWS
+                .iter()
+                .any(|v| v.name == name && (v.same)(&before.block, &after.block))
+        });
         let mut keep: Vec<(String, u64, SystemTime)> = self
             .block_files(pos, &after)
             .into_iter()
@@ -797,6 +816,128 @@ mod tests {
             cache_bytes: 1 << 20,
         };
         LuantiTree::open(path, &options).expect("opens")
+    }
+
+    /// A block with something in every field a view renders.
+    fn rich_block() -> crate::luanti::codec::block::MapBlock {
+        use crate::luanti::codec::block::{NodeTimer, ObjectData, RelPos, StaticObject};
+        let mut b = crate::luanti::cache::new_block();
+        b.names = vec!["default:stone".into(), "default:chest".into(), "air".into()];
+        for i in 0..4096 {
+            b.content[i] = (i % 3) as u16;
+            b.param1[i] = (i % 251) as u8;
+            b.param2[i] = (i % 7) as u8;
+        }
+        b.objects.push(StaticObject {
+            kind: 9,
+            pos: [10_000, 20_000, 30_000],
+            data: ObjectData::Raw(b"raw".to_vec()),
+        });
+        b.timers.push(NodeTimer {
+            pos: RelPos { x: 1, y: 2, z: 3 },
+            timeout: 5000,
+            elapsed: 250,
+        });
+        b
+    }
+
+    /// Each view's `same` compares every field its render reads: a change of any one field
+    /// changes only the renders of views whose `same` tells it (a view that read a field
+    /// it does not compare would keep a stale render after an edit, and its file its old
+    /// time, so an incremental backup would miss the change).
+    #[test]
+    fn views_render_only_what_they_compare() {
+        use super::VIEWS;
+        use crate::luanti::codec::block::{MapBlock, NodeMeta, NodeTimer, RelPos};
+        let pos = BlockPos { x: 3, y: -1, z: 2 };
+        let base = rich_block();
+        type Edit = fn(&mut MapBlock);
+        let edits: Vec<(&str, Edit)> = vec![
+            ("version", |b| b.version = 26),
+            ("flags", |b| b.flags ^= 0x01),
+            ("other flags", |b| b.flags ^= 0x20),
+            ("lighting_complete", |b| b.lighting_complete ^= 0x0100),
+            ("timestamp", |b| b.timestamp += 1),
+            ("param1", |b| b.param1[4095] ^= 0x11),
+            ("a name", |b| b.names[1] = "default:furnace".into()),
+            ("content", |b| b.content[7] = 2),
+            ("param2", |b| b.param2[100] ^= 3),
+            ("objects", |b| b.objects[0].pos[1] += 1),
+            ("timers", |b| {
+                b.timers.push(NodeTimer {
+                    pos: RelPos { x: 0, y: 0, z: 9 },
+                    timeout: 1,
+                    elapsed: 0,
+                })
+            }),
+            ("metadata", |b| {
+                b.metadata.push(NodeMeta {
+                    pos: RelPos { x: 0, y: 0, z: 0 },
+                    vars: Vec::new(),
+                    inventory: Default::default(),
+                })
+            }),
+        ];
+        for (field, edit) in edits {
+            let mut changed = base.clone();
+            edit(&mut changed);
+            let mut told = 0;
+            for v in &VIEWS {
+                let same = (v.same)(&base, &changed);
+                let renders_same = (v.render)(&base, pos) == (v.render)(&changed, pos);
+                assert!(
+                    !same || renders_same,
+                    "{}: a change of {field} changes its render, but `same` says it is the same",
+                    v.name
+                );
+                told += usize::from(!same);
+            }
+            assert_eq!(
+                told > 0,
+                field != "metadata",
+                "{field}: which views tell the change"
+            );
+        }
+    }
+
+    /// A block changed through one view keeps the renders of the views the change did not
+    /// touch (a restore writes five views a block), and what it shows is what a fresh
+    /// decode shows.
+    #[test]
+    fn an_edit_keeps_the_renders_of_views_it_did_not_change() {
+        let (_dir, path) = map_with(&[(BlockPos { x: 0, y: 0, z: 0 }, "default:stone")]);
+        let tree = open(&path);
+        let file = |name: &str| at(&["blocks", "0,0,0", name]);
+        let before: Vec<Vec<u8>> = super::VIEWS
+            .iter()
+            .map(|v| tree.read(&file(v.name)).expect("reads").to_vec())
+            .collect();
+        let pos = BlockPos { x: 0, y: 0, z: 0 };
+        let nodes_before = tree
+            .blocks
+            .get(pos)
+            .expect("cached")
+            .view("nodes.cubeset", |_| panic!("rendered by the reads above"));
+        let header = String::from_utf8(before[0].clone()).expect("text");
+        let edited = header.replace("timestamp = undefined", "timestamp = 77");
+        assert_ne!(edited, header, "the test edits the timestamp");
+        tree.write(&file("block.txt"), edited.as_bytes())
+            .expect("writes");
+        let c = tree.blocks.get(pos).expect("cached");
+        let nodes_after = c.view("nodes.cubeset", |_| panic!("kept, not rendered again"));
+        assert!(Arc::ptr_eq(&nodes_before, &nodes_after));
+        drop(c);
+        let fresh = open(&path);
+        for (v, old) in super::VIEWS.iter().zip(&before) {
+            let now = tree.read(&file(v.name)).expect("reads");
+            assert_eq!(
+                *now,
+                *fresh.read(&file(v.name)).expect("reads"),
+                "{}",
+                v.name
+            );
+            assert_eq!(*now != *old, v.name == "block.txt", "{} changed", v.name);
+        }
     }
 
     /// What a walk with attributes sees of a block folder: its listing, the stat of each
