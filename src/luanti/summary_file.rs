@@ -203,7 +203,10 @@ impl SummaryFile {
     pub fn flush(&self) {
         self.write();
         if self.writable {
-            fold_log(&self.conn.lock().unwrap_or_else(|p| p.into_inner()));
+            fold_log(
+                &self.conn.lock().unwrap_or_else(|p| p.into_inner()),
+                BUSY_TIMEOUT,
+            );
         }
     }
 

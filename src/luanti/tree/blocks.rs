@@ -851,6 +851,21 @@ mod tests {
         use crate::luanti::codec::block::{MapBlock, NodeMeta, NodeTimer, RelPos};
         let pos = BlockPos { x: 3, y: -1, z: 2 };
         let base = rich_block();
+        // Every field of a block, so that a new one does not compile until it is edited
+        // below too.
+        let MapBlock {
+            version: _,
+            flags: _,
+            lighting_complete: _,
+            timestamp: _,
+            names: _,
+            content: _,
+            param1: _,
+            param2: _,
+            metadata: _,
+            objects: _,
+            timers: _,
+        } = &base;
         type Edit = fn(&mut MapBlock);
         let edits: Vec<(&str, Edit)> = vec![
             ("version", |b| b.version = 26),
