@@ -378,8 +378,11 @@ impl Blocks {
         let summary_bytes = cache_bytes / 4;
         let mtimes = Mtimes::open(&store.identity(), read_only);
         let summaries = Summaries::weighing(summary_bytes, SummaryFile::open(&store.identity()));
+        let store = BlockStore::new(store);
+        // Marks of `block.txt` written through the mount reach the sidecar before the block.
+        store.before_commit(mtimes.writer());
         Blocks {
-            store: BlockStore::new(store),
+            store,
             cache: ObjectCache::keeping_oversized(cache_bytes - summary_bytes),
             summaries,
             mtimes,
@@ -848,13 +851,13 @@ impl Blocks {
     /// Records that a `block.txt` written through the mount left the block at `pos` in the
     /// state hashing to `state` (kept with the recorded times, under a key no entry has).
     pub fn mark_header_written(&self, pos: BlockPos, state: u64) {
+        // Written before the block's commit reaches the store (the store writes the waiting
+        // records first, see `Blocks::new`), not only with the records' own groups: the
+        // commit may reach the store before a kill, and a restore run again after it
+        // rewrites an unchanged block.txt, which marks nothing, so a lost mark would let
+        // its nodes.cubeset clear the lighting flags (mount test 17).
         self.mtimes
             .record(self.entry_key(pos, HEADER_MARK), state, SystemTime::now());
-        // Written at once, not with the records waiting for their group: the block's commit
-        // may reach the store before a kill, and a restore run again after it rewrites an
-        // unchanged block.txt, which marks nothing, so a lost mark would let its
-        // nodes.cubeset clear the lighting flags (mount test 17).
-        self.mtimes.write_now();
     }
 
     /// Whether a `block.txt` written through the mount left the block at `pos` in the state
@@ -1073,6 +1076,33 @@ mod tests {
     /// Our own commits, at once or written back, are not taken for another writer's: the
     /// cached blocks they left alone stay as they are. Another writer's commit is still
     /// seen.
+    /// A `block.txt` mark is on disk when the group holding its block's change commits, not
+    /// only when the recorded times' own group is written (a kill right after the commit
+    /// would otherwise lose it: mount test 17).
+    #[test]
+    fn a_header_mark_reaches_the_sidecar_before_its_blocks_commit() {
+        let a = pos(2, 0, 0);
+        let (_dir, path) = map_with(&[(a, "default:stone")]);
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
+        blocks
+            .write_back(Window {
+                quiet: Duration::from_secs(60),
+                longest: Duration::from_secs(60),
+            })
+            .expect("writes back");
+        blocks.mark_header_written(a, 42);
+        blocks
+            .modify(a, |b| {
+                b.timestamp = 5;
+                Ok(())
+            })
+            .expect("pending");
+        blocks.store().flush().expect("commits");
+        let reader = Blocks::new(MapStore::open(&path, true).expect("reader"), 1 << 20, true);
+        assert!(reader.header_written_over(a, 42));
+        assert!(!reader.header_written_over(a, 43));
+    }
+
     #[test]
     fn our_own_commits_leave_the_cache_alone() {
         let (a, b) = (pos(0, 0, 0), pos(1, 0, 0));

@@ -322,10 +322,11 @@ impl Mtimes {
         }
     }
 
-    /// Writes every waiting record to the sidecar now (one transaction; the log stays, see
-    /// [`Mtimes::flush`]).
-    pub fn write_now(&self) {
-        self.shared.write();
+    /// What writes every waiting record to the sidecar when called (one transaction; the
+    /// log stays, see [`Mtimes::flush`]), for a store to call before it commits.
+    pub fn writer(&self) -> Box<dyn Fn() + Send + Sync> {
+        let shared = self.shared.clone();
+        Box::new(move || shared.write())
     }
 
     /// Writes every waiting record to the sidecar now, and folds its log into it (`fsync`,

@@ -90,6 +90,8 @@ pub struct BlockStore {
     transactions: AtomicU64,
     /// Told of each commit (see [`CommitWatch`]).
     watch: OnceLock<Weak<dyn CommitWatch>>,
+    /// Run before each commit of changes (see [`BlockStore::before_commit`]).
+    before_commit: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 fn hash_of(data: &Option<Vec<u8>>) -> Option<u64> {
@@ -108,7 +110,15 @@ impl BlockStore {
             known_version: AtomicI64::new(known),
             transactions: AtomicU64::new(0),
             watch: OnceLock::new(),
+            before_commit: OnceLock::new(),
         })
+    }
+
+    /// Runs `f` before each transaction that commits changes, pending or not, from now on
+    /// (one per store): what must be written before a change reaches the store (a mark that
+    /// says how the change was made) is written then, once per group.
+    pub fn before_commit(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.before_commit.set(f);
     }
 
     /// From now on, groups changes and commits them as `window` says (a read-only store
@@ -236,6 +246,9 @@ impl BlockStore {
         changes: Vec<Change>,
         bases: &HashMap<BlockPos, Option<u64>>,
     ) -> Result<()> {
+        if let Some(f) = self.before_commit.get() {
+            f();
+        }
         let count = changes.len();
         let mut before = i64::MIN;
         let select = |store: &MapStore, changes: Vec<Change>| {
@@ -349,5 +362,57 @@ fn commit_when_due(store: &Weak<BlockStore>) {
         };
         drop(s);
         std::thread::park_timeout(wait);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::luanti::test_map::{blob, map_with};
+
+    /// What must reach the disk before a change (see [`BlockStore::before_commit`]) is
+    /// written before the transaction of the group the change is in, once per group.
+    #[test]
+    fn before_commit_runs_once_a_group_before_its_transaction() {
+        let pos = BlockPos { x: 1, y: 2, z: 3 };
+        let (_dir, path) = map_with(&[(pos, "default:stone")]);
+        let store = BlockStore::new(MapStore::open(&path, false).expect("opens"));
+        let seen: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+        let (db, log) = (path.clone(), seen.clone());
+        store.before_commit(Box::new(move || {
+            let stored = MapStore::open(&db, true)
+                .and_then(|m| m.get(BlockPos { x: 1, y: 2, z: 3 }))
+                .expect("reads")
+                .expect("a block");
+            log.lock().expect("log").push(stored);
+        }));
+        store
+            .write_back(Window {
+                quiet: Duration::from_secs(60),
+                longest: Duration::from_secs(60),
+            })
+            .expect("writes back");
+        for name in ["default:dirt", "default:sand"] {
+            store
+                .commit(vec![(pos, Some(blob(name)))])
+                .expect("pending");
+        }
+        assert!(
+            seen.lock().expect("log").is_empty(),
+            "nothing committed yet"
+        );
+        store.flush().expect("commits");
+        let seen = seen.lock().expect("log").clone();
+        assert_eq!(
+            seen,
+            vec![blob("default:stone")],
+            "once, before the transaction"
+        );
+        assert_eq!(
+            store.map().get(pos).expect("reads"),
+            Some(blob("default:sand"))
+        );
     }
 }
