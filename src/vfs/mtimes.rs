@@ -516,15 +516,20 @@ pub(crate) mod tests {
         std::fs::metadata(wal).map_or(0, |m| m.len())
     }
 
+    /// A sidecar in `dir`, its records (read-write), and a time to record.
+    fn sidecar_in(dir: &Path) -> (PathBuf, Mtimes, SystemTime) {
+        let sidecar = dir.join("map.mtimes.sqlite");
+        let m = Mtimes::with_sidecar(Some(&sidecar), false);
+        (sidecar, m, UNIX_EPOCH + Duration::from_secs(1_800_000_000))
+    }
+
     /// A flush while another program reads the sidecar does not wait for it (a fold that
     /// waited would hold every lookup of the mount for the 2 s busy timeout), and loses
     /// nothing: the log is folded at a later flush.
     #[test]
     fn a_flush_never_waits_for_a_reader_of_the_sidecar() {
         let dir = tempfile::tempdir().unwrap();
-        let sidecar = dir.path().join("map.mtimes.sqlite");
-        let m = Mtimes::with_sidecar(Some(&sidecar), false);
-        let t = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (sidecar, m, t) = sidecar_in(dir.path());
         m.record(1, 1, t);
         m.flush();
         let reader = Connection::open(&sidecar).unwrap();
@@ -554,9 +559,7 @@ pub(crate) mod tests {
     #[test]
     fn a_flush_folds_the_log_into_the_sidecar() {
         let dir = tempfile::tempdir().unwrap();
-        let sidecar = dir.path().join("map.mtimes.sqlite");
-        let m = Mtimes::with_sidecar(Some(&sidecar), false);
-        let t = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let (sidecar, m, t) = sidecar_in(dir.path());
         for key in 0..5000 {
             m.record(key, key, t);
         }
