@@ -19,9 +19,9 @@
 //! six times per block (its commit, then rsync setting each file's time), and a transaction
 //! each cost a tenth of the daemon's time. A record waits about [`WRITE_AFTER`] (a writer
 //! thread looks twice as often), or until [`UNWRITTEN_MAX`] wait, and is written at [`Mtimes::flush`]
-//! (`fsync`, unmount) and when the records are dropped. Waiting records answer questions
-//! first; a crash loses at most those of the last [`WRITE_AFTER`], whose objects then show
-//! derived times.
+//! (`fsync`, unmount), before each commit of a store that asked for it ([`Mtimes::writer`])
+//! and when the records are dropped. Waiting records answer questions first; a crash loses
+//! at most those of the last [`WRITE_AFTER`], whose objects then show derived times.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
