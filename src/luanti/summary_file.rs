@@ -202,12 +202,10 @@ impl SummaryFile {
     /// unmount).
     pub fn flush(&self) {
         self.write();
-        if self.writable {
-            fold_log(
-                &self.conn.lock().unwrap_or_else(|p| p.into_inner()),
-                BUSY_TIMEOUT,
-            );
-        }
+        fold_log(
+            &self.conn.lock().unwrap_or_else(|p| p.into_inner()),
+            BUSY_TIMEOUT,
+        );
     }
 
     /// Writes the waiting summaries now.
