@@ -143,7 +143,7 @@ impl Fs {
     fn get(&self, dir: &[&str], name: &str) -> worldfs::Result<Vec<u8>> {
         let (ino, stat) = self.vfs.lookup(self.dir(dir), name, 0)?;
         let fh = self.vfs.open(ino, OpenMode::default())?;
-        let data = self.vfs.read(fh, 0, 1 << 20)?;
+        let data = self.vfs.read(fh, 0, 1 << 20)?.to_vec();
         self.vfs.release(fh)?;
         assert_eq!(data.len() as u64, stat.size);
         Ok(data)

@@ -74,7 +74,7 @@ fn cat(vfs: &Vfs, path: &str) -> String {
     let fh = vfs.open(ino(vfs, path), OpenMode::default()).unwrap();
     let data = vfs.read(fh, 0, u32::MAX).unwrap();
     vfs.release(fh).unwrap();
-    String::from_utf8(data).unwrap()
+    String::from_utf8(data.to_vec()).unwrap()
 }
 
 /// The names in `blocks/`.

@@ -187,7 +187,7 @@ fn cat(vfs: &Vfs, path: &[String]) -> String {
         .unwrap();
     let data = vfs.read(fh, 0, u32::MAX).unwrap();
     vfs.release(fh).unwrap();
-    String::from_utf8(data).unwrap()
+    String::from_utf8(data.to_vec()).unwrap()
 }
 
 /// `open(O_TRUNC)`, one write, `close()`: the close's result.

@@ -352,7 +352,7 @@ impl Vfs {
         if let Some(f) = file {
             let mut f = lock(f)?;
             if f.shared() || fh.is_some() {
-                f.data.resize(len, 0);
+                Arc::make_mut(&mut f.data).resize(len, 0);
                 f.dirty = true;
                 f.mtime = SystemTime::now();
                 return Ok(());

@@ -20,7 +20,8 @@ pub(super) struct OpenFile {
     pub(super) path: Vec<String>,
     /// Removed or replaced while open: what its handles write goes nowhere.
     pub(super) detached: bool,
-    pub(super) data: Vec<u8>,
+    /// Shared with the tree's rendered text until a handle writes (copied then).
+    pub(super) data: Arc<Vec<u8>>,
     pub(super) dirty: bool,
     pub(super) mtime: SystemTime,
     /// A time set on the file while it held unsaved writes (`cp -a` sets it before its
@@ -54,6 +55,21 @@ impl OpenFile {
             volatile: self.home == Home::Tree && !self.dirty,
             source: None,
         }
+    }
+}
+
+/// Bytes read from an open file: a range of the text it holds, not copied.
+pub struct Slice {
+    data: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+}
+
+impl std::ops::Deref for Slice {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.data[self.start..self.end]
     }
 }
 
@@ -166,7 +182,7 @@ impl Vfs {
             g.writers += 1;
         }
         if mode.truncate {
-            g.data.clear();
+            g.data = Arc::default();
             g.dirty = true;
             g.mtime = SystemTime::now();
             g.set_mtime = None;
@@ -195,9 +211,9 @@ impl Vfs {
         let mut reading = None;
         let held = lock(&self.overlay)?.get(&path).map(|o| {
             let data = if mode.truncate {
-                Ok(Vec::new())
+                Ok(Arc::default())
             } else {
-                o.text.bytes()
+                o.text.bytes().map(Arc::new)
             };
             let home = if o.held.is_scratch() {
                 Home::Core
@@ -222,12 +238,11 @@ impl Vfs {
                     }
                 }
                 let data = if mode.truncate {
-                    Vec::new()
+                    Arc::default()
                 } else {
                     self.tree
                         .read(&path)
                         .map_err(|e| e.context(display_path(&path)))?
-                        .to_vec()
                 };
                 if !mode.write {
                     reading = Some(stat.clone());
@@ -314,7 +329,7 @@ impl Vfs {
         let file = Arc::new(Mutex::new(OpenFile {
             path: path.clone(),
             detached: false,
-            data: Vec::new(),
+            data: Arc::default(),
             dirty: true,
             mtime: now,
             set_mtime: None,
@@ -337,14 +352,14 @@ impl Vfs {
     }
 
     /// Reads from an open handle (the file's buffer, with what other handles wrote).
-    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Slice> {
         let file = lock(&*self.handle(fh)?)?.file.clone();
-        let f = lock(&file)?;
+        let data = lock(&file)?.data.clone();
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
-            .min(f.data.len());
-        let end = start.saturating_add(size as usize).min(f.data.len());
-        Ok(f.data[start..end].to_vec())
+            .min(data.len());
+        let end = start.saturating_add(size as usize).min(data.len());
+        Ok(Slice { data, start, end })
     }
 
     /// Writes into the buffer of an open handle's file (nothing is committed before
@@ -356,10 +371,11 @@ impl Vfs {
         let start = if append { f.data.len() as u64 } else { offset };
         let end = check_size(start.saturating_add(data.len() as u64))?;
         let start = end - data.len();
-        if f.data.len() < end {
-            f.data.resize(end, 0);
+        let buffer = Arc::make_mut(&mut f.data);
+        if buffer.len() < end {
+            buffer.resize(end, 0);
         }
-        f.data[start..end].copy_from_slice(data);
+        buffer[start..end].copy_from_slice(data);
         f.dirty = true;
         f.mtime = SystemTime::now();
         f.set_mtime = None;
@@ -434,7 +450,7 @@ impl Vfs {
         f.dirty = false;
         if f.home == Home::Core {
             f.set_mtime = None;
-            let text = self.spill.hold(f.data.clone());
+            let text = self.spill.hold(f.data.to_vec());
             let mut overlay = lock(&self.overlay)?;
             match overlay.get_mut(&f.path) {
                 Some(o) => {
@@ -458,7 +474,7 @@ impl Vfs {
             return Ok(());
         }
         let set_mtime = f.set_mtime.take();
-        self.commit(&f.path, f.data.clone(), f.perm)?;
+        self.commit(&f.path, f.data.to_vec(), f.perm)?;
         match set_mtime {
             Some(m) => self.tree.set_mtime(&f.path, m),
             None => Ok(()),
@@ -551,6 +567,7 @@ mod tests {
     use super::*;
     use crate::vfs::core::MAX_FILE_SIZE;
     use crate::vfs::test_tree::*;
+    use crate::vfs::tree::Tree;
 
     #[test]
     fn a_close_before_any_write_does_not_commit_the_truncation() {
@@ -582,7 +599,7 @@ mod tests {
         assert_eq!(vfs.fsync(fh).unwrap_err().errno(), libc::EINVAL);
         let rd = vfs.open(f, OpenMode::default()).unwrap();
         assert_eq!(
-            vfs.read(rd, 0, 100).unwrap(),
+            vfs.read(rd, 0, 100).unwrap().to_vec(),
             b"bad",
             "pending text readable"
         );
@@ -632,13 +649,45 @@ mod tests {
         // A second descriptor on the same file sees the first one's writes, and writes into
         // the same buffer.
         let other = vfs.open(f, RW).unwrap();
-        assert_eq!(vfs.read(other, 0, 1000).unwrap().len(), 150);
+        assert_eq!(vfs.read(other, 0, 1000).unwrap().to_vec().len(), 150);
         vfs.write(other, 150, b"!", false).unwrap();
-        assert_eq!(vfs.read(fh, 150, 10).unwrap(), b"!");
+        assert_eq!(vfs.read(fh, 150, 10).unwrap().to_vec(), b"!");
         assert_eq!(vfs.getattr(f, None).unwrap().size, 151);
         vfs.release(other).unwrap();
         vfs.release(fh).unwrap();
         assert_eq!(vfs.getattr(f, None).unwrap().size, 151);
+    }
+
+    /// A handle opened on a file shares the text the tree rendered (no copy per open), and
+    /// writing through it copies first: the tree's text and other readers' stay as they were.
+    #[test]
+    fn a_write_never_changes_the_text_the_tree_gave() {
+        let (tree, vfs, f) = setup();
+        let path = ["d".to_string(), "f".to_string()];
+        let shown = tree.read(&path).unwrap();
+        let rd = vfs.open(f, OpenMode::default()).unwrap();
+        assert!(
+            Arc::ptr_eq(
+                &lock(&*vfs.handle(rd).unwrap())
+                    .unwrap()
+                    .file
+                    .lock()
+                    .unwrap()
+                    .data,
+                &shown
+            ),
+            "the reader holds the tree's text itself"
+        );
+        let w = vfs.open(f, RW).unwrap();
+        vfs.write(w, 3, b"new", false).unwrap();
+        vfs.setattr(f, Some(w), Some(4), None, None).unwrap();
+        assert_eq!(*shown, b"ok old", "the tree's text is untouched");
+        assert_eq!(vfs.read(w, 0, 100).unwrap().to_vec(), b"ok n");
+        vfs.release(w).unwrap();
+        vfs.release(rd).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok n");
+        assert_eq!(*shown, b"ok old");
+        assert_eq!(read_all(&vfs, f), b"ok n");
     }
 
     #[test]
@@ -649,7 +698,7 @@ mod tests {
         vfs.write(fh, 6, b" more", false).unwrap();
         vfs.unlink(d, "f").unwrap();
         assert_eq!(vfs.getattr(f, Some(fh)).unwrap().size, 11);
-        assert_eq!(vfs.read(fh, 0, 100).unwrap(), b"ok old more");
+        assert_eq!(vfs.read(fh, 0, 100).unwrap().to_vec(), b"ok old more");
         vfs.release(fh).unwrap();
         assert_eq!(
             stored(&tree, "d/f"),
@@ -697,16 +746,16 @@ mod tests {
     fn a_reader_opened_before_a_writer_reads_what_it_wrote() {
         let (_tree, vfs, f) = setup();
         let rd = vfs.open(f, OpenMode::default()).unwrap();
-        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok old");
+        assert_eq!(vfs.read(rd, 0, 100).unwrap().to_vec(), b"ok old");
         let wr = vfs.open(f, TRUNC).unwrap();
         vfs.write(wr, 0, b"ok new text", false).unwrap();
-        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok new text");
+        assert_eq!(vfs.read(rd, 0, 100).unwrap().to_vec(), b"ok new text");
         assert_eq!(vfs.getattr(f, Some(rd)).unwrap().size, 11);
         vfs.release(wr).unwrap();
-        assert_eq!(vfs.read(rd, 0, 100).unwrap(), b"ok new text");
+        assert_eq!(vfs.read(rd, 0, 100).unwrap().to_vec(), b"ok new text");
         vfs.release(rd).unwrap();
         let again = vfs.open(f, OpenMode::default()).unwrap();
-        assert_eq!(vfs.read(again, 0, 100).unwrap(), b"ok new text");
+        assert_eq!(vfs.read(again, 0, 100).unwrap().to_vec(), b"ok new text");
         vfs.release(again).unwrap();
     }
 }

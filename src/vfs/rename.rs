@@ -20,7 +20,7 @@ impl Vfs {
             let mut f = lock(&f)?;
             if f.dirty {
                 f.dirty = !take;
-                return Ok(f.data.clone());
+                return Ok(f.data.to_vec());
             }
         }
         match lock(&self.overlay)?.get(from) {

@@ -31,6 +31,9 @@ pub struct Files {
     pub sources: AtomicBool,
     /// How many times [`Tree::stat`] was called.
     pub stats: AtomicU64,
+    /// The text [`Tree::read`] last gave of each file, given again while the file holds the
+    /// same bytes (as the trees' caches of rendered text do).
+    pub shown: Mutex<HashMap<String, Arc<Vec<u8>>>>,
 }
 
 impl Files {
@@ -79,11 +82,20 @@ impl Tree for Files {
         Ok(())
     }
     fn read(&self, path: &[String]) -> Result<Arc<Vec<u8>>> {
+        let key = self.file_key(path)?;
         let files = lock(&self.files)?;
         let data = files
-            .get(&self.file_key(path)?)
+            .get(&key)
             .ok_or_else(|| Error::not_found("no such file"))?;
-        Ok(Arc::new(data.clone()))
+        let mut shown = lock(&self.shown)?;
+        match shown.get(&key) {
+            Some(text) if **text == *data => Ok(text.clone()),
+            _ => {
+                let text = Arc::new(data.clone());
+                shown.insert(key, text.clone());
+                Ok(text)
+            }
+        }
     }
     fn write(&self, path: &[String], data: &[u8]) -> Result<()> {
         let key = self.file_key(path)?;
@@ -216,7 +228,7 @@ pub fn stored(tree: &Files, name: &str) -> Option<Vec<u8>> {
 
 pub fn read_all(vfs: &Vfs, ino: u64) -> Vec<u8> {
     let fh = vfs.open(ino, OpenMode::default()).unwrap();
-    let data = vfs.read(fh, 0, 1 << 20).unwrap();
+    let data = vfs.read(fh, 0, 1 << 20).unwrap().to_vec();
     vfs.release(fh).unwrap();
     data
 }
