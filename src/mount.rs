@@ -27,7 +27,7 @@ use crate::fuse::{KernelNotifier, WorldFs};
 use crate::luanti::store::write_back::WINDOW;
 use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, state_dir};
-use crate::vfs::overlay::Unsaved;
+use crate::vfs::overlay::{Leftover, Unsaved};
 use crate::vfs::Vfs;
 use crate::worlds::{self, Game};
 
@@ -331,10 +331,20 @@ fn unmount_on_signal(
     });
 }
 
-/// After the session: commits what is open, saves the text no commit took and reports it
-/// for `worldfs unmount` in `report_path`. Returns the unsaved paths' report lines.
+/// After the session: commits what is open, stores the files left under temporaries' names,
+/// saves the text no commit took and reports it for `worldfs unmount` in `report_path`.
+/// Returns the unsaved paths' report lines.
 fn finish(vfs: &Vfs, report_path: &Path) -> Vec<String> {
     vfs.commit_all();
+    for Leftover { path, stored } in vfs.store_scratch() {
+        match stored {
+            Ok(()) => log::info!("{path}: a file under a temporary's name, stored at unmount"),
+            Err(e) => log::warn!("temporary file not stored at unmount: {path} ({e})"),
+        }
+    }
+    if let Err(e) = vfs.sync() {
+        log::error!("committing the files stored at unmount: {e}");
+    }
     let unsaved = save_unsaved(vfs);
     if !unsaved.is_empty() {
         let mut report = format!("{}\n", std::process::id());
@@ -408,9 +418,6 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     let unsaved = finish(&vfs, &report_path);
     let _ = fs::remove_file(&pid_path);
     session_end(run)?;
-    for p in vfs.scratch_paths() {
-        log::warn!("temporary file dropped at unmount (never renamed over a stored file): {p}");
-    }
     log::info!("unmounted {}", args.mountpoint.display());
     Ok(if unsaved.is_empty() {
         ExitCode::SUCCESS

@@ -234,9 +234,8 @@ fn tool_temporaries_store_when_renamed_over_a_key() {
         assert_eq!(fs.get(dir, "data").unwrap(), b"by sed\n");
         assert_eq!(fs.get(dir, "fresh").unwrap(), b"by vim\n");
     }
-    // A temporary never renamed is not stored, and the core can name it at unmount.
+    // A temporary never renamed is not stored while mounted.
     fs.put(mods(), "sedZz99Zz", b"left behind\n").unwrap();
-    assert_eq!(fs.vfs.scratch_paths(), ["mod_storage/mymod/sedZz99Zz"]);
     for stored in [fs.stored_keys(), fs.stored_fields()] {
         let names: Vec<&[u8]> = stored.iter().map(|(k, _)| k.as_slice()).collect();
         assert!(names.contains(&&b"data"[..]) || names.contains(&&b"infotext"[..]));
@@ -248,6 +247,17 @@ fn tool_temporaries_store_when_renamed_over_a_key() {
             .iter()
             .any(|n| n.starts_with(b"sed") || n.starts_with(b".")));
     }
+    // Still there at unmount, it was put there to stay (a key named like a temporary, from a
+    // backup): it is stored under its own name.
+    let left = fs.vfs.store_scratch();
+    let outcome: Vec<(&str, bool)> = left
+        .iter()
+        .map(|l| (l.path.as_str(), l.stored.is_ok()))
+        .collect();
+    assert_eq!(outcome, [("mod_storage/mymod/sedZz99Zz", true)]);
+    fs.vfs.sync().unwrap();
+    let kept = (b"sedZz99Zz".to_vec(), b"left behind".to_vec());
+    assert!(fs.stored_keys().contains(&kept), "{:?}", fs.stored_keys());
 }
 
 #[test]

@@ -14,7 +14,8 @@
 //! fixed, the store unchanged, and removing that file discards only the text; files created
 //! under names the tree calls scratch (editor swap files, temporaries of `sed -i` and rsync)
 //! live only here, and renaming one over a tree file commits its content to that file.
-//! Scratch files vanish at unmount; text no commit took is saved for recovery.
+//! Scratch files still there at unmount are stored under their own names where the tree
+//! can hold them ([`Vfs::store_scratch`]); text no commit took is saved for recovery.
 //!
 //! Links a tree shows (a world folder's) are served as links: `readlink` and `symlink` go to
 //! the tree, and opening one fails with `ELOOP`, since the kernel resolves links before it

@@ -28,7 +28,8 @@ pub(super) struct Overlay {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Held {
     /// A scratch file (an editor's swap file, a tool's temporary, a tree file moved aside):
-    /// lives only in the core, never committed under its name, and vanishes at unmount.
+    /// lives only in the core while mounted; still there at unmount, it is stored under its
+    /// name where the tree can hold it ([`Vfs::store_scratch`]), else dropped.
     Scratch,
     /// A new object created and not committed yet: its first commit stores it.
     New,
@@ -174,18 +175,85 @@ impl Vfs {
         unsaved
     }
 
-    /// Scratch files that still hold text (a tool's temporary never renamed over an object):
-    /// they are not stored, and vanish at unmount.
-    pub fn scratch_paths(&self) -> Vec<String> {
-        match self.overlay.lock() {
+    /// At unmount, stores every scratch file still there under its own name, where the tree
+    /// can hold a file of that name. Scratch names are those tools use for temporaries
+    /// (`f~`, `4913`, `sedXXXXXX`, `.f.swp`, dot files), and a tool removes or renames its
+    /// temporaries before it ends; a file still there was put there to stay: a restore's
+    /// `.gitignore` in `worldmods/`, a mod-storage key or a player named `4913`. A copy moved
+    /// aside (`mv f f~`) whose source was never replaced completes its rename: stored as
+    /// `f~`, `f` is removed. What the tree refuses (an unknown name in a block folder, a
+    /// store's own file) is dropped, as it always was: its outcome carries the reason.
+    pub fn store_scratch(&self) -> Vec<Leftover> {
+        let paths: Vec<Vec<String>> = match self.overlay.lock() {
             Ok(o) => o
                 .iter()
-                .filter(|(_, v)| v.held.is_scratch() && !v.text.is_empty())
-                .map(|(k, _)| display_path(k))
+                .filter(|(_, v)| v.held == Held::Scratch)
+                .map(|(p, _)| p.clone())
                 .collect(),
-            Err(_) => Vec::new(),
+            Err(_) => return Vec::new(),
+        };
+        let mut left: Vec<Leftover> = paths
+            .into_iter()
+            .map(|path| {
+                let stored = self.writable().and_then(|()| self.store_one_scratch(&path));
+                Leftover {
+                    path: display_path(&path),
+                    stored,
+                }
+            })
+            .collect();
+        left.sort_by(|a, b| a.path.cmp(&b.path));
+        left
+    }
+
+    /// Stores scratch file `path` with its mode and time; it is then held no more, and the
+    /// tree file it was moved aside from (if any) goes, as the rename said. Its folder keeps
+    /// the time the mount showed (a restore set it, and storing a file changes it).
+    fn store_one_scratch(&self, path: &[String]) -> Result<()> {
+        let (text, perm, mtime) = {
+            let overlay = lock(&self.overlay)?;
+            let o = overlay
+                .get(path)
+                .ok_or_else(|| Error::not_found("no longer held"))?;
+            (o.text.bytes()?, o.perm, o.set_mtime.unwrap_or(o.mtime))
+        };
+        let folder = &path[..path.len().saturating_sub(1)];
+        let folder_time = self.tree.stat(folder).ok().map(|s| s.mtime);
+        self.tree.write(path, &text)?;
+        self.tree.set_perm(path, perm)?;
+        self.tree.set_mtime(path, mtime)?;
+        lock(&self.overlay)?.remove(path);
+        let source = {
+            let mut aside = lock(&self.aside)?;
+            let source = aside
+                .iter()
+                .find(|(_, copy)| copy.as_slice() == path)
+                .map(|(source, _)| source.clone());
+            source.inspect(|s| {
+                aside.remove(s);
+            })
+        };
+        if let Some(source) = source {
+            self.tree.remove(&source).map_err(|e| {
+                e.context(format!(
+                    "stored, but {} it was moved from is still there too",
+                    display_path(&source)
+                ))
+            })?;
+        }
+        match folder_time {
+            Some(t) => self.tree.set_mtime(folder, t),
+            None => Ok(()),
         }
     }
+}
+
+/// A scratch file left at unmount, and whether [`Vfs::store_scratch`] stored it.
+pub struct Leftover {
+    /// Its path in the mount.
+    pub path: String,
+    /// Stored under its name, or why not (then it is dropped).
+    pub stored: Result<()>,
 }
 
 #[cfg(test)]
@@ -212,6 +280,70 @@ mod tests {
         assert_eq!(read_all(&vfs, f), b"ok old");
         vfs.unlink(d, "f").unwrap();
         assert_eq!(stored(&tree, "d/f"), None, "a second rm deletes it");
+    }
+
+    /// Files left under temporaries' names at unmount are stored where the tree can hold
+    /// them, with their mode and time; what it refuses is dropped with the reason.
+    #[test]
+    fn scratch_files_left_at_unmount_are_stored_under_their_names() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        for (name, text) in [
+            ("x~", &b"ok kept"[..]),
+            ("4913", b"ok key"),
+            (".junk.swp", b"swap"),
+        ] {
+            let (ino, _, fh) = vfs.create(d, name, 0o600).unwrap();
+            vfs.write(fh, 0, text, false).unwrap();
+            vfs.release(fh).unwrap();
+            vfs.setattr(ino, None, None, Some(t), None).unwrap();
+        }
+        assert_eq!(stored(&tree, "d/x~"), None, "held while mounted");
+        let left = vfs.store_scratch();
+        let outcome: Vec<(&str, bool)> = left
+            .iter()
+            .map(|l| (l.path.as_str(), l.stored.is_ok()))
+            .collect();
+        assert_eq!(
+            outcome,
+            [("d/.junk.swp", false), ("d/4913", true), ("d/x~", true)]
+        );
+        let refused = left[0].stored.as_ref().unwrap_err().to_string();
+        assert!(refused.contains("expected `ok`"), "{refused}");
+        assert_eq!(stored(&tree, "d/x~").unwrap(), b"ok kept");
+        assert_eq!(stored(&tree, "d/4913").unwrap(), b"ok key");
+        assert_eq!(lock(&tree.mtimes).unwrap().get("d/x~"), Some(&t));
+        assert_eq!(
+            lock(&tree.mtimes).unwrap().get("d"),
+            Some(&std::time::UNIX_EPOCH),
+            "the folder keeps the time the mount showed"
+        );
+        assert!(vfs.store_scratch().iter().all(|l| l.path == "d/.junk.swp"));
+    }
+
+    /// `mv f f~` kept to the end is a rename: `f~` is stored and `f` removed; once new
+    /// content for `f` was committed, `f` stays.
+    #[test]
+    fn a_copy_moved_aside_and_left_completes_its_rename_at_unmount() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        vfs.rename(d, "f", d, "f~").unwrap();
+        let left = vfs.store_scratch();
+        assert!(left.iter().all(|l| l.stored.is_ok()) && left.len() == 1);
+        assert_eq!(stored(&tree, "d/f~").unwrap(), b"ok old");
+        assert_eq!(stored(&tree, "d/f"), None);
+        assert!(lock(&vfs.aside).unwrap().is_empty());
+
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        vfs.rename(d, "f", d, "f~").unwrap();
+        let (_, _, fh) = vfs.create(d, "f", 0o644).unwrap();
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(vfs.store_scratch().iter().all(|l| l.stored.is_ok()));
+        assert_eq!(stored(&tree, "d/f~").unwrap(), b"ok old");
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok new");
     }
 
     /// A tree can turn read-only while mounted (a TVDA disk found damaged at a commit, whose
@@ -242,7 +374,7 @@ mod tests {
         assert_eq!(vfs.setattr(f, None, Some(1), None, None).unwrap().size, 1);
         vfs.unlink(d, ".f.swp").unwrap();
         vfs.unlink(d, "f").unwrap();
-        assert!(vfs.failed_paths().is_empty() && vfs.scratch_paths().is_empty());
+        assert!(vfs.failed_paths().is_empty() && vfs.store_scratch().is_empty());
         let (f, _) = vfs.lookup(d, "f", 1).unwrap();
         assert_eq!(
             read_all(&vfs, f),

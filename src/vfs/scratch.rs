@@ -2,9 +2,12 @@
 //!
 //! In folders whose names are free (metadata fields, players, mod-storage keys, the world
 //! folder) a created file normally becomes an object. Editors and tools create temporaries
-//! there too; those must not be committed. The names below are the ones such tools use:
+//! there too; those must not be committed when they are made (they are renamed over the
+//! file they stand for, or removed). The names below are the ones such tools use:
 //! dot files (vim swap files, rsync's `.name.XXXXXX`, emacs `.#name`), backups ending in `~`,
 //! vim's `4913` write test, `sed -i`'s `sedXXXXXX`, `#name#` autosaves, and `.tmp`/`.swp`.
+//! People use such names too (`.gitignore`): one still there at unmount is stored under its
+//! name ([`Vfs::store_scratch`](crate::vfs::Vfs::store_scratch)).
 
 /// Whether `name` is one of the temporary names editors and tools create.
 pub fn looks_like_scratch(name: &str) -> bool {
