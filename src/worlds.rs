@@ -45,7 +45,10 @@ pub fn detect(source: &Path) -> Result<Game> {
             return Ok(Game::Survivalcraft);
         }
     } else if source.is_file() {
-        if is_sqlite(source) {
+        // An empty map.sqlite is an empty map, as for the engine (SQLite makes the file so).
+        let empty_map = source.file_name() == Some("map.sqlite".as_ref())
+            && source.metadata().is_ok_and(|m| m.len() == 0);
+        if empty_map || is_sqlite(source) {
             return Ok(Game::Luanti);
         }
         if survivalcraft::store::is_scworld(source) {

@@ -99,6 +99,22 @@ fn a_folder_with_only_world_mt_mounts_and_creates_the_map_on_the_first_block() {
 }
 
 #[test]
+fn an_empty_map_sqlite_mounts_as_an_empty_map() {
+    let dir = tempfile::tempdir().unwrap();
+    let map = dir.path().join("map.sqlite");
+    fs::write(&map, b"").unwrap();
+    assert_eq!(detect(&map).unwrap(), Game::Luanti);
+    let tree = open(&map, true);
+    assert!(names(&tree, "blocks").is_empty());
+    let other = dir.path().join("other.sqlite");
+    fs::write(&other, b"").unwrap();
+    assert!(
+        detect(&other).is_err(),
+        "an empty file of another name is no world"
+    );
+}
+
+#[test]
 fn a_folder_with_players_but_no_map_is_a_world() {
     let dir = tempfile::tempdir().unwrap();
     let world = dir.path();
