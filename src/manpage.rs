@@ -150,7 +150,9 @@ again after a stop, across remounts; a block.txt saved unchanged marks nothing; 
 stays as written.
 Times set by rsync, cp \-a or touch are kept on every file and folder while its content (a
 folder: its names; a block folder: until another program changes its block) is unchanged, so an edit
-makes the next backup send only what changed.
+makes the next backup send only what changed. The folders worldfs makes up (the top, blocks/,
+index/, and with sqlite3 backends players/ and mod_storage/) show 2020\-01\-01 and ignore
+times set on them.
 .PP
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and
