@@ -3,8 +3,8 @@
 # files, `*.tmp`, `#f#`) are held by the daemon while mounted: an editor renames or removes
 # its temporaries. One still there at unmount was put there to stay, and is stored under its
 # own name: in the world folder (a mod's `.gitignore`), as a mod-storage key, a player, a
-# metadata field; `mv f f~` kept to the end is a rename. A backup holding such files restores
-# whole. What cannot be stored there (an unknown name in a block folder, a store's own file
+# metadata field. A copy moved aside (`mv f f~`) is not: `f` keeps its content. A backup
+# holding such files restores whole. What cannot be stored there (an unknown name in a block folder, a store's own file
 # name) is dropped with a log line, and the stores are untouched.
 . "$(dirname "$0")/lib.sh"
 
@@ -45,8 +45,8 @@ for n in "${NAMES[@]}"; do
   assert_eq "$(cat "$W/worldmods/mymod/$n")" "world $n" "worldmods/mymod/$n on disk after unmount"
 done
 [ -f "$W/worldmods/mymod/.keep" ] && [ ! -s "$W/worldmods/mymod/.keep" ] || fail "the empty .keep was not stored"
-assert_eq "$(cat "$W/notes.txt~" 2>/dev/null)" kept "the file moved to notes.txt~"
-[ ! -e "$W/notes.txt" ] || fail "notes.txt is still there after mv notes.txt notes.txt~"
+assert_eq "$(cat "$W/notes.txt" 2>/dev/null)" kept "notes.txt, moved aside to notes.txt~ and kept"
+[ ! -e "$W/notes.txt~" ] || fail "the copy moved aside was stored beside its source"
 [ ! -e "$W/map.sqlite-journal" ] || fail "a file named like the store's journal reached the world folder"
 assert_eq "$(sqlite3 "$W/map.sqlite" 'select count(*) > 1000 from blocks')" 1 "the map after unmount"
 for p in "blocks/$B/notes.txt" map.sqlite-journal; do
@@ -81,7 +81,7 @@ mount_world "$W2" "$M"
 rsync -a "$BK/" "$M/" || fail "restore rsync failed"
 unmount_world "$M"
 diff -r "$W/worldmods" "$W2/worldmods" || fail "the restored worldmods/ differs"
-assert_eq "$(cat "$W2/notes.txt~")" kept "notes.txt~ restored"
+assert_eq "$(cat "$W2/notes.txt")" kept "notes.txt restored"
 mount_world "$W2" "$M"
 rsync -a -n -i -c "$BK/" "$M/" >"$T/dry-run" || fail "dry-run rsync failed"
 if [ -s "$T/dry-run" ]; then
@@ -89,4 +89,16 @@ if [ -s "$T/dry-run" ]; then
   fail "after the restore and a remount, rsync -n -i -c lists $(wc -l <"$T/dry-run") entries"
 fi
 unmount_world "$M"
+
+# A stored file moved aside, then a new one written at its name that fails to save: the
+# stored file is not replaced, not even by the empty file the shell's first close leaves.
+accounts() { sqlite3 "$W2/auth.sqlite" 'select count(*) from auth'; }
+n=$(accounts)
+[ "$n" -gt 0 ] || fail "the restored world has no accounts"
+mount_world "$W2" "$M"
+mv "$M/auth.txt" "$M/auth.txt~"
+bash -c "echo 'not valid' >'$M/auth.txt'" 2>/dev/null || true
+assert_eq "$(accounts)" "$n" "accounts after a failed save over auth.txt moved aside"
+unmount_unsaved "$M" auth.txt
+assert_eq "$(accounts)" "$n" "accounts after the unmount"
 echo "ok"

@@ -158,10 +158,11 @@ mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder delete
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and
 rm -r of meta/x,y,z add and remove node metadata. Temporary files of editors, sed -i and
 rsync are held by the daemon; renaming one over a file commits it. One still there at unmount
-was put there to stay (a mod's .gitignore, a key or player named 4913 from a backup): it is
-stored under its own name where its folder can hold it, else dropped with a log line. A
-file renamed to such a name (an editor's backup) is hidden but stays stored until new
-content for it is committed or the backup is deleted; kept to the unmount, the rename is done. Held files keep real modes (a backup
+(a mod's .gitignore, a key or player named 4913 from a backup, or what a killed tool left,
+as on any filesystem) is stored under its own name where its folder can hold it, else
+dropped with a log line. A file renamed to such a name (an editor's backup) is hidden but
+stays stored until new content for it is committed or the backup is deleted; the backup
+itself is not stored at unmount. Held files keep real modes (a backup
 of auth.txt stays 0600).
 .PP
 Removing a file whose commit failed discards only its text: the stored object shows again,

@@ -437,8 +437,11 @@ impl Vfs {
                 ))
             })?;
             // A new file the tree takes empty exists once its first close returns (its
-            // folder's times change then, not at the kernel's later release).
-            if !created {
+            // folder's times change then, not at the kernel's later release). Not one made
+            // where a stored file was moved aside (`mv auth.txt auth.txt~; echo … >
+            // auth.txt`): that replaces the stored file, and an empty one (no accounts) must
+            // not replace it before the text written next.
+            if !created || lock(&self.aside)?.contains_key(&f.path) {
                 return Ok(());
             }
         }

@@ -177,12 +177,13 @@ impl Vfs {
 
     /// At unmount, stores every scratch file still there under its own name, where the tree
     /// can hold a file of that name. Scratch names are those tools use for temporaries
-    /// (`f~`, `4913`, `sedXXXXXX`, `.f.swp`, dot files), and a tool removes or renames its
-    /// temporaries before it ends; a file still there was put there to stay: a restore's
-    /// `.gitignore` in `worldmods/`, a mod-storage key or a player named `4913`. A copy moved
-    /// aside (`mv f f~`) whose source was never replaced completes its rename: stored as
-    /// `f~`, `f` is removed. What the tree refuses (an unknown name in a block folder, a
-    /// store's own file) is dropped, as it always was: its outcome carries the reason.
+    /// (`f~`, `4913`, `sedXXXXXX`, `.f.swp`, dot files); a tool removes or renames its
+    /// temporaries when it ends well, and a file still there was put there to stay (a
+    /// restore's `.gitignore` in `worldmods/`, a mod-storage key or a player named `4913`)
+    /// or left by a tool that did not end well, as on any filesystem. Not stored: a copy
+    /// moved aside (`mv f f~`), whose source keeps its content; what the tree refuses (an
+    /// unknown name in a block folder, a store's own file); and a name another program made
+    /// meanwhile, whose held text is then saved for recovery like text no commit took.
     pub fn store_scratch(&self) -> Vec<Leftover> {
         let paths: Vec<Vec<String>> = match self.overlay.lock() {
             Ok(o) => o
@@ -206,10 +207,28 @@ impl Vfs {
         left
     }
 
-    /// Stores scratch file `path` with its mode and time; it is then held no more, and the
-    /// tree file it was moved aside from (if any) goes, as the rename said. Its folder keeps
-    /// the time the mount showed (a restore set it, and storing a file changes it).
+    /// Stores scratch file `path` with its mode and time; it is then held no more. Its
+    /// folder keeps the time the mount showed (a restore set it; storing a file changes it).
     fn store_one_scratch(&self, path: &[String]) -> Result<()> {
+        if let Some((source, _)) = lock(&self.aside)?
+            .iter()
+            .find(|(_, c)| c.as_slice() == path)
+        {
+            return Err(Error::invalid(format!(
+                "a copy of {} moved aside, which keeps its content",
+                display_path(source)
+            )));
+        }
+        if self.tree.stat(path).is_ok() {
+            if let Some(o) = lock(&self.overlay)?.get_mut(path) {
+                o.held = Held::FailedScratch;
+            }
+            return Err(Error::new(
+                libc::EEXIST,
+                "another program made this name meanwhile: it keeps its content, and the \
+                 mount's is saved for recovery",
+            ));
+        }
         let (text, perm, mtime) = {
             let overlay = lock(&self.overlay)?;
             let o = overlay
@@ -220,27 +239,9 @@ impl Vfs {
         let folder = &path[..path.len().saturating_sub(1)];
         let folder_time = self.tree.stat(folder).ok().map(|s| s.mtime);
         self.tree.write(path, &text)?;
+        lock(&self.overlay)?.remove(path);
         self.tree.set_perm(path, perm)?;
         self.tree.set_mtime(path, mtime)?;
-        lock(&self.overlay)?.remove(path);
-        let source = {
-            let mut aside = lock(&self.aside)?;
-            let source = aside
-                .iter()
-                .find(|(_, copy)| copy.as_slice() == path)
-                .map(|(source, _)| source.clone());
-            source.inspect(|s| {
-                aside.remove(s);
-            })
-        };
-        if let Some(source) = source {
-            self.tree.remove(&source).map_err(|e| {
-                e.context(format!(
-                    "stored, but {} it was moved from is still there too",
-                    display_path(&source)
-                ))
-            })?;
-        }
         match folder_time {
             Some(t) => self.tree.set_mtime(folder, t),
             None => Ok(()),
@@ -322,28 +323,58 @@ mod tests {
         assert!(vfs.store_scratch().iter().all(|l| l.path == "d/.junk.swp"));
     }
 
-    /// `mv f f~` kept to the end is a rename: `f~` is stored and `f` removed; once new
-    /// content for `f` was committed, `f` stays.
+    /// A copy moved aside is not stored: its source keeps its content (`mv f f~` is undone),
+    /// also after two files were moved onto one backup name. `mv -b new f` (f moved aside,
+    /// then a file renamed over it) shows and keeps the new `f`.
     #[test]
-    fn a_copy_moved_aside_and_left_completes_its_rename_at_unmount() {
+    fn copies_moved_aside_are_not_stored_and_their_sources_stay() {
         let (tree, vfs, _) = setup();
         let d = dir_ino(&vfs);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok g".to_vec());
         vfs.rename(d, "f", d, "f~").unwrap();
+        vfs.rename(d, "g", d, "f~").unwrap();
         let left = vfs.store_scratch();
-        assert!(left.iter().all(|l| l.stored.is_ok()) && left.len() == 1);
-        assert_eq!(stored(&tree, "d/f~").unwrap(), b"ok old");
-        assert_eq!(stored(&tree, "d/f"), None);
-        assert!(lock(&vfs.aside).unwrap().is_empty());
+        assert_eq!(left.len(), 1);
+        assert!(left[0].stored.is_err());
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        assert_eq!(stored(&tree, "d/g").unwrap(), b"ok g");
+        assert_eq!(stored(&tree, "d/f~"), None);
 
         let (tree, vfs, _) = setup();
         let d = dir_ino(&vfs);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f.new".into(), b"ok new".to_vec());
         vfs.rename(d, "f", d, "f~").unwrap();
-        let (_, _, fh) = vfs.create(d, "f", 0o644).unwrap();
-        vfs.write(fh, 0, b"ok new", false).unwrap();
-        vfs.release(fh).unwrap();
-        assert!(vfs.store_scratch().iter().all(|l| l.stored.is_ok()));
-        assert_eq!(stored(&tree, "d/f~").unwrap(), b"ok old");
+        vfs.rename(d, "f.new", d, "f").unwrap();
+        let (f, _) = vfs.lookup(d, "f", 1).expect("f shows again");
+        assert_eq!(read_all(&vfs, f), b"ok new");
+        vfs.store_scratch();
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok new");
+    }
+
+    /// A name another program made while the mount held a file there keeps its content; the
+    /// held text is saved for recovery, not dropped.
+    #[test]
+    fn a_name_made_meanwhile_by_another_program_is_not_overwritten() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let (_, _, fh) = vfs.create(d, "x~", 0o644).unwrap();
+        vfs.write(fh, 0, b"ok mount", false).unwrap();
+        vfs.release(fh).unwrap();
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/x~".into(), b"ok disk".to_vec());
+        let left = vfs.store_scratch();
+        assert_eq!(left[0].stored.as_ref().unwrap_err().errno(), libc::EEXIST);
+        assert_eq!(stored(&tree, "d/x~").unwrap(), b"ok disk");
+        assert_eq!(
+            vfs.failed_paths(),
+            ["d/x~"],
+            "saved for recovery at unmount"
+        );
     }
 
     /// A tree can turn read-only while mounted (a TVDA disk found damaged at a commit, whose

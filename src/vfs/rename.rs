@@ -169,6 +169,9 @@ impl Vfs {
             .rename(from, to)
             .map_err(|e| e.context(format!("{} -> {}", display_path(from), display_path(to))))?;
         lock(&self.overlay)?.remove(to);
+        // A file moved aside from `to` (`mv -b new f` moves `f` to `f~` first) is replaced,
+        // as by a commit: `to` shows again, with what was renamed there.
+        lock(&self.aside)?.remove(to);
         self.detach(to)?;
         self.move_open(from, to, None)?;
         self.move_held_below(from, to)
