@@ -330,9 +330,7 @@ mod tests {
     fn copies_moved_aside_are_not_stored_and_their_sources_stay() {
         let (tree, vfs, _) = setup();
         let d = dir_ino(&vfs);
-        lock(&tree.files)
-            .unwrap()
-            .insert("d/g".into(), b"ok g".to_vec());
+        store(&tree, "d/g", b"ok g");
         vfs.rename(d, "f", d, "f~").unwrap();
         vfs.rename(d, "g", d, "f~").unwrap();
         let left = vfs.store_scratch();
@@ -344,9 +342,7 @@ mod tests {
 
         let (tree, vfs, _) = setup();
         let d = dir_ino(&vfs);
-        lock(&tree.files)
-            .unwrap()
-            .insert("d/f.new".into(), b"ok new".to_vec());
+        store(&tree, "d/f.new", b"ok new");
         vfs.rename(d, "f", d, "f~").unwrap();
         vfs.rename(d, "f.new", d, "f").unwrap();
         let (f, _) = vfs.lookup(d, "f", 1).expect("f shows again");
@@ -364,9 +360,7 @@ mod tests {
         let (_, _, fh) = vfs.create(d, "x~", 0o644).unwrap();
         vfs.write(fh, 0, b"ok mount", false).unwrap();
         vfs.release(fh).unwrap();
-        lock(&tree.files)
-            .unwrap()
-            .insert("d/x~".into(), b"ok disk".to_vec());
+        store(&tree, "d/x~", b"ok disk");
         let left = vfs.store_scratch();
         assert_eq!(left[0].stored.as_ref().unwrap_err().errno(), libc::EEXIST);
         assert_eq!(stored(&tree, "d/x~").unwrap(), b"ok disk");

@@ -226,6 +226,13 @@ pub fn stored(tree: &Files, name: &str) -> Option<Vec<u8>> {
     lock(&tree.files).unwrap().get(name).cloned()
 }
 
+/// Stores `data` as file `name` of the tree, as another program would (not through the core).
+pub fn store(tree: &Files, name: &str, data: &[u8]) {
+    lock(&tree.files)
+        .unwrap()
+        .insert(name.into(), data.to_vec());
+}
+
 pub fn read_all(vfs: &Vfs, ino: u64) -> Vec<u8> {
     let fh = vfs.open(ino, OpenMode::default()).unwrap();
     let data = vfs.read(fh, 0, 1 << 20).unwrap().to_vec();
