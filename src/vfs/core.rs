@@ -456,6 +456,14 @@ impl Vfs {
         self.lookup(parent, name, pid)
     }
 
+    /// The tree file `copy` holds the text of, when `copy` is a copy moved aside from it.
+    pub(super) fn aside_source(&self, copy: &[String]) -> Result<Option<Vec<String>>> {
+        Ok(lock(&self.aside)?
+            .iter()
+            .find(|(_, c)| c.as_slice() == copy)
+            .map(|(source, _)| source.clone()))
+    }
+
     /// Removes file `name` from `parent`. Pending text (a failed commit's) is discarded and
     /// the stored object shows again; the next removal deletes the object.
     pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
@@ -464,7 +472,7 @@ impl Vfs {
         // mounted (a damaged TVDA disk) still lets it go; removing what the tree stores (or
         // the only copy of a file moved aside) is a change.
         let held = lock(&self.overlay)?.get(&path).map(|o| o.held);
-        let moved_aside = || Ok::<_, Error>(lock(&self.aside)?.values().any(|v| *v == path));
+        let moved_aside = || Ok::<_, Error>(self.aside_source(&path)?.is_some());
         match held {
             Some(h) if !h.is_scratch() => {}
             Some(_) if !moved_aside()? => {}
@@ -475,17 +483,10 @@ impl Vfs {
             Some(o) if o.held.is_scratch() => {
                 // The only copy of a file moved aside and never replaced: deleting it
                 // deletes the object (`mv a a~ && rm a~` removes a).
-                let source = {
-                    let mut aside = lock(&self.aside)?;
-                    let source = aside
-                        .iter()
-                        .find(|(_, v)| **v == path)
-                        .map(|(k, _)| k.clone());
-                    if let Some(src) = &source {
-                        aside.remove(src);
-                    }
-                    source
-                };
+                let source = self.aside_source(&path)?;
+                if let Some(src) = &source {
+                    lock(&self.aside)?.remove(src);
+                }
                 if let Some(src) = source {
                     self.tree
                         .remove(&src)

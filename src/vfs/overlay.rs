@@ -210,13 +210,10 @@ impl Vfs {
     /// Stores scratch file `path` with its mode and time; it is then held no more. Its
     /// folder keeps the time the mount showed (a restore set it; storing a file changes it).
     fn store_one_scratch(&self, path: &[String]) -> Result<()> {
-        if let Some((source, _)) = lock(&self.aside)?
-            .iter()
-            .find(|(_, c)| c.as_slice() == path)
-        {
+        if let Some(source) = self.aside_source(path)? {
             return Err(Error::invalid(format!(
                 "a copy of {} moved aside, which keeps its content",
-                display_path(source)
+                display_path(&source)
             )));
         }
         if self.tree.stat(path).is_ok() {
