@@ -2,8 +2,9 @@
 # Nothing written is lost, and nothing stored is lost by mistake (issue "Nothing lost"):
 # removing a file whose commit failed discards only its text; the size of a file open for
 # writing is its buffer's; a lone truncating close reports its error; huge truncations fail
-# with EFBIG; text no commit took is saved at unmount and reported by `worldfs unmount`;
-# held files show real modes; a second writer and odd mount points are refused clearly.
+# with EFBIG, and a file written past the limit is never stored cut; text no commit took is
+# saved at unmount and reported by `worldfs unmount`; held files show real modes; a second
+# writer and odd mount points are refused clearly.
 source "$(dirname "$0")/lib.sh"
 
 W=$(world lost 2)
@@ -75,6 +76,22 @@ assert_eq "$(cat "$FIELD")" "external" "field after /bin/echo >"
 if truncate -s 1T "$FIELD" 2>"$T/err"; then fail "truncate -s 1T succeeded"; fi
 assert_contains "$T/err" "File too large"
 assert_eq "$(cat "$FIELD")" "external" "field after the refused truncation"
+
+# A world-folder file copied past the limit is not stored cut: its close fails with EFBIG
+# and the stored file keeps its content. A new file stays as the shell's `>` made it (empty).
+# rm of the held text brings the stored file back, as after any failed save.
+mkdir -p "$M/worldmods/big"
+echo "small mod file" >"$M/worldmods/big/data"
+if head -c 300M /dev/zero >"$M/worldmods/big/data" 2>"$T/err"; then fail "a 300 MiB file was taken"; fi
+assert_contains "$T/err" "File too large"
+if head -c 300M /dev/zero >"$M/worldmods/big/new" 2>"$T/err"; then fail "a 300 MiB new file was taken"; fi
+assert_eq "$(cat "$W/worldmods/big/data")" "small mod file" "the stored file after a cut copy"
+assert_eq "$(stat -c %s "$W/worldmods/big/new")" "0" "a cut new file in the world folder"
+assert_contains "$T/worldfs.log" "worldmods/big/data: a write past 256 MiB failed"
+rm "$M/worldmods/big/data" "$M/worldmods/big/new"
+assert_eq "$(cat "$M/worldmods/big/data")" "small mod file" "the file after rm of its held text"
+assert_eq "$(stat -c %s "$M/worldmods/big/new")" "0" "the new file after rm of its held text"
+rm -r "$M/worldmods"
 
 # Held files show real modes: a moved-aside auth.txt keeps 0600, create honours its mode.
 assert_eq "$(stat -c %a "$M/auth.txt")" "600" "auth.txt mode"

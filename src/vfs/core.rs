@@ -354,6 +354,7 @@ impl Vfs {
             let mut f = lock(f)?;
             if f.shared() || fh.is_some() {
                 Arc::make_mut(&mut f.data).resize(len, 0);
+                f.cut = false;
                 f.dirty = true;
                 f.mtime = SystemTime::now();
                 return Ok(());

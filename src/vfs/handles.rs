@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::{
-    check_name, check_size, child, display_path, permission_bits, rebased, Vfs,
+    check_name, check_size, child, display_path, permission_bits, rebased, Vfs, MAX_FILE_SIZE,
 };
 use crate::vfs::held::Text;
 use crate::vfs::overlay::{overlay_stat, Held, Overlay};
@@ -28,6 +28,10 @@ pub(super) struct OpenFile {
     /// `close()`): applied after the commit, unless a later write cleared it.
     pub(super) set_mtime: Option<SystemTime>,
     pub(super) perm: u16,
+    /// A write past [`MAX_FILE_SIZE`] failed: the buffer lacks what came after, so no commit
+    /// takes it (each fails with `EFBIG` and the stored file stays) until a truncation says
+    /// what the file holds.
+    pub(super) cut: bool,
     /// Where its commits go.
     pub(super) home: Home,
     pub(super) handles: usize,
@@ -262,6 +266,7 @@ impl Vfs {
                 mtime
             },
             perm,
+            cut: false,
             home,
             handles: 1,
             writers: usize::from(mode.write),
@@ -334,6 +339,7 @@ impl Vfs {
             mtime: now,
             set_mtime: None,
             perm: o.perm,
+            cut: false,
             home,
             handles: 1,
             writers: 1,
@@ -369,7 +375,13 @@ impl Vfs {
         let mut h = lock(&h)?;
         let mut f = lock(&h.file)?;
         let start = if append { f.data.len() as u64 } else { offset };
-        let end = check_size(start.saturating_add(data.len() as u64))?;
+        let end = match check_size(start.saturating_add(data.len() as u64)) {
+            Ok(end) => end,
+            Err(e) => {
+                f.cut = true;
+                return Err(e);
+            }
+        };
         let start = end - data.len();
         let buffer = Arc::make_mut(&mut f.data);
         if buffer.len() < end {
@@ -451,6 +463,16 @@ impl Vfs {
     /// Commits an open file's buffer: scratch text to the overlay, anything else to the tree.
     pub(super) fn commit_file(&self, f: &mut OpenFile) -> Result<()> {
         f.dirty = false;
+        if f.cut {
+            let e = Error::new(
+                libc::EFBIG,
+                format!(
+                    "a write past {} MiB failed, so the file is not all there",
+                    MAX_FILE_SIZE >> 20
+                ),
+            );
+            return Err(self.hold_failed(&f.path, f.data.to_vec(), f.perm, e));
+        }
         if f.home == Home::Core {
             f.set_mtime = None;
             let text = self.spill.hold(f.data.to_vec());
@@ -568,7 +590,6 @@ impl Vfs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vfs::core::MAX_FILE_SIZE;
     use crate::vfs::test_tree::*;
     use crate::vfs::tree::Tree;
 
@@ -724,6 +745,30 @@ mod tests {
         assert_eq!(e.errno(), libc::EFBIG);
         vfs.release(fh).unwrap();
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+    }
+
+    #[test]
+    fn a_file_whose_write_failed_past_the_limit_is_never_committed_cut() {
+        let (tree, vfs, f) = setup();
+        // `cp big f`: the writes up to the limit land, the next one fails, cp closes.
+        let fh = vfs.open(f, RW).unwrap();
+        vfs.write(fh, 0, b"ok new", false).unwrap();
+        let e = vfs.write(fh, MAX_FILE_SIZE - 1, b"xy", false).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        let e = vfs.flush(fh).unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        assert!(e.to_string().contains("d/f"), "{e}");
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        assert!(lock(&tree.writes).unwrap().is_empty());
+        assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
+        // A truncation says what the file holds: then it commits.
+        let fh = vfs.open(f, RW).unwrap();
+        vfs.write(fh, MAX_FILE_SIZE, b"x", false).unwrap_err();
+        vfs.setattr(f, Some(fh), Some(6), None, None).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok new");
+        assert!(vfs.failed_paths().is_empty());
     }
 
     #[test]
