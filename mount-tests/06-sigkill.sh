@@ -1,7 +1,7 @@
 #!/bin/bash
 # SIGKILL of the daemon in the middle of a stream of writes leaves a sound database: it passes
 # PRAGMA integrity_check and `worldfs check`, the engine loads it, and every edited block is
-# either its old or its new version.
+# either its old or its new version; text a failed save held in a file is kept with its path.
 . "$(dirname "$0")/lib.sh"
 
 W=$(world w 2)
@@ -55,6 +55,27 @@ for b in $BLOCKS; do
 done
 grep -qE '^(iteration [0-9]+|hello from mkworld)$' "$M/blocks/0,0,0/meta/2,10,1/fields/text" \
   || fail "sign text is neither old nor new: $(cat "$M/blocks/0,0,0/meta/2,10,1/fields/text")"
+
+# Text a failed save left held when the daemon is killed: larger than 64 KiB it waits in a
+# file of the state folder named for its path, which the next mount moves to unsaved/ and
+# names in its log. A held folder with nothing in it is removed without a word.
+P=$M/players/celeron55
+{ cat "$P"; for i in $(seq 1 4000); do echo "junk line $i of a failed save"; done; } >"$T/big-player"
+if cp "$T/big-player" "$P" 2>/dev/null; then fail "a player file with junk lines was taken"; fi
+cmp "$P" "$T/big-player" || fail "the failed save's text is not shown"
+PID=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
+kill -9 "$PID"
+for _ in $(seq 1 100); do [ -e "/proc/$PID" ] || break; sleep 0.05; done
+fusermount3 -u -z "$M" || fail "lazy unmount failed"
+mkdir -p "$WORLDFS_STATE_DIR/held/999999999/7/players"
+mount_world "$W" "$M"
+assert_contains "$T/worldfs.log" "holds text for the mount's players/celeron55"
+kept=$(sed -n "s/.*  \(.*\) holds text for the mount's players\/celeron55$/\1/p" "$T/worldfs.log")
+cmp "$kept" "$T/big-player" || fail "the kept text differs from the failed save"
+case $kept in "$WORLDFS_STATE_DIR/unsaved/"*-"$PID"-ended/*/players/celeron55) ;;
+  *) fail "kept at an unexpected place: $kept" ;; esac
+[ -e "$WORLDFS_STATE_DIR/held/999999999" ] && fail "an empty held folder was left"
+grep -q "999999999" "$T/worldfs.log" && fail "an empty held folder was reported"
 unmount_world "$M"
 probe "$W" >"$T/probe"
 if grep -q "PROBE FAILED" "$T/probe" || ! grep -q '^checksum ' "$T/probe"; then cat "$T/probe"; fail "the engine cannot load the world"; fi

@@ -207,9 +207,9 @@ blocks without decoding them (a cache: safe to delete while nothing is mounted)
 $XDG_STATE_HOME/worldfs/unsaved/TIME\-PID/PATH
 text whose commit failed, saved at unmount (mode 0600)
 .TP
-$XDG_STATE_HOME/worldfs/held/PID/
-large held text of a running daemon (moved out of memory; the next mount moves a killed
-daemon's to unsaved/TIME\-PID\-ended/)
+$XDG_STATE_HOME/worldfs/held/PID/N/PATH
+large held text of a running daemon for the mount's PATH (moved out of memory; the next
+mount moves a killed daemon's to unsaved/TIME\-PID\-ended/ and names each file in its log)
 .SH "EXIT STATUS"
 0 on success; 1 on any error, from check when an object is broken or a disk damaged, and
 from unmount when text could not be committed.

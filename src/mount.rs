@@ -456,18 +456,67 @@ fn keep_orphaned_held(state: &Path) {
         if pid != std::process::id() as i32 && process_alive(pid) {
             continue;
         }
+        let held = files_below(&e.path());
+        if held.is_empty() {
+            // Killed after every held text was dropped: its empty folders say nothing.
+            remove_empty_folders(&e.path());
+            continue;
+        }
         let dest = state.join("unsaved").join(format!("{secs}-{pid}-ended"));
         let moved = crate::vfs::held::private_dir(&state.join("unsaved"))
             .and_then(|()| fs::rename(e.path(), &dest).map_err(Error::from));
         match moved {
-            Ok(()) => log::warn!(
-                "text held by worldfs pid {pid}, which ended without unmounting, was never \
-                 committed: kept in {}",
-                dest.display()
-            ),
+            Ok(()) => {
+                log::warn!(
+                    "text held by worldfs pid {pid}, which ended without unmounting, was never \
+                     committed: kept in {}",
+                    dest.display()
+                );
+                for file in held {
+                    // Spilled text lies in `N/PATH` (see `vfs::held::Spill::hold`).
+                    let at: PathBuf = file.iter().skip(1).collect();
+                    log::warn!(
+                        "  {} holds text for the mount's {}",
+                        dest.join(&file).display(),
+                        at.display()
+                    );
+                }
+            }
             Err(err) => log::warn!("{}: {err}", e.path().display()),
         }
     }
+}
+
+/// The files below `dir`, as paths relative to it, sorted.
+fn files_below(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        let Ok(entries) = fs::read_dir(dir.join(&rel)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let child = rel.join(e.file_name());
+            match e.file_type() {
+                Ok(t) if t.is_dir() => todo.push(child),
+                _ => files.push(child),
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Removes `dir` and the empty folders below it (nothing else).
+fn remove_empty_folders(dir: &Path) {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_empty_folders(&e.path());
+            }
+        }
+    }
+    let _ = fs::remove_dir(dir);
 }
 
 /// Saves the text no commit took and says so in the log and on stderr (seen in the

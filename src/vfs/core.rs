@@ -369,7 +369,7 @@ impl Vfs {
         if let Some(o) = overlay.get_mut(path) {
             let mut data = o.text.bytes()?;
             data.resize(len, 0);
-            o.text = self.spill.hold(data);
+            o.text = self.spill.hold(path, data);
             o.mtime = SystemTime::now();
             return Ok(());
         }

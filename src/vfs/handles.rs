@@ -475,7 +475,7 @@ impl Vfs {
         }
         if f.home == Home::Core {
             f.set_mtime = None;
-            let text = self.spill.hold(f.data.to_vec());
+            let text = self.spill.hold(&f.path, f.data.to_vec());
             let mut overlay = lock(&self.overlay)?;
             match overlay.get_mut(&f.path) {
                 Some(o) => {

@@ -29,7 +29,13 @@ pub struct Spill {
 /// Held text: in memory or in a file of the spill folder (removed when dropped).
 pub enum Text {
     Memory(Vec<u8>),
-    File { path: PathBuf, len: u64 },
+    /// `path` is `root` followed by the path of the file the text was held for, so that
+    /// text a killed daemon left behind says what it was (see `mount::keep_orphaned_held`).
+    File {
+        root: PathBuf,
+        path: PathBuf,
+        len: u64,
+    },
 }
 
 /// Makes `dir` and its missing parents, readable by the owner only.
@@ -64,18 +70,27 @@ impl Spill {
         }
     }
 
-    /// Holds `data`: in memory when small or when it cannot be written out (logged).
-    pub fn hold(&self, data: Vec<u8>) -> Text {
+    /// Holds `data`, the text of the mount's file `at`: in memory when small or when it
+    /// cannot be written out (logged), else in `DIR/N/AT`.
+    pub fn hold(&self, at: &[String], data: Vec<u8>) -> Text {
         let Some(dir) = self.dir.as_ref().filter(|_| data.len() > MEMORY_LIMIT) else {
             return Text::Memory(data);
         };
-        let path = dir.join(self.next.fetch_add(1, Ordering::Relaxed).to_string());
-        match private_dir(dir).and_then(|()| save_private(&path, &data)) {
+        let root = dir.join(self.next.fetch_add(1, Ordering::Relaxed).to_string());
+        let mut path = root.clone();
+        path.extend(at);
+        let written = path
+            .parent()
+            .map_or(Ok(()), private_dir)
+            .and_then(|()| save_private(&path, &data));
+        match written {
             Ok(()) => Text::File {
+                root,
                 path,
                 len: data.len() as u64,
             },
             Err(e) => {
+                remove_up_to(&path, &root);
                 log::warn!("cannot move held text out of memory: {e}");
                 Text::Memory(data)
             }
@@ -120,10 +135,22 @@ impl Text {
     }
 }
 
+/// Removes the file `path` and its empty folders up to `root`, which it is below.
+fn remove_up_to(path: &Path, root: &Path) {
+    let _ = fs::remove_file(path);
+    let mut dir = path.parent();
+    while let Some(d) = dir.filter(|d| d.starts_with(root)) {
+        if fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
+}
+
 impl Drop for Text {
     fn drop(&mut self) {
-        if let Text::File { path, .. } = self {
-            let _ = fs::remove_file(path);
+        if let Text::File { root, path, .. } = self {
+            remove_up_to(path, root);
         }
     }
 }
@@ -137,14 +164,24 @@ mod tests {
     fn large_text_goes_to_a_private_file_removed_with_it() {
         let dir = tempfile::tempdir().unwrap();
         let spill = Spill::new(Some(dir.path().join("held")));
-        let small = spill.hold(b"tiny".to_vec());
+        let at = [
+            "blocks".to_string(),
+            "0,0,0".to_string(),
+            "nodes.cubeset".to_string(),
+        ];
+        let small = spill.hold(&at, b"tiny".to_vec());
         assert!(matches!(small, Text::Memory(_)));
         let big = vec![7u8; MEMORY_LIMIT + 1];
-        let held = spill.hold(big.clone());
+        let held = spill.hold(&at, big.clone());
         let Text::File { path, .. } = &held else {
             panic!("large text stayed in memory");
         };
         let path = path.clone();
+        assert!(
+            path.ends_with("blocks/0,0,0/nodes.cubeset"),
+            "{}: the name does not say whose text it is",
+            path.display()
+        );
         assert_eq!(
             fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
@@ -155,6 +192,7 @@ mod tests {
         assert_eq!(held.bytes().unwrap(), big);
         drop(held);
         assert!(!path.exists());
+        assert_eq!(fs::read_dir(dir.path().join("held")).unwrap().count(), 0);
         spill.remove();
         assert!(!dir.path().join("held").exists());
     }

@@ -121,7 +121,7 @@ impl Vfs {
             set_mtime: old.and_then(|o| o.set_mtime),
             perm: old.map(|o| o.perm).or(stored_perm).unwrap_or(perm),
             cookie: old.map_or_else(|| self.cookie(), |o| o.cookie),
-            text: self.spill.hold(data),
+            text: self.spill.hold(path, data),
             mtime: SystemTime::now(),
             held: Held::Failed,
         };

@@ -125,7 +125,7 @@ impl Vfs {
     fn hold_renamed(&self, from: &[String], to: &[String], data: Vec<u8>) -> Result<()> {
         let mut overlay = lock(&self.overlay)?;
         if let Some(mut o) = overlay.remove(from) {
-            o.text = self.spill.hold(data);
+            o.text = self.spill.hold(to, data);
             o.held = o.held.renamed_to_scratch();
             o.cookie = self.cookie();
             overlay.insert(to.to_vec(), o);
@@ -151,7 +151,7 @@ impl Vfs {
             .to_vec();
         lock(&self.aside)?.insert(from.to_vec(), to.to_vec());
         let o = Overlay {
-            text: self.spill.hold(data),
+            text: self.spill.hold(to, data),
             mtime: stat.mtime,
             set_mtime: None,
             perm: stat.perm,
