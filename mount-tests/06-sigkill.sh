@@ -63,19 +63,29 @@ P=$M/players/celeron55
 { cat "$P"; for i in $(seq 1 4000); do echo "junk line $i of a failed save"; done; } >"$T/big-player"
 if cp "$T/big-player" "$P" 2>/dev/null; then fail "a player file with junk lines was taken"; fi
 cmp "$P" "$T/big-player" || fail "the failed save's text is not shown"
+# A scratch file's spilled text follows its folder's rename.
+mkdir -p "$M/worldmods/dir"
+head -c 100000 /dev/urandom >"$T/swap"
+cp "$T/swap" "$M/worldmods/dir/.notes.swp"
+mv "$M/worldmods/dir" "$M/worldmods/dir2"
 PID=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
 kill -9 "$PID"
 for _ in $(seq 1 100); do [ -e "/proc/$PID" ] || break; sleep 0.05; done
 fusermount3 -u -z "$M" || fail "lazy unmount failed"
-mkdir -p "$WORLDFS_STATE_DIR/held/999999999/7/players"
+mkdir -p "$WORLDFS_STATE_DIR/held/999999999/7/players" "$T/victim/empty"
+ln -s "$T/victim" "$WORLDFS_STATE_DIR/held/999999998"
 mount_world "$W" "$M"
+[ -d "$T/victim/empty" ] || fail "a link in the held folder was followed"
 assert_contains "$T/worldfs.log" "holds text for the mount's players/celeron55"
 kept=$(sed -n "s/.*  \(.*\) holds text for the mount's players\/celeron55$/\1/p" "$T/worldfs.log")
 cmp "$kept" "$T/big-player" || fail "the kept text differs from the failed save"
+swap=$(sed -n "s/.*  \(.*\) holds text for the mount's worldmods\/dir2\/.notes.swp$/\1/p" "$T/worldfs.log")
+cmp "$swap" "$T/swap" || fail "the spilled scratch text is not kept under its folder's new name"
 case $kept in "$WORLDFS_STATE_DIR/unsaved/"*-"$PID"-ended/*/players/celeron55) ;;
   *) fail "kept at an unexpected place: $kept" ;; esac
 [ -e "$WORLDFS_STATE_DIR/held/999999999" ] && fail "an empty held folder was left"
 grep -q "999999999" "$T/worldfs.log" && fail "an empty held folder was reported"
+rm -r "$M/worldmods"
 unmount_world "$M"
 probe "$W" >"$T/probe"
 if grep -q "PROBE FAILED" "$T/probe" || ! grep -q '^checksum ' "$T/probe"; then cat "$T/probe"; fail "the engine cannot load the world"; fi

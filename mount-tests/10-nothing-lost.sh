@@ -77,20 +77,42 @@ if truncate -s 1T "$FIELD" 2>"$T/err"; then fail "truncate -s 1T succeeded"; fi
 assert_contains "$T/err" "File too large"
 assert_eq "$(cat "$FIELD")" "external" "field after the refused truncation"
 
-# A world-folder file copied past the limit is not stored cut: its close fails with EFBIG
-# and the stored file keeps its content. A new file stays as the shell's `>` made it (empty).
-# rm of the held text brings the stored file back, as after any failed save.
+# A world-folder file copied past the limit is never stored cut: its close fails with EFBIG
+# and what was written is dropped, so the file shows and keeps what it held (a new file
+# stays as the shell's `>` made it, empty); nothing cut is held to be saved at unmount. A
+# cut temporary renamed over the file while still open is refused too.
 mkdir -p "$M/worldmods/big"
 echo "small mod file" >"$M/worldmods/big/data"
 if head -c 300M /dev/zero >"$M/worldmods/big/data" 2>"$T/err"; then fail "a 300 MiB file was taken"; fi
 assert_contains "$T/err" "File too large"
 if head -c 300M /dev/zero >"$M/worldmods/big/new" 2>"$T/err"; then fail "a 300 MiB new file was taken"; fi
 assert_eq "$(cat "$W/worldmods/big/data")" "small mod file" "the stored file after a cut copy"
+assert_eq "$(cat "$M/worldmods/big/data")" "small mod file" "the file in the mount after a cut copy"
 assert_eq "$(stat -c %s "$W/worldmods/big/new")" "0" "a cut new file in the world folder"
+assert_eq "$(stat -c %s "$M/worldmods/big/new")" "0" "a cut new file in the mount"
 assert_contains "$T/worldfs.log" "worldmods/big/data: a write past 256 MiB failed"
-rm "$M/worldmods/big/data" "$M/worldmods/big/new"
-assert_eq "$(cat "$M/worldmods/big/data")" "small mod file" "the file after rm of its held text"
-assert_eq "$(stat -c %s "$M/worldmods/big/new")" "0" "the new file after rm of its held text"
+python3 - "$M/worldmods/big" <<'PY' || fail "a cut temporary renamed over a file"
+import errno, os, sys
+d = sys.argv[1]
+fd = os.open(f"{d}/.data.tmp", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"cut")
+try:
+    os.pwrite(fd, b"x", 300 << 20)
+    raise SystemExit("a write past the limit was taken")
+except OSError as e:
+    assert e.errno == errno.EFBIG, e
+try:
+    os.rename(f"{d}/.data.tmp", f"{d}/data")
+    raise SystemExit("a cut temporary was renamed over data")
+except OSError as e:
+    assert e.errno == errno.EFBIG, e
+try:
+    os.close(fd)
+except OSError as e:
+    assert e.errno == errno.EFBIG, e
+os.unlink(f"{d}/.data.tmp")
+PY
+assert_eq "$(cat "$W/worldmods/big/data")" "small mod file" "the stored file after a cut rename"
 rm -r "$M/worldmods"
 
 # Held files show real modes: a moved-aside auth.txt keeps 0600, create honours its mode.

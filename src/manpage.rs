@@ -173,8 +173,8 @@ back whose commit still fails at unmount are lost: worldfs unmount prints "not c
 blocks/X,Y,Z (could not be saved: ...)" for each and exits 1. Descriptors open
 on one file share its buffer: each reads what the others wrote, and stat shows the
 buffer's size. A file is at most 256 MiB (EFBIG beyond); a file a write failed to grow past
-it is never committed cut: its closes fail with EFBIG and the stored file stays, until a
-truncation. A second read-write mount of a
+it is never stored cut: its closes fail with EFBIG and drop what was written (the file keeps
+what it held), until a truncation. A second read-write mount of a
 world is refused, and so is a mount point that is not empty (unless -o nonempty).
 .PP
 Never write while a game server runs on the world: the server overwrites blocks it holds in

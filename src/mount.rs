@@ -456,8 +456,14 @@ fn keep_orphaned_held(state: &Path) {
         if pid != std::process::id() as i32 && process_alive(pid) {
             continue;
         }
-        let held = files_below(&e.path());
-        if held.is_empty() {
+        // Never followed: a link or a file there is moved as it is.
+        let folder = e.file_type().is_ok_and(|t| t.is_dir());
+        let held = if folder {
+            files_below(&e.path())
+        } else {
+            Vec::new()
+        };
+        if folder && held.is_empty() {
             // Killed after every held text was dropped: its empty folders say nothing.
             remove_empty_folders(&e.path());
             continue;
@@ -473,13 +479,15 @@ fn keep_orphaned_held(state: &Path) {
                     dest.display()
                 );
                 for file in held {
-                    // Spilled text lies in `N/PATH` (see `vfs::held::Spill::hold`).
+                    // Spilled text lies in `N/PATH` (see `vfs::held::Spill::hold`); a
+                    // daemon older than that kept no path.
                     let at: PathBuf = file.iter().skip(1).collect();
-                    log::warn!(
-                        "  {} holds text for the mount's {}",
-                        dest.join(&file).display(),
-                        at.display()
-                    );
+                    let whose = if at.as_os_str().is_empty() {
+                        "text whose path was not recorded".to_string()
+                    } else {
+                        format!("text for the mount's {}", at.display())
+                    };
+                    log::warn!("  {} holds {whose}", dest.join(&file).display());
                 }
             }
             Err(err) => log::warn!("{}: {err}", e.path().display()),

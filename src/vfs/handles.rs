@@ -28,14 +28,26 @@ pub(super) struct OpenFile {
     /// `close()`): applied after the commit, unless a later write cleared it.
     pub(super) set_mtime: Option<SystemTime>,
     pub(super) perm: u16,
-    /// A write past [`MAX_FILE_SIZE`] failed: the buffer lacks what came after, so no commit
-    /// takes it (each fails with `EFBIG` and the stored file stays) until a truncation says
-    /// what the file holds.
+    /// A write past [`MAX_FILE_SIZE`] failed: the buffer lacks what came after, so it is
+    /// never stored or held anywhere (its commits fail with `EFBIG` and drop it, a rename
+    /// of it fails) until a truncation says what the file holds.
     pub(super) cut: bool,
     /// Where its commits go.
     pub(super) home: Home,
     pub(super) handles: usize,
     pub(super) writers: usize,
+}
+
+/// Why a cut file (see [`OpenFile::cut`]) is not taken.
+pub(super) fn cut_error(path: &[String]) -> Error {
+    Error::new(
+        libc::EFBIG,
+        format!(
+            "{}: a write past {} MiB failed, so the file is not all there",
+            display_path(path),
+            MAX_FILE_SIZE >> 20
+        ),
+    )
 }
 
 impl OpenFile {
@@ -187,6 +199,7 @@ impl Vfs {
         }
         if mode.truncate {
             g.data = Arc::default();
+            g.cut = false;
             g.dirty = true;
             g.mtime = SystemTime::now();
             g.set_mtime = None;
@@ -464,14 +477,9 @@ impl Vfs {
     pub(super) fn commit_file(&self, f: &mut OpenFile) -> Result<()> {
         f.dirty = false;
         if f.cut {
-            let e = Error::new(
-                libc::EFBIG,
-                format!(
-                    "a write past {} MiB failed, so the file is not all there",
-                    MAX_FILE_SIZE >> 20
-                ),
-            );
-            return Err(self.hold_failed(&f.path, f.data.to_vec(), f.perm, e));
+            let e = cut_error(&f.path);
+            log::error!("not stored, what was written is dropped: {e}");
+            return Err(e.logged());
         }
         if f.home == Home::Core {
             f.set_mtime = None;
@@ -748,8 +756,9 @@ mod tests {
     }
 
     #[test]
-    fn a_file_whose_write_failed_past_the_limit_is_never_committed_cut() {
+    fn a_file_whose_write_failed_past_the_limit_is_never_stored_cut() {
         let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
         // `cp big f`: the writes up to the limit land, the next one fails, cp closes.
         let fh = vfs.open(f, RW).unwrap();
         vfs.write(fh, 0, b"ok new", false).unwrap();
@@ -761,14 +770,42 @@ mod tests {
         vfs.release(fh).unwrap();
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
         assert!(lock(&tree.writes).unwrap().is_empty());
-        assert_eq!(vfs.failed_paths(), vec!["d/f".to_string()]);
+        assert!(vfs.failed_paths().is_empty(), "the cut text is held");
+        let fh = vfs.open(f, RW).unwrap();
+        assert_eq!(vfs.read(fh, 0, 100).unwrap().to_vec(), b"ok old");
+        vfs.release(fh).unwrap();
+        // A cut temporary renamed over the file while open (or after) goes nowhere either.
+        let (_, _, tmp) = vfs.create(d, ".f.tmp", 0o644).unwrap();
+        vfs.write(tmp, 0, b"ok tmp", false).unwrap();
+        vfs.write(tmp, MAX_FILE_SIZE, b"x", false).unwrap_err();
+        let e = vfs.rename(d, ".f.tmp", d, "f").unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG);
+        assert_eq!(vfs.release(tmp).unwrap_err().errno(), libc::EFBIG);
+        assert_eq!(
+            vfs.getattr(vfs.lookup(d, ".f.tmp", 1).unwrap().0, None)
+                .unwrap()
+                .size,
+            0
+        );
+        vfs.unlink(d, ".f.tmp").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
+        assert!(vfs.failed_paths().is_empty(), "the cut text is held");
         // A truncation says what the file holds: then it commits.
         let fh = vfs.open(f, RW).unwrap();
+        vfs.write(fh, 0, b"ok new", false).unwrap();
         vfs.write(fh, MAX_FILE_SIZE, b"x", false).unwrap_err();
         vfs.setattr(f, Some(fh), Some(6), None, None).unwrap();
         vfs.release(fh).unwrap();
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok new");
-        assert!(vfs.failed_paths().is_empty());
+        // So does another program's `open(O_TRUNC)` joining the cut buffer.
+        let fh = vfs.open(f, RW).unwrap();
+        vfs.write(fh, MAX_FILE_SIZE, b"x", false).unwrap_err();
+        let other = vfs.open(f, TRUNC).unwrap();
+        vfs.write(other, 0, b"ok other", false).unwrap();
+        vfs.flush(other).unwrap();
+        vfs.release(other).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok other");
     }
 
     #[test]

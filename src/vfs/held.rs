@@ -133,6 +133,30 @@ impl Text {
     pub fn save(&self, dest: &Path) -> Result<()> {
         save_private(dest, &self.bytes()?)
     }
+
+    /// The file it was held for moved to the mount's `at` (a folder above it was renamed):
+    /// a spilled text's file is renamed to say so; where that fails (logged) it keeps its
+    /// old name and its bytes.
+    pub fn move_to(&mut self, at: &[String]) {
+        let Text::File { root, path, .. } = self else {
+            return;
+        };
+        let mut dest = root.clone();
+        dest.extend(at);
+        if dest == *path {
+            return;
+        }
+        let moved = dest.parent().map_or(Ok(()), private_dir).and_then(|()| {
+            fs::rename(&*path, &dest).map_err(|e| Error::from(e).context(dest.display()))
+        });
+        match moved {
+            Ok(()) => {
+                let old = std::mem::replace(path, dest);
+                remove_up_to(&old, root);
+            }
+            Err(e) => log::warn!("held text keeps its old name: {e}"),
+        }
+    }
 }
 
 /// Removes the file `path` and its empty folders up to `root`, which it is below.
@@ -190,6 +214,16 @@ mod tests {
         assert_eq!(folder.permissions().mode() & 0o777, 0o700);
         assert_eq!(held.len(), big.len() as u64);
         assert_eq!(held.bytes().unwrap(), big);
+        let mut held = held;
+        let moved = ["mods".to_string(), "m".to_string(), "big".to_string()];
+        held.move_to(&moved);
+        let Text::File { path: now, .. } = &held else {
+            panic!("moved text left its file");
+        };
+        assert!(now.ends_with("mods/m/big"), "{}", now.display());
+        assert!(!path.exists() && !path.parent().unwrap().exists());
+        assert_eq!(held.bytes().unwrap(), big);
+        let path = now.clone();
         drop(held);
         assert!(!path.exists());
         assert_eq!(fs::read_dir(dir.path().join("held")).unwrap().count(), 0);

@@ -102,31 +102,24 @@ impl Vfs {
                 }
                 Ok(())
             }
-            Err(e) => Err(self.hold_failed(path, data, perm, e)),
+            Err(e) => {
+                let e = e.context(display_path(path));
+                log::error!("commit failed, nothing stored: {e}");
+                let stored_perm = self.tree.stat(path).map(|s| s.perm).ok();
+                let mut overlay = lock(&self.overlay)?;
+                let old = overlay.get(path);
+                let o = Overlay {
+                    set_mtime: old.and_then(|o| o.set_mtime),
+                    perm: old.map(|o| o.perm).or(stored_perm).unwrap_or(perm),
+                    cookie: old.map_or_else(|| self.cookie(), |o| o.cookie),
+                    text: self.spill.hold(path, data),
+                    mtime: SystemTime::now(),
+                    held: Held::Failed,
+                };
+                overlay.insert(path.to_vec(), o);
+                Err(e.logged())
+            }
         }
-    }
-
-    /// A commit of `data` to `path` failed with `e`: the text is kept readable in the mount
-    /// (and saved at unmount) while the store keeps what it held. Returns `e`, logged.
-    pub(super) fn hold_failed(&self, path: &[String], data: Vec<u8>, perm: u16, e: Error) -> Error {
-        let e = e.context(display_path(path));
-        log::error!("commit failed, nothing stored: {e}");
-        let stored_perm = self.tree.stat(path).map(|s| s.perm).ok();
-        let mut overlay = match lock(&self.overlay) {
-            Ok(overlay) => overlay,
-            Err(lock_error) => return lock_error,
-        };
-        let old = overlay.get(path);
-        let o = Overlay {
-            set_mtime: old.and_then(|o| o.set_mtime),
-            perm: old.map(|o| o.perm).or(stored_perm).unwrap_or(perm),
-            cookie: old.map_or_else(|| self.cookie(), |o| o.cookie),
-            text: self.spill.hold(path, data),
-            mtime: SystemTime::now(),
-            held: Held::Failed,
-        };
-        overlay.insert(path.to_vec(), o);
-        e.logged()
     }
 
     /// Paths holding text no commit took (kept readable in the mount), sorted.

@@ -5,7 +5,7 @@
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::{check_name, child, display_path, rebased, Vfs};
-use crate::vfs::handles::Home;
+use crate::vfs::handles::{cut_error, Home};
 use crate::vfs::overlay::{Held, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
 
@@ -18,6 +18,9 @@ impl Vfs {
     pub(super) fn text_of(&self, from: &[String], take: bool) -> Result<Vec<u8>> {
         if let Some(f) = self.open_file(from)? {
             let mut f = lock(&f)?;
+            if f.cut {
+                return Err(cut_error(from));
+            }
             if f.dirty {
                 f.dirty = !take;
                 return Ok(f.data.to_vec());
@@ -186,7 +189,8 @@ impl Vfs {
             .cloned()
             .collect();
         for p in below {
-            if let (Some(o), Some(dest)) = (overlay.remove(&p), rebased(&p, from, to)) {
+            if let (Some(mut o), Some(dest)) = (overlay.remove(&p), rebased(&p, from, to)) {
+                o.text.move_to(&dest);
                 overlay.insert(dest, o);
             }
         }
