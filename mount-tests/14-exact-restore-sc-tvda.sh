@@ -5,7 +5,8 @@
 # back so exactly that another `rsync -a --dry-run -i` lists nothing, also after a remount.
 # A Survivalcraft world is also backed up, deleted and restored into a folder holding only
 # the backup's project file (README "Survivalcraft"), for each terrain store: Chunks.dat, and
-# Regions/ with Project.xml (a fork's version worldfs does not know) or Project.json (2.4).
+# Regions/ with Project.xml (a fork's version worldfs does not know) or Project.json (2.4);
+# Chunks.dat's chunks come back byte for byte.
 # A Terrarum disk is restored over the same disk after changing it (a restore into a new
 # disk made from the backup's header.txt is mount test 18).
 . "$(dirname "$0")/lib.sh"
@@ -53,6 +54,7 @@ echo "Survivalcraft: restore exact"
 restore_empty() { # restore_empty WORLD NAME STORE: back up, delete, restore, compare, check
   local W=$1 B=$T/backup-$2 E=$T/empty-$2 before
   before=$(cd "$W" && ls -d $3)
+  [ "$2" = chunks ] && chunk_records "$W/Chunks.dat" >"$T/records-before"
   mount_world "$W" "$M"
   rsync -a "$M/" "$B/" || fail "$2: backup"
   unmount_world "$M"
@@ -64,6 +66,11 @@ restore_empty() { # restore_empty WORLD NAME STORE: back up, delete, restore, co
   exact "$B" "$M" "$2 restore into an empty folder"
   unmount_world "$M"
   [ "$(cd "$E" && ls -d $3)" = "$before" ] || fail "$2: the restore made $(cd "$E" && ls -d $3), not $before"
+  if [ "$2" = chunks ]; then
+    # Every chunk's stored bytes come back, shaft bytes included (not only what views show).
+    chunk_records "$E/Chunks.dat" | diff "$T/records-before" - >"$T/records.diff" ||
+      fail "$2: $(grep -c '^>' "$T/records.diff") of $(wc -l <"$T/records-before") restored chunks differ in their stored bytes"
+  fi
   mount_world "$E" "$M"
   exact "$B" "$M" "$2 restored, after a remount"
   unmount_world "$M"

@@ -30,3 +30,20 @@ sc_check() {
 
 # line_of FILE TEXT: the number of the first line holding TEXT.
 line_of() { grep -n -m1 -F -- "$2" "$1" | cut -d: -f1; }
+
+# chunk_records CHUNKS_DAT: one line per chunk of a fixed-size Chunks.dat (1.4-1.28): its
+# coordinates and the sha256 of its 66,576 stored bytes, sorted; the directory's order and
+# the chunks' places in the file are left out (a restore writes chunks in its own order).
+chunk_records() {
+  python3 - "$1" <<'PY'
+import hashlib, struct, sys
+data = open(sys.argv[1], "rb").read()
+out = []
+for i in range(65536):
+    cx, cz, off = struct.unpack_from("<iii", data, i * 12)
+    if off == 0:
+        break
+    out.append(f"{cx},{cz} {hashlib.sha256(data[off:off + 66576]).hexdigest()}")
+print("\n".join(sorted(out)))
+PY
+}

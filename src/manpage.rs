@@ -76,7 +76,8 @@ every name is a key except the temporaries of sed -i, rsync and vim.
 MOUNT/Project.xml                   read/write
 MOUNT/chunks/CX,CZ/blocks.cubeset   block id and data per cell (names in comments)
 MOUNT/chunks/CX,CZ/light.txt        one hex digit per cell (not for region worlds)
-MOUNT/chunks/CX,CZ/surface.txt      top height, temperature, humidity per column
+MOUNT/chunks/CX,CZ/surface.txt      top height, temperature, humidity per column (and bottom and
+                                    sunlight heights in Chunks*.dat)
 MOUNT/players/NAME/inventory        a player's slots, written back into Project.xml
 MOUNT/containers/X,Y,Z/inventory    chests, furnaces, crafting tables
 MOUNT/index/blocks/ID/CX,CZ         link to each chunk holding block id ID
