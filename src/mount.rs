@@ -545,11 +545,25 @@ fn save_unsaved(vfs: &Vfs) -> Vec<String> {
     lines
 }
 
+/// Whether process `pid` still runs: one of its threads is not a zombie. A daemon's main
+/// thread ends (a zombie) before its other threads, which still hold its files and so the
+/// world's lock: until the last one ends, a new mount of the world would be refused.
 fn process_alive(pid: i32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-        && fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| !s.contains(") Z "))
-            .unwrap_or(false)
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks
+        .flatten()
+        .any(|t| fs::read_to_string(t.path().join("stat")).is_ok_and(|stat| task_running(&stat)))
+}
+
+/// Whether a `/proc/…/stat` line is of a task that has not ended: its state (the field after
+/// the parenthesized name) is neither zombie nor dead.
+fn task_running(stat: &str) -> bool {
+    let state = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
 }
 
 /// `worldfs unmount`.
@@ -602,7 +616,29 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_mountpoint, keep_orphaned_held, session_end};
+    use super::{check_mountpoint, keep_orphaned_held, process_alive, session_end, task_running};
+
+    #[test]
+    fn a_process_runs_while_any_of_its_threads_has_not_ended() {
+        assert!(process_alive(std::process::id() as i32));
+        // A child that exited and is not reaped yet is a zombie: it holds no files.
+        let child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id() as i32;
+        for _ in 0..200 {
+            if !process_alive(pid) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(!process_alive(pid), "an exited child counts as running");
+        drop(child);
+        // The state is the field after the name, which may hold spaces and parentheses.
+        assert!(task_running("42 (worldfs) S 1 42"));
+        assert!(task_running("42 (a) Z (b) R 1 42"));
+        assert!(!task_running("42 (a) R (b) Z 1 42"));
+        assert!(!task_running("42 (worldfs) X 1 42"));
+        assert!(!task_running("garbage"));
+    }
 
     #[test]
     fn held_text_of_a_daemon_that_ended_is_kept_for_recovery() {
