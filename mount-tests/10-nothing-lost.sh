@@ -139,6 +139,8 @@ touch "$T/m2/x"
 if "$WORLDFS" mount "$W" "$T/m2" --read-only 2>"$T/err"; then MOUNTS+=("$T/m2"); fail "non-empty mount point accepted"; fi
 assert_contains "$T/err" "is not empty"
 mount_world "$W" "$T/m2" --read-only -o nonempty
+if "$WORLDFS" mount "$W" "$T/m2" --read-only -o nonempty 2>"$T/err"; then fail "a mount over a mount accepted"; fi
+assert_contains "$T/err" "already holds a mount: unmount it first"
 unmount_world "$T/m2"
 
 # Text no commit took is saved at unmount; `worldfs unmount` names it and exits non-zero.

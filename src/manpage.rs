@@ -177,7 +177,8 @@ on one file share its buffer: each reads what the others wrote, and stat shows t
 buffer's size. A file is at most 256 MiB (EFBIG beyond); a file a write failed to grow past
 it is never stored cut: its closes fail with EFBIG and drop what was written (the file keeps
 what it held), until a truncation. A second read-write mount of a
-world is refused, and so is a mount point that is not empty (unless -o nonempty).
+world is refused, and so is a mount point that is not empty (unless -o nonempty) or holds a
+mount already.
 .PP
 Never write while a game server runs on the world: the server overwrites blocks it holds in
 memory and gives up on a database locked for 3 seconds. --read-only is safe beside a running

@@ -12,6 +12,7 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
@@ -90,6 +91,18 @@ fn check_mountpoint(mountpoint: &Path, nonempty: bool) -> Result<()> {
         return Err(Error::not_dir(format!(
             "mount point {shown} is a file, not a folder"
         )));
+    }
+    // A folder on another device than its parent is a mount point already: mounting over it
+    // would hide that mount, and a second worldfs there is a mistake (a mount run twice).
+    let parent = fs::metadata(mountpoint.join(".."));
+    if parent.is_ok_and(|p| p.dev() != md.dev()) {
+        return Err(Error::new(
+            libc::EBUSY,
+            format!(
+                "mount point {shown} already holds a mount: unmount it first (`worldfs \
+                 unmount {shown}` for a worldfs mount)"
+            ),
+        ));
     }
     let mut entries =
         fs::read_dir(mountpoint).map_err(|e| Error::from(e).context(format!("{shown}")))?;
@@ -677,6 +690,9 @@ mod tests {
         let empty = dir.path().join("empty");
         std::fs::create_dir(&empty).unwrap();
         check_mountpoint(&empty, false).unwrap();
+        let e = check_mountpoint(std::path::Path::new("/proc"), true).unwrap_err();
+        assert_eq!(e.errno(), libc::EBUSY);
+        assert!(e.message().contains("already holds a mount"), "{e}");
     }
 
     #[test]
