@@ -158,8 +158,7 @@ times set on them.
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and
 rm -r of meta/x,y,z add and remove node metadata. Temporary files of editors, sed -i and
-rsync are held by the daemon; renaming one over a file, or to another temporary-like name
-its folder can hold (rsync restoring init.lua~), commits it. One still there at unmount
+rsync are held by the daemon; renaming one over a file commits it. One still there at unmount
 (a mod's .gitignore, a key or player named 4913 from a backup, or what a killed tool left,
 as on any filesystem) is stored under its own name where its folder can hold it, else
 dropped with a log line. A file renamed to such a name (an editor's backup) is hidden but

@@ -261,36 +261,6 @@ fn tool_temporaries_store_when_renamed_over_a_key() {
 }
 
 #[test]
-fn a_temporary_renamed_to_a_name_like_a_temporary_is_stored_at_the_rename() {
-    let fs = Fs::new();
-    for dir in [mods(), fields()] {
-        let parent = fs.dir(dir);
-        // rsync restoring keys named like temporaries: each is stored when renamed, before
-        // any unmount, so a daemon killed after the restore loses none of them.
-        for (temp, name) in [(".4913.Xa3k2P", "4913"), (".notes~.Bb7q1Z", "notes~")] {
-            fs.put(dir, temp, b"restored\n").unwrap();
-            fs.vfs.rename(parent, temp, parent, name).unwrap();
-            assert_eq!(fs.get(dir, name).unwrap(), b"restored\n");
-        }
-        // A copy moved aside stays held (its source keeps the content).
-        fs.put(dir, "kept", b"kept\n").unwrap();
-        fs.vfs.rename(parent, "kept", parent, "kept~").unwrap();
-        fs.vfs.rename(parent, "kept~", parent, "kept~~").unwrap();
-    }
-    fs.vfs.sync().unwrap();
-    for stored in [fs.stored_keys(), fs.stored_fields()] {
-        for name in ["4913", "notes~"] {
-            let row = (name.as_bytes().to_vec(), b"restored".to_vec());
-            assert!(stored.contains(&row), "{name}: {stored:?}");
-        }
-        let names: Vec<&[u8]> = stored.iter().map(|(k, _)| k.as_slice()).collect();
-        assert!(names.contains(&&b"kept"[..]), "{names:?}");
-        assert!(!names.iter().any(|n| n.starts_with(b"kept~")), "{names:?}");
-        assert!(!names.iter().any(|n| n.starts_with(b".")), "{names:?}");
-    }
-}
-
-#[test]
 fn long_keys_list_as_names_that_open() {
     let fs = Fs::new();
     let long = long_key();

@@ -99,24 +99,11 @@ impl Vfs {
             Some(Kind::File) | None => {}
         }
         let data = self.text_of(from, true)?;
-        if to_in_tree.is_some() || to_class == NewFile::Object || self.store_now(from, to, &data)? {
+        if to_in_tree.is_some() || to_class == NewFile::Object {
             self.commit_held_over(from, to, data)
         } else {
             self.hold_renamed(from, to, data)
         }
-    }
-
-    /// Whether a scratch file renamed to another scratch name is stored there now rather
-    /// than at unmount: a tool finishing a file whose own name looks like a temporary (rsync
-    /// restoring `init.lua~`, `.gitignore`, a key named `4913`) has written it whole, and
-    /// stored at once it survives a daemon killed before unmounting. Not text a commit did
-    /// not take (it stays marked for recovery), not a copy moved aside (its source keeps the
-    /// content), nor a name the tree would refuse (it stays held, as until now).
-    fn store_now(&self, from: &[String], to: &[String], data: &[u8]) -> Result<bool> {
-        let plain = lock(&self.overlay)?
-            .get(from)
-            .is_some_and(|o| o.held == Held::Scratch);
-        Ok(plain && self.aside_source(from)?.is_none() && self.tree.check(to, data).is_ok())
     }
 
     /// Replaces a tree file's content with the held text renamed over it (rsync, sed -i,
