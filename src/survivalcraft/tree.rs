@@ -5,7 +5,8 @@
 //! chunks/CX,CZ/                    one folder per stored chunk
 //!     blocks.cubeset               cells: block id and data (Cubeset)
 //!     light.txt                    cell light (not for region worlds, which store none)
-//!     surface.txt                  per column: top height, temperature, humidity
+//!     surface.txt                  per column: top height, temperature, humidity (and in
+//!                                  Chunks*.dat the bottom and sunlight heights)
 //! players/NAME/inventory           a player's inventories in Project.xml
 //! containers/X,Y,Z/inventory       a chest's, furnace's, crafting table's... slots
 //! index/blocks/ID/, index/items/ID  whole-world answers (see [`index`]; reached by name,
