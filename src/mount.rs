@@ -477,8 +477,9 @@ fn keep_orphaned_held(state: &Path) {
             Vec::new()
         };
         if folder && held.is_empty() {
-            // Killed after every held text was dropped: its empty folders say nothing.
-            remove_empty_folders(&e.path());
+            // Killed after every held text was dropped: its folders hold nothing else (a
+            // link or any other entry is listed as a file above).
+            let _ = fs::remove_dir_all(e.path());
             continue;
         }
         let dest = state.join("unsaved").join(format!("{secs}-{pid}-ended"));
@@ -526,18 +527,6 @@ fn files_below(dir: &Path) -> Vec<PathBuf> {
     }
     files.sort();
     files
-}
-
-/// Removes `dir` and the empty folders below it (nothing else).
-fn remove_empty_folders(dir: &Path) {
-    if let Ok(entries) = fs::read_dir(dir) {
-        for e in entries.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                remove_empty_folders(&e.path());
-            }
-        }
-    }
-    let _ = fs::remove_dir(dir);
 }
 
 /// Saves the text no commit took and says so in the log and on stderr (seen in the
