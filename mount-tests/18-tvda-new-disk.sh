@@ -3,7 +3,8 @@
 # sample and both fixtures are backed up with `rsync -a`, deleted, and restored into a new
 # disk made from the backup's header.txt (copied to where the disk was, then mounted): the
 # restore is exact (another rsync lists nothing, a second backup equals the first, so every
-# entry's stored bytes and the header came back) and `worldfs check` passes. A missing path,
+# entry's stored bytes and the header came back), `worldfs check` passes, and every entry
+# carries its backed-up time in the disk itself (seen without the state folder). A missing path,
 # an empty file, a read-only mount of a header text and a bad header text make no disk. A
 # daemon killed in the middle of such a restore leaves a disk that mounts, and a second rsync
 # completes it.
@@ -40,6 +41,12 @@ restore() {
   check_ok "$D"
   mount_world "$D" "$M"
   exact "$B" "$M" "$name: restored, after a remount"
+  unmount_world "$M"
+  # The entries' own times are the backup's: mounted with another state folder (another
+  # user or machine), no file but header.txt (the disk's creation time) has another time.
+  WORLDFS_STATE_DIR=$T/state-$name mount_world "$D" "$M"
+  rsync -a -i --dry-run "$B/" "$M/" | { grep -v -e '^\.d' -e ' header\.txt$' || true; } >"$T/dry"
+  if [ -s "$T/dry" ]; then head -5 "$T/dry"; fail "$name: $(wc -l <"$T/dry") files differ with another state folder"; fi
   unmount_world "$M"
 }
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # TEVD v3 (current and 2017-2018 layouts) and v2 disks mount as their real directory tree:
 # a reading mount leaves them byte-identical; files and folders are created, written,
-# renamed and removed with ordinary tools, survive a remount, and every CRC stays valid.
+# renamed and removed with ordinary tools, survive a remount, and every CRC stays valid; a
+# file restored with `rsync -a` keeps its time in the disk.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/tvda.sh"
 
@@ -51,3 +52,17 @@ check_ok "$d"
 mount_world "$d" "$M" --read-only
 [ ! -e "$M/newdir" ] || fail "rm -r"
 unmount_world "$M"
+
+# A file restored with `rsync -a` (a temporary file, its time set, renamed over the name)
+# keeps its time in the disk itself: mounted with another state folder it shows that time.
+mkdir -p "$T/src/restored"
+echo "restored text" > "$T/src/restored/file.txt"
+touch -d '2021-03-04 05:06:07' "$T/src/restored/file.txt"
+mount_world "$d" "$M"
+rsync -a "$T/src/" "$M/" || fail "rsync into the TEVD disk"
+unmount_world "$M"
+WORLDFS_STATE_DIR=$T/state-other mount_world "$d" "$M" --read-only
+assert_eq "$(stat -c %Y "$M/restored/file.txt")" "$(stat -c %Y "$T/src/restored/file.txt")" \
+  "time of a file restored with rsync, in the disk itself"
+unmount_world "$M"
+check_ok "$d"

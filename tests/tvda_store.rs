@@ -136,6 +136,59 @@ fn single_change_appends_like_the_game_and_reopens() {
     assert_crcs_ok(&disk);
 }
 
+/// A dated commit (a restore) gives the entries it puts its time, and those it makes that
+/// time as their creation time too, appended or rewritten; the root listing takes the time
+/// of the change.
+#[test]
+fn dated_commits_stamp_the_entries_with_their_own_time() {
+    let (_dir, path) = copy_of(TVDA_DIRTY);
+    let mut disk = Disk::open(&path, true).unwrap();
+    let put = |id, data: &[u8]| Change::Put {
+        id,
+        data: data.to_vec(),
+    };
+    disk.commit_dated(&[put(-1, br#"{"genver":3}"#)], 1_800_000_000, 1_600_000_000)
+        .unwrap();
+    disk.commit_dated(&[put(77, b"new")], 1_800_000_001, 1_600_000_001)
+        .unwrap();
+    let reopened = Disk::open(&path, false).unwrap();
+    let entry = |id| reopened.entry(id).unwrap();
+    assert_eq!(
+        (entry(-1).ctime, entry(-1).mtime),
+        (1_700_000_000, 1_600_000_000)
+    );
+    assert_eq!(
+        (entry(77).ctime, entry(77).mtime),
+        (1_600_000_001, 1_600_000_001)
+    );
+    assert_eq!(
+        entry(0).mtime,
+        1_800_000_001,
+        "the root takes the change's time"
+    );
+    assert_crcs_ok(&reopened);
+    disk.commit_dated(
+        &[put(-4, b"basegame 0.6.0"), put(78, b"also new")],
+        1_800_000_002,
+        1_600_000_002,
+    )
+    .unwrap();
+    let rewritten = Disk::open(&path, false).unwrap();
+    let entry = |id| rewritten.entry(id).unwrap();
+    assert_eq!(entry(-4).mtime, 1_600_000_002);
+    assert_eq!(
+        (entry(78).ctime, entry(78).mtime),
+        (1_600_000_002, 1_600_000_002)
+    );
+    assert_eq!(
+        entry(77).mtime,
+        1_600_000_001,
+        "entries not put keep their times"
+    );
+    assert_eq!(entry(0).mtime, 1_800_000_002);
+    assert_crcs_ok(&rewritten);
+}
+
 #[test]
 fn single_removal_sets_the_discard_bit_only() {
     let (_dir, path) = copy_of(TVDA_CLEAN);

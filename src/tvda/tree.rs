@@ -135,6 +135,15 @@ pub(super) fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// What [`TvdaTree::edit`] does with a text it parsed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Apply {
+    /// Nothing: the text is only checked.
+    Check,
+    /// Commits it, the entry dated `dated` (Unix seconds), else with the commit's time.
+    Store { dated: Option<u64> },
+}
+
 /// The folders of a disk's tree (each chunk layer has one).
 fn folders() -> impl Iterator<Item = Place> {
     [Place::Root, Place::Actors, Place::Chunks, Place::Entries]
@@ -511,15 +520,17 @@ impl TvdaTree {
         self.read_only.load(Ordering::Relaxed)
     }
 
-    /// Commits `changes`, then records the new entries' times and drops stale renders. A
-    /// commit refused because the disk is damaged turns the mount read-only.
-    fn commit(&self, s: &mut State, changes: &[Change]) -> Result<()> {
+    /// Commits `changes` (the entries put dated `dated`, else with the commit's time),
+    /// then records the new entries' times and drops stale renders. A commit refused
+    /// because the disk is damaged turns the mount read-only.
+    fn commit(&self, s: &mut State, changes: &[Change], dated: Option<u64>) -> Result<()> {
         let now = SystemTime::now();
+        let secs = now_secs();
         let folder_times: Vec<(Place, u64, SystemTime)> = folders()
             .map(|f| (f, listing_hash(s, self.kind, f), self.folder_mtime_in(s, f)))
             .collect();
         let before = self.generation.load(Ordering::Relaxed);
-        if let Err(e) = s.disk.commit(changes, now_secs()) {
+        if let Err(e) = s.disk.commit_dated(changes, secs, dated.unwrap_or(secs)) {
             if !s.disk.damage().is_empty() {
                 log::error!("{}; the mount is read-only from now on", e.message());
                 self.read_only.store(true, Ordering::Relaxed);
@@ -536,7 +547,8 @@ impl TvdaTree {
                 Change::Put { id, .. } | Change::Remove { id } => *id,
             };
             if let Some(info) = s.disk.entry(id) {
-                self.mtimes.record(id as u64, entry_hash(&info), now);
+                let time = dated.map_or(now, |d| UNIX_EPOCH + Duration::from_secs(d));
+                self.mtimes.record(id as u64, entry_hash(&info), time);
             }
             if id == -1 {
                 s.world = None;
@@ -555,49 +567,51 @@ impl TvdaTree {
         Ok(())
     }
 
-    /// Parses `data` as the new content of `path` as a write does; stores it with `commit`.
-    fn edit(&self, path: &TreePath, data: &[u8], commit: bool) -> Result<()> {
+    /// Parses `data` as the new content of `path` as a write does; stores it unless
+    /// `apply` only checks.
+    fn edit(&self, path: &TreePath, data: &[u8], apply: Apply) -> Result<()> {
         self.check_writable()?;
         let place = self.place(path)?;
         match place {
             Place::Index => return Err(index_is_read_only()),
-            Place::Header => return self.edit_header(data, commit),
+            Place::Header => return self.edit_header(data, apply != Apply::Check),
             Place::Chunk(..) => drop(self.world_for_chunks(path)?),
             _ => {}
         }
         let (id, view) = self.target(place, path)?;
         match (place, view) {
-            (Place::WellKnown(_), View::Json) => self.put(id, commit, |s| self.store_info(data, s)),
+            (Place::WellKnown(_), View::Json) => self.put(id, apply, |s| self.store_info(data, s)),
             (Place::WellKnown(_), View::Gunzip) => {
-                self.put(id, commit, |s| Self::store_gzip(data, s))
+                self.put(id, apply, |s| Self::store_gzip(data, s))
             }
             // A restore may write the inventory before savegameinfo.json: entry -1 is made
             // holding only the item list, and savegameinfo.json then gives the rest.
-            (Place::Inventory, _) => self.put(id, commit, |s| {
+            (Place::Inventory, _) => self.put(id, apply, |s| {
                 apply_inventory(s.unwrap_or(NO_PLAYER_JSON), data)
             }),
-            (Place::Actor(_), _) => self.put(id, commit, |s| {
-                parse_actor_json(data, s.unwrap_or_default())
-            }),
+            (Place::Actor(_), _) => {
+                self.put(id, apply, |s| parse_actor_json(data, s.unwrap_or_default()))
+            }
             (Place::Chunk(..), View::Chunk(layer)) => {
                 let world = {
                     let mut s = self.state()?;
                     self.world(&mut s)?
                 };
-                self.put(id, commit, |s| {
+                self.put(id, apply, |s| {
                     store_chunk(data, layer, &world.names, s, world.codec)
                 })
             }
-            _ => self.put(id, commit, |_| Ok(data.to_vec())),
+            _ => self.put(id, apply, |_| Ok(data.to_vec())),
         }
     }
 
     /// Replaces file entry `id` with what `make` builds from its stored bytes (`None` when
-    /// it does not exist yet); commits only a real change, and nothing unless `commit`.
+    /// it does not exist yet); commits only a real change, and nothing when `apply` only
+    /// checks.
     fn put(
         &self,
         id: i64,
-        commit: bool,
+        apply: Apply,
         make: impl FnOnce(Option<&[u8]>) -> Result<Vec<u8>>,
     ) -> Result<()> {
         self.check_writable()?;
@@ -608,10 +622,13 @@ impl TvdaTree {
             None => None,
         };
         let data = make(stored.as_deref())?;
-        if !commit || stored.as_deref() == Some(data.as_slice()) {
+        let Apply::Store { dated } = apply else {
+            return Ok(());
+        };
+        if stored.as_deref() == Some(data.as_slice()) {
             return Ok(());
         }
-        self.commit(&mut s, &[Change::Put { id, data }])
+        self.commit(&mut s, &[Change::Put { id, data }], dated)
     }
 
     fn delete(&self, id: i64, path: &TreePath) -> Result<()> {
@@ -620,7 +637,7 @@ impl TvdaTree {
         if s.disk.entry(id).is_none() {
             return Err(not_found(path));
         }
-        self.commit(&mut s, &[Change::Remove { id }])
+        self.commit(&mut s, &[Change::Remove { id }], None)
     }
 
     /// The stored form of an edited `savegameinfo.json`; a world's JSON must keep what the
@@ -672,6 +689,7 @@ impl TvdaTree {
         self.commit(
             &mut s,
             &[Change::Put { id: to, data }, Change::Remove { id: from }],
+            None,
         )
     }
 }
@@ -773,11 +791,18 @@ impl Tree for TvdaTree {
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        self.edit(path, data, true)
+        self.edit(path, data, Apply::Store { dated: None })
+    }
+
+    /// Stores `mtime` (in whole seconds) as the entry's own time: a restored disk's entries
+    /// carry their backed-up times, as the game's saves would have stamped them.
+    fn write_dated(&self, path: &TreePath, data: &[u8], mtime: SystemTime) -> Result<()> {
+        let dated = mtime.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs());
+        self.edit(path, data, Apply::Store { dated })
     }
 
     fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        self.edit(path, data, false)
+        self.edit(path, data, Apply::Check)
     }
 
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
@@ -837,7 +862,9 @@ impl Tree for TvdaTree {
         match place {
             Place::Inventory => {
                 self.info(id, path)?;
-                self.put(id, true, |s| apply_inventory(s.unwrap_or_default(), b""))
+                self.put(id, Apply::Store { dated: None }, |s| {
+                    apply_inventory(s.unwrap_or_default(), b"")
+                })
             }
             _ => self.delete(id, path),
         }

@@ -381,7 +381,7 @@ impl Vfs {
             .map_err(|e| e.context(display_path(path)))?
             .to_vec();
         data.resize(len, 0);
-        self.commit(path, data, stat.perm)
+        self.commit(path, data, stat.perm, None)
     }
 
     /// The target of the symbolic link `ino`, as the tree stores it.

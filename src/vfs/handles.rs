@@ -507,7 +507,7 @@ impl Vfs {
             return Ok(());
         }
         let set_mtime = f.set_mtime.take();
-        self.commit(&f.path, f.data.to_vec(), f.perm)?;
+        self.commit(&f.path, f.data.to_vec(), f.perm, set_mtime)?;
         match set_mtime {
             Some(m) => self.tree.set_mtime(&f.path, m),
             None => Ok(()),

@@ -84,10 +84,23 @@ pub(super) fn overlay_stat(o: &Overlay) -> Stat {
 }
 
 impl Vfs {
-    /// Commits `data` as the content of tree path `path`; on failure keeps it readable as
-    /// pending text (with the mode of what it replaces, else `perm`).
-    pub(super) fn commit(&self, path: &[String], data: Vec<u8>, perm: u16) -> Result<()> {
-        match self.tree.write(path, &data) {
+    /// Commits `data` as the content of tree path `path` (whose time was set to `dated`
+    /// before, see [`Tree::write_dated`]); on failure keeps it readable as pending text
+    /// (with the mode of what it replaces, else `perm`).
+    ///
+    /// [`Tree::write_dated`]: crate::vfs::Tree::write_dated
+    pub(super) fn commit(
+        &self,
+        path: &[String],
+        data: Vec<u8>,
+        perm: u16,
+        dated: Option<SystemTime>,
+    ) -> Result<()> {
+        let written = match dated {
+            Some(m) => self.tree.write_dated(path, &data, m),
+            None => self.tree.write(path, &data),
+        };
+        match written {
             Ok(()) => {
                 // The mode the file was created or chmodded with (a tree whose files have
                 // fixed modes ignores it; a real folder's file gets it).
@@ -235,7 +248,7 @@ impl Vfs {
         };
         let folder = &path[..path.len().saturating_sub(1)];
         let folder_time = self.tree.stat(folder).ok().map(|s| s.mtime);
-        self.tree.write(path, &text)?;
+        self.tree.write_dated(path, &text, mtime)?;
         lock(&self.overlay)?.remove(path);
         self.tree.set_perm(path, perm)?;
         self.tree.set_mtime(path, mtime)?;

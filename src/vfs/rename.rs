@@ -112,7 +112,7 @@ impl Vfs {
         let (set_mtime, perm) = lock(&self.overlay)?
             .get(from)
             .map_or((None, DEFAULT_PERM), |o| (o.set_mtime, o.perm));
-        self.commit(to, data, perm)?;
+        self.commit(to, data, perm, set_mtime)?;
         if let Some(m) = set_mtime {
             self.tree
                 .set_mtime(to, m)

@@ -149,6 +149,15 @@ pub trait Tree: Send + Sync + 'static {
     /// `Object`) and commits it. On error nothing is stored.
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()>;
 
+    /// [`Tree::write`], for a file whose modification time was set before it was committed
+    /// (`rsync` sets it on its temporary file, then renames that over the file): a store
+    /// that keeps a time with each object (a Terrarum disk entry) stamps it with `mtime`
+    /// instead of the commit's time. Trees that keep times only beside their stores (see
+    /// [`crate::vfs::mtimes`]) keep this default; the core sets the time after either.
+    fn write_dated(&self, path: &TreePath, data: &[u8], _mtime: SystemTime) -> Result<()> {
+        self.write(path, data)
+    }
+
     /// Parses `data` as the new content of the file at `path` the way [`Tree::write`] does,
     /// and fails as it would on bad input, without storing anything. The core asks this when
     /// it must answer a close without committing (see `Vfs::flush`).

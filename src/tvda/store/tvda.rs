@@ -368,9 +368,18 @@ impl Disk {
     /// Commits `changes` atomically; `now` (Unix seconds) becomes the entries' mtime.
     ///
     /// Later changes of the same ID override earlier ones; a `Put` of the bytes already
-    /// stored, or a `Remove` of an entry that does not exist, is no change. One effective change is appended in place (game autosave
-    /// style); several are written as a clean rewrite.
+    /// stored, or a `Remove` of an entry that does not exist, is no change. One effective
+    /// change is appended in place (game autosave style); several are written as a clean
+    /// rewrite.
     pub fn commit(&mut self, changes: &[Change], now: u64) -> Result<()> {
+        self.commit_dated(changes, now, now)
+    }
+
+    /// [`Disk::commit`], with `dated` (Unix seconds) as the modification time of the
+    /// entries put, and as the creation time of those it makes: a restore gives each entry
+    /// the time of its backed-up file. The root listing still takes `now`, the time of the
+    /// change.
+    pub fn commit_dated(&mut self, changes: &[Change], now: u64, dated: u64) -> Result<()> {
         let mut wanted: BTreeMap<i64, Option<&[u8]>> = BTreeMap::new();
         for change in changes {
             let (id, data) = match change {
@@ -402,8 +411,8 @@ impl Disk {
         }
         self.may_change()?;
         match effective.into_iter().collect::<Vec<_>>().as_slice() {
-            [(id, data)] => self.append(*id, *data, now),
-            many => self.rewrite(self.header.clone(), many, now, now),
+            [(id, data)] => self.append(*id, *data, now, dated),
+            many => self.rewrite(self.header.clone(), many, now, dated),
         }
         .map_err(|e| e.context(self.path.display()))
     }
@@ -463,15 +472,17 @@ impl Disk {
             .map_err(|e| e.context(self.path.display()))
     }
 
-    fn append(&mut self, id: i64, data: Option<&[u8]>, now: u64) -> Result<()> {
+    /// Appends entry `id` (`None`: discards it) with modification time `dated`, and
+    /// stamps the root listing with `now`.
+    fn append(&mut self, id: i64, data: Option<&[u8]>, now: u64, dated: u64) -> Result<()> {
         let old = self.entry(id);
         if self.stamp.len > self.end {
             self.file.set_len(self.end)?;
         }
         let mut added = None;
         if let Some(data) = data {
-            let (parent, ctime) = old.map_or((ROOT_ID, now), |e| (e.parent, e.ctime));
-            let bytes = encode_entry(id, parent, ctime, now, &Content::File(data.to_vec()))?;
+            let (parent, ctime) = old.map_or((ROOT_ID, dated), |e| (e.parent, e.ctime));
+            let bytes = encode_entry(id, parent, ctime, dated, &Content::File(data.to_vec()))?;
             self.file.write_all_at(&bytes, self.end)?;
             self.file.sync_data()?;
             let header = EntryHeader::decode(&bytes)?;
@@ -527,13 +538,14 @@ impl Disk {
     }
 
     /// Writes the disk anew with `header` (a world's quicksave bit cleared): live entries
-    /// copied, `changes` applied, the root listing fresh.
+    /// copied, `changes` applied with modification time `dated`, the root listing fresh
+    /// with `root_mtime`.
     fn rewrite(
         &mut self,
         mut header: Header,
         changes: &[(i64, Option<&[u8]>)],
         root_mtime: u64,
-        now: u64,
+        dated: u64,
     ) -> Result<()> {
         let changed: BTreeMap<i64, Option<&[u8]>> = changes.iter().copied().collect();
         let mut order: Vec<Record> = self
@@ -547,7 +559,7 @@ impl Disk {
         if header.kind() == DiskKind::World {
             header.set_save_mode(header.save_mode() & !1);
         }
-        let root_ctime = self.entry(ROOT_ID).map_or(now, |r| r.ctime);
+        let root_ctime = self.entry(ROOT_ID).map_or(root_mtime, |r| r.ctime);
         let file = &self.file;
         let mut parts: Vec<Part> = Vec::new();
         for r in &order {
@@ -560,7 +572,7 @@ impl Disk {
                         r.header.id,
                         r.header.parent,
                         r.header.ctime,
-                        now,
+                        dated,
                         &Content::File(data.to_vec()),
                     )?,
                 )),
@@ -570,7 +582,7 @@ impl Disk {
             if let (None, Some(data)) = (self.live.get(&id), data) {
                 parts.push(Part::New(
                     id,
-                    encode_entry(id, ROOT_ID, now, now, &Content::File(data.to_vec()))?,
+                    encode_entry(id, ROOT_ID, dated, dated, &Content::File(data.to_vec()))?,
                 ));
             }
         }

@@ -342,7 +342,7 @@ impl TvdaTree {
             }
         }
         let changed = changes.len();
-        self.commit(&mut s, &changes)?;
+        self.commit(&mut s, &changes, None)?;
         log::info!(
             "index: renamed {what} in {changed} entries, committed at once ({:.3} s)",
             started.elapsed().as_secs_f64()

@@ -138,6 +138,26 @@ impl TevdTree {
             }
         }
     }
+
+    /// Writes the file at `path` (making it in its folder), its time in the disk `dated`
+    /// (Unix seconds) or the commit's.
+    fn write_at(&self, path: &TreePath, data: &[u8], dated: Option<u64>) -> Result<()> {
+        let (dir, name) = split(path)?;
+        self.change(|d, now| {
+            let id = match Self::resolve(d, path) {
+                Ok(n) if n.kind == TevdKind::Directory => {
+                    return Err(Error::is_dir("is a directory"))
+                }
+                Ok(n) => n.id,
+                Err(_) => {
+                    let parent = Self::resolve(d, dir)?;
+                    d.create_node(parent.id, name, NewNode::File, now)?
+                }
+            };
+            d.write(id, data, dated.unwrap_or(now))?;
+            Ok(vec![id])
+        })
+    }
 }
 
 impl Tree for TevdTree {
@@ -188,21 +208,13 @@ impl Tree for TevdTree {
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        let (dir, name) = split(path)?;
-        self.change(|d, now| {
-            let id = match Self::resolve(d, path) {
-                Ok(n) if n.kind == TevdKind::Directory => {
-                    return Err(Error::is_dir("is a directory"))
-                }
-                Ok(n) => n.id,
-                Err(_) => {
-                    let parent = Self::resolve(d, dir)?;
-                    d.create_node(parent.id, name, NewNode::File, now)?
-                }
-            };
-            d.write(id, data, now)?;
-            Ok(vec![id])
-        })
+        self.write_at(path, data, None)
+    }
+
+    /// Stores `mtime` (in whole seconds) as the file's own time in the disk.
+    fn write_dated(&self, path: &TreePath, data: &[u8], mtime: SystemTime) -> Result<()> {
+        let dated = mtime.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs());
+        self.write_at(path, data, dated)
     }
 
     fn check(&self, path: &TreePath, _data: &[u8]) -> Result<()> {
