@@ -31,9 +31,9 @@ B=$T/backup-sc
 mount_world "$W" "$M"
 rsync -a "$M/" "$B/" || fail "Survivalcraft backup"
 C=$M/chunks/223,418
-grep -q '"d: 112: 0"' "$C/blocks.cubeset" || fail "no diamond ore definition in chunk 223,418"
+grep -qE '"[^"]: 112: 0"' "$C/blocks.cubeset" || fail "no diamond ore definition in chunk 223,418"
 sleep 1
-sed -i 's/"d: 112: 0"/"d: 3: 0"/' "$C/blocks.cubeset" || fail "cell edit"
+sed -i 's/"\(.\): 112: 0"/"\1: 3: 0"/' "$C/blocks.cubeset" || fail "cell edit"
 out=$(sent "$M/" "$B/")
 echo "after a cell edit the backup sends: $out"
 assert_eq "$out" "chunks/223,418/blocks.cubeset " "files a cell edit sends"

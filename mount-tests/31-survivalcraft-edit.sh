@@ -17,14 +17,15 @@ mount_world "$W" "$M"
 C=$M/chunks/11,-6
 views_sha 11,-6 >"$T/others.before"
 assert_eq "$(sed -n 's/^0 0 \([0-9]*\) .*/\1/p' "$C/surface.txt")" "72" "top of column 0,0"
-# One cell: x=0, z=0, y=100 (air) becomes Granite ("c"); the column's top follows.
+# One cell: x=0, z=0, y=100 (air) becomes Granite; the column's top follows.
+AIR=$(char_of "$C/blocks.cubeset" "0: 0")
+GRANITE=$(char_of "$C/blocks.cubeset" "3: 0")
 L=$(( $(line_of "$C/blocks.cubeset" "-- Level 100") + 1 ))
-[[ "$(sed -n "${L}p" "$C/blocks.cubeset")" == *'"n'* ]] || fail "cell 0,100,0 is not air"
-grep -qF '"c: 3: 0"' "$C/blocks.cubeset" || fail "no Granite definition"
-sed -i "${L}s/\"n/\"c/" "$C/blocks.cubeset"
+[[ "$(sed -n "${L}p" "$C/blocks.cubeset")" == *"\"$AIR"* ]] || fail "cell 0,100,0 is not air"
+sed -i "${L}s/\"$AIR/\"$GRANITE/" "$C/blocks.cubeset"
 assert_eq "$(sed -n 's/^0 0 \([0-9]*\) .*/\1/p' "$C/surface.txt")" "100" "top after the edit"
 # Block data of a definition, and temperature/humidity of a column.
-sed -i 's/"q: 204: 10"/"q: 204: 11"/' "$C/blocks.cubeset"
+sed -i 's/"\(.\): 204: 10"/"\1: 204: 11"/' "$C/blocks.cubeset"
 sed -i 's/^1 0 72 11 13$/1 0 72 3 4/' "$C/surface.txt"
 # The player's inventory: one count.
 assert_contains "$M/players/Geoffrey/inventory" "1 162 1 "
@@ -40,8 +41,9 @@ diff "$T/Project.orig" "$W/Project.xml" >"$T/project.diff" || true
 assert_eq "$(grep -c '^[<>]' "$T/project.diff")" "2" "changed lines of Project.xml"
 grep -q '>.*Name="Count".*Value="5"' "$T/project.diff" || fail "Count not written"
 mount_world "$W" "$M"
-[[ "$(sed -n "${L}p" "$C/blocks.cubeset")" == *'"c'* ]] || fail "cell lost at remount"
-assert_contains "$C/blocks.cubeset" '"q: 204: 11"'
+[[ "$(sed -n "${L}p" "$C/blocks.cubeset")" == *"\"$(char_of "$C/blocks.cubeset" "3: 0")"* ]] \
+  || fail "cell lost at remount"
+grep -qE '"[^"]: 204: 11"' "$C/blocks.cubeset" || fail "block data of a definition lost at remount"
 assert_contains "$C/surface.txt" "0 0 100 11 13"
 assert_contains "$C/surface.txt" "1 0 72 3 4"
 assert_contains "$M/players/Geoffrey/inventory" "1 162 5 "

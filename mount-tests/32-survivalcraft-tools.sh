@@ -31,8 +31,9 @@ assert_eq "$(sent)" "0" "files sent by an rsync without changes"
 sleep 1
 # sed -i and vim -es (bare and with defaults) on three files of one chunk and the inventory.
 C=$M/chunks/12,-5
-sed -i 's/"b: 67: 0"/"b: 3: 0"/' "$C/blocks.cubeset"
-grep -qF '"b: 3: 0"' "$C/blocks.cubeset" || fail "sed -i on blocks.cubeset"
+sed -i 's/"\(.\): 67: 0"/"\1: 3: 0"/' "$C/blocks.cubeset"
+grep -qE '"[^"]: 3: 0"' "$C/blocks.cubeset" || fail "sed -i on blocks.cubeset"
+grep -qE '"[^"]: 67: 0"' "$C/blocks.cubeset" && fail "sed -i on blocks.cubeset left Basalt"
 vim -es -u NONE -c '%s/^0 0 \([0-9]*\) [0-9]* /0 0 \1 9 /' -c 'wq' "$C/surface.txt" </dev/null || fail "vim -es"
 grep -q '^0 0 [0-9]* 9 ' "$C/surface.txt" || fail "vim -es edit lost"
 vim -es -c '%s/^1 162 1 /1 162 2 /' -c 'wq' "$M/players/Geoffrey/inventory" </dev/null || fail "vim (defaults)"
@@ -49,7 +50,7 @@ assert_eq "$(sent)" "0" "files sent after a remount"
 # Restore an older state: back up, change things, restore through the mount.
 rm -rf "$B"; rsync -a "$M/" "$B/"
 sleep 1
-sed -i 's/"c: 3: 0"/"c: 4: 0"/' "$M/chunks/11,-6/blocks.cubeset"
+sed -i 's/"\(.\): 3: 0"/"\1: 4: 0"/' "$M/chunks/11,-6/blocks.cubeset"
 sed -i 's/^1 162 2 /1 162 9 /' "$M/players/Geoffrey/inventory"
 sed -i 's/^0 0 \([0-9]*\) [0-9]* /0 0 \1 1 /' "$M/chunks/14,-4/surface.txt"
 diff -r "$M" "$B" >/dev/null && fail "the edits did not show"

@@ -47,8 +47,8 @@ for sample in regions chunks16; do
   fix "$N" "$T/blocks.good"
 
   # An id over the format's largest.
-  sed "s/\"a: 1: 0\"/\"a: $((MAXID + 1)): 0\"/" "$T/blocks.good" >"$T/bad"
-  bad "$N" "$T/bad" "$(line_of "$T/bad" "\"a: $((MAXID + 1)): 0\"")" "$((MAXID + 1))"
+  sed "s/\"\\(.\\): 1: 0\"/\"\\1: $((MAXID + 1)): 0\"/" "$T/blocks.good" >"$T/bad"
+  bad "$N" "$T/bad" "$(line_of "$T/bad" ": $((MAXID + 1)): 0\"")" "$((MAXID + 1))"
   fix "$N" "$T/blocks.good"
 
   # A truncated file.

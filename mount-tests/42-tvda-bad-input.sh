@@ -20,7 +20,7 @@ grep -q "line 3" "$T/worldfs.log" || fail "the log does not give the line"
 assert_eq "$(sha "$d")" "$before" "invalid JSON changed the disk"
 
 # A tile name missing from the map, via sed -i (rename fails, sed exits non-zero).
-sed -i 's/"a: basegame:0: 0"/"a: basegame:nosuchtile: 0"/' "$f" 2> "$T/err" && fail "sed -i with an unknown tile succeeded"
+sed -i 's/"\(.\): basegame:0: 0"/"\1: basegame:nosuchtile: 0"/' "$f" 2> "$T/err" && fail "sed -i with an unknown tile succeeded"
 assert_eq "$(sha "$d")" "$before" "unknown tile changed the disk"
 grep -q "nosuchtile" "$T/worldfs.log" || fail "the log does not name the tile"
 

@@ -31,6 +31,15 @@ sc_check() {
 # line_of FILE TEXT: the number of the first line holding TEXT.
 line_of() { grep -n -m1 -F -- "$2" "$1" | cut -d: -f1; }
 
+# char_of CUBESET "TYPE: META": the character a definition gives (characters follow the
+# sorted definitions, so they are looked up rather than assumed).
+char_of() {
+  local c
+  c=$(grep -m1 -E -- "^[[:space:]]*\".: $2\"" "$1" | sed 's/^[[:space:]]*"\(.\): .*/\1/')
+  [ -n "$c" ] || fail "no definition $2 in $1"
+  printf '%s' "$c"
+}
+
 # chunk_records CHUNKS_DAT: one line per chunk of a fixed-size Chunks.dat (1.4-1.28): its
 # coordinates and the sha256 of its 66,576 stored bytes, sorted; the directory's order and
 # the chunks' places in the file are left out (a restore writes chunks in its own order).

@@ -28,9 +28,11 @@
 //! character C its TYPE and META; TYPE may itself contain `:` (Luanti node names), so META is
 //! what follows the *last* `:`, a decimal number. Surrounding spaces are not part of TYPE.
 //!
-//! **Writing** is canonical, so equal grids give identical bytes: definitions appear in order
-//! of first use (cell order: Y, then Z, then X), unused palette entries are left out and
-//! duplicate ones merged; the n-th definition gets the n-th character of the alphabet in
+//! **Writing** is canonical, so equal grids give identical bytes: definitions are sorted by
+//! TYPE (numbers by value, before names) then META, unused palette entries are left out and
+//! duplicate ones merged, so an edit that keeps the set of definitions a grid uses keeps
+//! every character (an order of first use would re-letter a block when one cell changes);
+//! the n-th definition gets the n-th character of the alphabet in
 //! [`glyphs`]: the 91 printable ASCII characters other than `"`, `\`, `:` and space (letters
 //! first), then Unicode letters (Latin-1, Latin Extended-A/B, Greek, Cyrillic), then CJK
 //! ideographs and Hangul syllables — 75,486 characters in all. A cell whose palette index is
@@ -101,10 +103,26 @@ const FOOTER: &str = "\t\t\t},\n\t\t},\n\t},\n}\n";
 
 /// Renders a grid; `comment` gives the optional comment for a definition (e.g. a block name).
 pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> Vec<u8> {
-    // `used` lists the (first equal) palette entries in character order.
-    let (used, data) = match fast_block_data(grid) {
-        Some(data) => ((0..grid.palette.len()).collect(), data),
-        None => slow_block_data(grid),
+    let (used, number, whole) = characters(grid);
+    let glyph_of = |p: usize| {
+        number
+            .get(p)
+            .copied()
+            .flatten()
+            .and_then(glyphs::glyph)
+            .unwrap_or(NO_GLYPH)
+    };
+    let ascii = (0..grid.palette.len())
+        .map(|p| u8::try_from(glyph_of(p)).ok().filter(u8::is_ascii))
+        .collect::<Option<Vec<u8>>>();
+    let data = match ascii.filter(|_| whole) {
+        Some(table) => ascii_block_data(grid, &table),
+        None => {
+            let glyphs: Vec<Glyph> = (0..grid.palette.len())
+                .map(|p| Glyph::new(glyph_of(p)))
+                .collect();
+            unicode_block_data(grid, &glyphs)
+        }
     };
     let mut out = Vec::with_capacity(HEADER.len() + 300 + used.len() * 40 + data.len());
     push_head(&mut out, grid.size);
@@ -115,79 +133,74 @@ pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> V
     out
 }
 
-/// The fast path of `BlockData`: distinct palette entries, in order of first use (checked on
-/// the way), all with ASCII characters; `None` when the grid is not like that.
-fn fast_block_data(grid: &Grid) -> Option<Vec<u8>> {
-    let sx = grid.size[0];
-    let table = ascii_table(&grid.palette)?;
-    let mut next = 0u32;
-    let mut first_use = |c: u32| {
-        if c == next {
-            next += 1;
+/// The characters of a grid: the distinct definitions its cells use, sorted (see
+/// [`definition_order`]), so that an edit keeping the set of definitions keeps every
+/// character. Returns the (first equal) palette entry of each character in character order,
+/// each palette entry's character number (`None`: unused), and whether every cell is there
+/// and names a palette entry.
+fn characters(grid: &Grid) -> (Vec<usize>, Vec<Option<usize>>, bool) {
+    let unique = first_equal(&grid.palette);
+    let mut in_use = vec![false; grid.palette.len()];
+    let [sx, sy, sz] = grid.size;
+    let mut whole = sx.checked_mul(sy).and_then(|n| n.checked_mul(sz)) == Some(grid.cells.len());
+    for &cell in &grid.cells {
+        match unique.get(cell as usize) {
+            Some(&u) => in_use[u] = true,
+            None => whole = false,
         }
-        c < next
-    };
+    }
+    let mut used: Vec<usize> = (0..grid.palette.len()).filter(|&p| in_use[p]).collect();
+    used.sort_by(|&a, &b| definition_order(&grid.palette[a], &grid.palette[b]));
+    let mut number = vec![None; grid.palette.len()];
+    for (n, &u) in used.iter().enumerate() {
+        number[u] = Some(n);
+    }
+    let number = unique.iter().map(|&u| number[u]).collect();
+    (used, number, whole)
+}
+
+/// The order of characters: by TYPE (numbers by value, before names), then META.
+fn definition_order(a: &Definition, b: &Definition) -> std::cmp::Ordering {
+    let number = |d: &Definition| d.kind.parse::<u64>().ok();
+    match (number(a), number(b)) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => a.kind.cmp(&b.kind),
+    }
+    .then(a.meta.cmp(&b.meta))
+}
+
+/// `BlockData` of a grid whose cells are all there and all defined, when every character is
+/// ASCII: `table` holds each palette entry's byte.
+fn ascii_block_data(grid: &Grid, table: &[u8]) -> Vec<u8> {
+    let glyph = |c: u32| table.get(c as usize).copied().unwrap_or(b'?');
     block_data(grid, |row, out| {
-        let glyph = |c: u32| table.get(c as usize).copied().unwrap_or(b'?');
-        // Rows up to 64 cells are built on the stack and copied at once.
-        let mut buf = [0u8; 64];
-        let (Some(&first), Some(dst)) = (row.first(), buf.get_mut(..row.len())) else {
-            return false;
+        let Some(&first) = row.first() else {
+            return;
         };
         if row.iter().fold(true, |same, &c| same & (c == first)) {
             // A row of one kind (common: air, stone): one lookup.
-            if !first_use(first) {
-                return false;
-            }
-            dst.fill(glyph(first));
+            out.resize(out.len() + row.len(), glyph(first));
         } else {
-            for (d, &c) in dst.iter_mut().zip(row) {
-                if !first_use(c) {
-                    return false;
-                }
-                *d = glyph(c);
-            }
+            out.extend(row.iter().map(|&c| glyph(c)));
         }
-        out.extend_from_slice(dst);
-        row.len() == sx
     })
-    .filter(|_| next as usize == grid.palette.len())
 }
 
-/// The general path of `BlockData`: characters are assigned in one pass over the cells, in
-/// order of first use, equal palette entries sharing one. Returns the (first equal) palette
-/// entries in character order and the data.
-fn slow_block_data(grid: &Grid) -> (Vec<usize>, Vec<u8>) {
+/// `BlockData` in general: `glyphs` holds each palette entry's character.
+fn unicode_block_data(grid: &Grid, glyphs: &[Glyph]) -> Vec<u8> {
     let sx = grid.size[0];
-    let unique = first_equal(&grid.palette);
-    let mut used: Vec<usize> = Vec::new();
-    let mut glyph_of: Vec<Option<Glyph>> = vec![None; grid.palette.len()];
     let no_glyph = Glyph::new(NO_GLYPH);
-    let data = block_data(grid, |row, out| {
+    block_data(grid, |row, out| {
         for &cell in row {
-            let p = cell as usize;
-            let g = match glyph_of.get(p) {
-                Some(Some(g)) => *g,
-                Some(None) => {
-                    let u = unique[p];
-                    if glyph_of[u].is_none() {
-                        glyph_of[u] = Some(glyphs::glyph(used.len()).map_or(no_glyph, Glyph::new));
-                        used.push(u);
-                    }
-                    glyph_of[p] = glyph_of[u];
-                    glyph_of[p].unwrap_or(no_glyph)
-                }
-                None => no_glyph,
-            };
+            let g = glyphs.get(cell as usize).unwrap_or(&no_glyph);
             out.extend_from_slice(g.bytes());
         }
         for _ in row.len()..sx {
             out.extend_from_slice(no_glyph.bytes());
         }
-        true
     })
-    .unwrap_or_default();
-    (used, data)
 }
 
 /// The file up to `BlockDefinitions`: header, size, hitbox, connectors, metadata.
@@ -238,21 +251,6 @@ fn push_definitions(
     }
 }
 
-/// The character of each palette entry when the entries are distinct and all get ASCII
-/// characters.
-fn ascii_table(palette: &[Definition]) -> Option<Vec<u8>> {
-    if !first_equal(palette)
-        .iter()
-        .enumerate()
-        .all(|(i, &u)| i == u)
-    {
-        return None;
-    }
-    (0..palette.len())
-        .map(|i| glyphs::glyph(i).filter(char::is_ascii).map(|c| c as u8))
-        .collect()
-}
-
 /// For each palette entry, the index of the first entry equal to it.
 fn first_equal(palette: &[Definition]) -> Vec<usize> {
     if palette.len() <= 16 {
@@ -274,11 +272,8 @@ fn first_equal(palette: &[Definition]) -> Vec<usize> {
 }
 
 /// The lines of `BlockData` (levels with their comments, rows with their numbers);
-/// `write_row` writes the characters of one row's cells and may give up (`false`).
-fn block_data(
-    grid: &Grid,
-    mut write_row: impl FnMut(&[u32], &mut Vec<u8>) -> bool,
-) -> Option<Vec<u8>> {
+/// `write_row` writes the characters of one row's cells.
+fn block_data(grid: &Grid, mut write_row: impl FnMut(&[u32], &mut Vec<u8>)) -> Vec<u8> {
     let [sx, sy, sz] = grid.size;
     let rows = sy.saturating_mul(sz);
     let mut out = Vec::with_capacity(rows.saturating_mul(sx + 16) + sy * 20);
@@ -303,13 +298,11 @@ fn block_data(
         for ending in endings.chunks_exact(ending_len) {
             out.extend_from_slice(b"\t\t\t\t\"");
             let row = cells.next().unwrap_or(&[]);
-            if !write_row(row.get(..sx).unwrap_or(row), &mut out) {
-                return None;
-            }
+            write_row(row.get(..sx).unwrap_or(row), &mut out);
             out.extend_from_slice(ending);
         }
     }
-    Some(out)
+    out
 }
 
 fn decimal_digits(mut n: usize) -> usize {

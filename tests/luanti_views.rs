@@ -135,10 +135,10 @@ fn hand_edits_are_accepted() {
     let nodes = view_text("nodes.cubeset");
     let nodes = edit(
         &nodes,
-        "\"a: default:stone: 0\",",
-        "\"a: default:stone: 0\", 'S: default:dirt: 7';",
+        "\"b: default:stone: 0\",",
+        "\"b: default:stone: 0\", 'S: default:dirt: 7';",
     );
-    let nodes = edit(&nodes, "\"aaaaabaaaaaaaaaa\"", "\"aSaaabaaaaaaaaaa\"");
+    let nodes = edit(&nodes, "\"bbbbbcbbbbbbbbbb\"", "\"bSbbbcbbbbbbbbbb\"");
     views::parse_nodes(nodes.as_bytes(), &mut b).unwrap();
     assert_eq!(b.names, vec!["default:stone", "default:dirt", "air"]);
     assert_eq!((b.content[1], b.param2[1]), (1, 7));
@@ -184,7 +184,7 @@ fn nodes_unknown_character_is_refused_at_its_place() {
     let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
-        &edit(&nodes, "\"aaaaabaaaaaaaaaa\"", "\"aaaaaZaaaaaaaaaa\""),
+        &edit(&nodes, "\"bbbbbcbbbbbbbbbb\"", "\"bbbbbZbbbbbbbbbb\""),
     );
     assert_eq!(
         e,
@@ -197,7 +197,7 @@ fn nodes_short_row_is_refused() {
     let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
-        &edit(&nodes, "\"aaaaabaaaaaaaaaa\"", "\"aaaaabaaaaaaaaa\""),
+        &edit(&nodes, "\"bbbbbcbbbbbbbbbb\"", "\"bbbbbcbbbbbbbbb\""),
     );
     assert_eq!(
         e,
@@ -211,7 +211,7 @@ fn nodes_param2_out_of_range_is_refused() {
     let e = error_of("nodes.cubeset", &edit(&nodes, "stone: 3", "stone: 256"));
     assert_eq!(
         e,
-        "line 20, column 5: param2 256 is out of range (0 to 255)"
+        "line 21, column 5: param2 256 is out of range (0 to 255)"
     );
 }
 
@@ -220,7 +220,7 @@ fn nodes_param2_not_a_number_is_refused() {
     let nodes = view_text("nodes.cubeset");
     let e = error_of("nodes.cubeset", &edit(&nodes, "stone: 3", "stone: three"));
     assert!(
-        e.starts_with("line 20, column 5: META `three` must be a whole number"),
+        e.starts_with("line 21, column 5: META `three` must be a whole number"),
         "{e}"
     );
 }
@@ -230,9 +230,9 @@ fn nodes_empty_node_name_is_refused() {
     let nodes = view_text("nodes.cubeset");
     let e = error_of(
         "nodes.cubeset",
-        &edit(&nodes, "\"b: default:stone: 3\"", "\"b: : 3\""),
+        &edit(&nodes, "\"c: default:stone: 3\"", "\"c: : 3\""),
     );
-    assert_eq!(e, "line 20, column 5: empty node name");
+    assert_eq!(e, "line 21, column 5: empty node name");
 }
 
 #[test]
@@ -252,8 +252,8 @@ fn nodes_missing_comma_between_definitions_is_refused() {
         "nodes.cubeset",
         &edit(
             &nodes,
-            "\"b: default:stone: 3\",",
-            "\"b: default:stone: 3\"",
+            "\"b: default:stone: 0\",",
+            "\"b: default:stone: 0\"",
         ),
     );
     assert!(

@@ -170,6 +170,36 @@ fn auth_txt_is_shown_only_where_auth_data_exists_and_writing_it_creates_the_stor
     assert!(names(&tree, "").contains(&"auth.txt".to_string()));
 }
 
+/// An auth store that exists but cannot be read now (another program holds it locked, or
+/// its file is not a database) fails the top listing with the reason, instead of leaving
+/// `auth.txt` out: `rsync --delete` would take it for deleted and drop it from the backup.
+#[test]
+fn a_listing_never_leaves_out_an_auth_txt_it_cannot_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    let tree = open(world, false);
+    let line = b"sam:#1#c2FsdA#aGFzaA:interact,shout:1700000000\n";
+    tree.write(&p("auth.txt"), line).unwrap();
+    let locker = rusqlite::Connection::open(world.join("auth.sqlite")).unwrap();
+    locker.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    let e = tree.list(&[], 0, &mut |_| true).unwrap_err();
+    assert!(e.to_string().contains("auth.txt"), "{e}");
+    assert_ne!(e.errno(), libc::ENOENT, "{e}");
+    locker.execute_batch("ROLLBACK").unwrap();
+    assert!(names(&tree, "").contains(&"auth.txt".to_string()));
+    drop(locker);
+    drop(tree);
+    fs::write(
+        world.join("auth.sqlite"),
+        b"not a database, but not nothing either",
+    )
+    .unwrap();
+    let tree = open(world, true);
+    let e = tree.list(&[], 0, &mut |_| true).unwrap_err();
+    assert!(e.to_string().contains("auth.txt"), "{e}");
+}
+
 fn mode(path: &Path) -> u32 {
     fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
 }

@@ -171,7 +171,7 @@ fn edits_commit_only_what_changed_and_survive_reopening() {
 
     let mtime_other = t.stat(&p("chunks/12,-4/blocks.cubeset")).unwrap().mtime;
     let blocks = text(&t, "chunks/11,-6/blocks.cubeset");
-    let edited = blocks.replacen("\"q: 204: 10\"", "\"q: 204: 11\"", 1);
+    let edited = blocks.replacen("\"D: 204: 10\"", "\"D: 204: 11\"", 1);
     assert_ne!(edited, blocks);
     t.write(&p("chunks/11,-6/blocks.cubeset"), edited.as_bytes())
         .unwrap();
@@ -223,7 +223,7 @@ fn bad_input_is_refused_and_stores_nothing() {
     let bad = [
         (
             "chunks/11,-6/blocks.cubeset",
-            blocks.replacen("\"a: 1: 0\"", "\"a: 1024: 0\"", 1),
+            blocks.replacen("\"b: 1: 0\"", "\"b: 1024: 0\"", 1),
         ),
         (
             "chunks/11,-6/blocks.cubeset",

@@ -173,8 +173,13 @@ fn chunks_in_every_codec_and_layer_edit_and_round_trip() {
             .unwrap();
             let (_, tiles) = decode_chunk(layer, &disk.read(id).unwrap()).unwrap();
             let mut want = pattern(layer, chunk_no as u16);
-            let first_air = want.iter().position(|t| t.number == 0).unwrap();
-            let air_meta = want[first_air].meta;
+            // Definitions are sorted: the first air definition has the smallest META.
+            let air_meta = want
+                .iter()
+                .filter(|t| t.number == 0)
+                .map(|t| t.meta)
+                .min()
+                .unwrap();
             for t in want
                 .iter_mut()
                 .filter(|t| t.number == 0 && t.meta == air_meta)

@@ -10,7 +10,7 @@ fn def(kind: &str, meta: u32) -> Definition {
 }
 
 #[test]
-fn renders_in_first_use_order_and_merges_duplicates() {
+fn renders_in_sorted_order_and_merges_duplicates() {
     let grid = Grid {
         size: [2, 1, 2],
         palette: vec![def("x", 0), def("unused", 1), def("y", 0), def("x", 0)],
@@ -18,17 +18,48 @@ fn renders_in_first_use_order_and_merges_duplicates() {
     };
     let text = String::from_utf8(render(&grid, &|_| None)).unwrap();
     assert!(
-        text.contains("\"a: y: 0\",\n\t\t\t\t\"b: x: 0\",\n"),
+        text.contains("\"a: x: 0\",\n\t\t\t\t\"b: y: 0\",\n"),
         "{text}"
     );
     assert!(!text.contains("unused"));
     assert!(
-        text.contains("\"ab\",  -- 0\n\t\t\t\t\"ba\",  -- 1\n"),
+        text.contains("\"ba\",  -- 0\n\t\t\t\t\"ab\",  -- 1\n"),
         "{text}"
     );
     let parsed = parse(text.as_bytes()).unwrap();
     assert_eq!(parsed.palette, vec![def("y", 0), def("x", 0)]);
     assert_eq!(parsed.cells, vec![0, 1, 1, 0]);
+}
+
+/// Characters follow the sorted definitions, not the cells: changing a cell to a definition
+/// the grid already uses keeps every character; numbers sort by value, before names.
+#[test]
+fn an_edit_keeping_the_definitions_keeps_every_character() {
+    let grid = |cells: Vec<u32>| Grid {
+        size: [3, 1, 1],
+        palette: vec![def("stone", 0), def("10", 0), def("air", 0), def("9", 3)],
+        cells,
+    };
+    let before = String::from_utf8(render(&grid(vec![2, 0, 1]), &|_| None)).unwrap();
+    let after = String::from_utf8(render(&grid(vec![0, 2, 1]), &|_| None)).unwrap();
+    let legend = |t: &str| {
+        t.lines()
+            .filter(|l| l.contains(": "))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(legend(&before), legend(&after));
+    assert!(
+        before.contains("\"a: 10: 0\",\n\t\t\t\t\"b: air: 0\",\n\t\t\t\t\"c: stone: 0\""),
+        "{before}"
+    );
+    assert!(before.contains("\"bca\""), "{before}");
+    assert!(after.contains("\"cba\""), "{after}");
+    let four = String::from_utf8(render(&grid(vec![3, 1, 2]), &|_| None)).unwrap();
+    assert!(
+        four.contains("\"a: 9: 3\",\n\t\t\t\t\"b: 10: 0\""),
+        "{four}"
+    );
 }
 
 #[test]

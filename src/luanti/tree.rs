@@ -673,12 +673,17 @@ impl LuantiTree {
         }];
         if let Some(accounts) = &self.accounts {
             for (i, name) in accounts.top_names().into_iter().enumerate() {
-                if let Ok(stat) = accounts.stat(&[name.to_string()]) {
-                    entries.push(Entry {
+                // Only a name that does not exist is left out: one whose store cannot be
+                // read now (a server that is down, a database another program locked) fails
+                // the listing, so that `rsync --delete` does not take it for deleted.
+                match accounts.stat(&[name.to_string()]) {
+                    Ok(stat) => entries.push(Entry {
                         name: name.into(),
                         cookie: i as u64 + 2,
                         stat,
-                    });
+                    }),
+                    Err(e) if e.errno() == libc::ENOENT => {}
+                    Err(e) => return Err(e.context(name)),
                 }
             }
         }
