@@ -10,9 +10,18 @@
 //! used by one thread at a time, which [`Db::scan`] guarantees by keeping it inside the
 //! call. LevelDB allows one process per database: [`Db::open`] turns the failure to take its
 //! `LOCK` into an error naming that file.
+//!
+//! A write that fails (a full disk) may leave a torn record at the end of LevelDB's log,
+//! and LevelDB appends the next write after it; opening the database later then drops the
+//! rest of that log block, writes that had succeeded since included (a restore run again
+//! after freeing space lost blocks so, reporting success). So after a failed write [`Db`]
+//! closes and reopens the database, whose recovery ends the torn log, before it writes
+//! again, and fails every call while it cannot.
 
 use std::ffi::{c_char, c_int, c_uchar, c_void, CStr, CString};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{RwLock, RwLockReadGuard};
 
 use crate::error::{Error, Result};
 
@@ -154,8 +163,22 @@ impl Drop for Batch {
 
 /// An open LevelDB database.
 pub struct Db {
-    db: *mut sys::leveldb_t,
+    /// The handle: `None` only between closing it after a failed write and a reopen that
+    /// succeeded. Calls hold the read lock; only a reopen takes the write lock.
+    db: RwLock<Option<Handle>>,
+    /// A write failed: reopen before the next write.
+    torn: AtomicBool,
     path: PathBuf,
+}
+
+/// An open `leveldb_t`, closed when dropped.
+struct Handle(*mut sys::leveldb_t);
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: closed once; no iterator outlives a `scan` call, which holds the handle.
+        unsafe { sys::leveldb_close(self.0) }
+    }
 }
 
 // SAFETY: a `leveldb::DB` is documented safe for concurrent access from several threads
@@ -169,53 +192,115 @@ impl Db {
     /// `create_if_missing`). A database another process holds fails with `EBUSY` and a
     /// message naming its `LOCK` file.
     pub fn open(path: &Path, create: bool) -> Result<Db> {
-        let name = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| Error::invalid(format!("{}: a NUL in the path", path.display())))?;
-        let mut err = std::ptr::null_mut();
-        // SAFETY: options live until destroyed below; `name` outlives the call.
-        let db = unsafe {
-            let options = sys::leveldb_options_create();
-            sys::leveldb_options_set_create_if_missing(options, c_uchar::from(create));
-            // Each open table keeps a descriptor; a mount keeps few.
-            sys::leveldb_options_set_max_open_files(options, 64 as c_int);
-            let db = sys::leveldb_open(options, name.as_ptr(), &mut err);
-            sys::leveldb_options_destroy(options);
-            db
-        };
-        if let Some(e) = take_error(err) {
-            let lock = path.join("LOCK");
-            if e.contains("lock") || e.contains("LOCK") {
-                return Err(Error::new(
-                    libc::EBUSY,
-                    format!(
-                        "{}: LevelDB allows one process at a time and another one (a running \
-                         server?) holds it: stop it first ({e})",
-                        lock.display()
-                    ),
-                ));
-            }
-            return Err(Error::new(
-                libc::EIO,
-                format!("{}: LevelDB: {e}", path.display()),
-            ));
-        }
-        if db.is_null() {
-            return Err(Error::new(
-                libc::EIO,
-                format!("{}: LevelDB could not open it", path.display()),
-            ));
-        }
         Ok(Db {
-            db,
+            db: RwLock::new(Some(open_handle(path, create)?)),
+            torn: AtomicBool::new(false),
             path: path.to_path_buf(),
         })
+    }
+
+    /// Runs `f` with the open handle; when a reopen after a failed write did not succeed
+    /// (the disk was still full), tries it again first.
+    fn with<R>(&self, f: impl FnOnce(*mut sys::leveldb_t) -> Result<R>) -> Result<R> {
+        let read = || -> Result<RwLockReadGuard<'_, Option<Handle>>> {
+            self.db
+                .read()
+                .map_err(|_| self.fail("handle", "poisoned".into()))
+        };
+        let mut guard = read()?;
+        if guard.is_none() {
+            drop(guard);
+            self.reopen_if_torn()?;
+            guard = read()?;
+        }
+        match guard.as_ref() {
+            Some(handle) => f(handle.0),
+            None => Err(self.fail(
+                "handle",
+                "closed after a failed write and not open again yet".into(),
+            )),
+        }
+    }
+
+    /// After a failed write: closes the database and opens it again, so that the next
+    /// write starts a new log instead of following a torn record.
+    fn reopen_if_torn(&self) -> Result<()> {
+        if !self.torn.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let mut guard = self
+            .db
+            .write()
+            .map_err(|_| self.fail("handle", "poisoned".into()))?;
+        if !self.torn.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        // Closed first: LevelDB allows one open handle per database.
+        *guard = None;
+        let handle = open_handle(&self.path, false).map_err(|e| {
+            e.context(format!(
+                "{}: a write failed earlier, and LevelDB cannot be opened again before the \
+                 next one",
+                self.path.display()
+            ))
+        })?;
+        *guard = Some(handle);
+        self.torn.store(false, Ordering::SeqCst);
+        log::info!(
+            "{}: LevelDB opened again after a failed write",
+            self.path.display()
+        );
+        Ok(())
     }
 
     /// The database folder.
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
 
+/// Opens a handle on the database folder `path` (see [`Db::open`]).
+fn open_handle(path: &Path, create: bool) -> Result<Handle> {
+    let name = CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::invalid(format!("{}: a NUL in the path", path.display())))?;
+    let mut err = std::ptr::null_mut();
+    // SAFETY: options live until destroyed below; `name` outlives the call.
+    let db = unsafe {
+        let options = sys::leveldb_options_create();
+        sys::leveldb_options_set_create_if_missing(options, c_uchar::from(create));
+        // Each open table keeps a descriptor; a mount keeps few.
+        sys::leveldb_options_set_max_open_files(options, 64 as c_int);
+        let db = sys::leveldb_open(options, name.as_ptr(), &mut err);
+        sys::leveldb_options_destroy(options);
+        db
+    };
+    if let Some(e) = take_error(err) {
+        let lock = path.join("LOCK");
+        if e.contains("lock") || e.contains("LOCK") {
+            return Err(Error::new(
+                libc::EBUSY,
+                format!(
+                    "{}: LevelDB allows one process at a time and another one (a running \
+                         server?) holds it: stop it first ({e})",
+                    lock.display()
+                ),
+            ));
+        }
+        return Err(Error::new(
+            libc::EIO,
+            format!("{}: LevelDB: {e}", path.display()),
+        ));
+    }
+    if db.is_null() {
+        return Err(Error::new(
+            libc::EIO,
+            format!("{}: LevelDB could not open it", path.display()),
+        ));
+    }
+    Ok(Handle(db))
+}
+
+impl Db {
     fn fail(&self, what: &str, e: String) -> Error {
         Error::new(
             libc::EIO,
@@ -227,11 +312,12 @@ impl Db {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let mut len = 0usize;
         let mut err = std::ptr::null_mut();
-        // SAFETY: the key slice is valid for the call; options destroyed after it.
-        let value = unsafe {
+        // SAFETY: the handle is open while `with` runs; the key slice is valid for the call;
+        // options destroyed after it.
+        let value = self.with(|db| unsafe {
             let options = sys::leveldb_readoptions_create();
             let v = sys::leveldb_get(
-                self.db,
+                db,
                 options,
                 key.as_ptr().cast(),
                 key.len(),
@@ -239,8 +325,8 @@ impl Db {
                 &mut err,
             );
             sys::leveldb_readoptions_destroy(options);
-            v
-        };
+            Ok(v)
+        })?;
         if let Some(e) = take_error(err) {
             return Err(self.fail("read", e));
         }
@@ -266,19 +352,27 @@ impl Db {
         self.write_batch(batch)
     }
 
-    /// Applies `batch` atomically, synced to disk before it returns.
+    /// Applies `batch` atomically, synced to disk before it returns. A failed write makes
+    /// the next one reopen the database first (see the module docs).
     pub fn write_batch(&self, batch: Batch) -> Result<()> {
+        self.reopen_if_torn()?;
         let mut err = std::ptr::null_mut();
-        // SAFETY: the batch is alive (destroyed when `batch` drops, after the write); the
-        // options are destroyed after the write.
-        unsafe {
-            let options = sys::leveldb_writeoptions_create();
-            sys::leveldb_writeoptions_set_sync(options, 1);
-            sys::leveldb_write(self.db, options, batch.batch, &mut err);
-            sys::leveldb_writeoptions_destroy(options);
-        }
+        // SAFETY: the handle is open while `with` runs; the batch is alive (destroyed when
+        // `batch` drops, after the write); the options are destroyed after the write.
+        self.with(|db| {
+            unsafe {
+                let options = sys::leveldb_writeoptions_create();
+                sys::leveldb_writeoptions_set_sync(options, 1);
+                sys::leveldb_write(db, options, batch.batch, &mut err);
+                sys::leveldb_writeoptions_destroy(options);
+            }
+            Ok(())
+        })?;
         match take_error(err) {
-            Some(e) => Err(self.fail("write", e)),
+            Some(e) => {
+                self.torn.store(true, Ordering::SeqCst);
+                Err(self.fail("write", e))
+            }
             None => Ok(()),
         }
     }
@@ -290,15 +384,27 @@ impl Db {
         &self,
         start: Option<&[u8]>,
         with_values: bool,
+        each: impl FnMut(&[u8], Option<&[u8]>) -> Result<bool>,
+    ) -> Result<()> {
+        self.with(|db| self.scan_with(db, start, with_values, each))
+    }
+
+    /// [`Db::scan`] on `db`, an open handle the caller holds through the call.
+    fn scan_with(
+        &self,
+        db: *mut sys::leveldb_t,
+        start: Option<&[u8]>,
+        with_values: bool,
         mut each: impl FnMut(&[u8], Option<&[u8]>) -> Result<bool>,
     ) -> Result<()> {
-        // SAFETY: the iterator lives inside this call only and is destroyed on every path;
-        // key and value slices are copied out before the next move of the iterator.
+        // SAFETY: `db` is open for the call; the iterator lives inside this call only and is
+        // destroyed on every path; key and value slices are copied out before the next move
+        // of the iterator.
         let it = unsafe {
             let options = sys::leveldb_readoptions_create();
             // A listing reads every block once: it should not evict what is being edited.
             sys::leveldb_readoptions_set_fill_cache(options, 0);
-            let it = sys::leveldb_create_iterator(self.db, options);
+            let it = sys::leveldb_create_iterator(db, options);
             sys::leveldb_readoptions_destroy(options);
             it
         };
@@ -340,13 +446,6 @@ impl Db {
             Some(e) => Err(self.fail("scan", e)),
             None => Ok(()),
         }
-    }
-}
-
-impl Drop for Db {
-    fn drop(&mut self) {
-        // SAFETY: closed once; no iterator outlives a `scan` call.
-        unsafe { sys::leveldb_close(self.db) }
     }
 }
 
