@@ -522,15 +522,28 @@ fn object_data_of_odd_length_is_refused() {
     );
 }
 
+/// A position outside the block is taken (a block copied whole keeps its objects' absolute
+/// positions, and the engine loads it); one whose absolute value does not fit the stored
+/// integer is refused with the range this block allows.
 #[test]
-fn object_position_outside_the_block_is_refused() {
+fn object_positions_outside_the_block_are_kept_and_only_unstorable_ones_refused() {
     let objects = view_text("objects.txt");
+    let (mut block, pos) = hand_made();
+    let (_, render, parse, _) = all_views()
+        .into_iter()
+        .find(|v| v.0 == "objects.txt")
+        .unwrap();
+    let far = edit(&objects, "pos = 0.5000", "pos = -645.0000");
+    parse(far.as_bytes(), pos, &mut block).unwrap();
+    assert_eq!(String::from_utf8(render(&block, pos)).unwrap(), far);
     let e = error_of(
         "objects.txt",
-        &edit(&objects, "pos = 0.5000", "pos = 16.5000"),
+        &edit(&objects, "pos = 0.5000", "pos = 300000.0000"),
     );
     assert!(
-        e.starts_with("line 5, column 7: x 16.5000 is out of range (-0.5000 to 16.4999)"),
+        e.starts_with(
+            "line 5, column 7: x 300000.0000 is out of range (-214732.3648 to 214764.3647)"
+        ),
         "{e}"
     );
 }

@@ -31,10 +31,12 @@
 //! not parse, with its data as hexadecimal bytes.
 //!
 //! Reading takes sections in any number (up to 65,535), keys in any order, each once; the
-//! keys written above are all required (the version2 group only together). A relative
-//! position must lie in -0.5 ≤ p < 16.5 on each axis — the engine files an object under the
-//! block of its rounded position, so real objects lie in -0.5 ≤ p < 15.5 — and the absolute
-//! one must fit the stored 32-bit integers.
+//! keys written above are all required (the version2 group only together). A position's
+//! absolute value (block origin + relative) must fit the stored 32-bit integers. The engine
+//! files an object under the block of its rounded position, so objects usually lie in
+//! -0.5 ≤ p < 15.5, but a block may hold one outside (a block copied whole to another
+//! position keeps its objects' absolute positions, and the engine loads it): any position
+//! that fits is taken, so every stored object's text reads back as it is.
 
 use crate::error::{excerpt, Error, Result};
 use crate::luanti::codec::block::{
@@ -49,9 +51,6 @@ const HEADER: &str = "\
 
 /// Units of a stored position per node.
 const UNIT: i64 = 10_000;
-/// The relative positions accepted, in units: -0.5 ≤ p < 16.5.
-const REL_MIN: i64 = -UNIT / 2;
-const REL_MAX: i64 = 16 * UNIT + UNIT / 2 - 1;
 
 const LUA_KEYS: &[&str] = &[
     "pos", "name", "hp", "velocity", "yaw", "version2", "pitch", "roll", "guid", "state",
@@ -190,7 +189,8 @@ fn read_pos(c: &mut Cursor<'_>, origin: [i64; 3]) -> Result<[i32; 3]> {
             c.expect(',', "`,` between the coordinates")?;
         }
         let what = ["x", "y", "z"][i];
-        let rel = c.fixed(what, 4, REL_MIN, REL_MAX)?;
+        // The relative values whose absolute one fits the stored integer.
+        let rel = c.fixed(what, 4, i64::from(i32::MIN) - o, i64::from(i32::MAX) - o)?;
         *p = i32::try_from(o + rel).map_err(|_| {
             c.error(format!(
                 "the absolute {what} is out of range for this block"
