@@ -279,8 +279,17 @@ impl LuantiTree {
     /// when a restore killed between the two files is run again. The mark lives with the
     /// recorded times (it survives a remount) and is recorded under the block's times lock,
     /// so a `nodes.cubeset` committed at the same time sees it or commits before it. A
-    /// `block.txt` that changes nothing (an editor's save) marks nothing.
-    pub(super) fn write_view(&self, pos: BlockPos, view: &'static View, data: &[u8]) -> Result<()> {
+    /// `block.txt` that changes nothing (an editor's save) marks nothing, unless it is
+    /// `copied`: written by a tool that set its time before the commit (`rsync -a`, `cp -a`),
+    /// a restore over a block whose header is already the backup's (after an `index/`
+    /// rename), whose `nodes.cubeset` comes next.
+    pub(super) fn write_view(
+        &self,
+        pos: BlockPos,
+        view: &'static View,
+        data: &[u8],
+        copied: bool,
+    ) -> Result<()> {
         match view.name {
             "nodes.cubeset" => self.modify(pos, |b| {
                 if self.blocks.header_written_over(pos, lighting_key(b)) {
@@ -292,7 +301,7 @@ impl LuantiTree {
             "block.txt" => self.modify(pos, |b| {
                 let before = header(b);
                 (view.parse)(data, pos, b)?;
-                if header(b) != before {
+                if copied || header(b) != before {
                     self.blocks.mark_header_written(pos, lighting_key(b));
                 }
                 Ok(())
