@@ -153,7 +153,8 @@ pub trait Tree: Send + Sync + 'static {
     /// (`rsync` sets it on its temporary file, then renames that over the file; `cp -a`
     /// before its close): a copy. A store that keeps a time with each object (a Terrarum
     /// disk entry) stamps it with `mtime` instead of the commit's time; Luanti takes a
-    /// block's `block.txt` so written as a restore's, even unchanged. Other trees keep this
+    /// block's `nodes.cubeset` so written as a restore's (it keeps the lighting flags the
+    /// block's header has). Other trees keep this
     /// default; the core sets the time after either.
     fn write_dated(&self, path: &TreePath, data: &[u8], _mtime: SystemTime) -> Result<()> {
         self.write(path, data)

@@ -279,10 +279,11 @@ impl LuantiTree {
     /// when a restore killed between the two files is run again. The mark lives with the
     /// recorded times (it survives a remount) and is recorded under the block's times lock,
     /// so a `nodes.cubeset` committed at the same time sees it or commits before it. A
-    /// `block.txt` that changes nothing (an editor's save) marks nothing, unless it is
-    /// `copied`: written by a tool that set its time before the commit (`rsync -a`, `cp -a`),
-    /// a restore over a block whose header is already the backup's (after an `index/`
-    /// rename), whose `nodes.cubeset` comes next.
+    /// `block.txt` that changes nothing (an editor's save) marks nothing. A `nodes.cubeset`
+    /// that is `copied` (its time was set before the commit: `rsync -a`, `cp -a`) keeps the
+    /// flags too: the copy's `block.txt` was written before it, or rsync skipped it because
+    /// the block's header already is the backup's (a restore into the world the backup came
+    /// from, after an `index/` rename changed only nodes).
     pub(super) fn write_view(
         &self,
         pos: BlockPos,
@@ -292,7 +293,7 @@ impl LuantiTree {
     ) -> Result<()> {
         match view.name {
             "nodes.cubeset" => self.modify(pos, |b| {
-                if self.blocks.header_written_over(pos, lighting_key(b)) {
+                if copied || self.blocks.header_written_over(pos, lighting_key(b)) {
                     views::parse_nodes(data, b)
                 } else {
                     (view.parse)(data, pos, b)
@@ -301,7 +302,7 @@ impl LuantiTree {
             "block.txt" => self.modify(pos, |b| {
                 let before = header(b);
                 (view.parse)(data, pos, b)?;
-                if copied || header(b) != before {
+                if header(b) != before {
                     self.blocks.mark_header_written(pos, lighting_key(b));
                 }
                 Ok(())
