@@ -326,10 +326,20 @@ impl FolderFiles {
         let mut names = Vec::new();
         for entry in reader.iter() {
             let entry = entry.map_err(|e| at_error(path, e))?;
-            if let Ok(name) = entry.file_name().to_str() {
-                if self.shown(path.len(), name) {
-                    names.push(name.to_string());
+            match entry.file_name().to_str() {
+                Ok(name) => {
+                    if self.shown(path.len(), name) {
+                        names.push(name.to_string());
+                    }
                 }
+                // The mount's names are text: one that is not is left out, and said so (a
+                // backup through the mount does not hold it).
+                Err(_) => log::warn!(
+                    "{}/{}: not shown: the name is not UTF-8 text (rename it to back it up \
+                     through the mount)",
+                    path.join("/"),
+                    String::from_utf8_lossy(entry.file_name().to_bytes())
+                ),
             }
         }
         names.sort();
