@@ -263,12 +263,12 @@ impl Filesystem for WorldFs {
         }
     }
 
-    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let name = match name_str(name, "unlink") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        let result = self.vfs.unlink(parent.0, name);
+        let result = self.vfs.unlink_as(parent.0, name, req.pid());
         self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),

@@ -465,9 +465,17 @@ impl Vfs {
             .map(|(source, _)| source.clone()))
     }
 
-    /// Removes file `name` from `parent`. Pending text (a failed commit's) is discarded and
-    /// the stored object shows again; the next removal deletes the object.
+    /// Removes file `name` from `parent`, for no process in particular (see
+    /// [`Vfs::unlink_as`]).
     pub fn unlink(&self, parent: u64, name: &str) -> Result<()> {
+        self.unlink_as(parent, name, 0)
+    }
+
+    /// Removes file `name` from `parent` for process `pid`. Pending text (a failed commit's)
+    /// is discarded and the stored object shows again; the next removal deletes the object.
+    /// A file the tree keeps showing after its removal (a block's `light.txt`) is hidden from
+    /// `pid` until it writes it (see [`crate::vfs::fresh`]).
+    pub fn unlink_as(&self, parent: u64, name: &str, pid: u32) -> Result<()> {
         let path = child(&self.path_of(parent)?, name);
         // Discarding held text changes nothing stored, so a tree that turned read-only while
         // mounted (a damaged TVDA disk) still lets it go; removing what the tree stores (or
@@ -495,10 +503,14 @@ impl Vfs {
                 }
             }
             Some(_) => {}
-            None => self
-                .tree
-                .remove(&path)
-                .map_err(|e| e.context(display_path(&path)))?,
+            None => {
+                self.tree
+                    .remove(&path)
+                    .map_err(|e| e.context(display_path(&path)))?;
+                if self.tree.stat(&path).is_ok() {
+                    self.fresh.unlinked(&path, pid);
+                }
+            }
         }
         self.note_change(&path);
         self.detach(&path)?;

@@ -7,6 +7,11 @@
 //! folder does not see the entries of it that it has not written yet; every other process
 //! sees the folder as it is.
 //!
+//! A file the tree keeps showing after it was removed (a block's `light.txt`: `rm` resets it
+//! or changes nothing) is hidden the same way from the process that removed it, until it
+//! writes it: `mv` from another file system, `cp --remove-destination` and `install` remove
+//! the destination, then create it with `O_EXCL`, which would fail on the file still there.
+//!
 //! Memory stays bounded whatever a restore makes: at most [`MOST`] folders are remembered
 //! (the oldest made is forgotten first), each as one shared path string. `cp -r` fills a
 //! folder right after making it, and one block folder holds at most 4,096 metadata nodes
@@ -25,6 +30,9 @@ const WINDOW: Duration = Duration::from_secs(60);
 
 /// How old a folder's window must be before a write below it starts it again.
 const RENEW_AFTER: Duration = Duration::from_secs(5);
+
+/// How many removed files are remembered at most (the oldest forgotten first).
+const MOST_GONE: usize = 1024;
 
 /// How many made folders are remembered at most: above the 12,290 folders `cp -r` makes for
 /// a block with 4,096 metadata nodes (its folder, `meta/`, and each `meta/POS/` with its
@@ -53,10 +61,21 @@ struct Made {
     by_path: BTreeMap<Arc<str>, Fresh>,
     /// Oldest first; an entry whose folder was removed or made again since is skipped.
     order: VecDeque<(Instant, Arc<str>)>,
+    /// Files removed that the tree still shows: when, by which process, their path.
+    gone: VecDeque<(Instant, u32, String)>,
 }
 
 fn key(dir: &[String]) -> String {
     dir.join("/")
+}
+
+/// The key of entry `name` of folder `dir`.
+fn gone_key(dir: &[String], name: &str) -> String {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{}/{name}", key(dir))
+    }
 }
 
 impl Made {
@@ -121,6 +140,25 @@ impl FreshDirs {
         }
     }
 
+    /// Process `pid` removed the file at `path`, which the tree still shows.
+    pub fn unlinked(&self, path: &[String], pid: u32) {
+        if pid == 0 {
+            return;
+        }
+        if let Ok(mut d) = self.dirs.lock() {
+            let now = Instant::now();
+            while d
+                .gone
+                .front()
+                .is_some_and(|(at, _, _)| now.saturating_duration_since(*at) >= WINDOW)
+                || d.gone.len() >= MOST_GONE
+            {
+                d.gone.pop_front();
+            }
+            d.gone.push_back((now, pid, key(path)));
+        }
+    }
+
     /// Whether entry `name` of folder `dir` is hidden from process `pid`.
     pub fn hidden(&self, dir: &[String], name: &str, pid: u32) -> bool {
         self.hidden_at(dir, name, pid, Instant::now())
@@ -128,11 +166,18 @@ impl FreshDirs {
 
     fn hidden_at(&self, dir: &[String], name: &str, pid: u32, now: Instant) -> bool {
         self.dirs.lock().is_ok_and(|d| {
-            d.by_path.get(key(dir).as_str()).is_some_and(|f| {
+            let fresh = d.by_path.get(key(dir).as_str()).is_some_and(|f| {
                 f.pid == pid
                     && now.saturating_duration_since(f.made) < WINDOW
                     && !f.shown.iter().any(|s| &**s == name)
-            })
+            });
+            fresh
+                || (!d.gone.is_empty() && {
+                    let path = gone_key(dir, name);
+                    d.gone.iter().any(|(at, by, p)| {
+                        *by == pid && *p == path && now.saturating_duration_since(*at) < WINDOW
+                    })
+                })
         })
     }
 
@@ -143,6 +188,10 @@ impl FreshDirs {
 
     fn show_at(&self, dir: &[String], name: &str, now: Instant) {
         if let Ok(mut d) = self.dirs.lock() {
+            if !d.gone.is_empty() {
+                let path = gone_key(dir, name);
+                d.gone.retain(|(_, _, p)| *p != path);
+            }
             if let Some(f) = d.by_path.get_mut(key(dir).as_str()) {
                 if !f.shown.iter().any(|s| &**s == name) {
                     f.shown.push(name.into());
@@ -174,6 +223,8 @@ impl FreshDirs {
             for p in below {
                 d.by_path.remove(&p);
             }
+            d.gone
+                .retain(|(_, _, p)| *p != top && !p.starts_with(&below_prefix));
         }
     }
 
@@ -190,6 +241,47 @@ mod tests {
 
     fn p(s: &str) -> Vec<String> {
         s.split('/').map(String::from).collect()
+    }
+
+    /// `mv` from another file system onto a block's `light.txt`: removed (the tree keeps
+    /// it), then created with `O_EXCL` by the same process, which must not see it between.
+    #[test]
+    fn a_removed_file_the_tree_keeps_is_hidden_from_its_remover_until_written() {
+        let f = FreshDirs::default();
+        let light = p("blocks/1,0,1/light.txt");
+        f.unlinked(&light, 42);
+        assert!(f.hidden(&p("blocks/1,0,1"), "light.txt", 42));
+        assert!(
+            !f.hidden(&p("blocks/1,0,1"), "light.txt", 7),
+            "others see it"
+        );
+        assert!(!f.hidden(&p("blocks/1,0,1"), "block.txt", 42));
+        assert!(!f.hidden(&p("blocks/1,0,2"), "light.txt", 42));
+        f.show(&p("blocks/1,0,1"), "light.txt");
+        assert!(
+            !f.hidden(&p("blocks/1,0,1"), "light.txt", 42),
+            "written: shown"
+        );
+        f.unlinked(&light, 42);
+        f.removed(&p("blocks/1,0,1"));
+        assert!(
+            !f.hidden(&p("blocks/1,0,1"), "light.txt", 42),
+            "folder gone"
+        );
+        f.unlinked(&p("auth.txt"), 42);
+        assert!(f.hidden(&[], "auth.txt", 42));
+        f.unlinked(&p("x"), 0);
+        assert!(!f.hidden(&[], "x", 0), "no process: nothing hidden");
+        let now = Instant::now();
+        assert!(
+            !f.hidden_at(&[], "auth.txt", 42, now + WINDOW),
+            "for a while only"
+        );
+        for i in 0..MOST_GONE + 10 {
+            f.unlinked(&p(&format!("f{i}")), 42);
+        }
+        assert!(!f.hidden(&[], "f0", 42), "the oldest are forgotten");
+        assert!(f.hidden(&[], &format!("f{}", MOST_GONE + 9), 42));
     }
 
     #[test]
