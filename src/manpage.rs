@@ -147,9 +147,7 @@ readable in the mount until fixed or removed. Blocks whose nodes change get thei
 lighting_complete cleared (before version 27, the lighting_expired flag set) so the engine
 relights them, unless a block.txt written through the mount left the block as it is (same
 header, same nodes): cp \-a and rsync \-a restores keep the flags they wrote, also when run
-again after a stop, across remounts; a nodes.cubeset copied with its time (rsync \-a, cp \-a)
-keeps the flags block.txt has, also when rsync skipped an equal block.txt; an editor's save
-of an unchanged block.txt marks nothing; light.txt
+again after a stop, across remounts; a block.txt saved unchanged marks nothing; light.txt
 stays as written.
 Times set by rsync, cp \-a or touch are kept on every file and folder while its content (a
 folder: its names; a block folder: until another program changes its block) is unchanged, so an edit

@@ -326,20 +326,11 @@ impl Tree for LuantiTree {
         self.read_place(&place, path)
     }
 
-    /// A block view written with its time already set is a copy (see
-    /// `Blocks::write_view`); every other file is written as by [`Tree::write`].
-    fn write_dated(&self, path: &TreePath, data: &[u8], _mtime: SystemTime) -> Result<()> {
-        match self.place(path)? {
-            Place::View(pos, view) => self.write_view(pos, view, data, true),
-            _ => self.write(path, data),
-        }
-    }
-
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.write(path, data),
             Place::Accounts => self.accounts()?.write(path, data),
-            Place::View(pos, view) => self.write_view(pos, view, data, false),
+            Place::View(pos, view) => self.write_view(pos, view, data),
             Place::Inventory(pos, rel) => {
                 let inv = parse_inventory(data)?;
                 self.modify(pos, |b| {

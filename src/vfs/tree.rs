@@ -150,12 +150,10 @@ pub trait Tree: Send + Sync + 'static {
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()>;
 
     /// [`Tree::write`], for a file whose modification time was set before it was committed
-    /// (`rsync` sets it on its temporary file, then renames that over the file; `cp -a`
-    /// before its close): a copy. A store that keeps a time with each object (a Terrarum
-    /// disk entry) stamps it with `mtime` instead of the commit's time; Luanti takes a
-    /// block's `nodes.cubeset` so written as a restore's (it keeps the lighting flags the
-    /// block's header has). Other trees keep this
-    /// default; the core sets the time after either.
+    /// (`rsync` sets it on its temporary file, then renames that over the file): a store
+    /// that keeps a time with each object (a Terrarum disk entry) stamps it with `mtime`
+    /// instead of the commit's time. Trees that keep times only beside their stores (see
+    /// [`crate::vfs::mtimes`]) keep this default; the core sets the time after either.
     fn write_dated(&self, path: &TreePath, data: &[u8], _mtime: SystemTime) -> Result<()> {
         self.write(path, data)
     }

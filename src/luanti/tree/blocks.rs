@@ -279,21 +279,11 @@ impl LuantiTree {
     /// when a restore killed between the two files is run again. The mark lives with the
     /// recorded times (it survives a remount) and is recorded under the block's times lock,
     /// so a `nodes.cubeset` committed at the same time sees it or commits before it. A
-    /// `block.txt` that changes nothing (an editor's save) marks nothing. A `nodes.cubeset`
-    /// that is `copied` (its time was set before the commit: `rsync -a`, `cp -a`) keeps the
-    /// flags too: the copy's `block.txt` was written before it, or rsync skipped it because
-    /// the block's header already is the backup's (a restore into the world the backup came
-    /// from, after an `index/` rename changed only nodes).
-    pub(super) fn write_view(
-        &self,
-        pos: BlockPos,
-        view: &'static View,
-        data: &[u8],
-        copied: bool,
-    ) -> Result<()> {
+    /// `block.txt` that changes nothing (an editor's save) marks nothing.
+    pub(super) fn write_view(&self, pos: BlockPos, view: &'static View, data: &[u8]) -> Result<()> {
         match view.name {
             "nodes.cubeset" => self.modify(pos, |b| {
-                if copied || self.blocks.header_written_over(pos, lighting_key(b)) {
+                if self.blocks.header_written_over(pos, lighting_key(b)) {
                     views::parse_nodes(data, b)
                 } else {
                     (view.parse)(data, pos, b)
