@@ -159,15 +159,18 @@ fn characters(grid: &Grid) -> (Vec<usize>, Vec<Option<usize>>, bool) {
     (used, number, whole)
 }
 
-/// The order of characters: by TYPE (numbers by value, before names), then META.
+/// The order of characters: by TYPE (numbers by value, before names; equal values such as
+/// `1` and `01` by their text), then META. A total order on distinct definitions, so the
+/// characters never depend on the cells.
 fn definition_order(a: &Definition, b: &Definition) -> std::cmp::Ordering {
     let number = |d: &Definition| d.kind.parse::<u64>().ok();
     match (number(a), number(b)) {
         (Some(x), Some(y)) => x.cmp(&y),
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => a.kind.cmp(&b.kind),
+        (None, None) => std::cmp::Ordering::Equal,
     }
+    .then_with(|| a.kind.cmp(&b.kind))
     .then(a.meta.cmp(&b.meta))
 }
 

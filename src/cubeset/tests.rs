@@ -60,6 +60,22 @@ fn an_edit_keeping_the_definitions_keeps_every_character() {
         four.contains("\"a: 9: 3\",\n\t\t\t\t\"b: 10: 0\""),
         "{four}"
     );
+    // Types equal as numbers but not as text (`1`, `01`, `+1`) are told apart by their text,
+    // so their characters do not follow the cells, and a render of the parsed render is the
+    // same bytes.
+    let ties = |cells: Vec<u32>| Grid {
+        size: [3, 1, 1],
+        palette: vec![def("01", 0), def("1", 0), def("+1", 0)],
+        cells,
+    };
+    let text = String::from_utf8(render(&ties(vec![0, 1, 2]), &|_| None)).unwrap();
+    let swapped = String::from_utf8(render(&ties(vec![1, 0, 2]), &|_| None)).unwrap();
+    assert_eq!(legend(&text), legend(&swapped));
+    let parsed = parse(swapped.as_bytes()).unwrap();
+    assert_eq!(
+        String::from_utf8(render(&parsed, &|_| None)).unwrap(),
+        swapped
+    );
 }
 
 #[test]

@@ -797,7 +797,12 @@ impl Tree for TvdaTree {
     /// Stores `mtime` (in whole seconds) as the entry's own time: a restored disk's entries
     /// carry their backed-up times, as the game's saves would have stamped them.
     fn write_dated(&self, path: &TreePath, data: &[u8], mtime: SystemTime) -> Result<()> {
-        let dated = mtime.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs());
+        // Entry times are 48-bit: a time past them is not stored (the commit's is).
+        let dated = mtime
+            .duration_since(UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs())
+            .filter(|&s| s < 1 << 48);
         self.edit(path, data, Apply::Store { dated })
     }
 

@@ -482,13 +482,16 @@ impl Vfs {
             return Err(e.logged());
         }
         if f.home == Home::Core {
-            f.set_mtime = None;
+            // A time set while this file was open with unsaved writes stays the held text's;
+            // one set before these writes no longer is (a write moves the time).
+            let dated = f.set_mtime.take();
             let text = self.spill.hold(&f.path, f.data.to_vec());
             let mut overlay = lock(&self.overlay)?;
             match overlay.get_mut(&f.path) {
                 Some(o) => {
                     o.text = text;
                     o.mtime = f.mtime;
+                    o.set_mtime = dated;
                 }
                 None => {
                     overlay.insert(
@@ -496,7 +499,7 @@ impl Vfs {
                         Overlay {
                             text,
                             mtime: f.mtime,
-                            set_mtime: None,
+                            set_mtime: dated,
                             perm: f.perm,
                             held: Held::Scratch,
                             cookie: self.cookie(),

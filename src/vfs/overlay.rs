@@ -239,19 +239,22 @@ impl Vfs {
                  mount's is saved for recovery",
             ));
         }
-        let (text, perm, mtime) = {
+        let (text, perm, dated, mtime) = {
             let overlay = lock(&self.overlay)?;
             let o = overlay
                 .get(path)
                 .ok_or_else(|| Error::not_found("no longer held"))?;
-            (o.text.bytes()?, o.perm, o.set_mtime.unwrap_or(o.mtime))
+            (o.text.bytes()?, o.perm, o.set_mtime, o.mtime)
         };
         let folder = &path[..path.len().saturating_sub(1)];
         let folder_time = self.tree.stat(folder).ok().map(|s| s.mtime);
-        self.tree.write_dated(path, &text, mtime)?;
+        match dated {
+            Some(m) => self.tree.write_dated(path, &text, m)?,
+            None => self.tree.write(path, &text)?,
+        }
         lock(&self.overlay)?.remove(path);
         self.tree.set_perm(path, perm)?;
-        self.tree.set_mtime(path, mtime)?;
+        self.tree.set_mtime(path, dated.unwrap_or(mtime))?;
         match folder_time {
             Some(t) => self.tree.set_mtime(folder, t),
             None => Ok(()),

@@ -389,4 +389,39 @@ mod tests {
         assert_eq!(rsync(b"bad").unwrap_err().errno(), libc::EINVAL);
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok synced");
     }
+
+    /// A time set on a held file before text is written into it no longer is its time (a
+    /// write moves the time), so renaming it over a file does not date the commit with it.
+    #[test]
+    fn a_time_set_before_a_write_does_not_date_the_commit() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let touched = UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        // touch .x; cat other > .x; mv .x f
+        let (tmp, _, fh) = vfs.create(d, ".x", 0o644).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.setattr(tmp, None, None, Some(touched), None).unwrap();
+        let fh = vfs.open(tmp, OpenMode::default()).unwrap();
+        vfs.setattr(tmp, Some(fh), Some(0), None, None).unwrap();
+        vfs.write(fh, 0, b"ok written later", false).unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        assert_ne!(vfs.getattr(tmp, None).unwrap().mtime, touched);
+        vfs.rename(d, ".x", d, "f").unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok written later");
+        assert_ne!(
+            lock(&tree.mtimes).unwrap().get("d/f").copied(),
+            Some(touched),
+            "the commit took the time set before the write"
+        );
+        // A time set after the write (rsync, cp -a) still dates it.
+        let (tmp, _, fh) = vfs.create(d, ".y", 0o644).unwrap();
+        vfs.write(fh, 0, b"ok copied", false).unwrap();
+        vfs.setattr(tmp, Some(fh), None, Some(touched), None)
+            .unwrap();
+        vfs.flush(fh).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.rename(d, ".y", d, "f").unwrap();
+        assert_eq!(lock(&tree.mtimes).unwrap()["d/f"], touched);
+    }
 }

@@ -213,7 +213,12 @@ impl Tree for TevdTree {
 
     /// Stores `mtime` (in whole seconds) as the file's own time in the disk.
     fn write_dated(&self, path: &TreePath, data: &[u8], mtime: SystemTime) -> Result<()> {
-        let dated = mtime.duration_since(UNIX_EPOCH).ok().map(|d| d.as_secs());
+        // Entry times are 48-bit: a time past them is not stored (the commit's is).
+        let dated = mtime
+            .duration_since(UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs())
+            .filter(|&s| s < 1 << 48);
         self.write_at(path, data, dated)
     }
 
