@@ -673,18 +673,28 @@ impl LuantiTree {
         }];
         if let Some(accounts) = &self.accounts {
             for (i, name) in accounts.top_names().into_iter().enumerate() {
-                // Only a name that does not exist is left out: one whose store cannot be
-                // read now (a server that is down, a database another program locked) fails
-                // the listing, so that `rsync --delete` does not take it for deleted.
-                match accounts.stat(&[name.to_string()]) {
-                    Ok(stat) => entries.push(Entry {
-                        name: name.into(),
-                        cookie: i as u64 + 2,
-                        stat,
-                    }),
-                    Err(e) if e.errno() == libc::ENOENT => {}
-                    Err(e) => return Err(e.context(name)),
-                }
+                // Only a name that does not exist is left out. One whose store cannot be read
+                // (a server that is down, a database another program locked or that is
+                // damaged) is listed, with attributes the kernel does not keep: its own
+                // `stat` and reads fail with the reason, so a backup reports the error
+                // (`rsync --delete` then deletes nothing) instead of taking it for deleted,
+                // and the rest of the world is still listed.
+                let stat = match accounts.stat(&[name.to_string()]) {
+                    Ok(stat) => stat,
+                    Err(e) if e.errno() == libc::ENOENT => continue,
+                    Err(e) => {
+                        log::warn!("{name}: listed, but it cannot be read: {}", e.message());
+                        Stat {
+                            volatile: true,
+                            ..self.file_stat(0, base_time())
+                        }
+                    }
+                };
+                entries.push(Entry {
+                    name: name.into(),
+                    cookie: i as u64 + 2,
+                    stat,
+                });
             }
         }
         if let Some(files) = &self.files {
