@@ -103,43 +103,67 @@ const FOOTER: &str = "\t\t\t},\n\t\t},\n\t},\n}\n";
 
 /// Renders a grid; `comment` gives the optional comment for a definition (e.g. a block name).
 pub fn render(grid: &Grid, comment: &dyn Fn(&Definition) -> Option<String>) -> Vec<u8> {
-    let (used, number, whole) = characters(grid);
-    let glyph_of = |p: usize| {
-        number
-            .get(p)
-            .copied()
-            .flatten()
-            .and_then(glyphs::glyph)
-            .unwrap_or(NO_GLYPH)
+    let unique = first_equal(&grid.palette);
+    // First as if every distinct definition were used, as in every grid the games decode
+    // and `parse` returns: one pass over the cells writes them and checks that.
+    let distinct: Vec<bool> = unique.iter().enumerate().map(|(p, &u)| p == u).collect();
+    let (used, number) = characters(grid, &unique, &distinct);
+    let mut seen = vec![false; grid.palette.len()];
+    let data = match ascii_table(&number) {
+        Some(table) => ascii_block_data(grid, &table, &mut seen),
+        None => unicode_block_data(grid, &glyphs_of(&number), Some(&mut seen)),
     };
-    let ascii = (0..grid.palette.len())
-        .map(|p| u8::try_from(glyph_of(p)).ok().filter(u8::is_ascii))
-        .collect::<Option<Vec<u8>>>();
-    let data = match ascii.filter(|_| whole) {
-        Some(table) => ascii_block_data(grid, &table),
-        None => {
-            let glyphs: Vec<Glyph> = (0..grid.palette.len())
-                .map(|p| Glyph::new(glyph_of(p)))
-                .collect();
-            unicode_block_data(grid, &glyphs)
+    if let Some(data) = data {
+        let mut used_seen = vec![false; grid.palette.len()];
+        for (p, &u) in unique.iter().enumerate() {
+            used_seen[u] |= seen[p];
         }
+        if used.iter().all(|&u| used_seen[u]) {
+            return assemble(grid, &used, &data, comment);
+        }
+    }
+    // Definitions no cell uses, cells without a definition, missing cells, characters past
+    // ASCII: the cells say which definitions are used.
+    let (in_use, whole) = uses(grid, &unique);
+    let (used, number) = characters(grid, &unique, &in_use);
+    let mut seen = vec![false; grid.palette.len()];
+    let data = match ascii_table(&number).filter(|_| whole) {
+        Some(table) => ascii_block_data(grid, &table, &mut seen),
+        None => None,
     };
+    let data = data
+        .or_else(|| unicode_block_data(grid, &glyphs_of(&number), None))
+        .unwrap_or_default();
+    assemble(grid, &used, &data, comment)
+}
+
+/// Each palette entry's character (U+FFFD for none).
+fn glyphs_of(number: &[Option<usize>]) -> Vec<Glyph> {
+    number
+        .iter()
+        .map(|n| Glyph::new(n.and_then(glyphs::glyph).unwrap_or(NO_GLYPH)))
+        .collect()
+}
+
+/// The whole file around `BlockData` `data`, with the definitions `used` in character order.
+fn assemble(
+    grid: &Grid,
+    used: &[usize],
+    data: &[u8],
+    comment: &dyn Fn(&Definition) -> Option<String>,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(HEADER.len() + 300 + used.len() * 40 + data.len());
     push_head(&mut out, grid.size);
-    push_definitions(&mut out, grid, &used, comment);
+    push_definitions(&mut out, grid, used, comment);
     out.extend_from_slice(b"\t\t\t},\n\t\t\tBlockData =\n\t\t\t{\n");
-    out.extend_from_slice(&data);
+    out.extend_from_slice(data);
     out.extend_from_slice(FOOTER.as_bytes());
     out
 }
 
-/// The characters of a grid: the distinct definitions its cells use, sorted (see
-/// [`definition_order`]), so that an edit keeping the set of definitions keeps every
-/// character. Returns the (first equal) palette entry of each character in character order,
-/// each palette entry's character number (`None`: unused), and whether every cell is there
-/// and names a palette entry.
-fn characters(grid: &Grid) -> (Vec<usize>, Vec<Option<usize>>, bool) {
-    let unique = first_equal(&grid.palette);
+/// Which (first equal) palette entries the cells use, and whether every cell is there and
+/// names a palette entry.
+fn uses(grid: &Grid, unique: &[usize]) -> (Vec<bool>, bool) {
     let mut in_use = vec![false; grid.palette.len()];
     let [sx, sy, sz] = grid.size;
     let mut whole = sx.checked_mul(sy).and_then(|n| n.checked_mul(sz)) == Some(grid.cells.len());
@@ -149,22 +173,56 @@ fn characters(grid: &Grid) -> (Vec<usize>, Vec<Option<usize>>, bool) {
             None => whole = false,
         }
     }
-    let mut used: Vec<usize> = (0..grid.palette.len()).filter(|&p| in_use[p]).collect();
-    used.sort_by(|&a, &b| definition_order(&grid.palette[a], &grid.palette[b]));
+    (in_use, whole)
+}
+
+/// The characters of a grid: the (first equal) palette entries marked `in_use`, sorted (see
+/// [`definition_order`]), so that an edit keeping the set of definitions keeps every
+/// character. Returns those entries in character order, and each palette entry's character
+/// number (`None`: unused).
+fn characters(grid: &Grid, unique: &[usize], in_use: &[bool]) -> (Vec<usize>, Vec<Option<usize>>) {
+    let used: Vec<usize> = (0..grid.palette.len()).filter(|&p| in_use[p]).collect();
+    let numbers: Vec<Option<u64>> = used
+        .iter()
+        .map(|&p| grid.palette[p].kind.parse().ok())
+        .collect();
+    let mut order: Vec<usize> = (0..used.len()).collect();
+    order.sort_by(|&a, &b| {
+        definition_order(
+            (&grid.palette[used[a]], numbers[a]),
+            (&grid.palette[used[b]], numbers[b]),
+        )
+    });
+    let used: Vec<usize> = order.into_iter().map(|i| used[i]).collect();
     let mut number = vec![None; grid.palette.len()];
     for (n, &u) in used.iter().enumerate() {
         number[u] = Some(n);
     }
     let number = unique.iter().map(|&u| number[u]).collect();
-    (used, number, whole)
+    (used, number)
+}
+
+/// Each palette entry's byte, when every entry has a character and all are ASCII.
+fn ascii_table(number: &[Option<usize>]) -> Option<Vec<u8>> {
+    number
+        .iter()
+        .map(|n| {
+            n.and_then(glyphs::glyph)
+                .filter(char::is_ascii)
+                .map(|c| c as u8)
+        })
+        .collect()
 }
 
 /// The order of characters: by TYPE (numbers by value, before names; equal values such as
 /// `1` and `01` by their text), then META. A total order on distinct definitions, so the
-/// characters never depend on the cells.
-fn definition_order(a: &Definition, b: &Definition) -> std::cmp::Ordering {
-    let number = |d: &Definition| d.kind.parse::<u64>().ok();
-    match (number(a), number(b)) {
+/// characters never depend on the cells. Each definition comes with its TYPE as a number,
+/// if it is one.
+fn definition_order(
+    (a, number_a): (&Definition, Option<u64>),
+    (b, number_b): (&Definition, Option<u64>),
+) -> std::cmp::Ordering {
+    match (number_a, number_b) {
         (Some(x), Some(y)) => x.cmp(&y),
         (Some(_), None) => std::cmp::Ordering::Less,
         (None, Some(_)) => std::cmp::Ordering::Greater,
@@ -174,36 +232,74 @@ fn definition_order(a: &Definition, b: &Definition) -> std::cmp::Ordering {
     .then(a.meta.cmp(&b.meta))
 }
 
-/// `BlockData` of a grid whose cells are all there and all defined, when every character is
-/// ASCII: `table` holds each palette entry's byte.
-fn ascii_block_data(grid: &Grid, table: &[u8]) -> Vec<u8> {
-    let glyph = |c: u32| table.get(c as usize).copied().unwrap_or(b'?');
-    block_data(grid, |row, out| {
+/// `BlockData` when every character is ASCII (`table` holds each palette entry's byte),
+/// noting in `seen` the palette entries the cells name; `None` when a cell is missing or
+/// names no palette entry.
+fn ascii_block_data(grid: &Grid, table: &[u8], seen: &mut [bool]) -> Option<Vec<u8>> {
+    let [sx, sy, sz] = grid.size;
+    if sx.checked_mul(sy).and_then(|n| n.checked_mul(sz)) != Some(grid.cells.len()) {
+        return None;
+    }
+    let mut whole = true;
+    let mut glyph = |c: u32| match (table.get(c as usize), seen.get_mut(c as usize)) {
+        (Some(&g), Some(s)) => {
+            *s = true;
+            g
+        }
+        _ => {
+            whole = false;
+            b'?'
+        }
+    };
+    let data = block_data(grid, |row, out| {
         let Some(&first) = row.first() else {
             return;
         };
         if row.iter().fold(true, |same, &c| same & (c == first)) {
             // A row of one kind (common: air, stone): one lookup.
-            out.resize(out.len() + row.len(), glyph(first));
+            let g = glyph(first);
+            out.resize(out.len() + row.len(), g);
         } else {
             out.extend(row.iter().map(|&c| glyph(c)));
         }
-    })
+    });
+    whole.then_some(data)
 }
 
-/// `BlockData` in general: `glyphs` holds each palette entry's character.
-fn unicode_block_data(grid: &Grid, glyphs: &[Glyph]) -> Vec<u8> {
+/// `BlockData` in general: `glyphs` holds each palette entry's character; a missing cell or
+/// one naming no palette entry is written U+FFFD, which has no definition. With `seen`, notes
+/// there the palette entries the cells name, and gives `None` where it would write U+FFFD.
+fn unicode_block_data(
+    grid: &Grid,
+    glyphs: &[Glyph],
+    mut seen: Option<&mut [bool]>,
+) -> Option<Vec<u8>> {
     let sx = grid.size[0];
     let no_glyph = Glyph::new(NO_GLYPH);
-    block_data(grid, |row, out| {
+    let [_, sy, sz] = grid.size;
+    let mut whole = sx.checked_mul(sy).and_then(|n| n.checked_mul(sz)) == Some(grid.cells.len());
+    let data = block_data(grid, |row, out| {
         for &cell in row {
-            let g = glyphs.get(cell as usize).unwrap_or(&no_glyph);
+            let g = match (glyphs.get(cell as usize), seen.as_deref_mut()) {
+                (Some(g), Some(seen)) => {
+                    if let Some(s) = seen.get_mut(cell as usize) {
+                        *s = true;
+                    }
+                    g
+                }
+                (Some(g), None) => g,
+                (None, _) => {
+                    whole = false;
+                    &no_glyph
+                }
+            };
             out.extend_from_slice(g.bytes());
         }
         for _ in row.len()..sx {
             out.extend_from_slice(no_glyph.bytes());
         }
-    })
+    });
+    (whole || seen.is_none()).then_some(data)
 }
 
 /// The file up to `BlockDefinitions`: header, size, hitbox, connectors, metadata.
