@@ -144,6 +144,14 @@ enum Apply {
     Store { dated: Option<u64> },
 }
 
+/// `time` in the whole seconds a disk stores with an entry, if it fits their 48 bits.
+pub(super) fn entry_secs(time: SystemTime) -> Option<u64> {
+    time.duration_since(UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs())
+        .filter(|&s| s < 1 << 48)
+}
+
 /// The folders of a disk's tree (each chunk layer has one).
 fn folders() -> impl Iterator<Item = Place> {
     [Place::Root, Place::Actors, Place::Chunks, Place::Entries]
@@ -797,13 +805,13 @@ impl Tree for TvdaTree {
     /// Stores `mtime` (in whole seconds) as the entry's own time: a restored disk's entries
     /// carry their backed-up times, as the game's saves would have stamped them.
     fn write_dated(&self, path: &TreePath, data: &[u8], mtime: SystemTime) -> Result<()> {
-        // Entry times are 48-bit: a time past them is not stored (the commit's is).
-        let dated = mtime
-            .duration_since(UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_secs())
-            .filter(|&s| s < 1 << 48);
-        self.edit(path, data, Apply::Store { dated })
+        self.edit(
+            path,
+            data,
+            Apply::Store {
+                dated: entry_secs(mtime),
+            },
+        )
     }
 
     fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
@@ -1012,5 +1020,24 @@ mod tests {
         assert_eq!(*tree.read(&file).unwrap(), b"old");
         assert_eq!(*tree.read(&file).unwrap(), b"new, longer");
         assert_eq!(tree.stat(&file).unwrap().size, 11);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A disk stores whole seconds in 48 bits: a time past them (settable on some file
+    /// systems) is not stored wrapped, and a time before 1970 is not stored either.
+    #[test]
+    fn entry_times_are_whole_seconds_that_fit_48_bits() {
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
+        assert_eq!(
+            entry_secs(at(1_600_000_000) + Duration::from_millis(900)),
+            Some(1_600_000_000)
+        );
+        assert_eq!(entry_secs(at((1 << 48) - 1)), Some((1 << 48) - 1));
+        assert_eq!(entry_secs(at(1 << 48)), None);
+        assert_eq!(entry_secs(UNIX_EPOCH - Duration::from_secs(1)), None);
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::now_secs;
+use super::{entry_secs, now_secs};
 use crate::error::{Error, Result};
 use crate::tvda::codec::tevd::TevdKind;
 use crate::tvda::store::tevd::{NewNode, NodeInfo, TevdDisk};
@@ -213,13 +213,7 @@ impl Tree for TevdTree {
 
     /// Stores `mtime` (in whole seconds) as the file's own time in the disk.
     fn write_dated(&self, path: &TreePath, data: &[u8], mtime: SystemTime) -> Result<()> {
-        // Entry times are 48-bit: a time past them is not stored (the commit's is).
-        let dated = mtime
-            .duration_since(UNIX_EPOCH)
-            .ok()
-            .map(|d| d.as_secs())
-            .filter(|&s| s < 1 << 48);
-        self.write_at(path, data, dated)
+        self.write_at(path, data, entry_secs(mtime))
     }
 
     fn check(&self, path: &TreePath, _data: &[u8]) -> Result<()> {
