@@ -992,6 +992,20 @@ mod tests {
     use super::*;
     use crate::tvda::codec::tvda::{Content, Header};
 
+    /// A disk stores whole seconds in 48 bits: a time past them (settable on some file
+    /// systems) is not stored wrapped, and a time before 1970 is not stored either.
+    #[test]
+    fn entry_times_are_whole_seconds_that_fit_48_bits() {
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
+        assert_eq!(
+            entry_secs(at(1_600_000_000) + Duration::from_millis(900)),
+            Some(1_600_000_000)
+        );
+        assert_eq!(entry_secs(at((1 << 48) - 1)), Some((1 << 48) - 1));
+        assert_eq!(entry_secs(at(1 << 48)), None);
+        assert_eq!(entry_secs(UNIX_EPOCH - Duration::from_secs(1)), None);
+    }
+
     #[test]
     fn a_render_racing_a_commit_never_caches_the_old_rendering() {
         let dir = tempfile::tempdir().unwrap();
@@ -1020,24 +1034,5 @@ mod tests {
         assert_eq!(*tree.read(&file).unwrap(), b"old");
         assert_eq!(*tree.read(&file).unwrap(), b"new, longer");
         assert_eq!(tree.stat(&file).unwrap().size, 11);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A disk stores whole seconds in 48 bits: a time past them (settable on some file
-    /// systems) is not stored wrapped, and a time before 1970 is not stored either.
-    #[test]
-    fn entry_times_are_whole_seconds_that_fit_48_bits() {
-        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
-        assert_eq!(
-            entry_secs(at(1_600_000_000) + Duration::from_millis(900)),
-            Some(1_600_000_000)
-        );
-        assert_eq!(entry_secs(at((1 << 48) - 1)), Some((1 << 48) - 1));
-        assert_eq!(entry_secs(at(1 << 48)), None);
-        assert_eq!(entry_secs(UNIX_EPOCH - Duration::from_secs(1)), None);
     }
 }
