@@ -275,6 +275,18 @@ impl Accounts {
         }
     }
 
+    /// The listed attributes of a file that exists but cannot be read (a player record that
+    /// does not decode): listed all the same, so a backup reports the error its own `stat`
+    /// and reads give instead of taking it for deleted (`rsync --delete`).
+    fn unreadable_stat(&self, path: &TreePath, e: &Error) -> Stat {
+        log::warn!(
+            "{}: listed, but it cannot be read: {}",
+            path.join("/"),
+            e.message()
+        );
+        self.file_stat(path, &[], false)
+    }
+
     fn file_stat(&self, path: &TreePath, data: &[u8], secret: bool) -> Stat {
         let perm = match (secret, self.read_only) {
             (true, true) => 0o400,
@@ -376,14 +388,15 @@ impl Accounts {
                 for name in names {
                     let file = names::escape(name.as_bytes());
                     let path = [PLAYERS.to_string(), file.clone()];
-                    match self.player_text(&name) {
-                        Ok(text) => entries.push(Entry {
-                            cookie: cookie(&file),
-                            stat: self.file_stat(&path, &text, false),
-                            name: file,
-                        }),
-                        Err(e) => log::warn!("players/{file}: skipped in the listing: {e}"),
-                    }
+                    let stat = match self.player_text(&name) {
+                        Ok(text) => self.file_stat(&path, &text, false),
+                        Err(e) => self.unreadable_stat(&path, &e),
+                    };
+                    entries.push(Entry {
+                        cookie: cookie(&file),
+                        stat,
+                        name: file,
+                    });
                 }
             }
             Spot::Mods => {
@@ -413,14 +426,15 @@ impl Accounts {
                     }
                     let mut path = dir.to_vec();
                     path.push(file.clone());
-                    match self.value_text(&m, &key) {
-                        Ok(text) => entries.push(Entry {
-                            cookie: cookie(&file),
-                            stat: self.file_stat(&path, &text, false),
-                            name: file,
-                        }),
-                        Err(e) => log::warn!("{}: skipped in the listing: {e}", path.join("/")),
-                    }
+                    let stat = match self.value_text(&m, &key) {
+                        Ok(text) => self.file_stat(&path, &text, false),
+                        Err(e) => self.unreadable_stat(&path, &e),
+                    };
+                    entries.push(Entry {
+                        cookie: cookie(&file),
+                        stat,
+                        name: file,
+                    });
                 }
             }
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {

@@ -206,3 +206,27 @@ fn name_line_finds_the_name_setting() {
     assert_eq!(name_line(b"hp = 1\n  name = x\n"), 2);
     assert_eq!(name_line(b"hp = 1\n"), 1);
 }
+
+/// A player whose record does not decode is listed all the same, its own `stat` failing with
+/// the reason: left out, `rsync --delete` would drop it from the backup with exit 0.
+#[test]
+fn a_player_that_cannot_be_read_is_listed_and_fails_its_own_stat() {
+    let state = tempfile::tempdir().unwrap();
+    std::env::set_var("WORLDFS_STATE_DIR", state.path());
+    let dir = sqlite_world();
+    rusqlite::Connection::open(dir.path().join("players.sqlite"))
+        .unwrap()
+        .execute("UPDATE player SET hp = 'lots' WHERE name = 'alice'", [])
+        .unwrap();
+    let a = Accounts::open(dir.path(), true).unwrap();
+    let mut listed = Vec::new();
+    a.list(&p(&[PLAYERS]), 0, &mut |entry| {
+        listed.push(entry.name);
+        true
+    })
+    .unwrap();
+    assert_eq!(listed, ["alice"]);
+    let e = a.stat(&p(&[PLAYERS, "alice"])).unwrap_err();
+    assert_ne!(e.errno(), libc::ENOENT, "{e}");
+    assert!(e.to_string().contains("hp"), "{e}");
+}
