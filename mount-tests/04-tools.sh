@@ -13,6 +13,9 @@ B=$M/blocks/0,0,0
 F=$B/meta/2,10,1/fields
 cp "$B/nodes.cubeset" "$T/nodes.orig"
 cp "$B/meta/1,10,1/inventory" "$T/inv.orig"
+# The meta folders after the edits below: those of the generated block (the engine's mapgen
+# may add a dungeon chest of its own) and the two made below.
+meta_after=$( (ls "$B/meta"; echo 4,4,4; echo 7,7,7) | sort -u | tr '\n' ' ')
 
 # cp -r: a block to a new place, a node's metadata to another node; rm -r of both kinds.
 cp -r "$B" "$M/blocks/9,0,9"
@@ -78,7 +81,7 @@ check() {
   [ -d "$M/blocks/5,5,5" ] || fail "made block missing"
   grep -qF '"a: air: 0"' "$M/blocks/5,5,5/nodes.cubeset" || fail "made block is not air"
   assert_eq "$(grep -c '^\s*"[^"]*: [^"]*: [0-9]*",' "$M/blocks/5,5,5/nodes.cubeset")" 1 "definitions in the made block"
-  assert_eq "$(ls "$B/meta" | tr '\n' ' ')" "1,10,1 2,10,1 4,4,4 7,7,7 " "meta folders"
+  assert_eq "$(ls "$B/meta" | sort | tr '\n' ' ')" "$meta_after" "meta folders"
   assert_eq "$(ls -A "$F" | tr '\n' ' ')" "formspec infotext text " "sign fields"
   assert_eq "$(ls -A "$B/meta/1,10,1/fields" | tr '\n' ' ')" "infotext owner " "chest fields"
   if find "$M" \( -name 'sed*' -o -name '*.swp' -o -name '*.swx' -o -name '*~' -o -name '4913' -o -name '.*' \) | grep .; then
