@@ -275,16 +275,24 @@ impl Accounts {
         }
     }
 
-    /// The listed attributes of a file that exists but cannot be read (a player record that
-    /// does not decode): listed all the same, so a backup reports the error its own `stat`
-    /// and reads give instead of taking it for deleted (`rsync --delete`).
-    fn unreadable_stat(&self, path: &TreePath, e: &Error) -> Stat {
-        log::warn!(
-            "{}: listed, but it cannot be read: {}",
-            path.join("/"),
-            e.message()
-        );
-        self.file_stat(path, &[], false)
+    /// The listing entry of the file `name` at `path` holding `text`. One that exists but
+    /// cannot be read (a player record that does not decode) is listed all the same, so a
+    /// backup reports the error its own `stat` and reads give instead of taking it for
+    /// deleted (`rsync --delete`).
+    fn listed_file(&self, path: &TreePath, name: String, text: Result<Vec<u8>>) -> Entry {
+        let text = text.unwrap_or_else(|e| {
+            log::warn!(
+                "{}: listed, but it cannot be read: {}",
+                path.join("/"),
+                e.message()
+            );
+            Vec::new()
+        });
+        Entry {
+            cookie: cookie(&name),
+            stat: self.file_stat(path, &text, false),
+            name,
+        }
     }
 
     fn file_stat(&self, path: &TreePath, data: &[u8], secret: bool) -> Stat {
@@ -388,15 +396,7 @@ impl Accounts {
                 for name in names {
                     let file = names::escape(name.as_bytes());
                     let path = [PLAYERS.to_string(), file.clone()];
-                    let stat = match self.player_text(&name) {
-                        Ok(text) => self.file_stat(&path, &text, false),
-                        Err(e) => self.unreadable_stat(&path, &e),
-                    };
-                    entries.push(Entry {
-                        cookie: cookie(&file),
-                        stat,
-                        name: file,
-                    });
+                    entries.push(self.listed_file(&path, file, self.player_text(&name)));
                 }
             }
             Spot::Mods => {
@@ -426,15 +426,7 @@ impl Accounts {
                     }
                     let mut path = dir.to_vec();
                     path.push(file.clone());
-                    let stat = match self.value_text(&m, &key) {
-                        Ok(text) => self.file_stat(&path, &text, false),
-                        Err(e) => self.unreadable_stat(&path, &e),
-                    };
-                    entries.push(Entry {
-                        cookie: cookie(&file),
-                        stat,
-                        name: file,
-                    });
+                    entries.push(self.listed_file(&path, file, self.value_text(&m, &key)));
                 }
             }
             Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
