@@ -76,7 +76,15 @@ grep -qE '^kill test [0-9]+$' "$K" || fail "field k after SIGKILL: $(cat "$K" 2>
 rsync -a "$M/" "$T/backup/" || fail "rsync backup failed"
 mkdir "$T/restored"; sed 's/^redis_hash = .*/redis_hash = restored/' "$W/world.mt" >"$T/restored/world.mt"
 mount_world "$T/restored" "$T/rmnt"
-rsync -a "$T/backup/" "$T/rmnt/" || fail "rsync restore failed"
+# The backup's world.mt names the other hash: it is refused, and nothing else is.
+if rsync -a "$T/backup/" "$T/rmnt/" 2>"$T/rsync.err"; then fail "a world.mt naming another hash was written"; fi
+grep -q 'world.mt.*Invalid argument' "$T/rsync.err" || { cat "$T/rsync.err"; fail "rsync did not report world.mt"; }
+[ "$(grep -c 'rsync: \[' "$T/rsync.err")" = 1 ] || { cat "$T/rsync.err"; fail "rsync reported more than world.mt"; }
+grep -q '^redis_hash = restored$' "$T/restored/world.mt" || fail "world.mt changed: $(cat "$T/restored/world.mt")"
+# The refused text stays at world.mt until removed (README "When a save fails").
+rm "$T/rmnt/world.mt"
+cmp -s "$T/rmnt/world.mt" "$T/restored/world.mt" || fail "the mount shows another world.mt"
+rsync -a --exclude /world.mt "$T/backup/" "$T/rmnt/" || fail "rsync restore failed"
 unmount_world "$T/rmnt"
 mount_world "$T/restored" "$T/rmnt" --read-only
 diff -r "$M/blocks" "$T/rmnt/blocks" >/dev/null || fail "the restored blocks differ"

@@ -50,7 +50,10 @@ The backends world.mt names (backend, player_backend, auth_backend, mod_storage_
 used: sqlite3, files, postgresql with the libpq strings pgsql_connection,
 pgsql_player_connection, pgsql_auth_connection, pgsql_mod_storage_connection, leveldb
 (map.db, players.db, auth.db) or redis for the map (redis_address, redis_port, redis_hash,
-redis_password); the tree is the same. The tables, keys and records are the engine's, each
+redis_password); the tree is the same. A world.mt written through the mount must name the
+stores it writes to (the same backends and connection settings as when it was mounted):
+one naming others is refused (EINVAL) and world.mt stays as it was; restore a backup of
+another backend's or database's world with rsync \-a \-\-exclude /world.mt. The tables, keys and records are the engine's, each
 commit one transaction (a LevelDB write batch, a Redis MULTI/EXEC). A world whose server
 runs on LevelDB fails the mount naming map.db/LOCK (LevelDB allows one process). A
 PostgreSQL or Redis server that is down fails the mount; one that goes away fails the calls
@@ -154,6 +157,12 @@ folder: its names; a block folder: until another program changes its block) is u
 makes the next backup send only what changed. The folders worldfs makes up (the top, blocks/,
 index/, and with sqlite3 backends players/ and mod_storage/) show 2020\-01\-01 and ignore
 times set on them.
+.PP
+rm of a view of a block changes nothing: the file stays,
+so rm \-r of a block folder reaches the rmdir that deletes the block. For a minute, or until
+it writes the file, the process that removed it does not see it, so mv from another file
+system, cp \-\-remove\-destination and install (which remove the destination, then create it
+with O_EXCL) replace it.
 .PP
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and

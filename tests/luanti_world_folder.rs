@@ -459,11 +459,12 @@ fn an_editor_save_keeps_the_mode_and_a_replacement_keeps_no_set_id_bit() {
     let vfs = Vfs::new(Arc::new(open(world, false)), None);
     vfs.rename(ROOT, "world.mt", ROOT, "world.mt~").unwrap();
     let (made, _, fh) = vfs.create(ROOT, "world.mt", 0o600).unwrap();
-    vfs.write(fh, 0, b"gameid = x\n", false).unwrap();
+    let edited = WORLD_MT.replace("minetest", "x");
+    vfs.write(fh, 0, edited.as_bytes(), false).unwrap();
     vfs.release(fh).unwrap();
     vfs.setattr(made, None, None, None, Some(0o100600)).unwrap();
     vfs.unlink(ROOT, "world.mt~").unwrap();
-    assert_eq!(fs::read(world.join("world.mt")).unwrap(), b"gameid = x\n");
+    assert_eq!(fs::read_to_string(world.join("world.mt")).unwrap(), edited);
     assert_eq!(mode(&world.join("world.mt")), 0o600);
     assert_eq!(files_in(world), vec!["world.mt"]);
 
@@ -538,4 +539,89 @@ fn sub_folders_hide_nothing_open_no_fifo_and_stay_inside() {
         WORLD_MT.as_bytes()
     );
     assert!(dir.path().join("world.mt").symlink_metadata().is_err());
+}
+
+/// A `world.mt` that names other stores (a backup of another backend's world restored over
+/// this one) is refused however it comes: written, renamed over, removed or linked. What
+/// the mount writes would be out of the game's reach after it. Other settings change freely.
+#[test]
+fn a_world_mt_naming_other_stores_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
+    let tree = open(world, false);
+    let others = [
+        (
+            "backend = postgresql\npgsql_connection = host=db password=hunter2 dbname=w\n",
+            "backend",
+        ),
+        ("player_backend = files\n", "player_backend"),
+        ("auth_backend = leveldb\n", "auth_backend"),
+        ("mod_storage_backend = files\n", "mod_storage_backend"),
+        ("redis_hash = other\n", "redis_hash"),
+        (
+            "pgsql_player_connection = host=db password=hunter2\n",
+            "pgsql_player_connection",
+        ),
+    ];
+    for (extra, key) in others {
+        let text = format!("{WORLD_MT}{extra}");
+        for e in [
+            tree.check(&p("world.mt"), text.as_bytes()).unwrap_err(),
+            tree.write(&p("world.mt"), text.as_bytes()).unwrap_err(),
+        ] {
+            assert_eq!(e.errno(), libc::EINVAL, "{e}");
+            let message = e.to_string();
+            assert!(message.contains(key), "{key}: {message}");
+            assert!(message.contains("--exclude /world.mt"), "{message}");
+            assert!(!message.contains("hunter2"), "{message}");
+        }
+        fs::write(world.join("world.mt.new"), &text).unwrap();
+        let e = tree.rename(&p("world.mt.new"), &p("world.mt")).unwrap_err();
+        assert_eq!(e.errno(), libc::EINVAL, "{e}");
+        fs::remove_file(world.join("world.mt.new")).unwrap();
+        assert_eq!(
+            fs::read_to_string(world.join("world.mt")).unwrap(),
+            WORLD_MT
+        );
+    }
+
+    // The same stores spelled otherwise, and other settings, are written.
+    let same = "backend = sqlite3\ngameid = devtest\nplayer_backend = sqlite3\n\
+                auth_backend = sqlite3\nmod_storage_backend = sqlite3\nenable_damage = false\n";
+    tree.check(&p("world.mt"), same.as_bytes()).unwrap();
+    tree.write(&p("world.mt"), same.as_bytes()).unwrap();
+    assert_eq!(fs::read_to_string(world.join("world.mt")).unwrap(), same);
+    // An editor's save (vim: the old file moved aside, a new one written, the old removed).
+    tree.rename(&p("world.mt"), &p("world.mt~")).unwrap();
+    let e = tree.write(&p("world.mt"), b"gameid = x\n").unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    assert!(e.to_string().contains("player_backend"), "{e}");
+    let e = tree.symlink(&p("world.mt"), b"world.mt~").unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    tree.write(&p("world.mt"), WORLD_MT.as_bytes()).unwrap();
+    tree.remove(&p("world.mt~")).unwrap();
+    assert_eq!(files_in(world), ["world.mt"]);
+    // Files of other names are no one's business.
+    tree.write(&p("notes.txt"), b"backend = postgresql\n")
+        .unwrap();
+    tree.rename(&p("notes.txt"), &p("world.mt.bak")).unwrap();
+    tree.remove(&p("world.mt.bak")).unwrap();
+}
+
+/// A world without `world.mt` is stored as the engine reads one without it (sqlite3 map,
+/// `files` for the rest): a `world.mt` naming sqlite3 players would strand what the mount
+/// wrote, so it is refused too, and the message says how to restore.
+#[test]
+fn a_world_mt_written_into_a_world_without_one_must_name_its_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("env_meta.txt"), "game_time = 1\nEnvArgsEnd\n").unwrap();
+    let tree = open(world, false);
+    let e = tree.write(&p("world.mt"), WORLD_MT.as_bytes()).unwrap_err();
+    assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    assert!(e.to_string().contains("copy that world.mt"), "{e}");
+    assert!(!world.join("world.mt").exists());
+    tree.write(&p("world.mt"), b"gameid = minetest\nbackend = sqlite3\n")
+        .unwrap();
 }

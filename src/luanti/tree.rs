@@ -27,6 +27,7 @@ use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::index::Index;
 use crate::luanti::store::map::MapStore;
+use crate::luanti::store::world_mt::WorldMt;
 use crate::luanti::store::write_back::Window;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
@@ -65,6 +66,11 @@ fn hidden_world_file(name: &str) -> bool {
         || accounts::hidden_world_file(name)
 }
 
+/// Whether `path` is the world folder's `world.mt`.
+fn is_world_mt(path: &TreePath) -> bool {
+    matches!(path, [name] if name == "world.mt")
+}
+
 /// Where a path points.
 enum Place {
     Root,
@@ -100,6 +106,8 @@ pub struct LuantiTree {
     index: Arc<Index>,
     files: Option<FolderFiles>,
     accounts: Option<Accounts>,
+    /// `world.mt` as it was when the world was opened: where the stores are written.
+    world_mt: Option<WorldMt>,
     read_only: bool,
     /// Meta folders that exist only because the user made them (empty metadata is not stored).
     empty_meta: Mutex<BTreeSet<(BlockPos, u16)>>,
@@ -138,6 +146,7 @@ impl LuantiTree {
                 Some(w) => Some(Accounts::open(w, options.read_only)?),
                 None => None,
             },
+            world_mt: world.as_deref().map(WorldMt::read).transpose()?,
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
             pages: Mutex::new(Vec::new()),
@@ -204,6 +213,32 @@ impl LuantiTree {
         self.accounts
             .as_ref()
             .ok_or_else(|| Error::not_found("a bare map.sqlite has no players"))
+    }
+
+    /// Refuses a `world.mt` (`new`: its text, `None` for a link) that would move the world's
+    /// data elsewhere: this mount keeps writing to the stores `world.mt` named when it
+    /// opened the world, so a `world.mt` that names others (a backup of another backend's
+    /// world restored over it) would leave what the mount wrote out of the game's reach.
+    /// Only what lands at `world.mt` is checked: an editor moves the old one aside or
+    /// removes it before it writes the new one.
+    fn check_world_mt(&self, path: &TreePath, new: Option<&[u8]>) -> Result<()> {
+        let Some(opened) = self.world_mt.as_ref().filter(|_| is_world_mt(path)) else {
+            return Ok(());
+        };
+        let new = match new {
+            Some(text) => WorldMt::parse(text).map_err(|e| e.context("world.mt"))?,
+            None => WorldMt::default(),
+        };
+        match opened.store_change(&new) {
+            None => Ok(()),
+            Some(change) => Err(Error::invalid(format!(
+                "not changed, because {change}: this mount writes to the stores \
+                 world.mt named when it was mounted. To restore a backup into the stores its \
+                 world.mt names, unmount, copy that world.mt into the world folder, mount \
+                 and restore again; to restore into this mount's stores, leave world.mt out \
+                 (rsync --exclude /world.mt)"
+            ))),
+        }
     }
 
     fn world_files(&self) -> Result<&FolderFiles> {
@@ -328,7 +363,10 @@ impl Tree for LuantiTree {
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile => self.world_files()?.write(path, data),
+            Place::WorldFile => {
+                self.check_world_mt(path, Some(data))?;
+                self.world_files()?.write(path, data)
+            }
             Place::Accounts => self.accounts()?.write(path, data),
             Place::View(pos, view) => self.write_view(pos, view, data),
             Place::Inventory(pos, rel) => {
@@ -367,7 +405,7 @@ impl Tree for LuantiTree {
 
     fn check(&self, path: &TreePath, data: &[u8]) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile => Ok(()),
+            Place::WorldFile => self.check_world_mt(path, Some(data)),
             Place::Accounts => self.accounts()?.check(path, data),
             Place::View(pos, view) => {
                 (view.parse)(data, pos, &mut self.blocks.get(pos)?.block.clone())
@@ -524,7 +562,13 @@ impl Tree for LuantiTree {
         match (self.place(from)?, self.place(to)?) {
             (Place::Block(a), Place::Block(b)) => self.blocks.rename(a, b),
             (Place::Accounts, Place::Accounts) => self.accounts()?.rename(from, to),
-            (Place::WorldFile, Place::WorldFile) => self.world_files()?.rename(from, to),
+            (Place::WorldFile, Place::WorldFile) => {
+                let files = self.world_files()?;
+                if self.world_mt.is_some() && is_world_mt(to) {
+                    self.check_world_mt(to, Some(&files.read(from)?))?;
+                }
+                files.rename(from, to)
+            }
             (Place::Var(pa, ra, fa, ka), Place::Var(pb, rb, fb, kb)) if pa == pb && ra == rb => {
                 self.modify(pa, |b| {
                     let m = meta_entry(b, ra);
@@ -655,7 +699,10 @@ impl Tree for LuantiTree {
 
     fn symlink(&self, path: &TreePath, target: &[u8]) -> Result<()> {
         match self.place(path)? {
-            Place::WorldFile => self.world_files()?.symlink(path, target),
+            Place::WorldFile => {
+                self.check_world_mt(path, None)?;
+                self.world_files()?.symlink(path, target)
+            }
             _ => Err(no_link_here(path)),
         }
     }

@@ -92,6 +92,51 @@ impl WorldMt {
     }
 }
 
+/// The settings that say where the world's data is stored, besides the backends: a mount
+/// writes where they pointed when it opened the world.
+const STORE_SETTINGS: [&str; 9] = [
+    "readonly_backend",
+    "pgsql_connection",
+    "pgsql_player_connection",
+    "pgsql_auth_connection",
+    "pgsql_mod_storage_connection",
+    "redis_address",
+    "redis_port",
+    "redis_hash",
+    "redis_password",
+];
+
+impl WorldMt {
+    /// How `new` moves the world's data elsewhere than `self` says it is (another backend
+    /// or another database of one), or `None` when both name the same stores. Names the
+    /// setting and the backends, never a connection string's value (it may hold a
+    /// password).
+    pub fn store_change(&self, new: &WorldMt) -> Option<String> {
+        for (key, what) in [
+            ("backend", "the map"),
+            ("player_backend", "players"),
+            ("auth_backend", "auth data"),
+            ("mod_storage_backend", "mod storage"),
+        ] {
+            let (old, new) = match key {
+                "backend" => (self.map_backend(), new.map_backend()),
+                _ => (self.backend(key), new.backend(key)),
+            };
+            if old != new {
+                return Some(format!(
+                    "{what}: stored in {}, and this names {} ({key})",
+                    old.name(),
+                    new.name()
+                ));
+            }
+        }
+        STORE_SETTINGS
+            .iter()
+            .find(|key| self.get(key) != new.get(key))
+            .map(|key| format!("it changes {key}"))
+    }
+}
+
 impl Backend {
     /// The backend of a name as `world.mt` spells it.
     pub fn named(name: &str) -> Backend {
