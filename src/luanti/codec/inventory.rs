@@ -13,9 +13,15 @@
 //! quotes bytes ≥ 0x80 are written raw (UTF-8 stays readable); `"`, `\`, `\b \f \n \r \t`
 //! are escaped and other control bytes become `\u00xx`. Decoding `\uXXXX` keeps only the low
 //! byte of the number, exactly like the engine (so `\u00e9` is the single byte 0xE9, not
-//! "é"); other escaped characters stand for themselves. Legacy pre-2012 itemstrings
-//! (`NodeItem`, `CraftItem`, `ToolItem`, `MaterialItem`…) are not converted: they fail to
-//! parse instead of being misread.
+//! "é"); other escaped characters stand for themselves.
+//!
+//! Itemstrings of before 2012 are read as the engine still reads them (see
+//! [`read_legacy`]): `NodeItem "NAME" COUNT`, `CraftItem NAME COUNT` and `ToolItem "NAME"
+//! WEAR` stand for the item they name, so a block or a player that still holds one (an old
+//! world the engine loads) decodes, shows today's form and is written in it when changed,
+//! as the engine writes it. `MaterialItem` and `MaterialItem2` (node numbers of the 2011
+//! node table) are refused with their name, and so is `MBOItem`, which the engine refuses
+//! too.
 
 use crate::error::{excerpt, Error, Result};
 use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
@@ -318,6 +324,12 @@ type ItemError = (usize, String);
 
 fn read_itemstring(s: &[u8]) -> std::result::Result<ItemStack, ItemError> {
     let (name, mut pos) = read_word_or_json(s, 0)?;
+    if let Some(kind) = Legacy::of(&name) {
+        if pos < s.len() && s.get(pos) != Some(&b' ') {
+            return Err((pos, "unexpected text after item name".to_string()));
+        }
+        return read_legacy(kind, s, pos + 1).map(normalize);
+    }
     let mut item = ItemStack {
         name,
         count: 1,
@@ -371,6 +383,93 @@ fn read_itemstring(s: &[u8]) -> std::result::Result<ItemStack, ItemError> {
         item.metadata = metadata;
     }
     Ok(normalize(item))
+}
+
+/// The itemstring forms of before 2012, by the word they start with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Legacy {
+    /// `node`, `NodeItem`, `MaterialItem3`, `craft`, `CraftItem`: a name and a count.
+    Counted,
+    /// `tool`, `ToolItem`: a name and a wear.
+    Tool,
+    /// `MaterialItem`, `MaterialItem2`, `MBOItem`: not read.
+    Numbered,
+}
+
+impl Legacy {
+    fn of(word: &[u8]) -> Option<Legacy> {
+        match word {
+            b"node" | b"NodeItem" | b"MaterialItem3" | b"craft" | b"CraftItem" => {
+                Some(Legacy::Counted)
+            }
+            b"tool" | b"ToolItem" => Some(Legacy::Tool),
+            b"MaterialItem" | b"MaterialItem2" | b"MBOItem" => Some(Legacy::Numbered),
+            _ => None,
+        }
+    }
+}
+
+/// The rest of a pre-2012 itemstring, from `start` (after the word and its space), as the
+/// engine's `ItemStack::deSerialize` reads it ("Obsoleted on 2012-01-07"): the name is the
+/// text between the first two `"` (taken as it is, no escapes) or else the first word;
+/// after it and its spaces comes the count (0 reads as 1) or, for a tool, the wear (the
+/// count is 1). Where the engine's `stoi` would read a leading number and ignore the rest,
+/// or throw, the rest must be exactly one number up to 65535.
+fn read_legacy(kind: Legacy, s: &[u8], start: usize) -> std::result::Result<ItemStack, ItemError> {
+    if kind == Legacy::Numbered {
+        return Err((
+            0,
+            "MaterialItem, MaterialItem2 and MBOItem itemstrings (of 2011, node numbers \
+             instead of names) are not read: give the item as NAME COUNT"
+                .to_string(),
+        ));
+    }
+    let rest = s.get(start..).unwrap_or_default();
+    let (name, after) = match rest.iter().position(|&b| b == b'"') {
+        Some(open) => {
+            let inside = &rest[open + 1..];
+            let close = inside.iter().position(|&b| b == b'"');
+            let name = &inside[..close.unwrap_or(inside.len())];
+            (name, close.map_or(rest.len(), |c| open + 1 + c + 1))
+        }
+        None => {
+            let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+            (&rest[..end], end)
+        }
+    };
+    let number_at = start
+        + after
+        + rest
+            .get(after..)
+            .unwrap_or_default()
+            .iter()
+            .take_while(|&&b| b == b' ')
+            .count();
+    let number = s.get(number_at..).unwrap_or_default();
+    let trimmed = number.trim_ascii_end();
+    let what = if kind == Legacy::Tool {
+        "wear"
+    } else {
+        "count"
+    };
+    let value = parse_decimal(trimmed, u64::from(u16::MAX))
+        .and_then(|v| u16::try_from(v).ok())
+        .ok_or_else(|| {
+            (
+                number_at,
+                format!("a legacy itemstring's {what} must be a number from 0 to 65535"),
+            )
+        })?;
+    let (count, wear) = match kind {
+        Legacy::Tool => (1, value),
+        _ => (value.max(1), 0),
+    };
+    Ok(ItemStack {
+        name: name.to_vec(),
+        count,
+        wear,
+        metadata: Vec::new(),
+    })
 }
 
 /// The engine clears stacks without a name or with count 0.
@@ -589,6 +688,65 @@ mod tests {
         );
         assert_eq!(parse_itemstring(b"\"\" 5").unwrap(), ItemStack::default());
         assert_eq!(parse_itemstring(b"default:dirt ").unwrap().count, 1);
+    }
+
+    /// The forms of before 2012 read as the engine reads them, and are written in today's.
+    #[test]
+    fn legacy_itemstrings_read_as_the_item_they_stand_for() {
+        for (old, new) in [
+            (&b"NodeItem \"default:dirt\" 5"[..], &b"default:dirt 5"[..]),
+            (b"node \"default:wood\" 0", b"default:wood"),
+            (b"MaterialItem3 \"default:stone\" 99", b"default:stone 99"),
+            (b"CraftItem default:stick 10", b"default:stick 10"),
+            (b"craft \"default:coal_lump\"   3 ", b"default:coal_lump 3"),
+            (
+                b"ToolItem \"default:pick_steel\" 1234",
+                b"default:pick_steel 1 1234",
+            ),
+            (b"tool default:axe_wood 0", b"default:axe_wood"),
+            (b"CraftItem \"with space\" 2", b"\"with space\" 2"),
+            (b"NodeItem \"\" 5", b""),
+        ] {
+            let item = parse_itemstring(old)
+                .unwrap_or_else(|e| panic!("{}: {e}", String::from_utf8_lossy(old)));
+            assert_eq!(
+                serialize_itemstring(&item),
+                new,
+                "{}",
+                String::from_utf8_lossy(old)
+            );
+        }
+        let inv = parse_inventory(
+            b"List main 2\nWidth 0\nItem NodeItem \"default:dirt\" 5\nEmpty\nEndInventoryList\nEndInventory\n",
+        )
+        .unwrap();
+        assert_eq!(inv.lists[0].slots[0].name, b"default:dirt");
+        assert_eq!(inv.lists[0].slots[0].count, 5);
+        for (bad, why) in [
+            (&b"MaterialItem 2 5"[..], "MaterialItem"),
+            (b"MaterialItem2 800 5", "MaterialItem"),
+            (b"MBOItem x", "MBOItem"),
+            (b"NodeItem \"default:dirt\"", "count"),
+            (b"NodeItem \"default:dirt\" 5x", "count"),
+            (b"ToolItem \"default:pick\" 70000", "wear"),
+            (b"CraftItemX 5", "count"),
+        ] {
+            let e = parse_itemstring(bad).map(|i| serialize_itemstring(&i));
+            if bad == b"CraftItemX 5" {
+                assert_eq!(
+                    e.unwrap(),
+                    b"CraftItemX 5",
+                    "only the exact words are legacy"
+                );
+                continue;
+            }
+            let e = e.unwrap_err();
+            assert!(
+                e.message().contains(why),
+                "{}: {e}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]
