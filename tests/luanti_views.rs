@@ -492,6 +492,25 @@ fn timer_timeout_out_of_range_is_refused() {
     );
 }
 
+/// The engine drops a timer whose timeout is not positive when it loads the block: such a
+/// line is refused at its place (it was refused at the commit, without a line).
+#[test]
+fn timer_timeout_not_positive_is_refused_at_its_place() {
+    for (timeout, shown) in [("0", "0"), ("-1.5", "-1.5"), ("0.0004", "0.0004")] {
+        let e = error_of("timers.txt", &format!("0,0,0 1 0\n2,3,4 {timeout} 0\n"));
+        let want = format!("line 2, column 7: timeout {shown} is out of range (0.001 to");
+        if timeout == "0.0004" {
+            assert!(e.starts_with("line 2, column 7: timeout: "), "{e}");
+        } else {
+            assert!(e.starts_with(&want), "{e}");
+        }
+    }
+    // A negative elapsed time the engine keeps.
+    let (mut block, _) = hand_made();
+    views::parse_timers(b"1,0,0 1 -2\n", &mut block).unwrap();
+    assert_eq!(block.timers[0].elapsed, -2000);
+}
+
 #[test]
 fn object_unknown_section_is_refused() {
     let objects = view_text("objects.txt");

@@ -43,8 +43,9 @@ pub fn parse_timers(text: &[u8], block: &mut MapBlock) -> Result<()> {
         }
         let mut c = line.cursor();
         let pos = rel_pos(&mut c)?;
-        let timeout = millis(&mut c, "timeout")?;
-        let elapsed = millis(&mut c, "elapsed")?;
+        // The engine drops a timer whose timeout is not positive as it loads the block.
+        let timeout = millis(&mut c, "timeout", 1)?;
+        let elapsed = millis(&mut c, "elapsed", i64::from(i32::MIN))?;
         c.end()?;
         timers.push((
             NodeTimer {
@@ -85,9 +86,9 @@ fn rel_pos(c: &mut Cursor<'_>) -> Result<RelPos> {
     Ok(RelPos { x, y, z })
 }
 
-fn millis(c: &mut Cursor<'_>, what: &str) -> Result<i32> {
+fn millis(c: &mut Cursor<'_>, what: &str, min: i64) -> Result<i32> {
     if c.at_end() {
         return Err(c.error(format!("expected the {what} in seconds")));
     }
-    Ok(c.fixed(what, 3, i64::from(i32::MIN), i64::from(i32::MAX))? as i32)
+    Ok(c.fixed(what, 3, min, i64::from(i32::MAX))? as i32)
 }
