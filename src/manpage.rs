@@ -51,9 +51,11 @@ used: sqlite3, files, postgresql with the libpq strings pgsql_connection,
 pgsql_player_connection, pgsql_auth_connection, pgsql_mod_storage_connection, leveldb
 (map.db, players.db, auth.db) or redis for the map (redis_address, redis_port, redis_hash,
 redis_password); the tree is the same. A world.mt written through the mount must name the
-stores it writes to (the same backends and connection settings as when it was mounted):
-one naming others is refused (EINVAL) and world.mt stays as it was; restore a backup of
-another backend's or database's world with rsync \-a \-\-exclude /world.mt. The tables, keys and records are the engine's, each
+stores it writes to (the same backends, and the connection settings of those in use, as
+when it was mounted): one naming others, or a link, is refused (EPERM) and world.mt stays
+as it was; restore a backup of another backend's or database's world with
+rsync \-a \-\-exclude /world.mt. A world folder without world.mt is read as sqlite3 for
+every store, as the engine makes it. The tables, keys and records are the engine's, each
 commit one transaction (a LevelDB write batch, a Redis MULTI/EXEC). A world whose server
 runs on LevelDB fails the mount naming map.db/LOCK (LevelDB allows one process). A
 PostgreSQL or Redis server that is down fails the mount; one that goes away fails the calls

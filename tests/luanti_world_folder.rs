@@ -542,8 +542,9 @@ fn sub_folders_hide_nothing_open_no_fifo_and_stay_inside() {
 }
 
 /// A `world.mt` that names other stores (a backup of another backend's world restored over
-/// this one) is refused however it comes: written, renamed over, removed or linked. What
-/// the mount writes would be out of the game's reach after it. Other settings change freely.
+/// this one) is refused however it comes: written or renamed over. What the mount writes
+/// would be out of the game's reach after it. A link is refused whatever it names. Other
+/// settings change freely, those of backends not in use included.
 #[test]
 fn a_world_mt_naming_other_stores_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -558,11 +559,7 @@ fn a_world_mt_naming_other_stores_is_refused_and_changes_nothing() {
         ("player_backend = files\n", "player_backend"),
         ("auth_backend = leveldb\n", "auth_backend"),
         ("mod_storage_backend = files\n", "mod_storage_backend"),
-        ("redis_hash = other\n", "redis_hash"),
-        (
-            "pgsql_player_connection = host=db password=hunter2\n",
-            "pgsql_player_connection",
-        ),
+        ("readonly_backend = sqlite3\n", "readonly_backend"),
     ];
     for (extra, key) in others {
         let text = format!("{WORLD_MT}{extra}");
@@ -570,35 +567,45 @@ fn a_world_mt_naming_other_stores_is_refused_and_changes_nothing() {
             tree.check(&p("world.mt"), text.as_bytes()).unwrap_err(),
             tree.write(&p("world.mt"), text.as_bytes()).unwrap_err(),
         ] {
-            assert_eq!(e.errno(), libc::EINVAL, "{e}");
+            assert_eq!(e.errno(), libc::EPERM, "{e}");
             let message = e.to_string();
             assert!(message.contains(key), "{key}: {message}");
             assert!(message.contains("--exclude /world.mt"), "{message}");
+            assert!(message.contains("until you rm it"), "{message}");
             assert!(!message.contains("hunter2"), "{message}");
         }
         fs::write(world.join("world.mt.new"), &text).unwrap();
         let e = tree.rename(&p("world.mt.new"), &p("world.mt")).unwrap_err();
-        assert_eq!(e.errno(), libc::EINVAL, "{e}");
+        assert_eq!(e.errno(), libc::EPERM, "{e}");
         fs::remove_file(world.join("world.mt.new")).unwrap();
         assert_eq!(
             fs::read_to_string(world.join("world.mt")).unwrap(),
             WORLD_MT
         );
     }
+    // A line setting a store that the parser would skip (not UTF-8) is refused at its line.
+    let mut bytes = WORLD_MT.as_bytes().to_vec();
+    bytes.extend_from_slice(b"backend = postgres\xffql\n");
+    let e = tree.write(&p("world.mt"), &bytes).unwrap_err();
+    assert!(e.to_string().starts_with("line 6, column 1:"), "{e}");
 
-    // The same stores spelled otherwise, and other settings, are written.
+    // The same stores spelled otherwise, other settings, and settings of backends not in
+    // use (the first step of a migration) are written.
     let same = "backend = sqlite3\ngameid = devtest\nplayer_backend = sqlite3\n\
-                auth_backend = sqlite3\nmod_storage_backend = sqlite3\nenable_damage = false\n";
+                auth_backend = sqlite3\nmod_storage_backend = sqlite3\nenable_damage = false\n\
+                pgsql_connection = host=db password=hunter2 dbname=w\nredis_port = 6379\n";
     tree.check(&p("world.mt"), same.as_bytes()).unwrap();
     tree.write(&p("world.mt"), same.as_bytes()).unwrap();
     assert_eq!(fs::read_to_string(world.join("world.mt")).unwrap(), same);
     // An editor's save (vim: the old file moved aside, a new one written, the old removed).
     tree.rename(&p("world.mt"), &p("world.mt~")).unwrap();
     let e = tree.write(&p("world.mt"), b"gameid = x\n").unwrap_err();
-    assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    assert_eq!(e.errno(), libc::EPERM, "{e}");
     assert!(e.to_string().contains("player_backend"), "{e}");
-    let e = tree.symlink(&p("world.mt"), b"world.mt~").unwrap_err();
-    assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    for target in [&b"world.mt~"[..], b"/elsewhere/world.mt"] {
+        let e = tree.symlink(&p("world.mt"), target).unwrap_err();
+        assert_eq!(e.errno(), libc::EPERM, "{e}");
+    }
     tree.write(&p("world.mt"), WORLD_MT.as_bytes()).unwrap();
     tree.remove(&p("world.mt~")).unwrap();
     assert_eq!(files_in(world), ["world.mt"]);
@@ -609,19 +616,40 @@ fn a_world_mt_naming_other_stores_is_refused_and_changes_nothing() {
     tree.remove(&p("world.mt.bak")).unwrap();
 }
 
-/// A world without `world.mt` is stored as the engine reads one without it (sqlite3 map,
-/// `files` for the rest): a `world.mt` naming sqlite3 players would strand what the mount
-/// wrote, so it is refused too, and the message says how to restore.
+/// In a world using PostgreSQL, the connection of each store in use is compared too.
+#[test]
+fn a_world_mt_naming_another_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    let mt = "gameid = minetest\nbackend = sqlite3\nplayer_backend = postgresql\n\
+              pgsql_player_connection = host=db user=u password=hunter2 dbname=one\n\
+              auth_backend = sqlite3\nmod_storage_backend = sqlite3\n";
+    fs::write(world.join("world.mt"), mt).unwrap();
+    // The player store is opened at its first use, which this test never makes.
+    let tree = open(world, false);
+    let other = mt.replace("dbname=one", "dbname=two");
+    let e = tree.write(&p("world.mt"), other.as_bytes()).unwrap_err();
+    assert_eq!(e.errno(), libc::EPERM, "{e}");
+    assert!(e.to_string().contains("pgsql_player_connection"), "{e}");
+    assert!(!e.to_string().contains("hunter2"), "{e}");
+    let unused = format!("{mt}pgsql_auth_connection = host=elsewhere\n");
+    tree.write(&p("world.mt"), unused.as_bytes()).unwrap();
+}
+
+/// A world folder without `world.mt` is stored as the engine stores it: the engine makes a
+/// `world.mt` naming sqlite3 for every store when it starts on the folder. A `world.mt`
+/// naming those is taken; one naming `files` players would strand what the mount wrote.
 #[test]
 fn a_world_mt_written_into_a_world_without_one_must_name_its_stores() {
     let dir = tempfile::tempdir().unwrap();
     let world = dir.path();
     fs::write(world.join("env_meta.txt"), "game_time = 1\nEnvArgsEnd\n").unwrap();
     let tree = open(world, false);
-    let e = tree.write(&p("world.mt"), WORLD_MT.as_bytes()).unwrap_err();
-    assert_eq!(e.errno(), libc::EINVAL, "{e}");
+    let e = tree
+        .write(&p("world.mt"), b"gameid = minetest\nbackend = sqlite3\n")
+        .unwrap_err();
+    assert_eq!(e.errno(), libc::EPERM, "{e}");
     assert!(e.to_string().contains("copy that world.mt"), "{e}");
     assert!(!world.join("world.mt").exists());
-    tree.write(&p("world.mt"), b"gameid = minetest\nbackend = sqlite3\n")
-        .unwrap();
+    tree.write(&p("world.mt"), WORLD_MT.as_bytes()).unwrap();
 }

@@ -27,7 +27,7 @@ use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::index::Index;
 use crate::luanti::store::map::MapStore;
-use crate::luanti::store::world_mt::WorldMt;
+use crate::luanti::store::world_mt::{self, WorldMt};
 use crate::luanti::store::write_back::Window;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
@@ -64,6 +64,18 @@ fn hidden_world_file(name: &str) -> bool {
         || name == accounts::PLAYERS
         || name == accounts::MOD_STORAGE
         || accounts::hidden_world_file(name)
+}
+
+/// The number of the first line of `text` that sets a store (see
+/// [`world_mt::is_store_setting`]) and is not UTF-8 text.
+fn non_utf8_store_line(text: &[u8]) -> Option<usize> {
+    text.split(|&b| b == b'\n')
+        .enumerate()
+        .find_map(|(i, line)| {
+            let key = line.split(|&b| b == b'=').next()?;
+            let key = std::str::from_utf8(key).ok()?.trim();
+            (world_mt::is_store_setting(key) && std::str::from_utf8(line).is_err()).then_some(i + 1)
+        })
 }
 
 /// Whether `path` is the world folder's `world.mt`.
@@ -218,25 +230,37 @@ impl LuantiTree {
     /// Refuses a `world.mt` (`new`: its text, `None` for a link) that would move the world's
     /// data elsewhere: this mount keeps writing to the stores `world.mt` named when it
     /// opened the world, so a `world.mt` that names others (a backup of another backend's
-    /// world restored over it) would leave what the mount wrote out of the game's reach.
-    /// Only what lands at `world.mt` is checked: an editor moves the old one aside or
-    /// removes it before it writes the new one.
+    /// world restored over it) would leave what the mount wrote out of the game's reach. A
+    /// link is refused whatever it points to (worldfs never reads `world.mt` through one),
+    /// and so is a line setting a store that is not UTF-8 text (the parser would skip it,
+    /// the engine would read it). Only what lands at `world.mt` is checked: an editor moves
+    /// the old one aside or removes it before it writes the new one.
     fn check_world_mt(&self, path: &TreePath, new: Option<&[u8]>) -> Result<()> {
         let Some(opened) = self.world_mt.as_ref().filter(|_| is_world_mt(path)) else {
             return Ok(());
         };
-        let new = match new {
-            Some(text) => WorldMt::parse(text).map_err(|e| e.context("world.mt"))?,
-            None => WorldMt::default(),
+        let Some(text) = new else {
+            return Err(Error::not_permitted(
+                "world.mt must be a file: the engine would follow a link, worldfs refuses to",
+            ));
         };
+        if let Some(n) = non_utf8_store_line(text) {
+            return Err(Error::at(
+                n,
+                1,
+                "a line setting a store is not UTF-8 text".to_string(),
+            ));
+        }
+        let new = WorldMt::parse(text)?;
         match opened.store_change(&new) {
             None => Ok(()),
-            Some(change) => Err(Error::invalid(format!(
-                "not changed, because {change}: this mount writes to the stores \
-                 world.mt named when it was mounted. To restore a backup into the stores its \
-                 world.mt names, unmount, copy that world.mt into the world folder, mount \
-                 and restore again; to restore into this mount's stores, leave world.mt out \
-                 (rsync --exclude /world.mt)"
+            Some(change) => Err(Error::not_permitted(format!(
+                "not changed, because {change}: this mount writes to the stores world.mt \
+                 named when it was mounted. To change them, unmount first; to restore a \
+                 backup into the stores its world.mt names, unmount, copy that world.mt into \
+                 the world folder, mount and restore again; to restore it into this mount's \
+                 stores, leave world.mt out (rsync --exclude /world.mt). The refused text \
+                 stays at world.mt in the mount until you rm it"
             ))),
         }
     }

@@ -3,7 +3,9 @@
 //! The engine reads `world.mt` with the Settings syntax and no terminator. A world without
 //! `player_backend` or `auth_backend` is treated as `files` (and the engine rewrites the
 //! file; worldfs never does); a missing `mod_storage_backend` is `files` too, a missing map
-//! `backend` is `sqlite3`.
+//! `backend` is `sqlite3`. A world folder without any `world.mt` gets one naming `sqlite3`
+//! for all four when the engine starts on it (`loadGameConfAndInitWorld` in
+//! `src/content/subgames.cpp`), so worldfs reads such a folder that way.
 
 use std::io::Read;
 use std::path::Path;
@@ -16,6 +18,8 @@ use crate::vfs::replace::open_no_follow;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorldMt {
     entries: Vec<(String, String)>,
+    /// There was no `world.mt`: every backend is `sqlite3`, as in the one the engine makes.
+    missing: bool,
 }
 
 /// A storage backend named in `world.mt`.
@@ -42,7 +46,10 @@ impl WorldMt {
                 Value::Group(_) => None,
             })
             .collect();
-        Ok(WorldMt { entries })
+        Ok(WorldMt {
+            entries,
+            missing: false,
+        })
     }
 
     /// Reads `WORLD/world.mt`; a world without one has no settings. A `world.mt` that is a
@@ -51,7 +58,12 @@ impl WorldMt {
         let path = world.join("world.mt");
         let mut file = match open_no_follow(&path, false) {
             Ok(file) => file,
-            Err(e) if e.errno() == libc::ENOENT => return Ok(WorldMt::default()),
+            Err(e) if e.errno() == libc::ENOENT => {
+                return Ok(WorldMt {
+                    entries: Vec::new(),
+                    missing: true,
+                })
+            }
             Err(e) => return Err(e),
         };
         let mut bytes = Vec::new();
@@ -75,9 +87,11 @@ impl WorldMt {
     }
 
     /// The backend named by `key` (`player_backend`, `auth_backend`,
-    /// `mod_storage_backend`); `files` when unset, as the engine treats it.
+    /// `mod_storage_backend`); `files` when unset, as the engine treats it (`sqlite3` when
+    /// there is no `world.mt` at all).
     pub fn backend(&self, key: &str) -> Backend {
         match self.get(key) {
+            None if self.missing => Backend::Sqlite3,
             None => Backend::Files,
             Some(name) => Backend::named(name),
         }
@@ -92,36 +106,53 @@ impl WorldMt {
     }
 }
 
-/// The settings that say where the world's data is stored, besides the backends: a mount
-/// writes where they pointed when it opened the world.
-const STORE_SETTINGS: [&str; 9] = [
-    "readonly_backend",
-    "pgsql_connection",
-    "pgsql_player_connection",
-    "pgsql_auth_connection",
-    "pgsql_mod_storage_connection",
+/// The backend settings, what each stores, and the setting naming its PostgreSQL database.
+const BACKENDS: [(&str, &str, &str); 4] = [
+    ("backend", "the map", "pgsql_connection"),
+    ("player_backend", "players", "pgsql_player_connection"),
+    ("auth_backend", "auth data", "pgsql_auth_connection"),
+    (
+        "mod_storage_backend",
+        "mod storage",
+        "pgsql_mod_storage_connection",
+    ),
+];
+
+/// The settings naming the Redis hash that holds the map.
+const REDIS_SETTINGS: [&str; 4] = [
     "redis_address",
     "redis_port",
     "redis_hash",
     "redis_password",
 ];
 
+/// Whether [`WorldMt::store_change`] may compare `key`.
+pub fn is_store_setting(key: &str) -> bool {
+    key == "readonly_backend"
+        || REDIS_SETTINGS.contains(&key)
+        || BACKENDS
+            .iter()
+            .any(|(backend, _, pgsql)| key == *backend || key == *pgsql)
+}
+
 impl WorldMt {
-    /// How `new` moves the world's data elsewhere than `self` says it is (another backend
-    /// or another database of one), or `None` when both name the same stores. Names the
-    /// setting and the backends, never a connection string's value (it may hold a
-    /// password).
+    /// The backend `key` names, read as the engine reads it.
+    fn backend_of(&self, key: &str) -> Backend {
+        match key {
+            "backend" => self.map_backend(),
+            _ => self.backend(key),
+        }
+    }
+
+    /// How `new` moves the world's data elsewhere than `self` says it is (another backend,
+    /// or another database of a backend in use), or `None` when both name the same stores.
+    /// Settings of backends not in use (a `pgsql_connection` added before a migration) are
+    /// not compared. Names the setting and the backends, never a connection string's value
+    /// (it may hold a password).
     pub fn store_change(&self, new: &WorldMt) -> Option<String> {
-        for (key, what) in [
-            ("backend", "the map"),
-            ("player_backend", "players"),
-            ("auth_backend", "auth data"),
-            ("mod_storage_backend", "mod storage"),
-        ] {
-            let (old, new) = match key {
-                "backend" => (self.map_backend(), new.map_backend()),
-                _ => (self.backend(key), new.backend(key)),
-            };
+        let mut in_use = vec!["readonly_backend"];
+        for (key, what, pgsql) in BACKENDS {
+            let (old, new) = (self.backend_of(key), new.backend_of(key));
             if old != new {
                 return Some(format!(
                     "{what}: stored in {}, and this names {} ({key})",
@@ -129,9 +160,14 @@ impl WorldMt {
                     new.name()
                 ));
             }
+            match old {
+                Backend::Postgresql => in_use.push(pgsql),
+                Backend::Redis => in_use.extend(REDIS_SETTINGS),
+                _ => {}
+            }
         }
-        STORE_SETTINGS
-            .iter()
+        in_use
+            .into_iter()
             .find(|key| self.get(key) != new.get(key))
             .map(|key| format!("it changes {key}"))
     }

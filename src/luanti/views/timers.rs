@@ -8,7 +8,8 @@
 //! Times are stored in milliseconds, so three decimals are exact; reading accepts fewer
 //! decimals (`10` or `2.5`), spaces around the commas, blank lines and `#` comments, lines in
 //! any order (they are sorted by node index, as the codec keeps them), and rejects a position given twice, a coordinate
-//! outside 0–15 and a time outside ±2,147,483.647 s or with more than three decimals.
+//! outside 0–15, a time outside ±2,147,483.647 s or with more than three decimals, and a
+//! timeout that is not positive (the engine drops such a timer as it loads the block).
 
 use crate::error::Result;
 use crate::luanti::codec::block::{MapBlock, NodeTimer, RelPos};
