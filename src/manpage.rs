@@ -54,8 +54,9 @@ redis_password); the tree is the same. A world.mt written through the mount must
 stores it writes to (the same backends, and the connection settings of those in use, as
 when it was mounted): one naming others, or a link, is refused (EPERM) and world.mt stays
 as it was; restore a backup of another backend's or database's world with
-rsync \-a \-\-exclude /world.mt. A world folder without world.mt is read as sqlite3 for
-every store, as the engine makes it. The tables, keys and records are the engine's, each
+rsync \-a \-\-exclude /world.mt. A world folder without world.mt has each store read where
+its data is (players.sqlite or players/, auth.sqlite or auth.txt, mod_storage.sqlite or
+mod_storage/), sqlite3 where there is none. The tables, keys and records are the engine's, each
 commit one transaction (a LevelDB write batch, a Redis MULTI/EXEC). A world whose server
 runs on LevelDB fails the mount naming map.db/LOCK (LevelDB allows one process). A
 PostgreSQL or Redis server that is down fails the mount; one that goes away fails the calls

@@ -583,11 +583,35 @@ fn a_world_mt_naming_other_stores_is_refused_and_changes_nothing() {
             WORLD_MT
         );
     }
-    // A line setting a store that the parser would skip (not UTF-8) is refused at its line.
+    // Text the parser would read otherwise than the engine: a line that is not UTF-8 (here
+    // it opens a multi-line value hiding the next line from the engine), a key ending in a
+    // vertical tab (the engine's trim takes it, as any C isspace), a store given as a group.
     let mut bytes = WORLD_MT.as_bytes().to_vec();
-    bytes.extend_from_slice(b"backend = postgres\xffql\n");
+    bytes.extend_from_slice(
+        b"player_backend = files\nx\xff = \"\"\"\nplayer_backend = sqlite3\n\"\"\"\n",
+    );
     let e = tree.write(&p("world.mt"), &bytes).unwrap_err();
-    assert!(e.to_string().starts_with("line 6, column 1:"), "{e}");
+    assert!(e.to_string().starts_with("line 7, column 1:"), "{e}");
+    let e = tree
+        .write(
+            &p("world.mt"),
+            format!("{WORLD_MT}player_backend\u{0B} = files\n").as_bytes(),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("player_backend"), "{e}");
+    let e = tree
+        .write(
+            &p("world.mt"),
+            format!("{WORLD_MT}player_backend = {{\n}}\n").as_bytes(),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("group"), "{e}");
+    tree.write(
+        &p("world.mt"),
+        format!("{WORLD_MT}player_backend = sqlite3\u{0B}\n").as_bytes(),
+    )
+    .unwrap();
+    fs::write(world.join("world.mt"), WORLD_MT).unwrap();
 
     // The same stores spelled otherwise, other settings, and settings of backends not in
     // use (the first step of a migration) are written.
@@ -636,9 +660,35 @@ fn a_world_mt_naming_another_database_is_refused() {
     tree.write(&p("world.mt"), unused.as_bytes()).unwrap();
 }
 
-/// A world folder without `world.mt` is stored as the engine stores it: the engine makes a
-/// `world.mt` naming sqlite3 for every store when it starts on the folder. A `world.mt`
-/// naming those is taken; one naming `files` players would strand what the mount wrote.
+/// A world folder without `world.mt` has each store read where its data is, and as sqlite3
+/// (which the engine names in the `world.mt` it makes there) where there is none: nothing
+/// on disk is hidden, and a `world.mt` naming other stores is refused.
+#[test]
+fn a_world_without_world_mt_shows_its_stores_where_their_data_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path();
+    fs::write(world.join("map.sqlite"), b"").unwrap();
+    fs::create_dir(world.join("players")).unwrap();
+    fs::write(
+        world.join("players/celeron55"),
+        "hp = 20\nname = celeron55\npitch = 0\nposition = (0,0,0)\nyaw = 0\n\
+         PlayerArgsEnd\nEndInventory\n",
+    )
+    .unwrap();
+    fs::write(world.join("auth.txt"), "celeron55::1:interact\n").unwrap();
+    let tree = open(world, false);
+    assert_eq!(names(&tree, "players"), ["celeron55"]);
+    assert!(names(&tree, "").contains(&"auth.txt".to_string()));
+    let e = tree.write(&p("world.mt"), WORLD_MT.as_bytes()).unwrap_err();
+    assert_eq!(e.errno(), libc::EPERM, "{e}");
+    assert!(e.to_string().contains("player_backend"), "{e}");
+    let files = "gameid = minetest\nplayer_backend = files\nauth_backend = files\n\
+                 mod_storage_backend = sqlite3\n";
+    tree.write(&p("world.mt"), files.as_bytes()).unwrap();
+}
+
+/// Without `world.mt` or any account data, every store is sqlite3, as in the `world.mt`
+/// the engine writes when it starts there.
 #[test]
 fn a_world_mt_written_into_a_world_without_one_must_name_its_stores() {
     let dir = tempfile::tempdir().unwrap();

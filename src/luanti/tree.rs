@@ -27,7 +27,7 @@ use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::index::Index;
 use crate::luanti::store::map::MapStore;
-use crate::luanti::store::world_mt::{self, WorldMt};
+use crate::luanti::store::world_mt::WorldMt;
 use crate::luanti::store::write_back::Window;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
@@ -66,16 +66,11 @@ fn hidden_world_file(name: &str) -> bool {
         || accounts::hidden_world_file(name)
 }
 
-/// The number of the first line of `text` that sets a store (see
-/// [`world_mt::is_store_setting`]) and is not UTF-8 text.
-fn non_utf8_store_line(text: &[u8]) -> Option<usize> {
+/// The number of the first line of `text` that is not UTF-8 text.
+fn first_non_utf8_line(text: &[u8]) -> Option<usize> {
     text.split(|&b| b == b'\n')
-        .enumerate()
-        .find_map(|(i, line)| {
-            let key = line.split(|&b| b == b'=').next()?;
-            let key = std::str::from_utf8(key).ok()?.trim();
-            (world_mt::is_store_setting(key) && std::str::from_utf8(line).is_err()).then_some(i + 1)
-        })
+        .position(|line| std::str::from_utf8(line).is_err())
+        .map(|i| i + 1)
 }
 
 /// Whether `path` is the world folder's `world.mt`.
@@ -232,7 +227,7 @@ impl LuantiTree {
     /// opened the world, so a `world.mt` that names others (a backup of another backend's
     /// world restored over it) would leave what the mount wrote out of the game's reach. A
     /// link is refused whatever it points to (worldfs never reads `world.mt` through one),
-    /// and so is a line setting a store that is not UTF-8 text (the parser would skip it,
+    /// and so is text that is not UTF-8 (the parser would skip such a line,
     /// the engine would read it). Only what lands at `world.mt` is checked: an editor moves
     /// the old one aside or removes it before it writes the new one.
     fn check_world_mt(&self, path: &TreePath, new: Option<&[u8]>) -> Result<()> {
@@ -244,14 +239,17 @@ impl LuantiTree {
                 "world.mt must be a file: the engine would follow a link, worldfs refuses to",
             ));
         };
-        if let Some(n) = non_utf8_store_line(text) {
-            return Err(Error::at(
-                n,
-                1,
-                "a line setting a store is not UTF-8 text".to_string(),
-            ));
+        // A line that is not UTF-8 is skipped by the parser and read by the engine (and may
+        // open a multi-line value that hides the lines after it).
+        if let Some(n) = first_non_utf8_line(text) {
+            return Err(Error::at(n, 1, "world.mt must be UTF-8 text".to_string()));
         }
         let new = WorldMt::parse(text)?;
+        if let Some(key) = new.store_group() {
+            return Err(Error::not_permitted(format!(
+                "{key} is given as a {{ }} group, and it names where data is stored"
+            )));
+        }
         match opened.store_change(&new) {
             None => Ok(()),
             Some(change) => Err(Error::not_permitted(format!(

@@ -100,7 +100,8 @@ fn utf8(line: &[u8], number: usize) -> Result<&str> {
 
 /// The engine's `trim`: ASCII whitespace on both sides.
 pub fn trim(s: &str) -> &str {
-    s.trim_matches(|c: char| c.is_ascii_whitespace())
+    // C's isspace, as the engine's trim(): Rust's ASCII whitespace leaves out \v.
+    s.trim_matches(|c: char| c.is_ascii_whitespace() || c == '\u{0B}')
 }
 
 fn parse_block(

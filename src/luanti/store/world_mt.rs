@@ -5,7 +5,11 @@
 //! file; worldfs never does); a missing `mod_storage_backend` is `files` too, a missing map
 //! `backend` is `sqlite3`. A world folder without any `world.mt` gets one naming `sqlite3`
 //! for all four when the engine starts on it (`loadGameConfAndInitWorld` in
-//! `src/content/subgames.cpp`), so worldfs reads such a folder that way.
+//! `src/content/subgames.cpp`). worldfs reads each store of such a folder where its data is
+//! (`players.sqlite` or `players/`, `auth.sqlite` or `auth.txt`, `mod_storage.sqlite` or
+//! `mod_storage/`), and as `sqlite3` where there is none: nothing on disk is hidden from the
+//! mount (and from a backup through it), and a store made through the mount is the one the
+//! engine will read.
 
 use std::io::Read;
 use std::path::Path;
@@ -18,9 +22,20 @@ use crate::vfs::replace::open_no_follow;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorldMt {
     entries: Vec<(String, String)>,
-    /// There was no `world.mt`: every backend is `sqlite3`, as in the one the engine makes.
-    missing: bool,
+    /// Keys whose value is a `{ … }` group (not a backend or a connection: see
+    /// [`WorldMt::store_group`]).
+    groups: Vec<String>,
+    /// There was no `world.mt`: the backend of each store, found from its data on disk.
+    absent: Option<Vec<(&'static str, Backend)>>,
 }
+
+/// The backend settings of the stores besides the map, and the data each backend keeps in
+/// the world folder: `sqlite3` and `files`.
+const ACCOUNT_STORES: [(&str, &str, &str); 3] = [
+    ("player_backend", "players.sqlite", "players"),
+    ("auth_backend", "auth.sqlite", "auth.txt"),
+    ("mod_storage_backend", "mod_storage.sqlite", "mod_storage"),
+];
 
 /// A storage backend named in `world.mt`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,17 +53,18 @@ impl WorldMt {
     /// Parses the text of a `world.mt`; lines the engine would skip are skipped.
     pub fn parse(text: &[u8]) -> Result<WorldMt> {
         let parsed = settings::parse(text, None, Mode::Lenient)?;
-        let entries = parsed
-            .entries
-            .into_iter()
-            .filter_map(|e| match e.value {
-                Value::Text(v) => Some((e.key, v)),
-                Value::Group(_) => None,
-            })
-            .collect();
+        let mut entries = Vec::new();
+        let mut groups = Vec::new();
+        for e in parsed.entries {
+            match e.value {
+                Value::Text(v) => entries.push((e.key, v)),
+                Value::Group(_) => groups.push(e.key),
+            }
+        }
         Ok(WorldMt {
             entries,
-            missing: false,
+            groups,
+            absent: None,
         })
     }
 
@@ -59,10 +75,24 @@ impl WorldMt {
         let mut file = match open_no_follow(&path, false) {
             Ok(file) => file,
             Err(e) if e.errno() == libc::ENOENT => {
+                let found = ACCOUNT_STORES
+                    .iter()
+                    .map(|&(key, sqlite, files)| {
+                        let backend = if world.join(sqlite).exists() {
+                            Backend::Sqlite3
+                        } else if std::fs::symlink_metadata(world.join(files)).is_ok() {
+                            Backend::Files
+                        } else {
+                            Backend::Sqlite3
+                        };
+                        (key, backend)
+                    })
+                    .collect();
                 return Ok(WorldMt {
                     entries: Vec::new(),
-                    missing: true,
-                })
+                    groups: Vec::new(),
+                    absent: Some(found),
+                });
             }
             Err(e) => return Err(e),
         };
@@ -87,14 +117,26 @@ impl WorldMt {
     }
 
     /// The backend named by `key` (`player_backend`, `auth_backend`,
-    /// `mod_storage_backend`); `files` when unset, as the engine treats it (`sqlite3` when
-    /// there is no `world.mt` at all).
+    /// `mod_storage_backend`); `files` when unset, as the engine treats it. Without a
+    /// `world.mt`, where the store's data is (see the module docs).
     pub fn backend(&self, key: &str) -> Backend {
-        match self.get(key) {
-            None if self.missing => Backend::Sqlite3,
-            None => Backend::Files,
-            Some(name) => Backend::named(name),
+        match (self.get(key), &self.absent) {
+            (Some(name), _) => Backend::named(name),
+            (None, Some(found)) => found
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map_or(Backend::Sqlite3, |(_, b)| b.clone()),
+            (None, None) => Backend::Files,
         }
+    }
+
+    /// A setting of where data is stored that is given as a `{ … }` group (the engine
+    /// refuses to start on it; this parser would read past it).
+    pub fn store_group(&self) -> Option<&str> {
+        self.groups
+            .iter()
+            .map(String::as_str)
+            .find(|key| is_store_setting(key))
     }
 
     /// The map backend (`backend`); `sqlite3` when unset, as the engine treats it.
