@@ -62,7 +62,7 @@ pub fn info(source: &Path, out: &mut dyn Write) -> Result<ExitCode> {
         for (k, v) in backends(&world) {
             w(out, format!("{k}: {v}"))?;
         }
-        for line in Accounts::open(&world, true)?.summary() {
+        for line in Accounts::open(&world, &WorldMt::read(&world)?, true)?.summary() {
             w(out, line)?;
         }
     }

@@ -141,6 +141,7 @@ impl LuantiTree {
     /// Opens the world at `source` (nothing is decoded).
     pub fn open(source: &Path, options: &Options) -> Result<LuantiTree> {
         let world = world_folder(source)?;
+        let world_mt = world.as_deref().map(WorldMt::read).transpose()?;
         let store = MapStore::open(source, options.read_only)?;
         let blocks = Blocks::new(store, options.cache_bytes, options.read_only);
         Ok(LuantiTree {
@@ -149,11 +150,11 @@ impl LuantiTree {
             files: world
                 .as_ref()
                 .map(|w| FolderFiles::new(w, hidden_world_file, options.read_only)),
-            accounts: match &world {
-                Some(w) => Some(Accounts::open(w, options.read_only)?),
-                None => None,
+            accounts: match (&world, &world_mt) {
+                (Some(w), Some(mt)) => Some(Accounts::open(w, mt, options.read_only)?),
+                _ => None,
             },
-            world_mt: world.as_deref().map(WorldMt::read).transpose()?,
+            world_mt,
             read_only: options.read_only,
             empty_meta: Mutex::new(BTreeSet::new()),
             pages: Mutex::new(Vec::new()),

@@ -93,10 +93,10 @@ impl Accounts {
         self.mtimes.flush();
     }
 
-    /// The accounts of the world folder `world`, with the backends its `world.mt` names
-    /// (nothing is opened yet). Backends worldfs cannot read are left out of the tree.
-    pub fn open(world: &Path, read_only: bool) -> Result<Accounts> {
-        let world_mt = WorldMt::read(world)?;
+    /// The accounts of the world folder `world`, with the backends its `world.mt` (read by
+    /// the caller, [`WorldMt::read`]) names (nothing is opened yet). Backends worldfs cannot
+    /// read are left out of the tree.
+    pub fn open(world: &Path, world_mt: &WorldMt, read_only: bool) -> Result<Accounts> {
         let identity = world
             .canonicalize()
             .unwrap_or_else(|_| world.to_path_buf())
@@ -104,7 +104,7 @@ impl Accounts {
         Ok(Accounts {
             players: Lazy::new(
                 world,
-                &world_mt,
+                world_mt,
                 read_only,
                 "player_backend",
                 ("players.sqlite", Some("players.db"), "players/"),
@@ -112,7 +112,7 @@ impl Accounts {
             ),
             auth: Lazy::new(
                 world,
-                &world_mt,
+                world_mt,
                 read_only,
                 "auth_backend",
                 ("auth.sqlite", Some("auth.db"), "auth.txt"),
@@ -120,7 +120,7 @@ impl Accounts {
             ),
             mods: Lazy::new(
                 world,
-                &world_mt,
+                world_mt,
                 read_only,
                 "mod_storage_backend",
                 ("mod_storage.sqlite", None, "mod_storage/"),

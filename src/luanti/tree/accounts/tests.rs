@@ -75,7 +75,7 @@ fn shows_and_edits_every_store() {
     let state = tempfile::tempdir().unwrap();
     std::env::set_var("WORLDFS_STATE_DIR", state.path());
     let dir = sqlite_world();
-    let a = Accounts::open(dir.path(), false).unwrap();
+    let a = Accounts::open(dir.path(), &WorldMt::read(dir.path()).unwrap(), false).unwrap();
     assert_eq!(a.top_names(), vec![AUTH, MOD_STORAGE, PLAYERS]);
     assert_eq!(names_in(&a, &["players"]), vec!["alice"]);
     assert_eq!(names_in(&a, &["mod_storage", "mymod"]), vec!["a%2Fb"]);
@@ -167,7 +167,7 @@ fn reading_creates_no_database_and_read_only_refuses_writes() {
         "player_backend = sqlite3\nauth_backend = sqlite3\nmod_storage_backend = leveldb\n",
     )
     .unwrap();
-    let a = Accounts::open(dir.path(), true).unwrap();
+    let a = Accounts::open(dir.path(), &WorldMt::read(dir.path()).unwrap(), true).unwrap();
     assert_eq!(a.top_names(), vec![AUTH, PLAYERS]);
     assert!(names_in(&a, &["players"]).is_empty());
     // No auth data at all: no auth.txt (only what exists is shown).
@@ -218,7 +218,7 @@ fn a_player_that_cannot_be_read_is_listed_and_fails_its_own_stat() {
         .unwrap()
         .execute("UPDATE player SET hp = 'lots' WHERE name = 'alice'", [])
         .unwrap();
-    let a = Accounts::open(dir.path(), true).unwrap();
+    let a = Accounts::open(dir.path(), &WorldMt::read(dir.path()).unwrap(), true).unwrap();
     let mut listed = Vec::new();
     a.list(&p(&[PLAYERS]), 0, &mut |entry| {
         listed.push(entry.name);
