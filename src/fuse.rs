@@ -322,8 +322,11 @@ impl Filesystem for WorldFs {
         };
         // A handle opened for reading is never dirty, so its close has nothing to commit:
         // FOPEN_NOFLUSH spares the kernel's FLUSH round trip on every close of a read.
-        // FOPEN_KEEP_CACHE where the core keeps the kernel's pages true.
-        match self.vfs.open_keeping(ino.0, mode) {
+        // FOPEN_KEEP_CACHE where the core keeps the kernel's pages true. An open may find
+        // that the kernel keeps attributes of another version: it is told before the reply.
+        let result = self.vfs.open_keeping(ino.0, mode);
+        self.vfs.settle();
+        match result {
             Ok((fh, keep)) => {
                 let mut open_flags = FopenFlags::empty();
                 if !mode.write {

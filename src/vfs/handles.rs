@@ -12,6 +12,7 @@ use crate::vfs::core::{
     check_name, check_size, child, display_path, permission_bits, rebased, Vfs, MAX_FILE_SIZE,
 };
 use crate::vfs::held::Text;
+use crate::vfs::kernel_cache::same;
 use crate::vfs::overlay::{overlay_stat, Held, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
 
@@ -262,7 +263,11 @@ impl Vfs {
                         .map_err(|e| e.context(display_path(&path)))?
                 };
                 if !mode.write {
-                    reading = Some(stat.clone());
+                    // The text is of the version the stat describes only if the file did
+                    // not change while it was read (the stat stands for the content).
+                    let after = self.stat_path(&path)?;
+                    let torn = !same(&after, &stat);
+                    reading = Some((after, torn));
                 }
                 (data, Home::Tree, stat.perm, stat.mtime)
             }
@@ -296,7 +301,8 @@ impl Vfs {
             self.attach_readers(&path, &file)?;
         }
         let fh = self.add_handle(file, HandleState::opened(mode.write))?;
-        let keep = reading.is_some_and(|stat| self.reader_opened(fh, ino, &stat, since));
+        let keep =
+            reading.is_some_and(|(stat, torn)| self.reader_opened(fh, ino, &stat, since, torn));
         Ok((fh, keep))
     }
 

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::Vfs;
-use crate::vfs::inodes::{Kept, ROOT};
+use crate::vfs::inodes::{Inodes, Kept, ROOT};
 use crate::vfs::tree::{Kind, Stat};
 
 /// How often the watcher looks for other programs' changes and sends pending name drops.
@@ -89,18 +89,25 @@ impl Vfs {
         match self.inodes.write() {
             Ok(mut t) => {
                 // Under the table's lock, which every re-check takes to record what it found.
-                if self.kernel_epoch() != since {
-                    let Ok(log) = lock(&self.recheck_log) else {
-                        return false;
-                    };
-                    if log.may_concern(since, self.kernel_epoch(), t.path(ino).as_deref()) {
-                        return false;
-                    }
+                if self.concerned_since(&t, ino, since) {
+                    return false;
                 }
                 t.keep(ino, stat);
                 true
             }
             Err(_) => false,
+        }
+    }
+
+    /// Whether a re-check that may have concerned `ino` started after [`Vfs::kernel_epoch`]
+    /// said `since` (call with the inode table locked).
+    fn concerned_since(&self, t: &Inodes, ino: u64, since: u64) -> bool {
+        if self.kernel_epoch() == since {
+            return false;
+        }
+        match lock(&self.recheck_log) {
+            Ok(log) => log.may_concern(since, self.kernel_epoch(), t.path(ino).as_deref()),
+            Err(_) => true,
         }
     }
 
@@ -152,19 +159,58 @@ impl Vfs {
         }
     }
 
-    /// Notes read handle `fh` on `ino`, whose text is that of `stat`; true when the kernel
-    /// may keep the file's cached pages for it (no other read handle is open on the file).
-    pub(super) fn reader_opened(&self, fh: u64, ino: u64, stat: &Stat, since: u64) -> bool {
-        if !self.kernel_keeps(ino, stat, since) {
+    /// Notes read handle `fh` on `ino`, whose text is that of `stat` (computed after
+    /// [`Vfs::kernel_epoch`] said `since`; `torn`: the file changed while the handle read its
+    /// text, which may be of either version). True when the kernel may keep the file's cached
+    /// pages for it: the attributes it keeps are `stat`, no re-check that may concern the file
+    /// started meanwhile, and no other read handle is open on it.
+    ///
+    /// An open carries no attributes: the kernel keeps those a lookup gave it. When they are
+    /// not this text's (a change the watcher has not seen yet, or `torn`), it is told to drop
+    /// them at the next [`Vfs::settle`]; it would otherwise cut this text to the size it
+    /// keeps, and the watcher, finding what it was told is current, would never tell it.
+    pub(super) fn reader_opened(
+        &self,
+        fh: u64,
+        ino: u64,
+        stat: &Stat,
+        since: u64,
+        torn: bool,
+    ) -> bool {
+        if self.kernel.get().is_none() || stat.volatile {
             return false;
+        }
+        // Whether the kernel may keep its pages, and whether it must drop its attributes.
+        let (agrees, stale) = match self.inodes.write() {
+            Ok(mut t) => match t.kept_one(ino) {
+                Some(k) if !torn && same(stat, &k.stat) => {
+                    (!self.concerned_since(&t, ino, since), false)
+                }
+                Some(_) => {
+                    t.set_kept(ino, None);
+                    (false, true)
+                }
+                None => (false, torn),
+            },
+            Err(_) => (false, true),
+        };
+        if stale {
+            self.drop_pages(ino);
         }
         match lock(&self.readers) {
             Ok(mut r) => {
                 let alone = !r.values().any(|(i, _)| *i == ino);
                 r.insert(fh, (ino, stat.clone()));
-                alone
+                agrees && alone
             }
             Err(_) => false,
+        }
+    }
+
+    /// Has the kernel drop the attributes and pages of `ino` at the next [`Vfs::settle`].
+    fn drop_pages(&self, ino: u64) {
+        if let Ok(mut q) = lock(&self.stale_pages) {
+            q.push(ino);
         }
     }
 
@@ -176,9 +222,7 @@ impl Vfs {
         };
         let now = self.path_of(ino).and_then(|p| self.stat_path(&p));
         if !now.is_ok_and(|s| same(&s, &opened)) {
-            if let Ok(mut q) = lock(&self.stale_pages) {
-                q.push(ino);
-            }
+            self.drop_pages(ino);
         }
     }
 
@@ -378,7 +422,7 @@ enum Now {
 }
 
 /// Whether the kernel's copy of the attributes is still right.
-fn same(now: &Stat, kept: &Stat) -> bool {
+pub(super) fn same(now: &Stat, kept: &Stat) -> bool {
     now.kind == kept.kind
         && now.size == kept.size
         && now.mtime == kept.mtime
@@ -541,6 +585,60 @@ mod tests {
         vfs.release(r1).unwrap();
         vfs.settle();
         assert_eq!(told.take(), vec![format!("inode {f}")]);
+    }
+
+    /// Found by raising the attributes' time to live to an hour (mount test 07, one run in
+    /// twelve): an open that finds a change the watcher has not seen yet took the new
+    /// attributes for those the kernel keeps (an open carries none), so the watcher, seeing
+    /// the change, told the kernel nothing, and it kept the old size, cutting reads to it.
+    #[test]
+    fn an_open_that_finds_a_change_first_has_the_kernel_drop_the_old_attributes() {
+        let (tree, vfs, told, [f, _, _]) = kept();
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f".into(), b"ok a longer text".to_vec());
+        let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        assert!(!keep, "the kernel's pages are of the old text");
+        vfs.settle();
+        assert_eq!(told.take(), vec![format!("inode {f}")]);
+        vfs.release(fh).unwrap();
+        vfs.settle();
+        assert!(told.take().is_empty(), "the handle's text is current");
+        // Once the kernel holds the new attributes, an open keeps its pages again.
+        let since = vfs.kernel_epoch();
+        let (ino, stat) = vfs.lookup(dir_ino(&vfs), "f", 1).unwrap();
+        assert_eq!((ino, stat.size), (f, 16));
+        assert!(vfs.kernel_keeps(f, &stat, since));
+        let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        assert!(keep);
+        vfs.release(fh).unwrap();
+        vfs.settle();
+        assert!(told.take().is_empty());
+    }
+
+    #[test]
+    fn an_open_whose_text_changed_while_it_was_read_keeps_no_pages_and_drops_the_attributes() {
+        let (tree, vfs, told, [f, _, _]) = kept();
+        let new_text = b"ok changed meanwhile";
+        tree.on_read.set(|t: &Files| {
+            lock(&t.files)
+                .unwrap()
+                .insert("d/f".into(), new_text.to_vec());
+        });
+        // The kernel already keeps the new attributes (a lookup on another thread saw the
+        // change): the open's stat, taken before the change, is not the text's.
+        let old = vfs.getattr(f, None).unwrap();
+        let new = Stat {
+            size: new_text.len() as u64,
+            ..old
+        };
+        assert!(vfs.kernel_keeps(f, &new, vfs.kernel_epoch()));
+        let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        assert!(!keep, "the text is not of the attributes the kernel keeps");
+        vfs.settle();
+        assert_eq!(told.take(), vec![format!("inode {f}")]);
+        assert_eq!(read_all(&vfs, f), b"ok changed meanwhile");
+        vfs.release(fh).unwrap();
     }
 
     /// Opens `ino`, writes `text` in place of its content and closes it, then settles.

@@ -9,6 +9,7 @@ use crate::error::{lock, Error, Result};
 use crate::vfs::core::Vfs;
 use crate::vfs::handles::OpenMode;
 pub use crate::vfs::inodes::ROOT;
+use crate::vfs::race_hook::RaceHook;
 use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree};
 
 /// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
@@ -34,6 +35,8 @@ pub struct Files {
     /// The text [`Tree::read`] last gave of each file, given again while the file holds the
     /// same bytes (as the trees' caches of rendered text do).
     pub shown: Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    /// A step [`Tree::read`] runs first (another program's change racing a read).
+    pub on_read: RaceHook<Files>,
 }
 
 impl Files {
@@ -82,6 +85,7 @@ impl Tree for Files {
         Ok(())
     }
     fn read(&self, path: &[String]) -> Result<Arc<Vec<u8>>> {
+        self.on_read.run(self);
         let key = self.file_key(path)?;
         let files = lock(&self.files)?;
         let data = files
