@@ -84,7 +84,7 @@ os.close(fd)
 PY
 cmp -s "$M/blocks/$H/nodes.cubeset" "$M/blocks/$C/nodes.cubeset" || fail "block $H: a reader open across another writer's change left its old text in the kernel's cache"
 
-# Listings follow another writer too (they are never cached by the kernel): a block inserted
+# Listings follow another writer too (the kernel caches them; the mount drops them): a block inserted
 # after `ls blocks` shows in the next `ls`, one deleted before anything looked it up is gone;
 # a file put in the world folder on disk and a player inserted into players.sqlite show.
 ls "$M/blocks" >"$T/ls1"; ls "$M" >/dev/null; ls "$M/players" >"$T/players1"

@@ -18,11 +18,10 @@ use crate::error::Error;
 use crate::vfs::kernel_cache::KernelCache;
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
 
-/// How long the kernel may cache the attributes of what the core keeps true (see
-/// `vfs::kernel_cache`; pages stay until it is told, or until it sees a new mtime): it is
-/// told at once of every change, and this bounds the harm of a change it was not told (a
-/// read-only mount under a busy writer showed one) to the 1 s the README promises.
-const KEPT_TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may cache the names and attributes of what the core keeps true (see
+/// `vfs::kernel_cache`; pages and listings stay until it is told): it is told at once of
+/// every change, so this only has to outlast an incremental backup's pass.
+const KEPT_TTL: Duration = Duration::from_secs(3600);
 
 /// How long the kernel may cache names and folder attributes the core does not keep true.
 /// Such files' attributes are not cached at all (TTL 0).
@@ -33,12 +32,19 @@ pub struct WorldFs {
     vfs: Arc<Vfs>,
     uid: u32,
     gid: u32,
+    /// Whether the kernel can open folders itself (`FUSE_NO_OPENDIR_SUPPORT`).
+    kernel_opens_folders: bool,
 }
 
 impl WorldFs {
     /// An adapter whose files belong to `uid`/`gid` (the mounting user).
     pub fn new(vfs: Arc<Vfs>, uid: u32, gid: u32) -> WorldFs {
-        WorldFs { vfs, uid, gid }
+        WorldFs {
+            vfs,
+            uid,
+            gid,
+            kernel_opens_folders: false,
+        }
     }
 
     fn attr(&self, ino: u64, s: &Stat) -> FileAttr {
@@ -146,6 +152,9 @@ impl Filesystem for WorldFs {
         if let Err(missing) = config.add_capabilities(wanted) {
             log::warn!("kernel lacks FUSE capabilities {missing:?}");
         }
+        self.kernel_opens_folders = config
+            .capabilities()
+            .contains(InitFlags::FUSE_NO_OPENDIR_SUPPORT);
         Ok(())
     }
 
@@ -472,12 +481,15 @@ impl Filesystem for WorldFs {
         }
     }
 
-    /// Directories keep no state here (listings resume from stable cookies). opendir is
-    /// answered rather than left to the kernel (`FUSE_NO_OPENDIR_SUPPORT`), because a
-    /// kernel that opens directories itself caches their listings until the folder's time
-    /// changes, and a listing changes without that (blocks another program adds, files added
-    /// to the world folder on disk): without `FOPEN_CACHE_DIR` every listing asks worldfs.
+    /// Directories keep no state here (listings resume from stable cookies). Where the core
+    /// keeps the kernel's caches true, opendir is left to the kernel: `ENOSYS` makes it open
+    /// every folder itself from then on (no OPENDIR and RELEASEDIR round trips) and cache
+    /// the listings it reads, which the core drops whenever they may have changed (see
+    /// `Vfs::listing_served`). Otherwise every listing asks worldfs.
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.kernel_opens_folders && self.vfs.keeps_kernel_cache() {
+            return reply.error(Errno::from_i32(libc::ENOSYS));
+        }
         reply.opened(FileHandle(0), FopenFlags::empty());
     }
 

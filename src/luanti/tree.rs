@@ -674,6 +674,13 @@ impl Tree for LuantiTree {
         }
     }
 
+    /// `blocks/` and everything in it: blocks come and go with the map database (or by
+    /// `mkdir`, `rm` and `mv` through the mount), and a block folder's entries with its
+    /// stored bytes.
+    fn listing_kept(&self, dir: &TreePath) -> bool {
+        dir.first().is_some_and(|top| top == "blocks")
+    }
+
     /// The map database (players, auth and mod storage are read afresh on each use, and
     /// the world folder's files are the system's: their stats are volatile).
     fn underneath(&self) -> Option<u64> {

@@ -73,6 +73,9 @@ pub struct Vfs {
     pub(super) readers: Mutex<HashMap<u64, (u64, Stat)>>,
     /// Inodes whose pages a closed read handle may have filled with old text.
     pub(super) stale_pages: Mutex<Vec<u64>>,
+    /// Folders whose listings the kernel may cache though the tree does not vouch for them,
+    /// with how many more ticks of the watcher drop them (see [`Vfs::listing_served`]).
+    pub(super) volatile_listings: Mutex<HashMap<u64, u8>>,
     /// Names the kernel keeps that no longer exist, for the watcher to drop.
     pub(super) stale_names: Mutex<Vec<(u64, Arc<str>)>>,
     /// Re-checks of what the kernel keeps started so far (see [`Vfs::kernel_keeps`]).
@@ -170,6 +173,7 @@ impl Vfs {
             changes: Mutex::new(Vec::new()),
             readers: Mutex::new(HashMap::new()),
             stale_pages: Mutex::new(Vec::new()),
+            volatile_listings: Mutex::new(HashMap::new()),
             stale_names: Mutex::new(Vec::new()),
             rechecks: AtomicU64::new(0),
             recheck_log: Mutex::new(RecheckLog::default()),

@@ -20,6 +20,8 @@ struct Node {
     nlookup: u64,
     /// The attributes the kernel holds for this inode with a long time to live, if any.
     kept: Option<Stat>,
+    /// Whether the kernel may hold this folder's listing until told (see `vfs::kernel_cache`).
+    listed: bool,
 }
 
 /// An inode the kernel holds attributes of, as [`Inodes::kept_below`] returns it.
@@ -48,6 +50,7 @@ impl Default for Inodes {
                 name: Arc::from(""),
                 nlookup: 1,
                 kept: None,
+                listed: false,
             },
         );
         Inodes {
@@ -102,6 +105,7 @@ impl Inodes {
                 name: key.1.clone(),
                 nlookup: 1,
                 kept: None,
+                listed: false,
             },
         );
         self.by_name.insert(key, ino);
@@ -239,10 +243,22 @@ impl Inodes {
     /// The inodes at and below `ino` whose attributes the kernel keeps, or all of them when
     /// `ino` is `None`.
     pub fn kept_below(&self, ino: Option<u64>) -> Vec<Kept> {
-        let kept = |ino: u64| self.kept_one(ino);
-        let Some(top) = ino else {
-            return self.nodes.keys().filter_map(|&i| kept(i)).collect();
-        };
+        match ino {
+            None => self
+                .nodes
+                .keys()
+                .filter_map(|&i| self.kept_one(i))
+                .collect(),
+            Some(top) => self
+                .subtree(top)
+                .into_iter()
+                .filter_map(|i| self.kept_one(i))
+                .collect(),
+        }
+    }
+
+    /// `ino` and every inode below it.
+    fn subtree(&self, top: u64) -> Vec<u64> {
         let mut found = Vec::new();
         let mut todo = vec![top];
         // A table with a loop (a bug) must not loop here: no walk visits more than all nodes.
@@ -252,7 +268,7 @@ impl Inodes {
                 break;
             }
             budget -= 1;
-            found.extend(kept(dir));
+            found.push(dir);
             let children = self
                 .by_name
                 .range((dir, Arc::from(""))..)
@@ -261,6 +277,33 @@ impl Inodes {
             todo.extend(children);
         }
         found
+    }
+
+    /// Notes that the kernel may keep the listing of folder `ino` until told.
+    pub fn set_listed(&mut self, ino: u64) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.listed = true;
+        }
+    }
+
+    /// The folders among `inos`, and at and below `below` (everywhere when `Some(None)`),
+    /// whose listings the kernel may keep; they are no longer noted as kept, since the
+    /// caller tells the kernel to drop them.
+    pub fn take_listed(&mut self, inos: &[u64], below: Option<Option<u64>>) -> Vec<u64> {
+        let mut candidates: Vec<u64> = inos.to_vec();
+        match below {
+            Some(Some(top)) => candidates.extend(self.subtree(top)),
+            Some(None) => candidates.extend(self.nodes.keys().copied()),
+            None => {}
+        }
+        candidates
+            .into_iter()
+            .filter(|ino| {
+                self.nodes
+                    .get_mut(ino)
+                    .is_some_and(|n| std::mem::take(&mut n.listed))
+            })
+            .collect()
     }
 
     /// Number of inodes held (for tests and memory accounting).

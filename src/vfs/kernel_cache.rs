@@ -44,6 +44,11 @@ use crate::vfs::tree::{Kind, Stat};
 /// How often the watcher looks for other programs' changes and sends pending name drops.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 
+/// How many ticks of the watcher drop a listing the tree does not vouch for after it was
+/// served: the kernel caches a listing when the process that asked for it reads the reply,
+/// which may come after the first tick.
+const LISTING_DROPS: u8 = 2;
+
 /// The kernel's caches, as the FUSE adapter reaches them (fuser's `Notifier`).
 pub trait KernelCache: Send + Sync {
     /// Drops the kernel's attributes and cached pages of `ino`.
@@ -64,6 +69,12 @@ impl Vfs {
         if self.kernel.set(kernel).is_err() {
             log::warn!("the kernel cache was already set");
         }
+    }
+
+    /// Whether the core tells the kernel of every change of what it keeps (see
+    /// [`Vfs::keep_kernel_cache`]).
+    pub fn keeps_kernel_cache(&self) -> bool {
+        self.kernel.get().is_some()
     }
 
     /// The number of re-checks started so far: a caller takes it before it computes a stat
@@ -227,7 +238,9 @@ impl Vfs {
     }
 
     /// After a change the core made at `path`: tells the kernel which of the inodes it
-    /// keeps changed with it (see the module docs).
+    /// keeps changed with it (see the module docs), and drops the listings it may have
+    /// changed: those of the folders at, below and above the changed object, and those the
+    /// tree does not vouch for.
     fn changed(&self, path: &[String]) {
         if self.kernel.get().is_none() {
             return;
@@ -236,24 +249,26 @@ impl Vfs {
         self.start_recheck(Some(&path[..scope]));
         let mut todo: Vec<Kept> = Vec::new();
         let mut own = None;
+        // The scope's folder (or none when the kernel does not know it: then it keeps
+        // nothing below it either) and the folders above it.
+        let mut top = None;
+        let mut above = Vec::new();
         if let Ok(t) = self.inodes.read() {
-            // The scope's folder (or none when the kernel does not know it: then it keeps
-            // nothing below it either) and the folders above it.
             let mut at = Some(ROOT);
-            let mut above = Vec::new();
             for name in &path[..scope] {
                 if let Some(dir) = at {
                     above.push(dir);
                     at = t.find(dir, name);
                 }
             }
+            top = at;
             if let Some(top) = at {
                 todo.extend(t.kept_below(Some(top)));
                 own = path[scope..]
                     .iter()
                     .try_fold(top, |dir, name| t.find(dir, name));
             }
-            todo.extend(above.into_iter().filter_map(|i| t.kept_one(i)));
+            todo.extend(above.iter().filter_map(|&i| t.kept_one(i)));
         }
         // A change of the whole tree (a rename under index/) is re-checked by source.
         let told = self.recheck(todo, scope == 0);
@@ -263,6 +278,73 @@ impl Vfs {
             if !told.contains(&ino) {
                 let _ = kernel.inval_inode(ino);
             }
+        }
+        self.drop_listings(&above, top.map(Some));
+        self.drop_volatile_listings(false);
+    }
+
+    /// Notes that the listing of folder `ino` (at `path`) was served, its entries computed
+    /// after [`Vfs::kernel_epoch`] said `since`; `hid`: some were hidden from the process
+    /// that asked (a folder it just made, a file it moved aside). The kernel caches it (it
+    /// opens folders itself). One the tree vouches for ([`Tree::listing_kept`]) is kept
+    /// until a change of the core's concerns it or another program changes the stores;
+    /// any other (or one a re-check may have concerned meanwhile) is dropped at each change
+    /// of the core's and at the next [`LISTING_DROPS`] ticks of the watcher.
+    ///
+    /// [`Tree::listing_kept`]: crate::vfs::Tree::listing_kept
+    pub fn listing_served(&self, ino: u64, path: &[String], since: u64, hid: bool) {
+        if self.kernel.get().is_none() {
+            return;
+        }
+        if !hid && self.tree.listing_kept(path) {
+            if let Ok(mut t) = self.inodes.write() {
+                if !self.concerned_since(&t, ino, since) {
+                    t.set_listed(ino);
+                    return;
+                }
+            }
+        }
+        if let Ok(mut v) = lock(&self.volatile_listings) {
+            v.insert(ino, LISTING_DROPS);
+        }
+    }
+
+    /// Tells the kernel to drop the kept listings of the folders `inos` and of those at and
+    /// below `below` (`Some(None)`: of every folder).
+    fn drop_listings(&self, inos: &[u64], below: Option<Option<u64>>) {
+        let Some(kernel) = self.kernel.get() else {
+            return;
+        };
+        let listed = match self.inodes.write() {
+            Ok(mut t) => t.take_listed(inos, below),
+            Err(_) => return,
+        };
+        for ino in listed {
+            let _ = kernel.inval_inode(ino);
+        }
+    }
+
+    /// Tells the kernel to drop the listings the tree does not vouch for; at a `tick` of the
+    /// watcher, each counts one of its [`LISTING_DROPS`].
+    fn drop_volatile_listings(&self, tick: bool) {
+        let Some(kernel) = self.kernel.get() else {
+            return;
+        };
+        let inos: Vec<u64> = match lock(&self.volatile_listings) {
+            Ok(mut v) => {
+                let inos = v.keys().copied().collect();
+                if tick {
+                    v.retain(|_, left| {
+                        *left = left.saturating_sub(1);
+                        *left > 0
+                    });
+                }
+                inos
+            }
+            Err(_) => return,
+        };
+        for ino in inos {
+            let _ = kernel.inval_inode(ino);
         }
     }
 
@@ -351,7 +433,9 @@ impl Vfs {
                 all.len()
             );
             self.recheck(all, true);
+            self.drop_listings(&[], Some(None));
         }
+        self.drop_volatile_listings(true);
         let names = match lock(&self.stale_names) {
             Ok(mut q) => std::mem::take(&mut *q),
             Err(_) => Vec::new(),
@@ -639,6 +723,91 @@ mod tests {
         assert_eq!(told.take(), vec![format!("inode {f}")]);
         assert_eq!(read_all(&vfs, f), b"ok changed meanwhile");
         vfs.release(fh).unwrap();
+    }
+
+    /// Lists folder `ino` whole as process `pid` and returns the names.
+    fn list(vfs: &Vfs, ino: u64, pid: u32) -> Vec<String> {
+        let mut names = Vec::new();
+        vfs.readdir(ino, 0, false, pid, &mut |e| {
+            names.push(e.name.to_string());
+            true
+        })
+        .unwrap();
+        names
+    }
+
+    /// A core whose tree vouches for the listings of `d` (kept) but not of `e`, with the
+    /// kernel keeping `d/f`, `d/g` and `d/h`; and the inodes of `d`, `e` and `e/x`.
+    fn listings() -> (Arc<Files>, Vfs, Told, [u64; 3]) {
+        let (tree, vfs, told, _) = kept();
+        tree.kept_listings.store(true, Ordering::Relaxed);
+        lock(&tree.dirs).unwrap().push("e".into());
+        store(&tree, "e/x", b"ok x");
+        let e = vfs.lookup(ROOT, "e", 1).unwrap().0;
+        let x = vfs.lookup(e, "x", 1).unwrap().0;
+        let d = dir_ino(&vfs);
+        (tree, vfs, told, [d, e, x])
+    }
+
+    #[test]
+    fn a_kept_listing_is_dropped_when_its_folder_changes_or_the_stores_do_and_only_then() {
+        let (tree, vfs, told, [d, _, x]) = listings();
+        assert_eq!(list(&vfs, d, 1), [".", "..", "f", "g", "h"]);
+        vfs.watch_once();
+        rewrite(&vfs, x, b"ok y");
+        assert!(
+            !told.take().contains(&format!("inode {d}")),
+            "neither a tick nor a change elsewhere drops it"
+        );
+        // A commit in d (it could add or remove an entry, as a node edit does in meta/).
+        let f = vfs.lookup(d, "f", 1).unwrap().0;
+        rewrite(&vfs, f, b"ok new f");
+        assert!(told.take().contains(&format!("inode {d}")));
+        rewrite(&vfs, f, b"ok newer f");
+        assert!(
+            !told.take().contains(&format!("inode {d}")),
+            "dropped once, until listed again"
+        );
+        // Another program's change of the stores.
+        list(&vfs, d, 1);
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        assert!(told.take().contains(&format!("inode {d}")));
+    }
+
+    #[test]
+    fn a_listing_the_tree_does_not_vouch_for_is_dropped_at_two_ticks_and_at_each_change() {
+        let (_tree, vfs, told, [d, e, _]) = listings();
+        assert_eq!(list(&vfs, e, 1), [".", "..", "x"]);
+        let dropped = |told: &Told| told.take().contains(&format!("inode {e}"));
+        vfs.watch_once();
+        assert!(dropped(&told), "first tick");
+        vfs.watch_once();
+        assert!(dropped(&told), "second tick");
+        vfs.watch_once();
+        assert!(!dropped(&told), "no more");
+        list(&vfs, e, 1);
+        let f = vfs.lookup(d, "f", 1).unwrap().0;
+        rewrite(&vfs, f, b"ok new f");
+        assert!(dropped(&told), "a change anywhere may change it");
+    }
+
+    #[test]
+    fn a_listing_hiding_files_from_the_folders_maker_is_not_kept() {
+        let (_tree, vfs, told, [d, _, _]) = listings();
+        let (made, _) = vfs.mkdir(d, "new", 1).unwrap();
+        assert_eq!(list(&vfs, made, 1), [".", ".."], "hidden from its maker");
+        told.take();
+        vfs.watch_once();
+        assert!(told.take().contains(&format!("inode {made}")));
+        vfs.watch_once();
+        told.take();
+        // Listed by another process, nothing hidden: kept.
+        assert_eq!(list(&vfs, made, 2), [".", "..", "fixed"]);
+        vfs.watch_once();
+        vfs.watch_once();
+        vfs.watch_once();
+        assert!(!told.take().contains(&format!("inode {made}")));
     }
 
     /// Opens `ino`, writes `text` in place of its content and closes it, then settles.

@@ -3,6 +3,8 @@
 //! each under a cookie assigned once, so a paged listing neither skips nor repeats one while
 //! other held files come and go.
 
+use std::cell::Cell;
+
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::{child, display_path, Vfs};
 use crate::vfs::inodes::ROOT;
@@ -32,6 +34,8 @@ struct Listing<'a> {
     offset: u64,
     /// Readdirplus: each entry counts as a kernel lookup.
     plus: bool,
+    /// Whether an entry was hidden from the process listing.
+    hid: Cell<bool>,
 }
 
 impl Vfs {
@@ -46,6 +50,7 @@ impl Vfs {
         pid: u32,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
+        let since = self.kernel_epoch();
         let dir = self.path_of(ino)?;
         let dir_stat = self.stat_path(&dir)?;
         if dir_stat.kind != Kind::Dir {
@@ -59,11 +64,17 @@ impl Vfs {
             dir: &dir,
             offset,
             plus,
+            hid: Cell::new(false),
         };
-        if offset <= MAX_TREE_COOKIE + 2 && !self.list_tree(&listing, pid, sink)? {
-            return Ok(());
-        }
-        self.list_held(&listing, sink)
+        let listed = if offset <= MAX_TREE_COOKIE + 2 && !self.list_tree(&listing, pid, sink)? {
+            Ok(())
+        } else {
+            self.list_held(&listing, sink)
+        };
+        // The kernel caches what it was given, and the hidden files of a folder its
+        // process made are hidden from that process only.
+        self.listing_served(ino, &dir, since, listing.hid.get());
+        listed
     }
 
     /// `.` and `..`, those after `offset`; false when `sink` is full.
@@ -105,6 +116,7 @@ impl Vfs {
         self.tree
             .list(dir, after, &mut |e| {
                 if self.fresh.hidden(dir, &e.name, pid) || aside_here.contains(&e.name) {
+                    listing.hid.set(true);
                     return true;
                 }
                 let ok = self.offer(listing, &e.name, e.cookie + 2, &e.stat, sink);

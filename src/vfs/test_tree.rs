@@ -10,7 +10,7 @@ use crate::vfs::core::Vfs;
 use crate::vfs::handles::OpenMode;
 pub use crate::vfs::inodes::ROOT;
 use crate::vfs::race_hook::RaceHook;
-use crate::vfs::tree::{Entry, Kind, NewFile, Stat, Tree};
+use crate::vfs::tree::{stream, Entry, Kind, NewFile, Stat, Tree};
 
 /// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
 /// holding a fixed file `fixed` (like a block's views). A file's content must start with
@@ -35,6 +35,8 @@ pub struct Files {
     /// The text [`Tree::read`] last gave of each file, given again while the file holds the
     /// same bytes (as the trees' caches of rendered text do).
     pub shown: Mutex<HashMap<String, Arc<Vec<u8>>>>,
+    /// Whether listings of folders other than `e` are kept ([`Tree::listing_kept`]).
+    pub kept_listings: AtomicBool,
     /// A step [`Tree::read`] runs first (another program's change racing a read).
     pub on_read: RaceHook<Files>,
 }
@@ -81,8 +83,31 @@ impl Tree for Files {
             source,
         })
     }
-    fn list(&self, _: &[String], _: u64, _: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+    fn list(&self, dir: &[String], after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {
+        let prefix = format!("{}/", dir.join("/"));
+        let mut names: Vec<String> = lock(&self.files)?
+            .keys()
+            .filter_map(|k| k.strip_prefix(&prefix))
+            .filter(|n| !n.contains('/'))
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        let mut entries = Vec::new();
+        for (i, name) in names.into_iter().enumerate() {
+            let mut path = dir.to_vec();
+            path.push(name.clone());
+            let stat = self.stat(&path)?;
+            entries.push(Entry {
+                name,
+                cookie: i as u64 + 1,
+                stat,
+            });
+        }
+        stream(entries, after, sink);
         Ok(())
+    }
+    fn listing_kept(&self, dir: &[String]) -> bool {
+        self.kept_listings.load(Ordering::Relaxed) && dir.first().is_some_and(|d| d != "e")
     }
     fn read(&self, path: &[String]) -> Result<Arc<Vec<u8>>> {
         self.on_read.run(self);

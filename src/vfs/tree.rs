@@ -205,6 +205,17 @@ pub trait Tree: Send + Sync + 'static {
         None
     }
 
+    /// Whether the listing of folder `dir` changes only with what the core is told of: a
+    /// change it makes below or above the folder, a change of the folder's entries through
+    /// the kernel (which then drops its cached listing itself), or a change
+    /// [`Tree::underneath`] reports. The kernel may then keep the listing until the core
+    /// tells it otherwise; other listings (world-folder files on disk, accounts read afresh,
+    /// listings derived from the whole map) it keeps for at most a tick of the watcher. The
+    /// default: none.
+    fn listing_kept(&self, _dir: &TreePath) -> bool {
+        false
+    }
+
     /// What the stats at `path` are derived from now (see [`Stat::source`]), read cheaply
     /// (a block's stored bytes hashed, not decoded): `None` when the tree cannot tell (the
     /// default), `Some(None)` when the object is gone.
