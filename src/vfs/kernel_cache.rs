@@ -305,7 +305,13 @@ impl Vfs {
             }
         }
         if let Ok(mut v) = lock(&self.volatile_listings) {
-            v.insert(ino, LISTING_DROPS);
+            v.insert(
+                ino,
+                VolatileListing {
+                    ticks: LISTING_DROPS,
+                    dropped: false,
+                },
+            );
         }
     }
 
@@ -324,19 +330,28 @@ impl Vfs {
         }
     }
 
-    /// Tells the kernel to drop the listings the tree does not vouch for; at a `tick` of the
-    /// watcher, each counts one of its [`LISTING_DROPS`].
+    /// Tells the kernel to drop the listings the tree does not vouch for: at a `tick` of the
+    /// watcher, each that has ticks left (counting one); after a change of the core's, each
+    /// not dropped since it was served (a restore commits many files while its listings
+    /// stand).
     fn drop_volatile_listings(&self, tick: bool) {
         let Some(kernel) = self.kernel.get() else {
             return;
         };
         let inos: Vec<u64> = match lock(&self.volatile_listings) {
             Ok(mut v) => {
-                let inos = v.keys().copied().collect();
+                let inos = v
+                    .iter_mut()
+                    .filter(|(_, l)| tick || !l.dropped)
+                    .map(|(&ino, l)| {
+                        l.dropped = true;
+                        ino
+                    })
+                    .collect();
                 if tick {
-                    v.retain(|_, left| {
-                        *left = left.saturating_sub(1);
-                        *left > 0
+                    v.retain(|_, l| {
+                        l.ticks = l.ticks.saturating_sub(1);
+                        l.ticks > 0
                     });
                 }
                 inos
@@ -461,6 +476,14 @@ impl Vfs {
             .map(|_| ())
             .map_err(|e| Error::from(e).context("starting the kernel cache watcher"))
     }
+}
+
+/// A listing the tree does not vouch for, as the kernel may cache it.
+pub struct VolatileListing {
+    /// How many more ticks of the watcher drop it.
+    ticks: u8,
+    /// Whether it was dropped since it was last served.
+    dropped: bool,
 }
 
 /// How many re-checks [`RecheckLog`] remembers: a stat computed across more is not kept.
@@ -790,6 +813,13 @@ mod tests {
         let f = vfs.lookup(d, "f", 1).unwrap().0;
         rewrite(&vfs, f, b"ok new f");
         assert!(dropped(&told), "a change anywhere may change it");
+        rewrite(&vfs, f, b"ok newer f");
+        assert!(!dropped(&told), "not again until it is listed again");
+        vfs.watch_once();
+        assert!(dropped(&told), "but at the ticks still");
+        list(&vfs, e, 1);
+        rewrite(&vfs, f, b"ok newest f");
+        assert!(dropped(&told), "listed again");
     }
 
     #[test]
