@@ -102,6 +102,25 @@ grep -xF -e "$G" "$T/ls2" >/dev/null && fail "block $G deleted by another writer
 ls "$M" | grep -x notes.txt >/dev/null || fail "a file added to the world folder on disk not listed"
 ls "$M/players" | grep -x zzbob >/dev/null || fail "a player inserted into players.sqlite not listed"
 
+# A folder's listing that depends on who asks is never served from the kernel's cache (it
+# caches listings of blocks/): `mkdir` hides a new block's fixed files from its maker only,
+# whichever process lists first.
+python3 - "$M/blocks" <<'PY' || fail "a listing of a folder just made was shared between processes"
+import os, subprocess, sys
+blocks = sys.argv[1]
+def other_ls(path):
+    return sorted(subprocess.run(["ls", path], capture_output=True, text=True, check=True).stdout.split())
+for pos, maker_first in (("11,11,11", True), ("12,11,11", False)):
+    folder = f"{blocks}/{pos}"
+    os.mkdir(folder)
+    if maker_first:
+        assert os.listdir(folder) == [], f"the maker sees {os.listdir(folder)}"
+    others = other_ls(folder)
+    assert "nodes.cubeset" in others and "block.txt" in others, f"another process lists {others} in {pos}"
+    assert os.listdir(folder) == [], f"the maker sees {os.listdir(folder)} after another process listed {pos}"
+    os.rmdir(folder)
+PY
+
 # 3. The real engine as the other writer: it runs on the world folder beside the mount, sets
 # a node and saves. Every cached block file read before equals a fresh daemon's view 1 s
 # after the engine exits (and at least one block did change).

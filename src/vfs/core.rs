@@ -37,7 +37,7 @@ use crate::vfs::fresh::FreshDirs;
 use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
 use crate::vfs::inodes::Inodes;
-use crate::vfs::kernel_cache::{KernelCache, RecheckLog, VolatileListing};
+use crate::vfs::kernel_cache::{KernelCache, RecheckLog};
 use crate::vfs::overlay::{overlay_stat, Overlay};
 use crate::vfs::readdir::FIRST_HELD_COOKIE;
 use crate::vfs::tree::{Kind, Stat, Tree};
@@ -73,9 +73,9 @@ pub struct Vfs {
     pub(super) readers: Mutex<HashMap<u64, (u64, Stat)>>,
     /// Inodes whose pages a closed read handle may have filled with old text.
     pub(super) stale_pages: Mutex<Vec<u64>>,
-    /// Folders whose listings the kernel may cache though the tree does not vouch for them
-    /// (see [`Vfs::listing_served`]).
-    pub(super) volatile_listings: Mutex<HashMap<u64, VolatileListing>>,
+    /// Folders being listed, with [`Vfs::kernel_epoch`] as their listing started (see
+    /// [`Vfs::listing_ended`]).
+    pub(super) listings: Mutex<HashMap<u64, u64>>,
     /// Names the kernel keeps that no longer exist, for the watcher to drop.
     pub(super) stale_names: Mutex<Vec<(u64, Arc<str>)>>,
     /// Re-checks of what the kernel keeps started so far (see [`Vfs::kernel_keeps`]).
@@ -173,7 +173,7 @@ impl Vfs {
             changes: Mutex::new(Vec::new()),
             readers: Mutex::new(HashMap::new()),
             stale_pages: Mutex::new(Vec::new()),
-            volatile_listings: Mutex::new(HashMap::new()),
+            listings: Mutex::new(HashMap::new()),
             stale_names: Mutex::new(Vec::new()),
             rechecks: AtomicU64::new(0),
             recheck_log: Mutex::new(RecheckLog::default()),

@@ -181,6 +181,23 @@ impl FreshDirs {
         })
     }
 
+    /// Whether a process may have an entry of folder `dir` hidden (it made the folder, or
+    /// removed an entry of it, within the window): then the folder's listing depends on
+    /// who asks.
+    pub fn hides_in(&self, dir: &[String]) -> bool {
+        let now = Instant::now();
+        let dir = key(dir);
+        self.dirs.lock().is_ok_and(|d| {
+            d.by_path
+                .get(dir.as_str())
+                .is_some_and(|f| now.saturating_duration_since(f.made) < WINDOW)
+                || d.gone.iter().any(|(at, _, p)| {
+                    now.saturating_duration_since(*at) < WINDOW
+                        && p.rsplit_once('/').map_or("", |(parent, _)| parent) == dir
+                })
+        })
+    }
+
     /// Entry `name` of folder `dir` was written: nobody has it hidden any more.
     pub fn show(&self, dir: &[String], name: &str) {
         self.show_at(dir, name, Instant::now());
@@ -282,6 +299,21 @@ mod tests {
         }
         assert!(!f.hidden(&[], "f0", 42), "the oldest are forgotten");
         assert!(f.hidden(&[], &format!("f{}", MOST_GONE + 9), 42));
+    }
+
+    #[test]
+    fn a_folder_with_an_entry_hidden_from_anyone_says_so() {
+        let f = FreshDirs::default();
+        assert!(!f.hides_in(&p("blocks/1,2,3")));
+        f.made(&p("blocks/1,2,3"), 7);
+        assert!(f.hides_in(&p("blocks/1,2,3")));
+        assert!(!f.hides_in(&p("blocks")));
+        f.unlinked(&p("blocks/4,5,6/light.txt"), 8);
+        assert!(f.hides_in(&p("blocks/4,5,6")));
+        f.show(&p("blocks/4,5,6"), "light.txt");
+        assert!(!f.hides_in(&p("blocks/4,5,6")));
+        f.unlinked(&p("auth.txt"), 8);
+        assert!(f.hides_in(&[]));
     }
 
     #[test]

@@ -44,11 +44,6 @@ use crate::vfs::tree::{Kind, Stat};
 /// How often the watcher looks for other programs' changes and sends pending name drops.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 
-/// How many ticks of the watcher drop a listing the tree does not vouch for after it was
-/// served: the kernel caches a listing when the process that asked for it reads the reply,
-/// which may come after the first tick.
-const LISTING_DROPS: u8 = 2;
-
 /// The kernel's caches, as the FUSE adapter reaches them (fuser's `Notifier`).
 pub trait KernelCache: Send + Sync {
     /// Drops the kernel's attributes and cached pages of `ino`.
@@ -280,23 +275,47 @@ impl Vfs {
             }
         }
         self.drop_listings(&above, top.map(Some));
-        self.drop_volatile_listings(false);
     }
 
-    /// Notes that the listing of folder `ino` (at `path`) was served, its entries computed
-    /// after [`Vfs::kernel_epoch`] said `since`; `hid`: some were hidden from the process
-    /// that asked (a folder it just made, a file it moved aside). The kernel caches it (it
-    /// opens folders itself). One the tree vouches for ([`Tree::listing_kept`]) is kept
-    /// until a change of the core's concerns it or another program changes the stores;
-    /// any other (or one a re-check may have concerned meanwhile) is dropped at each change
-    /// of the core's and at the next [`LISTING_DROPS`] ticks of the watcher.
-    ///
-    /// [`Tree::listing_kept`]: crate::vfs::Tree::listing_kept
-    pub fn listing_served(&self, ino: u64, path: &[String], since: u64, hid: bool) {
+    /// A listing of folder `ino` starts (at its first entry); its entries are computed
+    /// after this.
+    pub(super) fn listing_started(&self, ino: u64) {
         if self.kernel.get().is_none() {
             return;
         }
-        if !hid && self.tree.listing_kept(path) {
+        let since = self.kernel_epoch();
+        if let Ok(mut l) = lock(&self.listings) {
+            // Listings left unfinished (`ls | head`) are forgotten past a bound; those then
+            // end as listings the kernel may not keep.
+            if l.len() >= MOST_LISTINGS {
+                l.clear();
+            }
+            // Two listings at once: the older start stands for both.
+            l.entry(ino).or_insert(since);
+        }
+    }
+
+    /// A listing of folder `ino` (at `path`) ends: its last, empty reply is on its way, and
+    /// the kernel, which opens folders itself, has cached every entry it was given. It may
+    /// keep them when the tree vouches for the listing ([`Tree::listing_kept`]), no process
+    /// has an entry of the folder hidden (its listing would depend on who asks), and no
+    /// re-check that may concern it started since the listing did: then the core drops it
+    /// when a change concerns the folder. Otherwise the kernel drops it now, before the
+    /// reply marks it complete, so the next listing asks worldfs again.
+    ///
+    /// [`Tree::listing_kept`]: crate::vfs::Tree::listing_kept
+    pub(super) fn listing_ended(&self, ino: u64, path: &[String]) {
+        let Some(kernel) = self.kernel.get() else {
+            return;
+        };
+        let started = lock(&self.listings).ok().and_then(|mut l| l.remove(&ino));
+        let vouched = self.tree.listing_kept(path)
+            && !self.fresh.hides_in(path)
+            && !lock(&self.aside).is_ok_and(|a| {
+                a.keys()
+                    .any(|p| p.len() == path.len() + 1 && p.starts_with(path))
+            });
+        if let (Some(since), true) = (started, vouched) {
             if let Ok(mut t) = self.inodes.write() {
                 if !self.concerned_since(&t, ino, since) {
                     t.set_listed(ino);
@@ -304,15 +323,7 @@ impl Vfs {
                 }
             }
         }
-        if let Ok(mut v) = lock(&self.volatile_listings) {
-            v.insert(
-                ino,
-                VolatileListing {
-                    ticks: LISTING_DROPS,
-                    dropped: false,
-                },
-            );
-        }
+        let _ = kernel.inval_inode(ino);
     }
 
     /// Tells the kernel to drop the kept listings of the folders `inos` and of those at and
@@ -326,39 +337,6 @@ impl Vfs {
             Err(_) => return,
         };
         for ino in listed {
-            let _ = kernel.inval_inode(ino);
-        }
-    }
-
-    /// Tells the kernel to drop the listings the tree does not vouch for: at a `tick` of the
-    /// watcher, each that has ticks left (counting one); after a change of the core's, each
-    /// not dropped since it was served (a restore commits many files while its listings
-    /// stand).
-    fn drop_volatile_listings(&self, tick: bool) {
-        let Some(kernel) = self.kernel.get() else {
-            return;
-        };
-        let inos: Vec<u64> = match lock(&self.volatile_listings) {
-            Ok(mut v) => {
-                let inos = v
-                    .iter_mut()
-                    .filter(|(_, l)| tick || !l.dropped)
-                    .map(|(&ino, l)| {
-                        l.dropped = true;
-                        ino
-                    })
-                    .collect();
-                if tick {
-                    v.retain(|_, l| {
-                        l.ticks = l.ticks.saturating_sub(1);
-                        l.ticks > 0
-                    });
-                }
-                inos
-            }
-            Err(_) => return,
-        };
-        for ino in inos {
             let _ = kernel.inval_inode(ino);
         }
     }
@@ -450,7 +428,6 @@ impl Vfs {
             self.recheck(all, true);
             self.drop_listings(&[], Some(None));
         }
-        self.drop_volatile_listings(true);
         let names = match lock(&self.stale_names) {
             Ok(mut q) => std::mem::take(&mut *q),
             Err(_) => Vec::new(),
@@ -478,13 +455,8 @@ impl Vfs {
     }
 }
 
-/// A listing the tree does not vouch for, as the kernel may cache it.
-pub struct VolatileListing {
-    /// How many more ticks of the watcher drop it.
-    ticks: u8,
-    /// Whether it was dropped since it was last served.
-    dropped: bool,
-}
+/// How many unfinished listings are remembered at most (see [`Vfs::listing_started`]).
+const MOST_LISTINGS: usize = 4096;
 
 /// How many re-checks [`RecheckLog`] remembers: a stat computed across more is not kept.
 const LOGGED_RECHECKS: usize = 64;
@@ -748,15 +720,24 @@ mod tests {
         vfs.release(fh).unwrap();
     }
 
-    /// Lists folder `ino` whole as process `pid` and returns the names.
+    /// Lists folder `ino` whole as process `pid`, as the kernel does (until a call hands
+    /// out nothing), and returns the names.
     fn list(vfs: &Vfs, ino: u64, pid: u32) -> Vec<String> {
         let mut names = Vec::new();
-        vfs.readdir(ino, 0, false, pid, &mut |e| {
-            names.push(e.name.to_string());
-            true
-        })
-        .unwrap();
-        names
+        let mut offset = 0;
+        loop {
+            let mut given = false;
+            vfs.readdir(ino, offset, false, pid, &mut |e| {
+                given = true;
+                offset = e.offset;
+                names.push(e.name.to_string());
+                true
+            })
+            .unwrap();
+            if !given {
+                return names;
+            }
+        }
     }
 
     /// A core whose tree vouches for the listings of `d` (kept) but not of `e`, with the
@@ -799,45 +780,32 @@ mod tests {
     }
 
     #[test]
-    fn a_listing_the_tree_does_not_vouch_for_is_dropped_at_two_ticks_and_at_each_change() {
+    fn a_listing_the_tree_does_not_vouch_for_is_dropped_as_it_ends() {
         let (_tree, vfs, told, [d, e, _]) = listings();
+        let dropped = |told: &Told, ino: u64| told.take().contains(&format!("inode {ino}"));
         assert_eq!(list(&vfs, e, 1), [".", "..", "x"]);
-        let dropped = |told: &Told| told.take().contains(&format!("inode {e}"));
+        assert!(dropped(&told, e), "dropped before its last reply");
         vfs.watch_once();
-        assert!(dropped(&told), "first tick");
-        vfs.watch_once();
-        assert!(dropped(&told), "second tick");
-        vfs.watch_once();
-        assert!(!dropped(&told), "no more");
-        list(&vfs, e, 1);
-        let f = vfs.lookup(d, "f", 1).unwrap().0;
-        rewrite(&vfs, f, b"ok new f");
-        assert!(dropped(&told), "a change anywhere may change it");
-        rewrite(&vfs, f, b"ok newer f");
-        assert!(!dropped(&told), "not again until it is listed again");
-        vfs.watch_once();
-        assert!(dropped(&told), "but at the ticks still");
-        list(&vfs, e, 1);
-        rewrite(&vfs, f, b"ok newest f");
-        assert!(dropped(&told), "listed again");
+        assert!(!dropped(&told, e), "nothing left to drop");
+        // A listing left unfinished is not dropped: the kernel never serves it.
+        vfs.readdir(e, 0, false, 1, &mut |_| true).unwrap();
+        assert!(!dropped(&told, e));
+        assert_eq!(list(&vfs, d, 1), [".", "..", "f", "g", "h"]);
+        assert!(!dropped(&told, d), "a kept listing stands");
     }
 
     #[test]
-    fn a_listing_hiding_files_from_the_folders_maker_is_not_kept() {
+    fn a_listing_hiding_files_from_anyone_is_never_kept() {
         let (_tree, vfs, told, [d, _, _]) = listings();
         let (made, _) = vfs.mkdir(d, "new", 1).unwrap();
+        told.take();
         assert_eq!(list(&vfs, made, 1), [".", ".."], "hidden from its maker");
-        told.take();
-        vfs.watch_once();
         assert!(told.take().contains(&format!("inode {made}")));
-        vfs.watch_once();
-        told.take();
-        // Listed by another process, nothing hidden: kept.
-        assert_eq!(list(&vfs, made, 2), [".", "..", "fixed"]);
-        vfs.watch_once();
-        vfs.watch_once();
-        vfs.watch_once();
-        assert!(!told.take().contains(&format!("inode {made}")));
+        assert_eq!(list(&vfs, made, 2), [".", "..", "fixed"], "shown to others");
+        assert!(
+            told.take().contains(&format!("inode {made}")),
+            "the maker would be served what others see"
+        );
     }
 
     /// Opens `ino`, writes `text` in place of its content and closes it, then settles.

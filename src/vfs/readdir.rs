@@ -3,8 +3,6 @@
 //! each under a cookie assigned once, so a paged listing neither skips nor repeats one while
 //! other held files come and go.
 
-use std::cell::Cell;
-
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::{child, display_path, Vfs};
 use crate::vfs::inodes::ROOT;
@@ -34,8 +32,6 @@ struct Listing<'a> {
     offset: u64,
     /// Readdirplus: each entry counts as a kernel lookup.
     plus: bool,
-    /// Whether an entry was hidden from the process listing.
-    hid: Cell<bool>,
 }
 
 impl Vfs {
@@ -50,12 +46,20 @@ impl Vfs {
         pid: u32,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
-        let since = self.kernel_epoch();
+        if offset == 0 {
+            self.listing_started(ino);
+        }
         let dir = self.path_of(ino)?;
         let dir_stat = self.stat_path(&dir)?;
         if dir_stat.kind != Kind::Dir {
             return Err(Error::not_dir("not a directory"));
         }
+        // Whether this call hands out an entry: the one that hands out none is the last.
+        let mut given = false;
+        let sink = &mut |e: DirEntry<'_>| {
+            given = true;
+            sink(e)
+        };
         if !Self::list_dots(ino, offset, &dir_stat, sink) {
             return Ok(());
         }
@@ -64,17 +68,15 @@ impl Vfs {
             dir: &dir,
             offset,
             plus,
-            hid: Cell::new(false),
         };
-        let listed = if offset <= MAX_TREE_COOKIE + 2 && !self.list_tree(&listing, pid, sink)? {
-            Ok(())
-        } else {
-            self.list_held(&listing, sink)
-        };
-        // The kernel caches what it was given, and the hidden files of a folder its
-        // process made are hidden from that process only.
-        self.listing_served(ino, &dir, since, listing.hid.get());
-        listed
+        if offset <= MAX_TREE_COOKIE + 2 && !self.list_tree(&listing, pid, sink)? {
+            return Ok(());
+        }
+        self.list_held(&listing, sink)?;
+        if !given {
+            self.listing_ended(ino, &dir);
+        }
+        Ok(())
     }
 
     /// `.` and `..`, those after `offset`; false when `sink` is full.
@@ -116,7 +118,6 @@ impl Vfs {
         self.tree
             .list(dir, after, &mut |e| {
                 if self.fresh.hidden(dir, &e.name, pid) || aside_here.contains(&e.name) {
-                    listing.hid.set(true);
                     return true;
                 }
                 let ok = self.offer(listing, &e.name, e.cookie + 2, &e.stat, sink);
