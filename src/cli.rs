@@ -87,7 +87,8 @@ pub struct MountArgs {
     pub options: Vec<String>,
     /// Inodes the daemon keeps for the kernel before asking it to forget the oldest ones
     /// (about 300 bytes each with what the kernel was told); bounds memory on walks of huge
-    /// worlds.
+    /// worlds. Above a world's count of files and folders, an incremental rsync runs from
+    /// the kernel's caches.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub max_inodes: usize,
     /// Request-handling threads.
