@@ -118,6 +118,8 @@ for pos, maker_first in (("11,11,11", True), ("12,11,11", False)):
     others = other_ls(folder)
     assert "nodes.cubeset" in others and "block.txt" in others, f"another process lists {others} in {pos}"
     assert os.listdir(folder) == [], f"the maker sees {os.listdir(folder)} after another process listed {pos}"
+    subprocess.run(["stat", f"{folder}/block.txt"], capture_output=True, check=True)
+    assert not os.path.exists(f"{folder}/block.txt"), f"the maker finds block.txt in {pos} after another process looked it up"
     os.rmdir(folder)
 PY
 

@@ -74,16 +74,25 @@ impl WorldFs {
         if self.vfs.kernel_keeps(ino, s, since) {
             return KEPT_TTL;
         }
+        if self.vfs.seen_by_some_only(ino) {
+            return Duration::ZERO;
+        }
         match s.kind {
             Kind::Dir => ENTRY_TTL,
             Kind::File | Kind::Symlink => Duration::ZERO,
         }
     }
 
-    /// Replies with the name of `ino` and its attributes `s`, kept as long as they may be.
+    /// Replies with the name of `ino` and its attributes `s`, kept as long as they may be
+    /// (a name some process may not see, not at all).
     fn entry(&self, reply: ReplyEntry, ino: u64, s: &Stat, since: u64) {
         let ttl = self.ttl(ino, s, since);
-        reply.entry_with_ttls(&ttl, &ttl.max(ENTRY_TTL), &self.attr(ino, s), Generation(0));
+        let name_ttl = if ttl.is_zero() && self.vfs.seen_by_some_only(ino) {
+            Duration::ZERO
+        } else {
+            ttl.max(ENTRY_TTL)
+        };
+        reply.entry_with_ttls(&ttl, &name_ttl, &self.attr(ino, s), Generation(0));
     }
 }
 

@@ -37,7 +37,7 @@ use crate::vfs::fresh::FreshDirs;
 use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
 use crate::vfs::inodes::Inodes;
-use crate::vfs::kernel_cache::{KernelCache, RecheckLog};
+use crate::vfs::kernel_cache::{KernelCache, Listing, RecheckLog};
 use crate::vfs::overlay::{overlay_stat, Overlay};
 use crate::vfs::readdir::FIRST_HELD_COOKIE;
 use crate::vfs::tree::{Kind, Stat, Tree};
@@ -73,9 +73,8 @@ pub struct Vfs {
     pub(super) readers: Mutex<HashMap<u64, (u64, Stat)>>,
     /// Inodes whose pages a closed read handle may have filled with old text.
     pub(super) stale_pages: Mutex<Vec<u64>>,
-    /// Folders being listed, with [`Vfs::kernel_epoch`] as their listing started (see
-    /// [`Vfs::listing_ended`]).
-    pub(super) listings: Mutex<HashMap<u64, u64>>,
+    /// Folders being listed (see [`Vfs::listing_ended`]).
+    pub(super) listings: Mutex<HashMap<u64, Listing>>,
     /// Names the kernel keeps that no longer exist, for the watcher to drop.
     pub(super) stale_names: Mutex<Vec<(u64, Arc<str>)>>,
     /// Re-checks of what the kernel keeps started so far (see [`Vfs::kernel_keeps`]).

@@ -89,7 +89,11 @@ impl Vfs {
         // Folders are not kept: their times follow commits that write-back makes later (a
         // restore's `rsync` sets a block folder's time before its block is committed), and a
         // stale folder time is what an incremental rsync compares first.
-        if self.kernel.get().is_none() || stat.volatile || stat.kind == Kind::Dir {
+        if self.kernel.get().is_none()
+            || stat.volatile
+            || stat.kind == Kind::Dir
+            || self.seen_by_some_only(ino)
+        {
             return false;
         }
         match self.inodes.write() {
@@ -277,28 +281,63 @@ impl Vfs {
         self.drop_listings(&above, top.map(Some));
     }
 
-    /// A listing of folder `ino` starts (at its first entry); its entries are computed
+    /// A call of a listing of folder `ino` (at `dir`) starts; its entries are computed
     /// after this.
-    pub(super) fn listing_started(&self, ino: u64) {
-        if self.kernel.get().is_none() {
+    pub(super) fn listing_call(&self, ino: u64, dir: &[String]) {
+        let Some(kernel) = self.kernel.get() else {
             return;
-        }
+        };
         let since = self.kernel_epoch();
-        if let Ok(mut l) = lock(&self.listings) {
-            // Listings left unfinished (`ls | head`) are forgotten past a bound; those then
-            // end as listings the kernel may not keep.
-            if l.len() >= MOST_LISTINGS {
-                l.clear();
+        let personal = self.depends_on_who_asks(dir);
+        let forgotten: Vec<u64> = match lock(&self.listings) {
+            Ok(mut l) => {
+                // Listings left unfinished (`ls | head`) are forgotten past a bound, and
+                // the kernel drops what it cached of them.
+                let forgotten = if l.len() >= MOST_LISTINGS && !l.contains_key(&ino) {
+                    l.drain().map(|(i, _)| i).collect()
+                } else {
+                    Vec::new()
+                };
+                // Two listings at once, or one resumed: the older start stands for both.
+                let listing = l.entry(ino).or_insert(Listing {
+                    since,
+                    personal: false,
+                });
+                listing.personal |= personal;
+                forgotten
             }
-            // Two listings at once: the older start stands for both.
-            l.entry(ino).or_insert(since);
+            Err(_) => Vec::new(),
+        };
+        for ino in forgotten {
+            let _ = kernel.inval_inode(ino);
         }
+    }
+
+    /// Whether the listing of folder `dir` depends on who asks: a process has an entry of it
+    /// hidden (see [`crate::vfs::fresh`]), or a file of it is moved aside.
+    fn depends_on_who_asks(&self, dir: &[String]) -> bool {
+        self.fresh.hides_in(dir)
+            || lock(&self.aside).is_ok_and(|a| {
+                a.keys()
+                    .any(|p| p.len() == dir.len() + 1 && p.starts_with(dir))
+            })
+    }
+
+    /// Whether the name of `ino` is one some process may not see (its folder hides
+    /// entries from a process): the kernel keeps neither its name nor its attributes.
+    pub fn seen_by_some_only(&self, ino: u64) -> bool {
+        let Ok(Some(path)) = self.inodes.read().map(|t| t.path(ino)) else {
+            return false;
+        };
+        path.split_last()
+            .is_some_and(|(_, dir)| self.fresh.hides_in(dir))
     }
 
     /// A listing of folder `ino` (at `path`) ends: its last, empty reply is on its way, and
     /// the kernel, which opens folders itself, has cached every entry it was given. It may
-    /// keep them when the tree vouches for the listing ([`Tree::listing_kept`]), no process
-    /// has an entry of the folder hidden (its listing would depend on who asks), and no
+    /// keep them when the tree vouches for the listing ([`Tree::listing_kept`]), no call of
+    /// the listing served a view that depends on who asks (a process's hidden entries: its
+    /// entries may stand in the kernel's copy even if another process finished it), and no
     /// re-check that may concern it started since the listing did: then the core drops it
     /// when a change concerns the folder. Otherwise the kernel drops it now, before the
     /// reply marks it complete, so the next listing asks worldfs again.
@@ -308,16 +347,11 @@ impl Vfs {
         let Some(kernel) = self.kernel.get() else {
             return;
         };
-        let started = lock(&self.listings).ok().and_then(|mut l| l.remove(&ino));
-        let vouched = self.tree.listing_kept(path)
-            && !self.fresh.hides_in(path)
-            && !lock(&self.aside).is_ok_and(|a| {
-                a.keys()
-                    .any(|p| p.len() == path.len() + 1 && p.starts_with(path))
-            });
-        if let (Some(since), true) = (started, vouched) {
+        let listing = lock(&self.listings).ok().and_then(|mut l| l.remove(&ino));
+        let vouched = self.tree.listing_kept(path) && !self.depends_on_who_asks(path);
+        if let (Some(l), true) = (listing, vouched) {
             if let Ok(mut t) = self.inodes.write() {
-                if !self.concerned_since(&t, ino, since) {
+                if !l.personal && !self.concerned_since(&t, ino, l.since) {
                     t.set_listed(ino);
                     return;
                 }
@@ -455,8 +489,16 @@ impl Vfs {
     }
 }
 
-/// How many unfinished listings are remembered at most (see [`Vfs::listing_started`]).
+/// How many unfinished listings are remembered at most (see [`Vfs::listing_call`]).
 const MOST_LISTINGS: usize = 4096;
+
+/// A listing of a folder under way, as the kernel caches it.
+pub struct Listing {
+    /// [`Vfs::kernel_epoch`] when its first call started.
+    since: u64,
+    /// Whether a call served a view that depends on who asks.
+    personal: bool,
+}
 
 /// How many re-checks [`RecheckLog`] remembers: a stat computed across more is not kept.
 const LOGGED_RECHECKS: usize = 64;
@@ -805,6 +847,30 @@ mod tests {
         assert!(
             told.take().contains(&format!("inode {made}")),
             "the maker would be served what others see"
+        );
+        // Nor are the names and attributes of what it hides.
+        let (fixed, stat) = vfs.lookup(made, "fixed", 2).unwrap();
+        assert!(vfs.seen_by_some_only(fixed));
+        assert!(!vfs.kernel_keeps(fixed, &stat, vfs.kernel_epoch()));
+    }
+
+    /// Adversarial review: the maker lists part of its new folder (one `getdents`) and
+    /// stops; once nothing is hidden any more another process lists it whole, and the
+    /// kernel, which kept the maker's part, appends the rest to it.
+    #[test]
+    fn a_listing_partly_served_to_a_process_with_hidden_entries_is_never_kept() {
+        let (_tree, vfs, told, [d, _, _]) = listings();
+        let (made, _) = vfs.mkdir(d, "new", 1).unwrap();
+        vfs.readdir(made, 0, false, 1, &mut |e| e.name == ".")
+            .unwrap();
+        vfs.fresh.removed(&["d".to_string(), "new".to_string()]);
+        told.take();
+        assert_eq!(list(&vfs, made, 2), [".", "..", "fixed"]);
+        assert!(told.take().contains(&format!("inode {made}")));
+        assert_eq!(list(&vfs, made, 2), [".", "..", "fixed"]);
+        assert!(
+            !told.take().contains(&format!("inode {made}")),
+            "a listing wholly served to everyone is kept"
         );
     }
 

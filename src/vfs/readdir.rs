@@ -46,10 +46,8 @@ impl Vfs {
         pid: u32,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
-        if offset == 0 {
-            self.listing_started(ino);
-        }
         let dir = self.path_of(ino)?;
+        self.listing_call(ino, &dir);
         let dir_stat = self.stat_path(&dir)?;
         if dir_stat.kind != Kind::Dir {
             return Err(Error::not_dir("not a directory"));
