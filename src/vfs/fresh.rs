@@ -161,13 +161,23 @@ impl FreshDirs {
 
     /// Whether entry `name` of folder `dir` is hidden from process `pid`.
     pub fn hidden(&self, dir: &[String], name: &str, pid: u32) -> bool {
-        self.hidden_at(dir, name, pid, Instant::now())
+        self.hidden_at(dir, name, Some(pid), Instant::now())
     }
 
-    fn hidden_at(&self, dir: &[String], name: &str, pid: u32, now: Instant) -> bool {
+    /// Whether entry `name` of folder `dir` is hidden from some process.
+    pub fn hidden_from_some(&self, dir: &[String], name: &str) -> bool {
+        self.hidden_at(dir, name, None, Instant::now())
+    }
+
+    /// Whether entry `name` of folder `dir` is hidden from process `pid` (`None`: from any).
+    fn hidden_at(&self, dir: &[String], name: &str, pid: Option<u32>, now: Instant) -> bool {
+        let from = |by: u32| pid.map_or(true, |pid| pid == by);
         self.dirs.lock().is_ok_and(|d| {
+            if d.by_path.is_empty() && d.gone.is_empty() {
+                return false;
+            }
             let fresh = d.by_path.get(key(dir).as_str()).is_some_and(|f| {
-                f.pid == pid
+                from(f.pid)
                     && now.saturating_duration_since(f.made) < WINDOW
                     && !f.shown.iter().any(|s| &**s == name)
             });
@@ -175,7 +185,7 @@ impl FreshDirs {
                 || (!d.gone.is_empty() && {
                     let path = gone_key(dir, name);
                     d.gone.iter().any(|(at, by, p)| {
-                        *by == pid && *p == path && now.saturating_duration_since(*at) < WINDOW
+                        from(*by) && *p == path && now.saturating_duration_since(*at) < WINDOW
                     })
                 })
         })
@@ -291,7 +301,7 @@ mod tests {
         assert!(!f.hidden(&[], "x", 0), "no process: nothing hidden");
         let now = Instant::now();
         assert!(
-            !f.hidden_at(&[], "auth.txt", 42, now + WINDOW),
+            !f.hidden_at(&[], "auth.txt", Some(42), now + WINDOW),
             "for a while only"
         );
         for i in 0..MOST_GONE + 10 {
@@ -377,9 +387,9 @@ mod tests {
             f.show_at(&p(&format!("blocks/0,0,0/meta/{s},0,0")), "fields", at);
         }
         let end = t0 + Duration::from_secs(205);
-        assert!(f.hidden_at(&p("blocks/0,0,0"), "nodes.cubeset", 42, end));
-        assert!(!f.hidden_at(&p("blocks/1,0,0"), "nodes.cubeset", 42, end));
-        assert!(!f.hidden_at(&p("blocks/0,0,0"), "nodes.cubeset", 42, end + WINDOW));
+        assert!(f.hidden_at(&p("blocks/0,0,0"), "nodes.cubeset", Some(42), end));
+        assert!(!f.hidden_at(&p("blocks/1,0,0"), "nodes.cubeset", Some(42), end));
+        assert!(!f.hidden_at(&p("blocks/0,0,0"), "nodes.cubeset", Some(42), end + WINDOW));
     }
 
     /// `cp -r` of a block with 4,096 metadata nodes makes its folder, then 12,289 folders

@@ -323,14 +323,15 @@ impl Vfs {
             })
     }
 
-    /// Whether the name of `ino` is one some process may not see (its folder hides
-    /// entries from a process): the kernel keeps neither its name nor its attributes.
+    /// Whether the name of `ino` is one some process does not see (a fixed file of a
+    /// folder it just made, a file it removed that the tree keeps): the kernel keeps
+    /// neither its name nor its attributes.
     pub fn seen_by_some_only(&self, ino: u64) -> bool {
         let Ok(Some(path)) = self.inodes.read().map(|t| t.path(ino)) else {
             return false;
         };
         path.split_last()
-            .is_some_and(|(_, dir)| self.fresh.hides_in(dir))
+            .is_some_and(|(name, dir)| self.fresh.hidden_from_some(dir, name))
     }
 
     /// A listing of folder `ino` (at `path`) ends: its last, empty reply is on its way, and
