@@ -8,8 +8,9 @@
 //! and fsynced before the file is touched, then applied, fsynced and the journal removed.
 //! Opening the file replays a complete journal and discards a torn one, so after a crash
 //! at any moment each chunk is either all old or all new. Each write also records what its
-//! range held (length and CRC-32): a journal is replayed only while every range holds that
-//! or already its new bytes, and no write starts past the end of the file. Otherwise the
+//! range held (its length, and the CRC-32 of each 4 KiB page piece of it): a journal is
+//! replayed only while every piece holds that or already its new bytes (a crash cuts an
+//! apply between pages), and no write starts past the end of the file. Otherwise the
 //! game saved the world after the crash (replaying would overwrite what it saved, directory
 //! entries included) or the journal was not made for this file: it is dropped, with an
 //! error in the log, and the file left alone.
@@ -22,16 +23,36 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::vfs::replace::{open_no_follow, sync_dir};
 
-const JOURNAL_MAGIC: &[u8; 8] = b"WFSJRNL2";
-/// The journals of worldfs before writes recorded what their range held (still replayed:
-/// one may be left by a crash before an upgrade).
+const JOURNAL_MAGIC: &[u8; 8] = b"WFSJRNL3";
+/// The journals of worldfs before what a range held was recorded page by page (one CRC-32
+/// for the whole range), and before it was recorded at all; both still replayed: one may
+/// be left by a crash before an upgrade.
+const JOURNAL_MAGIC_V2: &[u8; 8] = b"WFSJRNL2";
 const JOURNAL_MAGIC_V1: &[u8; 8] = b"WFSJRNL1";
 
-/// The bytes of each write's header in a journal starting with `magic`, if it is one.
-fn write_head_bytes(magic: &[u8]) -> Option<usize> {
+/// The unit in which a write cut short leaves its range: SIGKILL stops a `pwrite` between
+/// pages (measured: the first unwritten byte lay on a 4 KiB boundary in every run), and a
+/// power loss keeps any set of written pages. So what a range held is recorded per piece
+/// of it between multiples of this (the smallest page Linux has), and a replay finds each
+/// piece old or new, whatever moment the crash cut the apply at.
+const PAGE: u64 = 4096;
+
+/// The layouts a journal may have, told by its magic.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Writes without what their range held.
+    V1,
+    /// Writes with the length and CRC-32 of what their whole range held.
+    V2,
+    /// Writes with the length of what their range held and the CRC-32 of each piece.
+    V3,
+}
+
+fn layout_of(magic: &[u8]) -> Option<Layout> {
     match magic {
-        m if m == JOURNAL_MAGIC => Some(WRITE_HEAD),
-        m if m == JOURNAL_MAGIC_V1 => Some(16),
+        m if m == JOURNAL_MAGIC => Some(Layout::V3),
+        m if m == JOURNAL_MAGIC_V2 => Some(Layout::V2),
+        m if m == JOURNAL_MAGIC_V1 => Some(Layout::V1),
         _ => None,
     }
 }
@@ -61,31 +82,118 @@ pub(crate) fn journal_path(file: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Bytes of a write's header in a journal: offset, length, old length, old CRC-32.
-const WRITE_HEAD: usize = 28;
+/// The pieces of the file range `[off, off + len)`, split at multiples of [`PAGE`], as
+/// offsets relative to `off`.
+fn pieces(off: u64, len: u64) -> impl Iterator<Item = std::ops::Range<usize>> {
+    let mut at = 0u64;
+    std::iter::from_fn(move || {
+        (at < len).then(|| {
+            let start = at;
+            at = (PAGE - off.wrapping_add(at) % PAGE)
+                .saturating_add(at)
+                .min(len);
+            start as usize..at as usize
+        })
+    })
+}
 
-/// The header of a write of `data` at `off` to `file` as it is now: the file's bytes in
-/// that range (fewer past its end) are recorded by length and CRC-32, so a replay can tell
-/// whether the file still holds them.
-fn write_head(file: &File, off: u64, data: &[u8]) -> Result<[u8; WRITE_HEAD]> {
-    let len = file.metadata()?.len();
-    let present = len.saturating_sub(off).min(data.len() as u64) as usize;
-    let mut old = vec![0u8; present];
-    file.read_exact_at(&mut old, off)?;
-    let mut head = [0u8; WRITE_HEAD];
-    head[..8].copy_from_slice(&off.to_le_bytes());
-    head[8..16].copy_from_slice(&(data.len() as u64).to_le_bytes());
-    head[16..24].copy_from_slice(&(present as u64).to_le_bytes());
-    head[24..].copy_from_slice(&crc32fast::hash(&old).to_le_bytes());
+/// How many pieces [`pieces`] gives, `None` past `u64`.
+fn piece_count(off: u64, len: u64) -> Option<u64> {
+    if len == 0 {
+        return Some(0);
+    }
+    let last = off.checked_add(len - 1)?;
+    Some(last / PAGE - off / PAGE + 1)
+}
+
+/// The bytes `file` holds in `[off, off + len)`, fewer where it ends sooner.
+fn held(file: &File, end: u64, off: u64, len: usize) -> Result<Vec<u8>> {
+    let present = end.saturating_sub(off).min(len as u64) as usize;
+    let mut now = vec![0u8; present];
+    file.read_exact_at(&mut now, off)?;
+    Ok(now)
+}
+
+/// The header of a write of `data` at `off` to `file` as it is now: offset, length, and
+/// what the range holds (fewer bytes past the file's end): its length and the CRC-32 of
+/// each piece, so a replay can tell whether each piece still holds it.
+fn write_head(file: &File, off: u64, data: &[u8]) -> Result<Vec<u8>> {
+    let old = held(file, file.metadata()?.len(), off, data.len())?;
+    let mut head = Vec::with_capacity(24 + 4 * (data.len() / PAGE as usize + 2));
+    head.extend_from_slice(&off.to_le_bytes());
+    head.extend_from_slice(&(data.len() as u64).to_le_bytes());
+    head.extend_from_slice(&(old.len() as u64).to_le_bytes());
+    for p in pieces(off, old.len() as u64) {
+        head.extend_from_slice(&crc32fast::hash(&old[p]).to_le_bytes());
+    }
     Ok(head)
 }
 
-/// A write as a journal holds it: its offset, what the range held (length and CRC-32;
-/// unknown in a journal of worldfs 1) and its bytes.
+/// What a journal's write records of what its range held.
+enum Old {
+    /// Nothing (a journal of worldfs 1).
+    Unknown,
+    /// Its length and CRC-32.
+    Whole(u64, u32),
+    /// Its length and the CRC-32 of each of its [`pieces`].
+    Pieces(u64, Vec<u32>),
+}
+
+/// A write as a journal holds it: its offset, what the range held and its bytes.
 struct JournalWrite {
     off: u64,
-    old: Option<(u64, u32)>,
+    old: Old,
     data: Vec<u8>,
+}
+
+/// A write's header as read: its bytes (for the CRC), offset, length and what the range
+/// held.
+struct Head {
+    raw: Vec<u8>,
+    off: u64,
+    len: u64,
+    old: Old,
+}
+
+/// Reads the header of a journal's next write, of which `left` bytes remain before the
+/// journal's CRC: `None` when it cannot fit there (a torn journal, or not one).
+fn read_head(r: &mut impl Read, layout: Layout, left: u64) -> Result<Option<Head>> {
+    let base = if layout == Layout::V1 { 16 } else { 24 };
+    if left < base {
+        return Ok(None);
+    }
+    let mut raw = vec![0u8; base as usize];
+    r.read_exact(&mut raw)?;
+    let word = |at: usize| {
+        u64::from_le_bytes(
+            raw.get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .unwrap_or_default(),
+        )
+    };
+    let (off, len, old_len) = (word(0), word(8), word(16));
+    let extra = match layout {
+        Layout::V1 => Some(0),
+        Layout::V2 => Some(4),
+        // A write records what at most its own range held.
+        Layout::V3 if old_len > len => None,
+        Layout::V3 => piece_count(off, old_len).and_then(|n| n.checked_mul(4)),
+    };
+    let Some(extra) = extra.filter(|&e| e <= left - base) else {
+        return Ok(None);
+    };
+    raw.resize((base + extra) as usize, 0);
+    r.read_exact(&mut raw[base as usize..])?;
+    let crcs: Vec<u32> = raw[base as usize..]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect();
+    let old = match layout {
+        Layout::V1 => Old::Unknown,
+        Layout::V2 => Old::Whole(old_len, crcs.first().copied().unwrap_or_default()),
+        Layout::V3 => Old::Pieces(old_len, crcs),
+    };
+    Ok(Some(Head { raw, off, len, old }))
 }
 
 fn encode_journal(file: &File, writes: &[(u64, Vec<u8>)]) -> Result<Vec<u8>> {
@@ -112,7 +220,7 @@ fn verify_journal(jpath: &Path) -> Result<bool> {
     let mut crc = crc32fast::Hasher::new();
     let mut head = [0u8; 16];
     r.read_exact(&mut head)?;
-    let Some(head_bytes) = write_head_bytes(&head[..8]) else {
+    let Some(layout) = layout_of(&head[..8]) else {
         return Ok(false);
     };
     crc.update(&head);
@@ -120,25 +228,22 @@ fn verify_journal(jpath: &Path) -> Result<bool> {
     let mut at = 16u64;
     let mut buf = vec![0u8; 64 << 10];
     for _ in 0..count {
-        if at + head_bytes as u64 > body {
+        let Some(w) = read_head(&mut r, layout, body - at)? else {
+            return Ok(false);
+        };
+        crc.update(&w.raw);
+        at += w.raw.len() as u64;
+        if w.len > body - at {
             return Ok(false);
         }
-        let mut w = [0u8; WRITE_HEAD];
-        r.read_exact(&mut w[..head_bytes])?;
-        crc.update(&w[..head_bytes]);
-        let n = u64::from_le_bytes(w[8..16].try_into().unwrap_or_default());
-        at += head_bytes as u64;
-        if n > body - at {
-            return Ok(false);
-        }
-        let mut left = n;
+        let mut left = w.len;
         while left > 0 {
             let take = left.min(buf.len() as u64) as usize;
             r.read_exact(&mut buf[..take])?;
             crc.update(&buf[..take]);
             left -= take as u64;
         }
-        at += n;
+        at += w.len;
     }
     let mut stored = [0u8; 4];
     r.read_exact(&mut stored)?;
@@ -154,37 +259,56 @@ fn read_journal(jpath: &Path, mut each: impl FnMut(JournalWrite) -> Result<()>) 
     let mut r = std::io::BufReader::new(open_no_follow(jpath, false)?);
     let mut head = [0u8; 16];
     r.read_exact(&mut head)?;
-    let head_bytes = write_head_bytes(&head[..8]).unwrap_or(WRITE_HEAD);
+    let layout = layout_of(&head[..8]).unwrap_or(Layout::V3);
     let count = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
     for _ in 0..count {
-        let mut w = [0u8; WRITE_HEAD];
-        r.read_exact(&mut w[..head_bytes])?;
-        let word = |at: usize| {
-            u64::from_le_bytes(
-                w.get(at..at + 8)
-                    .and_then(|b| b.try_into().ok())
-                    .unwrap_or_default(),
-            )
-        };
-        let old_crc = u32::from_le_bytes(w[24..].try_into().unwrap_or_default());
+        let w = read_head(&mut r, layout, u64::MAX)?
+            .ok_or_else(|| Error::corrupt(format!("{}: changed while read", jpath.display())))?;
         let mut data = Vec::new();
-        (&mut r).take(word(8)).read_to_end(&mut data)?;
+        (&mut r).take(w.len).read_to_end(&mut data)?;
         each(JournalWrite {
-            off: word(0),
-            old: (head_bytes == WRITE_HEAD).then_some((word(16), old_crc)),
+            off: w.off,
+            old: w.old,
             data,
         })?;
     }
     Ok(true)
 }
 
-/// Whether every write of a verified journal may be applied to `file` as it is now: each
-/// range holds what it held when the journal was made, or already its new bytes (a replay
-/// cut by a crash), and no write starts past the end of the file as the writes before it
-/// leave it. Otherwise another program wrote the file since (the game saved after a crash),
-/// or the journal was not made for it: applying it would destroy what is there.
+/// Whether a write of a verified journal may be applied to `file`, which ends at `end`:
+/// its range holds what it held when the journal was made, or already its new bytes; in a
+/// journal that recorded it piece by piece, each piece does (an apply cut by a crash, see
+/// [`PAGE`]). Otherwise another program wrote the range since (the game saved after a
+/// crash), or the journal was not made for this file.
+fn write_fits(file: &File, end: u64, w: &JournalWrite) -> Result<bool> {
+    let now = held(file, end, w.off, w.data.len())?;
+    Ok(match &w.old {
+        Old::Unknown => true,
+        Old::Whole(len, crc) => {
+            (now.len() as u64, crc32fast::hash(&now)) == (*len, *crc) || now == w.data
+        }
+        Old::Pieces(len, crcs) => {
+            let mut old = pieces(w.off, *len).zip(crcs);
+            pieces(w.off, w.data.len() as u64).all(|p| {
+                let here = now
+                    .get(p.start.min(now.len())..p.end.min(now.len()))
+                    .unwrap_or_default();
+                let was_old = match old.next() {
+                    Some((o, crc)) => here.len() == o.len() && crc32fast::hash(here) == *crc,
+                    None => here.is_empty(),
+                };
+                was_old || w.data.get(p) == Some(here)
+            })
+        }
+    })
+}
+
+/// Whether every write of a verified journal may be applied to `file` as it is now (see
+/// [`write_fits`]), and no write starts past the end of the file as the writes before it
+/// leave it. Otherwise applying it would destroy what is there.
 fn journal_fits(jpath: &Path, file: &File) -> Result<bool> {
-    let mut end = file.metadata()?.len();
+    let actual = file.metadata()?.len();
+    let mut end = actual;
     let mut fits = true;
     read_journal(jpath, |w| {
         let stop = w.off.checked_add(w.data.len() as u64);
@@ -192,17 +316,12 @@ fn journal_fits(jpath: &Path, file: &File) -> Result<bool> {
             fits = false;
             return Ok(());
         }
-        let present = end.saturating_sub(w.off).min(w.data.len() as u64) as usize;
-        let mut now = vec![0u8; present];
-        file.read_exact_at(&mut now, w.off)?;
-        let old = (present as u64, crc32fast::hash(&now));
-        fits = w.old.map_or(true, |o| o == old) || now == w.data;
+        fits = write_fits(file, actual, &w)?;
         end = end.max(stop.unwrap_or(end));
         Ok(())
     })?;
     Ok(fits)
 }
-
 /// Applies the sealed journal of `path` to `file` (one write in memory at a time), makes it
 /// durable and removes the journal. What it did: nothing when the journal is torn, or
 /// stale (see [`journal_fits`]).
@@ -892,6 +1011,121 @@ mod tests {
             "a write past the end was applied"
         );
         assert_eq!(fs::metadata(&path).unwrap().len(), 20);
+    }
+
+    /// A crash (SIGKILL between pages, a power loss) cut the apply of a sealed journal: the
+    /// first write's pages up to a page boundary hold the new bytes, the rest of the file
+    /// its old ones. The next open finishes the commit; before per-piece CRCs it took the
+    /// half-written range for another program's save and left the file half new.
+    #[test]
+    fn an_apply_cut_between_pages_is_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        let old: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        let writes = [
+            (1000u64, vec![0xAAu8; 20_000]),
+            (30_000, vec![0xBB; 9_000]),
+            (40_000, vec![0xCC; 5_000]),
+        ];
+        let mut full = old.clone();
+        full.resize(45_000, 0);
+        for (off, data) in &writes {
+            full[*off as usize..*off as usize + data.len()].copy_from_slice(data);
+        }
+        // Cuts inside the first write, inside the appended one, at the old end.
+        for cut in [4096usize, 12_288, 20_480, 32_768, 40_000, 40_960, 45_000] {
+            fs::write(&path, &old).unwrap();
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap();
+            let mut j = JournalWriter::create(&path, &f).unwrap();
+            for (off, data) in &writes {
+                j.add(*off, data).unwrap();
+            }
+            drop(j.seal().unwrap());
+            // New bytes up to the cut, old ones after it (the file grows only as far).
+            let mut torn = full[..cut].to_vec();
+            torn.extend_from_slice(old.get(cut..).unwrap_or_default());
+            fs::write(&path, &torn).unwrap();
+            assert!(recover(&path, &f).unwrap(), "cut at {cut}: not finished");
+            assert_eq!(fs::read(&path).unwrap(), full, "cut at {cut}");
+            assert!(!journal_path(&path).exists());
+        }
+        // A piece holding neither its old nor its new bytes: the game saved; left alone.
+        fs::write(&path, &old).unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let mut j = JournalWriter::create(&path, &f).unwrap();
+        for (off, data) in &writes {
+            j.add(*off, data).unwrap();
+        }
+        drop(j.seal().unwrap());
+        let mut saved = full[..old.len()].to_vec();
+        saved[9000] ^= 1;
+        fs::write(&path, &saved).unwrap();
+        assert!(
+            !recover(&path, &f).unwrap(),
+            "a stale piece was overwritten"
+        );
+        assert_eq!(fs::read(&path).unwrap(), saved);
+    }
+
+    /// A journal in the layout of worldfs before per-piece CRCs (one CRC-32 of what each
+    /// range held) left by a crash before an upgrade is still finished, and still refused
+    /// when the range changed.
+    #[test]
+    fn a_journal_of_the_second_layout_is_still_replayed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        let v2 = |writes: &[(u64, &[u8], &[u8])]| {
+            let mut j = JOURNAL_MAGIC_V2.to_vec();
+            j.extend_from_slice(&(writes.len() as u64).to_le_bytes());
+            for (off, held, data) in writes {
+                j.extend_from_slice(&off.to_le_bytes());
+                j.extend_from_slice(&(data.len() as u64).to_le_bytes());
+                j.extend_from_slice(&(held.len() as u64).to_le_bytes());
+                j.extend_from_slice(&crc32fast::hash(held).to_le_bytes());
+                j.extend_from_slice(data);
+            }
+            let crc = crc32fast::hash(&j);
+            j.extend_from_slice(&crc.to_le_bytes());
+            j
+        };
+        fs::write(&path, b"0123456789").unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        fs::write(
+            journal_path(&path),
+            v2(&[(2, b"23", b"xy"), (10, b"", b"+")]),
+        )
+        .unwrap();
+        assert!(recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"01xy456789+");
+        fs::write(journal_path(&path), v2(&[(4, b"45", b"ab")])).unwrap();
+        fs::write(&path, b"01xyGG6789+").unwrap();
+        assert!(!recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"01xyGG6789+");
+    }
+
+    #[test]
+    fn pieces_split_a_range_at_page_boundaries() {
+        let all = |off, len| pieces(off, len).collect::<Vec<_>>();
+        assert!(all(0, 0).is_empty());
+        assert_eq!(all(100, 50), vec![0..50]);
+        assert_eq!(all(4000, 200), vec![0..96, 96..200]);
+        assert_eq!(all(4096, 8192), vec![0..4096, 4096..8192]);
+        for (off, len) in [(0, 0), (100, 50), (4000, 200), (4096, 8192), (1, 9000)] {
+            assert_eq!(piece_count(off, len), Some(all(off, len).len() as u64));
+        }
+        assert_eq!(piece_count(u64::MAX, 2), None);
     }
 
     #[test]
