@@ -11,19 +11,30 @@
 
 M=$T/mnt
 DELAYS="0 0.001 0.005 0.03 0.08 0.11 0.13"
+APPLY_DELAYS="0 0 0 0.0002 0.0005 0.001 0.002 0.004"
 
-# kill_when PID PATTERN DELAY: kills PID with SIGKILL DELAY seconds after a file matching
-# the glob PATTERN appears (polled without sleeping), or when none appears within 10 s. It
-# returns once the watcher runs (the watcher goes on in the background).
+# kill_when PID PATTERN DELAY [changed]: kills PID with SIGKILL DELAY seconds after a file
+# matching the glob PATTERN appears (polled without sleeping), or with `changed`, after the
+# file PATTERN names changes (size or time: the commit has begun writing into it); or when
+# nothing happens within 10 s. It returns once the watcher runs (the watcher goes on in the
+# background).
 kill_when() {
   rm -f "$T/watching"
-  python3 - "$@" "$T/watching" <<'PY' &
+  python3 - "$1" "$2" "$3" "${4:-}" "$T/watching" <<'PY' &
 import glob, os, signal, sys, time
-pid, pattern, delay, ready = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4]
+pid, pattern, delay, mode, ready = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5]
+def state():
+    st = os.stat(pattern)
+    return (st.st_size, st.st_mtime_ns)
+first = state() if mode == "changed" else None
 open(ready, "w").close()
 end = time.time() + 10
-while not glob.glob(pattern) and time.time() < end:
-    pass
+if mode == "changed":
+    while state() == first and time.time() < end:
+        pass
+else:
+    while not glob.glob(pattern) and time.time() < end:
+        pass
 time.sleep(delay)
 os.kill(pid, signal.SIGKILL)
 PY
@@ -35,10 +46,12 @@ daemon() { pgrep -f -- "--log-file $T/worldfs.log" || fail "daemon not found"; }
 # world_files WORLD: a hash of every world file (the journal and worldfs leftovers apart).
 world_files() { tree_sha "$1" | grep -v worldfs | sha256sum | cut -d' ' -f1; }
 
-# crash_renames SAMPLE JOURNAL: the rename of the block held by the most chunks, killed at
-# several moments of its commit.
+# crash_renames SAMPLE JOURNAL [IN_PLACE]: the rename of the block held by the most chunks,
+# killed at several moments of its commit: after the journal appears, and where the commit
+# writes into the chunk file IN_PLACE (Chunks.dat), after that file starts changing (the
+# journal's apply, which a kill may cut in the middle of a record).
 crash_renames() {
-  local sample=$1 journal=$2 round=0 old new a delay
+  local sample=$1 journal=$2 in_place=${3:-} round=0 old new a delay moment
   W=$(sc_copy "$sample" ref)
   old=$(world_files "$W")
   mount_world "$W" "$M"
@@ -48,12 +61,18 @@ crash_renames() {
   unmount_world "$M"
   new=$(world_files "$W")
   [ "$old" != "$new" ] || fail "the rename changed nothing"
-  for delay in $DELAYS; do
+  moments=$(for d in $DELAYS; do echo "journal:$d"; done)
+  [ -n "$in_place" ] && moments="$moments $(for d in $APPLY_DELAYS; do echo "apply:$d"; done)"
+  for moment in $moments; do
     round=$((round + 1))
+    delay=${moment#*:}
     W=$(sc_copy "$sample" crash)
     mount_world "$W" "$M"
     ls "$M/index/blocks/$a" >/dev/null
-    kill_when "$(daemon)" "$W/$journal" "$delay"
+    case $moment in
+      journal:*) kill_when "$(daemon)" "$W/$journal" "$delay" ;;
+      apply:*) kill_when "$(daemon)" "$W/$in_place" "$delay" changed ;;
+    esac
     mv "$M/index/blocks/$a" "$M/index/blocks/200" 2>/dev/null || true
     wait
     fusermount3 -u -z "$M" 2>/dev/null || true
@@ -78,7 +97,7 @@ crash_renames() {
       *) tree_sha "$W"; fail "round $round: the world is neither all old nor all new" ;;
     esac
     sc_check "$W"
-    echo "round $round (kill $delay s after the journal): $state, journal replayed: $replayed"
+    echo "round $round (kill $delay s after the ${moment%%:*} began): $state, journal replayed: $replayed"
   done
 }
 
@@ -86,7 +105,7 @@ crash_renames() {
 crash_renames "$REGIONS" Regions.worldfs-journal
 # ---- a 1.27 Chunks.dat world ----
 U=$(sc_unpack "$SCWORLD" unpacked)
-crash_renames "$(find "$U" -name Chunks.dat -printf '%h\n' | head -1)" Chunks.dat.worldfs-journal
+crash_renames "$(find "$U" -name Chunks.dat -printf '%h\n' | head -1)" Chunks.dat.worldfs-journal Chunks.dat
 
 # ---- Terrarum: a tile rename killed while the new disk is written ----
 D0=$(fixture world)
