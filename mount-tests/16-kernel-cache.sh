@@ -121,6 +121,30 @@ for pos, maker_first in (("11,11,11", True), ("12,11,11", False)):
     subprocess.run(["stat", f"{folder}/block.txt"], capture_output=True, check=True)
     assert not os.path.exists(f"{folder}/block.txt"), f"the maker finds block.txt in {pos} after another process looked it up"
     os.rmdir(folder)
+# The hiding is per process, not per thread: a folder made in one thread is filled from
+# another (a thread-pool copier), with O_EXCL creates that fail on an entry already there.
+import shutil, threading
+text = open(f"{blocks}/0,0,0/block.txt", "rb").read()
+folder = f"{blocks}/13,11,11"
+os.mkdir(folder)
+seen = {}
+def fill():
+    seen["listed"] = os.listdir(folder)
+    try:
+        fd = os.open(f"{folder}/block.txt", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, text)
+        os.close(fd)
+        seen["created"] = True
+    except OSError as e:
+        seen["created"] = e
+t = threading.Thread(target=fill)
+t.start()
+t.join()
+assert seen["listed"] == [], f"another thread of the maker lists {seen['listed']}"
+assert seen["created"] is True, f"another thread of the maker cannot create block.txt: {seen['created']}"
+others = other_ls(folder)
+assert "nodes.cubeset" in others, f"another process lists {others} in 13,11,11"
+shutil.rmtree(folder)
 PY
 
 # 3. The real engine as the other writer: it runs on the world folder beside the mount, sets

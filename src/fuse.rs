@@ -1,5 +1,6 @@
 //! The fuser adapter: translates kernel requests into [`Vfs`] calls and results into
-//! replies. It holds no format knowledge and no state of its own beyond the mount's owner.
+//! replies. It holds no format knowledge and no state of its own beyond the mount's owner
+//! and which process each calling thread belongs to ([`Callers`]).
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -14,6 +15,7 @@ use fuser::{
     ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
+use crate::callers::Callers;
 use crate::error::Error;
 use crate::vfs::kernel_cache::KernelCache;
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
@@ -34,6 +36,9 @@ pub struct WorldFs {
     gid: u32,
     /// Whether the kernel can open folders itself (`FUSE_NO_OPENDIR_SUPPORT`).
     kernel_opens_folders: bool,
+    /// The process of a request's thread: the core's views that depend on who asks are per
+    /// process.
+    callers: Callers,
 }
 
 impl WorldFs {
@@ -44,7 +49,13 @@ impl WorldFs {
             uid,
             gid,
             kernel_opens_folders: false,
+            callers: Callers::default(),
         }
+    }
+
+    /// The process a request comes from.
+    fn who(&self, req: &Request) -> u32 {
+        self.callers.process(req.pid())
     }
 
     fn attr(&self, ino: u64, s: &Stat) -> FileAttr {
@@ -181,7 +192,7 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        match self.vfs.lookup(parent.0, name, req.pid()) {
+        match self.vfs.lookup(parent.0, name, self.who(req)) {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
             Err(e) => reply.error(fail("lookup", &e)),
         }
@@ -244,7 +255,7 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        let result = self.vfs.mkdir(parent.0, name, req.pid());
+        let result = self.vfs.mkdir(parent.0, name, self.who(req));
         self.vfs.settle();
         match result {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
@@ -273,7 +284,7 @@ impl Filesystem for WorldFs {
             Err(e) => return reply.error(e),
         };
         let target = target.as_os_str().as_bytes();
-        let result = self.vfs.symlink(parent.0, name, target, req.pid());
+        let result = self.vfs.symlink(parent.0, name, target, self.who(req));
         self.vfs.settle();
         match result {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
@@ -286,7 +297,7 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        let result = self.vfs.unlink_as(parent.0, name, req.pid());
+        let result = self.vfs.unlink_as(parent.0, name, self.who(req));
         self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),
@@ -510,9 +521,11 @@ impl Filesystem for WorldFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let result = self.vfs.readdir(ino.0, offset, false, req.pid(), &mut |e| {
-            !reply.add(INodeNo(e.ino), e.offset, file_type(e.stat.kind), e.name)
-        });
+        let result = self
+            .vfs
+            .readdir(ino.0, offset, false, self.who(req), &mut |e| {
+                !reply.add(INodeNo(e.ino), e.offset, file_type(e.stat.kind), e.name)
+            });
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("readdir", &e)),
@@ -528,17 +541,19 @@ impl Filesystem for WorldFs {
         mut reply: ReplyDirectoryPlus,
     ) {
         let since = self.vfs.kernel_epoch();
-        let result = self.vfs.readdir(ino.0, offset, true, req.pid(), &mut |e| {
-            let attr = self.attr(e.ino, e.stat);
-            !reply.add(
-                INodeNo(e.ino),
-                e.offset,
-                e.name,
-                &self.ttl(e.ino, e.stat, since),
-                &attr,
-                Generation(0),
-            )
-        });
+        let result = self
+            .vfs
+            .readdir(ino.0, offset, true, self.who(req), &mut |e| {
+                let attr = self.attr(e.ino, e.stat);
+                !reply.add(
+                    INodeNo(e.ino),
+                    e.offset,
+                    e.name,
+                    &self.ttl(e.ino, e.stat, since),
+                    &attr,
+                    Generation(0),
+                )
+            });
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("readdirplus", &e)),

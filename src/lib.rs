@@ -12,6 +12,7 @@
 )]
 
 pub mod bytes;
+pub mod callers;
 pub mod cli;
 pub mod cubeset;
 pub mod error;
