@@ -17,7 +17,7 @@ use fuser::{
 
 use crate::callers::Callers;
 use crate::error::Error;
-use crate::vfs::kernel_cache::KernelCache;
+use crate::vfs::kernel_cache::{Keeping, KernelCache};
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
 
 /// How long the kernel may cache the names and attributes of what the core keeps true (see
@@ -79,30 +79,22 @@ impl WorldFs {
         }
     }
 
-    /// How long the kernel may keep the attributes `s` of `ino`, computed after
-    /// `Vfs::kernel_epoch` said `since`.
-    fn ttl(&self, ino: u64, s: &Stat, since: u64) -> Duration {
-        if self.vfs.kernel_keeps(ino, s, since) {
-            return KEPT_TTL;
-        }
-        if self.vfs.seen_by_some_only(ino) {
-            return Duration::ZERO;
-        }
-        match s.kind {
-            Kind::Dir => ENTRY_TTL,
-            Kind::File | Kind::Symlink => Duration::ZERO,
+    /// How long the kernel may keep the attributes `s` of `ino` and its name, computed
+    /// after `Vfs::kernel_epoch` said `since`.
+    fn ttls(&self, ino: u64, s: &Stat, since: u64) -> (Duration, Duration) {
+        match self.vfs.kernel_keeps(ino, s, since) {
+            Keeping::Kept => (KEPT_TTL, KEPT_TTL),
+            Keeping::Never => (Duration::ZERO, Duration::ZERO),
+            Keeping::Briefly => match s.kind {
+                Kind::Dir => (ENTRY_TTL, ENTRY_TTL),
+                Kind::File | Kind::Symlink => (Duration::ZERO, ENTRY_TTL),
+            },
         }
     }
 
-    /// Replies with the name of `ino` and its attributes `s`, kept as long as they may be
-    /// (a name some process may not see, not at all).
+    /// Replies with the name of `ino` and its attributes `s`, kept as long as they may be.
     fn entry(&self, reply: ReplyEntry, ino: u64, s: &Stat, since: u64) {
-        let ttl = self.ttl(ino, s, since);
-        let name_ttl = if ttl.is_zero() && self.vfs.seen_by_some_only(ino) {
-            Duration::ZERO
-        } else {
-            ttl.max(ENTRY_TTL)
-        };
+        let (ttl, name_ttl) = self.ttls(ino, s, since);
         reply.entry_with_ttls(&ttl, &name_ttl, &self.attr(ino, s), Generation(0));
     }
 }
@@ -205,7 +197,7 @@ impl Filesystem for WorldFs {
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let since = self.vfs.kernel_epoch();
         match self.vfs.getattr(ino.0, fh.map(|f| f.0)) {
-            Ok(s) => reply.attr(&self.ttl(ino.0, &s, since), &self.attr(ino.0, &s)),
+            Ok(s) => reply.attr(&self.ttls(ino.0, &s, since).0, &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("getattr", &e)),
         }
     }
@@ -236,7 +228,7 @@ impl Filesystem for WorldFs {
             .vfs
             .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time), mode)
         {
-            Ok(s) => reply.attr(&self.ttl(ino.0, &s, since), &self.attr(ino.0, &s)),
+            Ok(s) => reply.attr(&self.ttls(ino.0, &s, since).0, &self.attr(ino.0, &s)),
             Err(e) => reply.error(fail("setattr", &e)),
         }
     }
@@ -389,7 +381,7 @@ impl Filesystem for WorldFs {
         self.vfs.settle();
         match result {
             Ok((ino, s, fh)) => reply.created(
-                &self.ttl(ino, &s, since),
+                &self.ttls(ino, &s, since).0,
                 &self.attr(ino, &s),
                 Generation(0),
                 FileHandle(fh),
@@ -549,7 +541,7 @@ impl Filesystem for WorldFs {
                     INodeNo(e.ino),
                     e.offset,
                     e.name,
-                    &self.ttl(e.ino, e.stat, since),
+                    &self.ttls(e.ino, e.stat, since).0,
                     &attr,
                     Generation(0),
                 )

@@ -460,6 +460,16 @@ impl Vfs {
         self.lookup(parent, name, pid)
     }
 
+    /// The names of folder `dir`'s tree files moved aside (hidden from every listing of it,
+    /// and making its listing depend on who asks).
+    pub(super) fn aside_in(&self, dir: &[String]) -> Result<Vec<String>> {
+        Ok(lock(&self.aside)?
+            .keys()
+            .filter(|p| p.len() == dir.len() + 1 && p.starts_with(dir))
+            .filter_map(|p| p.last().cloned())
+            .collect())
+    }
+
     /// The tree file `copy` holds the text of, when `copy` is a copy moved aside from it.
     pub(super) fn aside_source(&self, copy: &[String]) -> Result<Option<Vec<String>>> {
         Ok(lock(&self.aside)?

@@ -159,6 +159,14 @@ impl FreshDirs {
         }
     }
 
+    /// Whether any entry of any folder may be hidden from some process (cheap: no path is
+    /// built).
+    pub fn hides_any(&self) -> bool {
+        self.dirs
+            .lock()
+            .map_or(true, |d| !d.by_path.is_empty() || !d.gone.is_empty())
+    }
+
     /// Whether entry `name` of folder `dir` is hidden from process `pid`.
     pub fn hidden(&self, dir: &[String], name: &str, pid: u32) -> bool {
         self.hidden_at(dir, name, Some(pid), Instant::now())

@@ -52,6 +52,23 @@ pub trait KernelCache: Send + Sync {
     fn inval_entry(&self, parent: u64, name: &str) -> std::io::Result<()>;
 }
 
+/// How long the kernel may keep an inode's name and attributes ([`Vfs::kernel_keeps`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keeping {
+    /// Until it is told they changed: the core keeps them true.
+    Kept,
+    /// A short while at most (the core does not follow them).
+    Briefly,
+    /// Not at all: some process does not see this name.
+    Never,
+}
+
+impl Keeping {
+    pub fn kept(self) -> bool {
+        self == Keeping::Kept
+    }
+}
+
 impl Vfs {
     /// Lets the kernel keep what it is served for long, telling it through `kernel` what
     /// changes (the mount does this once, after mounting).
@@ -79,33 +96,34 @@ impl Vfs {
     }
 
     /// Notes that the kernel was given `stat` for `ino`, computed after [`Vfs::kernel_epoch`]
-    /// said `since`; true when it may keep it for long (the core will tell it when it
-    /// changes). Not when a re-check that may have concerned `ino` (one of its object, or of
-    /// everything) started meanwhile: that re-check may have compared and recorded a newer
-    /// stat than this one, or passed over `ino` as not kept, and this one would then stand
-    /// for long unseen. Re-checks of other objects (a restore commits one block while it
-    /// writes the next) do not stop it.
-    pub fn kernel_keeps(&self, ino: u64, stat: &Stat, since: u64) -> bool {
+    /// said `since`, and tells how long it may keep them: [`Keeping::Kept`] when the core
+    /// will tell it when they change. Not when a re-check that may have concerned `ino` (one
+    /// of its object, or of everything) started meanwhile: that re-check may have compared
+    /// and recorded a newer stat than this one, or passed over `ino` as not kept, and this
+    /// one would then stand for long unseen. Re-checks of other objects (a restore commits
+    /// one block while it writes the next) do not stop it. [`Keeping::Never`] for a name
+    /// some process does not see (a fixed file of a folder it just made, a file it removed
+    /// that the tree keeps): the kernel must keep neither the name nor its attributes.
+    pub fn kernel_keeps(&self, ino: u64, stat: &Stat, since: u64) -> Keeping {
+        if self.seen_by_some_only(ino) {
+            return Keeping::Never;
+        }
         // Folders are not kept: their times follow commits that write-back makes later (a
         // restore's `rsync` sets a block folder's time before its block is committed), and a
         // stale folder time is what an incremental rsync compares first.
-        if self.kernel.get().is_none()
-            || stat.volatile
-            || stat.kind == Kind::Dir
-            || self.seen_by_some_only(ino)
-        {
-            return false;
+        if self.kernel.get().is_none() || stat.volatile || stat.kind == Kind::Dir {
+            return Keeping::Briefly;
         }
         match self.inodes.write() {
             Ok(mut t) => {
                 // Under the table's lock, which every re-check takes to record what it found.
                 if self.concerned_since(&t, ino, since) {
-                    return false;
+                    return Keeping::Briefly;
                 }
                 t.keep(ino, stat);
-                true
+                Keeping::Kept
             }
-            Err(_) => false,
+            Err(_) => Keeping::Briefly,
         }
     }
 
@@ -316,17 +334,15 @@ impl Vfs {
     /// Whether the listing of folder `dir` depends on who asks: a process has an entry of it
     /// hidden (see [`crate::vfs::fresh`]), or a file of it is moved aside.
     fn depends_on_who_asks(&self, dir: &[String]) -> bool {
-        self.fresh.hides_in(dir)
-            || lock(&self.aside).is_ok_and(|a| {
-                a.keys()
-                    .any(|p| p.len() == dir.len() + 1 && p.starts_with(dir))
-            })
+        self.fresh.hides_in(dir) || self.aside_in(dir).map_or(true, |a| !a.is_empty())
     }
 
-    /// Whether the name of `ino` is one some process does not see (a fixed file of a
-    /// folder it just made, a file it removed that the tree keeps): the kernel keeps
-    /// neither its name nor its attributes.
-    pub fn seen_by_some_only(&self, ino: u64) -> bool {
+    /// Whether the name of `ino` is one some process does not see (see
+    /// [`Keeping::Never`]).
+    fn seen_by_some_only(&self, ino: u64) -> bool {
+        if !self.fresh.hides_any() {
+            return false;
+        }
         let Ok(Some(path)) = self.inodes.read().map(|t| t.path(ino)) else {
             return false;
         };
@@ -603,7 +619,7 @@ mod tests {
         let mut inos = [f, 0, 0];
         for (i, name) in ["f", "g", "h"].into_iter().enumerate() {
             let (ino, stat) = vfs.lookup(d, name, 1).unwrap();
-            assert!(vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()));
+            assert!(vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()).kept());
             inos[i] = ino;
         }
         (tree, vfs, told, inos)
@@ -730,7 +746,7 @@ mod tests {
         let since = vfs.kernel_epoch();
         let (ino, stat) = vfs.lookup(dir_ino(&vfs), "f", 1).unwrap();
         assert_eq!((ino, stat.size), (f, 16));
-        assert!(vfs.kernel_keeps(f, &stat, since));
+        assert!(vfs.kernel_keeps(f, &stat, since).kept());
         let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
         assert!(keep);
         vfs.release(fh).unwrap();
@@ -754,7 +770,7 @@ mod tests {
             size: new_text.len() as u64,
             ..old
         };
-        assert!(vfs.kernel_keeps(f, &new, vfs.kernel_epoch()));
+        assert!(vfs.kernel_keeps(f, &new, vfs.kernel_epoch()).kept());
         let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
         assert!(!keep, "the text is not of the attributes the kernel keeps");
         vfs.settle();
@@ -851,8 +867,10 @@ mod tests {
         );
         // Nor are the names and attributes of what it hides.
         let (fixed, stat) = vfs.lookup(made, "fixed", 2).unwrap();
-        assert!(vfs.seen_by_some_only(fixed));
-        assert!(!vfs.kernel_keeps(fixed, &stat, vfs.kernel_epoch()));
+        assert_eq!(
+            vfs.kernel_keeps(fixed, &stat, vfs.kernel_epoch()),
+            Keeping::Never
+        );
     }
 
     /// Adversarial review: the maker lists part of its new folder (one `getdents`) and
@@ -899,7 +917,7 @@ mod tests {
         rewrite(&vfs, x, b"ok y");
         assert_ne!(vfs.kernel_epoch(), since, "the commit re-checked");
         assert!(
-            vfs.kernel_keeps(f, &stat, since),
+            vfs.kernel_keeps(f, &stat, since).kept(),
             "e/x does not concern d/f"
         );
         // A commit of its own object (d) meanwhile: not kept.
@@ -910,7 +928,7 @@ mod tests {
         vfs.release(g.2).unwrap();
         vfs.settle();
         assert!(
-            !vfs.kernel_keeps(f, &stat, since),
+            !vfs.kernel_keeps(f, &stat, since).kept(),
             "d/g's commit concerns d/f"
         );
         // More re-checks than are remembered: not kept, whatever they concerned.
@@ -919,7 +937,10 @@ mod tests {
         for i in 0..=LOGGED_RECHECKS {
             rewrite(&vfs, x, format!("ok {i}").as_bytes());
         }
-        assert!(!vfs.kernel_keeps(f, &stat, since), "forgotten re-checks");
+        assert!(
+            !vfs.kernel_keeps(f, &stat, since).kept(),
+            "forgotten re-checks"
+        );
     }
 
     /// Adversarial review (adv-s20): a file still open after its commit (fsync, or the
@@ -947,7 +968,7 @@ mod tests {
         // fstat before the close.
         let since = vfs.kernel_epoch();
         let open = vfs.getattr(f, Some(fh)).unwrap();
-        let kept = vfs.kernel_keeps(f, &open, since);
+        let kept = vfs.kernel_keeps(f, &open, since).kept();
         vfs.release(fh).unwrap();
         vfs.settle();
         let now = vfs.getattr(f, None).unwrap();
@@ -969,14 +990,20 @@ mod tests {
         // rsync's temporary: created, written, closed, renamed over the file it replaces.
         let since = vfs.kernel_epoch();
         let (tmp, stat, fh) = vfs.create(d, ".f.Xa3k2P", 0o600).unwrap();
-        assert!(vfs.kernel_keeps(tmp, &stat, since), "a new scratch file");
+        assert!(
+            vfs.kernel_keeps(tmp, &stat, since).kept(),
+            "a new scratch file"
+        );
         vfs.write(fh, 0, b"ok new", false).unwrap();
         vfs.release(fh).unwrap();
         vfs.settle();
         let since = vfs.kernel_epoch();
         let stat = vfs.getattr(tmp, None).unwrap();
         assert_eq!(stat.size, 6);
-        assert!(vfs.kernel_keeps(tmp, &stat, since), "a closed scratch file");
+        assert!(
+            vfs.kernel_keeps(tmp, &stat, since).kept(),
+            "a closed scratch file"
+        );
         told.take();
         vfs.rename(d, ".f.Xa3k2P", d, "f").unwrap();
         vfs.settle();
@@ -990,32 +1017,32 @@ mod tests {
         fail_a_save(&vfs, f);
         let stat = vfs.getattr(f, None).unwrap();
         assert!(stat.volatile, "failed text");
-        assert!(!vfs.kernel_keeps(f, &stat, vfs.kernel_epoch()));
+        assert!(!vfs.kernel_keeps(f, &stat, vfs.kernel_epoch()).kept());
     }
 
     #[test]
     fn without_a_kernel_cache_or_for_volatile_files_or_across_a_recheck_nothing_is_kept() {
         let (tree, vfs, f) = setup();
         let stat = vfs.getattr(f, None).unwrap();
-        assert!(!vfs.kernel_keeps(f, &stat, 0), "no kernel cache set");
+        assert!(!vfs.kernel_keeps(f, &stat, 0).kept(), "no kernel cache set");
         vfs.keep_kernel_cache(Box::new(Told::default()));
         let since = vfs.kernel_epoch();
-        assert!(vfs.kernel_keeps(f, &stat, since));
+        assert!(vfs.kernel_keeps(f, &stat, since).kept());
         vfs.watch_once();
-        assert!(vfs.kernel_keeps(f, &stat, since), "no re-check ran");
+        assert!(vfs.kernel_keeps(f, &stat, since).kept(), "no re-check ran");
         lock(&tree.files)
             .unwrap()
             .insert("d/f".into(), b"ok changed".to_vec());
         tree.underneath.fetch_add(1, Ordering::Relaxed);
         vfs.watch_once();
         assert!(
-            !vfs.kernel_keeps(f, &stat, since),
+            !vfs.kernel_keeps(f, &stat, since).kept(),
             "a stat computed before a re-check is not kept"
         );
         let volatile = Stat {
             volatile: true,
             ..stat
         };
-        assert!(!vfs.kernel_keeps(f, &volatile, vfs.kernel_epoch()));
+        assert!(!vfs.kernel_keeps(f, &volatile, vfs.kernel_epoch()).kept());
     }
 }

@@ -106,11 +106,7 @@ impl Vfs {
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<bool> {
         let dir = listing.dir;
-        let aside_here: Vec<String> = lock(&self.aside)?
-            .keys()
-            .filter(|p| p.len() == dir.len() + 1 && p.starts_with(dir))
-            .filter_map(|p| p.last().cloned())
-            .collect();
+        let aside_here = self.aside_in(dir)?;
         let mut full = false;
         let after = listing.offset.saturating_sub(2);
         self.tree
