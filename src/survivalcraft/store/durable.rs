@@ -15,12 +15,14 @@
 //! entries included) or the journal was not made for this file: it is dropped, with an
 //! error in the log, and the file left alone.
 
+use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::survivalcraft::codec::region::MAX_REGION_BYTES;
 use crate::vfs::replace::{open_no_follow, sync_dir};
 
 const JOURNAL_MAGIC: &[u8; 8] = b"WFSJRNL3";
@@ -36,6 +38,11 @@ const JOURNAL_MAGIC_V1: &[u8; 8] = b"WFSJRNL1";
 /// of it between multiples of this (the smallest page Linux has), and a replay finds each
 /// piece old or new, whatever moment the crash cut the apply at.
 const PAGE: u64 = 4096;
+
+/// The most bytes one write of a journal holds: far above a chunk record (about 257 KiB at
+/// most), and a bound on what reading a journal may allocate, whatever length a hostile or
+/// sparse journal claims.
+const MAX_WRITE: u64 = 16 << 20;
 
 /// The layouts a journal may have, told by its magic.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -156,7 +163,8 @@ struct Head {
 }
 
 /// Reads the header of a journal's next write, of which `left` bytes remain before the
-/// journal's CRC: `None` when it cannot fit there (a torn journal, or not one).
+/// journal's CRC: `None` when it and its data cannot fit there, or claim more than
+/// [`MAX_WRITE`] bytes (a torn journal, or not one); nothing is allocated before that.
 fn read_head(r: &mut impl Read, layout: Layout, left: u64) -> Result<Option<Head>> {
     let base = if layout == Layout::V1 { 16 } else { 24 };
     if left < base {
@@ -173,13 +181,14 @@ fn read_head(r: &mut impl Read, layout: Layout, left: u64) -> Result<Option<Head
     };
     let (off, len, old_len) = (word(0), word(8), word(16));
     let extra = match layout {
+        _ if len > MAX_WRITE => None,
         Layout::V1 => Some(0),
         Layout::V2 => Some(4),
         // A write records what at most its own range held.
         Layout::V3 if old_len > len => None,
-        Layout::V3 => piece_count(off, old_len).and_then(|n| n.checked_mul(4)),
+        Layout::V3 => piece_count(off, old_len).map(|n| n * 4),
     };
-    let Some(extra) = extra.filter(|&e| e <= left - base) else {
+    let Some(extra) = extra.filter(|&e| e + len <= left - base) else {
         return Ok(None);
     };
     raw.resize((base + extra) as usize, 0);
@@ -196,11 +205,41 @@ fn read_head(r: &mut impl Read, layout: Layout, left: u64) -> Result<Option<Head
     Ok(Some(Head { raw, off, len, old }))
 }
 
+/// Refuses a write a journal could not hold: longer than [`MAX_WRITE`], or overlapping an
+/// earlier write of the same journal (`written`: their ranges by start). What a range held
+/// is recorded before any write of the journal is applied, so a replay could not tell an
+/// overlapped range's bytes from another program's; and the later write would silently
+/// undo the earlier one (two chunks whose directory entries name one record).
+fn check_write(written: &mut BTreeMap<u64, u64>, off: u64, len: usize) -> Result<()> {
+    let len = len as u64;
+    let end = off
+        .checked_add(len)
+        .filter(|_| len <= MAX_WRITE)
+        .ok_or_else(|| Error::invalid(format!("a write of {len} bytes at {off}")))?;
+    if len == 0 {
+        return Ok(());
+    }
+    let before = written
+        .range(..=off)
+        .next_back()
+        .is_some_and(|(_, &e)| e > off);
+    let after = written.range(off..end).next().is_some();
+    if before || after {
+        return Err(Error::corrupt(format!(
+            "two records of one commit share bytes at offset {off} (the directory is damaged); nothing written"
+        )));
+    }
+    written.insert(off, end);
+    Ok(())
+}
+
 fn encode_journal(file: &File, writes: &[(u64, Vec<u8>)]) -> Result<Vec<u8>> {
     let mut j = Vec::new();
     j.extend_from_slice(JOURNAL_MAGIC);
     j.extend_from_slice(&(writes.len() as u64).to_le_bytes());
+    let mut written = BTreeMap::new();
     for (off, data) in writes {
+        check_write(&mut written, *off, data.len())?;
         j.extend_from_slice(&write_head(file, *off, data)?);
         j.extend_from_slice(data);
     }
@@ -212,11 +251,17 @@ fn encode_journal(file: &File, writes: &[(u64, Vec<u8>)]) -> Result<Vec<u8>> {
 /// Checks a journal whole, streaming it: the layout of [`encode_journal`] filling the file
 /// exactly, and the CRC. Nothing is held but a buffer.
 fn verify_journal(jpath: &Path) -> Result<bool> {
-    let len = fs::symlink_metadata(jpath)?.len();
+    verify_open(&open_no_follow(jpath, false)?)
+}
+
+/// [`verify_journal`] of the journal open as `f`, read from its start.
+fn verify_open(f: &File) -> Result<bool> {
+    let len = f.metadata()?.len();
     let Some(body) = len.checked_sub(4).filter(|&b| b >= 16) else {
         return Ok(false);
     };
-    let mut r = std::io::BufReader::new(open_no_follow(jpath, false)?);
+    let mut r = std::io::BufReader::new(f);
+    r.seek(SeekFrom::Start(0))?;
     let mut crc = crc32fast::Hasher::new();
     let mut head = [0u8; 16];
     r.read_exact(&mut head)?;
@@ -233,9 +278,6 @@ fn verify_journal(jpath: &Path) -> Result<bool> {
         };
         crc.update(&w.raw);
         at += w.raw.len() as u64;
-        if w.len > body - at {
-            return Ok(false);
-        }
         let mut left = w.len;
         while left > 0 {
             let take = left.min(buf.len() as u64) as usize;
@@ -251,21 +293,27 @@ fn verify_journal(jpath: &Path) -> Result<bool> {
 }
 
 /// Reads a journal's writes in order, one at a time, handing each to `each`; false (and
-/// nothing handed) when it is torn or not a journal: it is verified whole first.
+/// nothing handed) when it is torn or not a journal: it is verified whole first, through
+/// the same open file, and read within the bounds it was verified with.
 fn read_journal(jpath: &Path, mut each: impl FnMut(JournalWrite) -> Result<()>) -> Result<bool> {
-    if !verify_journal(jpath)? {
+    let f = open_no_follow(jpath, false)?;
+    if !verify_open(&f)? {
         return Ok(false);
     }
-    let mut r = std::io::BufReader::new(open_no_follow(jpath, false)?);
+    let body = f.metadata()?.len().saturating_sub(4);
+    let mut r = std::io::BufReader::new(&f);
+    r.seek(SeekFrom::Start(0))?;
     let mut head = [0u8; 16];
     r.read_exact(&mut head)?;
     let layout = layout_of(&head[..8]).unwrap_or(Layout::V3);
     let count = u64::from_le_bytes(head[8..].try_into().unwrap_or_default());
+    let mut at = 16u64;
     for _ in 0..count {
-        let w = read_head(&mut r, layout, u64::MAX)?
+        let w = read_head(&mut r, layout, body.saturating_sub(at))?
             .ok_or_else(|| Error::corrupt(format!("{}: changed while read", jpath.display())))?;
         let mut data = Vec::new();
         (&mut r).take(w.len).read_to_end(&mut data)?;
+        at += w.raw.len() as u64 + w.len;
         each(JournalWrite {
             off: w.off,
             old: w.old,
@@ -278,8 +326,9 @@ fn read_journal(jpath: &Path, mut each: impl FnMut(JournalWrite) -> Result<()>) 
 /// Whether a write of a verified journal may be applied to `file`, which ends at `end`:
 /// its range holds what it held when the journal was made, or already its new bytes; in a
 /// journal that recorded it piece by piece, each piece does (an apply cut by a crash, see
-/// [`PAGE`]). Otherwise another program wrote the range since (the game saved after a
-/// crash), or the journal was not made for this file.
+/// [`PAGE`]), where bytes past what the piece held may also be zeros (a power loss kept
+/// the file's new length but not its data). Otherwise another program wrote the range
+/// since (the game saved after a crash), or the journal was not made for this file.
 fn write_fits(file: &File, end: u64, w: &JournalWrite) -> Result<bool> {
     let now = held(file, end, w.off, w.data.len())?;
     Ok(match &w.old {
@@ -293,10 +342,13 @@ fn write_fits(file: &File, end: u64, w: &JournalWrite) -> Result<bool> {
                 let here = now
                     .get(p.start.min(now.len())..p.end.min(now.len()))
                     .unwrap_or_default();
-                let was_old = match old.next() {
-                    Some((o, crc)) => here.len() == o.len() && crc32fast::hash(here) == *crc,
-                    None => here.is_empty(),
+                let (was, crc) = match old.next() {
+                    Some((o, &crc)) => (o.len(), crc),
+                    None => (0, 0),
                 };
+                let was_old = here.len() >= was
+                    && crc32fast::hash(&here[..was]) == crc
+                    && here[was..].iter().all(|&b| b == 0);
                 was_old || w.data.get(p) == Some(here)
             })
         }
@@ -341,6 +393,24 @@ fn apply_journal(path: &Path, file: &File) -> Result<Replay> {
     Ok(done)
 }
 
+/// Refuses a new commit while a sealed journal lies at `jpath`: a commit whose apply failed
+/// (a full disk, an I/O error) left it, and its writes must still happen; a new journal
+/// would remove it and leave the file half applied. The next read-write open replays it.
+/// A torn journal, or anything else there, is removed by the caller as before.
+fn refuse_if_pending(jpath: &Path) -> Result<()> {
+    if fs::symlink_metadata(jpath).is_ok_and(|m| m.is_file()) && verify_journal(jpath)? {
+        return Err(Error::new(
+            libc::EIO,
+            format!(
+                "{}: an earlier commit failed while it was applied and is pending in this \
+                 journal; unmount and mount again to finish it; nothing written",
+                jpath.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// A redo journal of in-place writes being written one write at a time, in the layout of
 /// [`encode_journal`]: a commit of many chunks holds one record in memory, not all of them.
 /// [`JournalWriter::seal`] completes it (count and CRC); until then the chunk file is
@@ -353,6 +423,8 @@ pub(crate) struct JournalWriter {
     count: u64,
     /// CRC of the writes (the head is added when the count is known).
     crc: crc32fast::Hasher,
+    /// The ranges written so far, by start (see [`check_write`]).
+    written: BTreeMap<u64, u64>,
 }
 
 /// A complete, durable journal not applied yet.
@@ -386,6 +458,7 @@ impl JournalWriter {
     /// written through a link).
     pub(crate) fn create(path: &Path, file: &File) -> Result<JournalWriter> {
         let jpath = journal_path(path);
+        refuse_if_pending(&jpath)?;
         remove_if_there(&jpath)?;
         let f = OpenOptions::new()
             .write(true)
@@ -403,11 +476,13 @@ impl JournalWriter {
             out,
             count: 0,
             crc: crc32fast::Hasher::new(),
+            written: BTreeMap::new(),
         })
     }
 
     /// Appends a write of `data` at offset `off`.
     pub(crate) fn add(&mut self, off: u64, data: &[u8]) -> Result<()> {
+        check_write(&mut self.written, off, data.len())?;
         let w = write_head(&self.file, off, data)?;
         self.out.write_all(&w)?;
         self.out.write_all(data)?;
@@ -471,6 +546,8 @@ pub(crate) fn journaled_write(
     all.extend(directory_writes);
     // Whatever is at the journal's name (nothing, or something planted) is removed, and the
     // journal created anew, so it is never written through a link.
+    refuse_if_pending(&jpath)?;
+    let journal = encode_journal(file, &all)?;
     remove_if_there(&jpath)?;
     let mut j = OpenOptions::new()
         .write(true)
@@ -479,7 +556,7 @@ pub(crate) fn journaled_write(
         .mode(0o600)
         .open(&jpath)
         .map_err(|e| Error::from(e).context(jpath.display()))?;
-    j.write_all(&encode_journal(file, &all)?)?;
+    j.write_all(&journal)?;
     j.sync_all()?;
     sync_parent(&jpath)?;
     apply(file, &all[..split])?;
@@ -563,6 +640,20 @@ impl ReplaceJournal {
     /// Starts the journal at `path` (whatever is there is removed first; never written
     /// through a link).
     pub(crate) fn create(path: &Path) -> Result<ReplaceJournal> {
+        // A sealed journal here belongs to a commit whose replacements failed part way (a
+        // full disk): removing it would leave the regions half replaced.
+        if fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+            && read_replacements(path, |_, _, _| Ok(()))?
+        {
+            return Err(Error::new(
+                libc::EIO,
+                format!(
+                    "{}: an earlier commit failed while its files were replaced and is pending \
+                     in this journal; unmount and mount again to finish it; nothing written",
+                    path.display()
+                ),
+            ));
+        }
         remove_if_there(path)?;
         let f = OpenOptions::new()
             .write(true)
@@ -662,6 +753,11 @@ fn read_replacements(
         let (key, len, old_len) = (word(0), word(8), word(16));
         let old_crc = u32::from_le_bytes(head[24..].try_into().unwrap_or_default());
         let old = (old_len != u64::MAX).then_some((old_len, old_crc));
+        // No file it replaces is larger than a region may be: a record claiming more is not
+        // one of ours, and is never read into memory (a sparse file claims any length).
+        if len > MAX_REGION_BYTES as u64 {
+            return Ok(false);
+        }
         let mut bytes = Vec::new();
         if (&mut f).take(len).read_to_end(&mut bytes)? as u64 != len {
             return Ok(false);
@@ -1113,6 +1209,136 @@ mod tests {
         fs::write(&path, b"01xyGG6789+").unwrap();
         assert!(!recover(&path, &f).unwrap());
         assert_eq!(fs::read(&path).unwrap(), b"01xyGG6789+");
+    }
+
+    fn open_rw(path: &Path) -> File {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .unwrap()
+    }
+
+    /// Review: a journal claiming huge writes (a sparse file takes no disk for them) is
+    /// refused without allocating what it claims; one changed between its check and its
+    /// read is not read through.
+    #[test]
+    fn a_journal_claiming_huge_writes_is_refused_without_allocating_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let jpath = dir.path().join("j");
+        let len = 1u64 << 48;
+        for layout in [JOURNAL_MAGIC, JOURNAL_MAGIC_V2, JOURNAL_MAGIC_V1] {
+            let mut j = layout.to_vec();
+            j.extend_from_slice(&1u64.to_le_bytes());
+            j.extend_from_slice(&0u64.to_le_bytes());
+            j.extend_from_slice(&len.to_le_bytes());
+            j.extend_from_slice(&len.to_le_bytes());
+            fs::write(&jpath, &j).unwrap();
+            open_rw(&jpath).set_len(16 + 24 + (4u64 << 36) + 4).unwrap();
+            assert!(!verify_journal(&jpath).unwrap());
+        }
+        let file = tempfile::tempfile().unwrap();
+        let writes = [
+            (0, vec![7u8; 100_000]),
+            (100_000, vec![6u8; 100_000]),
+            (300_000, b"abc".to_vec()),
+        ];
+        fs::write(&jpath, encode_journal(&file, &writes).unwrap()).unwrap();
+        // The file is empty: no write records pieces. The third header lies past what a
+        // reader holds in its buffer when the first write is handed out.
+        let third = 16 + 2 * (24 + 100_000);
+        let mut n = 0;
+        let read = read_journal(&jpath, |_| {
+            n += 1;
+            let mut h = 300_000u64.to_le_bytes().to_vec();
+            h.extend_from_slice(&len.to_le_bytes());
+            h.extend_from_slice(&0u64.to_le_bytes());
+            open_rw(&jpath).write_all_at(&h, third).unwrap();
+            Ok(())
+        });
+        assert!(
+            read.is_err(),
+            "a journal changed after its check was read through"
+        );
+        assert_eq!(n, 2);
+        let mut j = JournalWriter::create(&dir.path().join("f"), &file).unwrap();
+        assert!(j.add(0, &vec![0; MAX_WRITE as usize + 1]).is_err());
+    }
+
+    /// Review: two writes of one commit over the same bytes (two directory entries naming
+    /// one record) are refused as the journal is made: what the range held is recorded
+    /// before any write is applied, so a replay after a crash could not finish it.
+    #[test]
+    fn writes_sharing_bytes_are_refused_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        fs::write(&path, vec![1u8; 16384]).unwrap();
+        let f = open_rw(&path);
+        let mut j = JournalWriter::create(&path, &f).unwrap();
+        j.add(0, &[0xAA; 8192]).unwrap();
+        j.add(8192, &[0xAB; 10]).unwrap();
+        let err = j.add(4096, &[0xBB; 8192]).unwrap_err();
+        assert!(err.message().contains("share bytes"), "{}", err.message());
+        assert!(j.add(100, &[0; 1]).is_err());
+        j.add(8202, &[0xCC; 10]).unwrap();
+        j.discard().unwrap();
+        let shared = vec![(0u64, vec![2u8; 10]), (5, vec![3u8; 10])];
+        assert!(journaled_write(&path, &f, shared, vec![]).is_err());
+        assert_eq!(fs::read(&path).unwrap(), vec![1u8; 16384]);
+        assert!(!journal_path(&path).exists());
+    }
+
+    /// Review: a power loss kept an appended write's length but not all its pages (holes
+    /// read as zeros): the commit is finished.
+    #[test]
+    fn an_append_whose_pages_a_power_loss_left_as_zeros_is_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        let old = vec![1u8; 8000];
+        let new = vec![0xAAu8; 12288];
+        let mut full = old.clone();
+        full.extend_from_slice(&new);
+        for hole in [8000..8192, 8192..16384, 8000..20288] {
+            fs::write(&path, &old).unwrap();
+            let f = open_rw(&path);
+            let mut j = JournalWriter::create(&path, &f).unwrap();
+            j.add(8000, &new).unwrap();
+            drop(j.seal().unwrap());
+            let mut torn = full.clone();
+            torn[hole.clone()].fill(0);
+            fs::write(&path, &torn).unwrap();
+            assert!(recover(&path, &f).unwrap(), "hole {hole:?}: not finished");
+            assert_eq!(fs::read(&path).unwrap(), full);
+        }
+    }
+
+    /// Review: an apply that failed part way (a full disk) leaves its sealed journal; the
+    /// next commit is refused rather than removing it, and the next open finishes it.
+    #[test]
+    fn a_sealed_journal_left_by_a_failed_apply_is_kept_for_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("Chunks.dat");
+        fs::write(&path, b"0123456789").unwrap();
+        let f = open_rw(&path);
+        let mut j = JournalWriter::create(&path, &f).unwrap();
+        j.add(2, b"xy").unwrap();
+        drop(j.seal().unwrap());
+        let refused = JournalWriter::create(&path, &f).err().unwrap();
+        assert_eq!(refused.errno(), libc::EIO);
+        assert!(journaled_write(&path, &f, vec![(0, b"zz".to_vec())], vec![]).is_err());
+        assert_eq!(fs::read(&path).unwrap(), b"0123456789");
+        assert!(recover(&path, &f).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"01xy456789");
+        // The same for a replacement journal.
+        let rpath = dir.path().join("Regions.worldfs-journal");
+        let mut r = ReplaceJournal::create(&rpath).unwrap();
+        r.add(1, None, b"x").unwrap();
+        r.seal().unwrap();
+        assert_eq!(
+            ReplaceJournal::create(&rpath).err().unwrap().errno(),
+            libc::EIO
+        );
+        assert!(rpath.exists());
     }
 
     #[test]
