@@ -162,6 +162,16 @@ struct Head {
     old: Old,
 }
 
+/// The little-endian `u64` at `at` in `bytes` (0 past their end).
+fn le_word(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(
+        bytes
+            .get(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .unwrap_or_default(),
+    )
+}
+
 /// Reads the header of a journal's next write, of which `left` bytes remain before the
 /// journal's CRC: `None` when it and its data cannot fit there, or claim more than
 /// [`MAX_WRITE`] bytes (a torn journal, or not one); nothing is allocated before that.
@@ -172,14 +182,7 @@ fn read_head(r: &mut impl Read, layout: Layout, left: u64) -> Result<Option<Head
     }
     let mut raw = vec![0u8; base as usize];
     r.read_exact(&mut raw)?;
-    let word = |at: usize| {
-        u64::from_le_bytes(
-            raw.get(at..at + 8)
-                .and_then(|b| b.try_into().ok())
-                .unwrap_or_default(),
-        )
-    };
-    let (off, len, old_len) = (word(0), word(8), word(16));
+    let (off, len, old_len) = (le_word(&raw, 0), le_word(&raw, 8), le_word(&raw, 16));
     let extra = match layout {
         _ if len > MAX_WRITE => None,
         Layout::V1 => Some(0),
@@ -743,14 +746,7 @@ fn read_replacements(
         if f.read_exact(&mut head[16..]).is_err() {
             return Ok(false);
         }
-        let word = |at: usize| {
-            u64::from_le_bytes(
-                head.get(at..at + 8)
-                    .and_then(|b| b.try_into().ok())
-                    .unwrap_or_default(),
-            )
-        };
-        let (key, len, old_len) = (word(0), word(8), word(16));
+        let (key, len, old_len) = (le_word(&head, 0), le_word(&head, 8), le_word(&head, 16));
         let old_crc = u32::from_le_bytes(head[24..].try_into().unwrap_or_default());
         let old = (old_len != u64::MAX).then_some((old_len, old_crc));
         // No file it replaces is larger than a region may be: a record claiming more is not
@@ -987,11 +983,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Chunks.dat");
         fs::write(&path, b"0123456789").unwrap();
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
+        let f = open_rw(&path);
         let writes = vec![(2u64, b"xy".to_vec()), (8, b"Z".to_vec())];
         // Discarded: nothing written, no journal left.
         let mut j = JournalWriter::create(&path, &f).unwrap();
@@ -1040,11 +1032,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Chunks.dat");
         fs::write(&path, b"0123456789").unwrap();
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
+        let f = open_rw(&path);
         // Simulate a crash after the journal was written, before the file was touched.
         let j = encode_journal(&f, &[(2, b"xy".to_vec())]).unwrap();
         fs::write(journal_path(&path), &j).unwrap();
@@ -1074,27 +1062,15 @@ mod tests {
     fn a_journal_older_than_its_file_or_past_its_end_is_not_applied() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Chunks.dat");
-        fs::write(&path, b"0123456789").unwrap();
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let mut j = JournalWriter::create(&path, &f).unwrap();
-        j.add(2, b"xy").unwrap();
-        j.add(10, b"new record").unwrap();
-        drop(j.seal().unwrap());
+        let writes = [(2, b"xy".to_vec()), (10, b"new record".to_vec())];
+        let f = sealed_over(&path, b"0123456789", &writes);
         // The game saves: the range of the first write and the end of the file changed.
         fs::write(&path, b"01GAME6789game record").unwrap();
         assert!(!recover(&path, &f).unwrap(), "a stale journal was applied");
         assert_eq!(fs::read(&path).unwrap(), b"01GAME6789game record");
         assert!(!journal_path(&path).exists());
         // Half applied before a crash: the written ranges hold the new bytes; fine.
-        fs::write(&path, b"0123456789").unwrap();
-        let mut j = JournalWriter::create(&path, &f).unwrap();
-        j.add(2, b"xy").unwrap();
-        j.add(10, b"new record").unwrap();
-        drop(j.seal().unwrap());
+        let f = sealed_over(&path, b"0123456789", &writes);
         fs::write(&path, b"01xy456789").unwrap();
         assert!(recover(&path, &f).unwrap());
         assert_eq!(fs::read(&path).unwrap(), b"01xy456789new record");
@@ -1107,6 +1083,19 @@ mod tests {
             "a write past the end was applied"
         );
         assert_eq!(fs::metadata(&path).unwrap().len(), 20);
+    }
+
+    /// The chunk file `path` holding `old`, open, with a sealed journal of `writes` beside
+    /// it (a crash before the apply).
+    fn sealed_over(path: &Path, old: &[u8], writes: &[(u64, Vec<u8>)]) -> File {
+        fs::write(path, old).unwrap();
+        let f = open_rw(path);
+        let mut j = JournalWriter::create(path, &f).unwrap();
+        for (off, data) in writes {
+            j.add(*off, data).unwrap();
+        }
+        drop(j.seal().unwrap());
+        f
     }
 
     /// A crash (SIGKILL between pages, a power loss) cut the apply of a sealed journal: the
@@ -1130,17 +1119,7 @@ mod tests {
         }
         // Cuts inside the first write, inside the appended one, at the old end.
         for cut in [4096usize, 12_288, 20_480, 32_768, 40_000, 40_960, 45_000] {
-            fs::write(&path, &old).unwrap();
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&path)
-                .unwrap();
-            let mut j = JournalWriter::create(&path, &f).unwrap();
-            for (off, data) in &writes {
-                j.add(*off, data).unwrap();
-            }
-            drop(j.seal().unwrap());
+            let f = sealed_over(&path, &old, &writes);
             // New bytes up to the cut, old ones after it (the file grows only as far).
             let mut torn = full[..cut].to_vec();
             torn.extend_from_slice(old.get(cut..).unwrap_or_default());
@@ -1150,17 +1129,7 @@ mod tests {
             assert!(!journal_path(&path).exists());
         }
         // A piece holding neither its old nor its new bytes: the game saved; left alone.
-        fs::write(&path, &old).unwrap();
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        let mut j = JournalWriter::create(&path, &f).unwrap();
-        for (off, data) in &writes {
-            j.add(*off, data).unwrap();
-        }
-        drop(j.seal().unwrap());
+        let f = sealed_over(&path, &old, &writes);
         let mut saved = full[..old.len()].to_vec();
         saved[9000] ^= 1;
         fs::write(&path, &saved).unwrap();
@@ -1193,11 +1162,7 @@ mod tests {
             j
         };
         fs::write(&path, b"0123456789").unwrap();
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
+        let f = open_rw(&path);
         fs::write(
             journal_path(&path),
             v2(&[(2, b"23", b"xy"), (10, b"", b"+")]),
@@ -1299,11 +1264,7 @@ mod tests {
         let mut full = old.clone();
         full.extend_from_slice(&new);
         for hole in [8000..8192, 8192..16384, 8000..20288] {
-            fs::write(&path, &old).unwrap();
-            let f = open_rw(&path);
-            let mut j = JournalWriter::create(&path, &f).unwrap();
-            j.add(8000, &new).unwrap();
-            drop(j.seal().unwrap());
+            let f = sealed_over(&path, &old, &[(8000, new.clone())]);
             let mut torn = full.clone();
             torn[hole.clone()].fill(0);
             fs::write(&path, &torn).unwrap();
@@ -1318,11 +1279,7 @@ mod tests {
     fn a_sealed_journal_left_by_a_failed_apply_is_kept_for_the_next_open() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Chunks.dat");
-        fs::write(&path, b"0123456789").unwrap();
-        let f = open_rw(&path);
-        let mut j = JournalWriter::create(&path, &f).unwrap();
-        j.add(2, b"xy").unwrap();
-        drop(j.seal().unwrap());
+        let f = sealed_over(&path, b"0123456789", &[(2, b"xy".to_vec())]);
         let refused = JournalWriter::create(&path, &f).err().unwrap();
         assert_eq!(refused.errno(), libc::EIO);
         assert!(journaled_write(&path, &f, vec![(0, b"zz".to_vec())], vec![]).is_err());
@@ -1359,11 +1316,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("Chunks.dat");
         fs::write(&path, b"0123456789").unwrap();
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
+        let f = open_rw(&path);
         let victim = dir.path().join("victim");
         let planted = encode_journal(&f, &[(0, b"zz".to_vec())]).unwrap();
         fs::write(&victim, &planted).unwrap();
