@@ -1,7 +1,7 @@
 //! The FUSE floor, for `scripts/bench`: what reading a tree shaped like a mounted Luanti
 //! world costs when the filesystem behind it does no work at all.
 //!
-//! `cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached|--kept]` mounts, in the
+//! `cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached|--kept] [--no-open]` mounts, in the
 //! foreground until unmounted, a filesystem held in memory: `blocks/` with BLOCKS folders, each
 //! holding `nodes.cubeset` of SIZE bytes, four small views and an empty `meta/` folder, as
 //! `worldfs` lists a block. It answers every request from arrays, with the kernel settings of
@@ -14,7 +14,11 @@
 //! lets the kernel keep names and attributes for an hour: what a second pass over the tree
 //! (an incremental `rsync -a`, a second `grep -r`) costs when the kernel keeps everything it
 //! may (names, attributes, pages, and listings of folders it opens itself), so that each file
-//! read still costs its open and release and nothing else.
+//! read still costs its open and release and nothing else. With `--no-open` it answers OPEN
+//! with `ENOSYS`: the kernel then opens files itself, sends no OPEN, FLUSH or RELEASE, and
+//! keeps their pages, so a kept file costs no request at all. That is below what `worldfs`
+//! can ask for, since its handles (a reader reads the text of its open, a writer's text is
+//! checked at close) need the OPEN and the RELEASE.
 //!
 //! The walks of `scripts/bench` over this mount are a lower bound for the same walks over a
 //! `worldfs` mount: the difference between the two is what `worldfs` itself costs.
@@ -75,6 +79,9 @@ struct NullFs {
     keep: Keep,
     /// Content of every file: `size` bytes of text, the small views read a prefix.
     content: Vec<u8>,
+    /// Answer OPEN with ENOSYS (`--no-open`): the kernel then opens files itself, sends no
+    /// OPEN or RELEASE, and keeps their pages.
+    no_open: bool,
 }
 
 impl NullFs {
@@ -234,6 +241,9 @@ impl Filesystem for NullFs {
     }
 
     fn open(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.no_open {
+            return reply.error(Errno::from_i32(libc::ENOSYS));
+        }
         let flags = if self.keep != Keep::Names {
             FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_NOFLUSH
         } else {
@@ -321,7 +331,7 @@ fn main() -> ExitCode {
         plain.get(2).map(|n| n.parse::<u64>()),
     ) else {
         eprintln!(
-            "usage: cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached|--kept]"
+            "usage: cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached|--kept] [--no-open]"
         );
         return ExitCode::FAILURE;
     };
@@ -341,6 +351,7 @@ fn main() -> ExitCode {
         size,
         keep,
         content,
+        no_open: args.iter().any(|a| a == "--no-open"),
     };
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("fuse-floor".into())];

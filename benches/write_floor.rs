@@ -1,7 +1,7 @@
 //! The FUSE write floor, for `scripts/bench`: what restoring a backup into a mount costs when
 //! the filesystem behind it does no work at all.
 //!
-//! `cargo bench --bench write_floor -- MOUNTPOINT` mounts, in the foreground until unmounted,
+//! `cargo bench --bench write_floor -- MOUNTPOINT [--writeback]` mounts, in the foreground until unmounted,
 //! an empty filesystem held in memory that takes whatever is written into it: folders, files
 //! and links get inode numbers, names, modes, times and sizes; the bytes written are counted
 //! and dropped. It asks the kernel for the fewest requests a writable FUSE filesystem can:
@@ -9,7 +9,8 @@
 //! answered `ENOSYS`, and the kernel sends none again), 4 request threads on cloned
 //! descriptors as `worldfs` has. An `rsync -a` of a backup into this mount is the lower bound
 //! for the same restore into a `worldfs` mount, which also decodes, validates and commits
-//! what it is given.
+//! what it is given. With `--writeback` the kernel also caches what is written
+//! (`FUSE_WRITEBACK_CACHE`) and sends it later, in larger writes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
@@ -48,6 +49,8 @@ struct MemFs {
     state: Mutex<State>,
     uid: u32,
     gid: u32,
+    /// Let the kernel cache writes (`--writeback`: `FUSE_WRITEBACK_CACHE`).
+    writeback: bool,
 }
 
 fn enoent() -> Errno {
@@ -71,6 +74,7 @@ impl MemFs {
             }),
             uid,
             gid,
+            writeback: false,
         };
         let root = fs.attr(ROOT, FileType::Directory, 0o755);
         if let Ok(mut s) = fs.state.lock() {
@@ -181,6 +185,9 @@ impl Filesystem for MemFs {
                 | InitFlags::FUSE_READDIRPLUS_AUTO
                 | InitFlags::FUSE_NO_OPENDIR_SUPPORT,
         );
+        if self.writeback {
+            let _ = config.add_capabilities(InitFlags::FUSE_WRITEBACK_CACHE);
+        }
         Ok(())
     }
 
@@ -461,8 +468,10 @@ fn main() -> ExitCode {
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let [mnt] = args.as_slice() else {
-        eprintln!("usage: cargo bench --bench write_floor -- MOUNTPOINT");
+    let writeback = args.iter().any(|a| a == "--writeback");
+    let plain: Vec<&String> = args.iter().filter(|a| !a.starts_with("--")).collect();
+    let [mnt] = plain.as_slice() else {
+        eprintln!("usage: cargo bench --bench write_floor -- MOUNTPOINT [--writeback]");
         return ExitCode::FAILURE;
     };
     // SAFETY: getuid and getgid only read the process's ids.
@@ -472,7 +481,9 @@ fn main() -> ExitCode {
     config.acl = SessionACL::Owner;
     config.n_threads = Some(4);
     config.clone_fd = true;
-    match fuser::mount(MemFs::new(uid, gid), PathBuf::from(mnt.as_str()), &config) {
+    let mut fs = MemFs::new(uid, gid);
+    fs.writeback = writeback;
+    match fuser::mount(fs, PathBuf::from(mnt.as_str()), &config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("write_floor: {e}");
