@@ -7,20 +7,25 @@
 //! to make a running server wait; every write is one transaction, so a crash leaves each
 //! block either old or new. A streamed commit keeps its blocks in a temporary table until it
 //! copies them into `blocks` ([`SqliteMap::commit_stream`]). The store never changes the database's journal mode or schema.
+//!
+//! A `map.sqlite` replaced under the mount (a backup copied back with `rsync` or `mv`, which
+//! rename a new file over the old) or removed is followed ([`SqliteMap::follow_file`]): an
+//! open connection would go on reading the old file, and a commit on it would be lost with
+//! that file (and its rollback journal, named by path, would belong to the new one).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
     int_to_pos, is_last_page, pos_to_int, push_listed, Change, Listed, Produce, Stream, MAX_STORED,
 };
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, LOCAL, MAX_BYTES};
-use crate::luanti::store::sqlite;
+use crate::luanti::store::sqlite::{self, file_id};
 
 /// The two `map.sqlite` schemas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +51,8 @@ pub struct SqliteMap {
     path: PathBuf,
     schema: Schema,
     read_only: bool,
-    readers: Mutex<Vec<Connection>>,
+    /// Reading connections, each with the [`SqliteMap::generation`] it was opened in.
+    readers: Mutex<Vec<(u64, Connection)>>,
     writer: Mutex<Option<Connection>>,
     /// [`SqliteMap::others_version`]'s token as last read on the writer's connection
     /// ([`NO_TOKEN`]: none yet), answered while the writer commits.
@@ -63,6 +69,48 @@ pub struct SqliteMap {
     keyed: bool,
     /// Blocks read ahead of walks.
     ahead: ReadAhead,
+    /// The file the connections are open on ([`file_id`]); `None` while there is none.
+    file: Mutex<Option<(u64, u64)>>,
+    /// How many times the database was found replaced or removed (see
+    /// [`SqliteMap::follow_file`]); part of every change token, so each such change is one.
+    generation: AtomicU64,
+}
+
+/// The schema of the database open on `conn`, and whether its table is keyed as the
+/// engine's are (see [`keyed_as_the_engine_keys`]); an error naming `path` when it is not
+/// a Luanti map database.
+fn read_schema(conn: &Connection, path: &Path) -> Result<(Schema, bool)> {
+    let mut has = (false, false, false);
+    let mut columns = Vec::new();
+    let mut stmt = conn
+        .prepare("SELECT name, type, pk FROM pragma_table_info('blocks')")
+        .map_err(|e| Error::from(e).context(path.display()))?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (name, kind, pk) = row?;
+        match name.as_str() {
+            "pos" => has.0 = true,
+            "z" => has.1 = true,
+            "data" => has.2 = true,
+            _ => {}
+        }
+        columns.push((name, kind, pk));
+    }
+    let schema = match has {
+        (_, true, true) => Schema::Xyz,
+        (true, false, true) => Schema::Pos,
+        _ => return Err(Error::unsupported(format!(
+            "{}: not a Luanti map database (no table blocks(pos, data) or blocks(x, y, z, data))",
+            path.display()
+        ))),
+    };
+    Ok((schema, keyed_as_the_engine_keys(schema, &columns)))
 }
 
 /// Whether the key columns of `blocks` (`columns`: name, declared type, place in the
@@ -276,48 +324,17 @@ impl SqliteMap {
             absent: AtomicBool::new(false),
             keyed: true,
             ahead: ReadAhead::new(LOCAL),
+            file: Mutex::new(None),
+            generation: AtomicU64::new(0),
         };
         if holds_nothing(path) {
             store.absent.store(true, Ordering::Relaxed);
             return Ok(store);
         }
         let conn = store.connect(true)?;
-        let mut has = (false, false, false);
-        let mut columns = Vec::new();
-        {
-            let mut stmt = conn
-                .prepare("SELECT name, type, pk FROM pragma_table_info('blocks')")
-                .map_err(|e| Error::from(e).context(path.display()))?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })?;
-            for row in rows {
-                let (name, kind, pk) = row?;
-                match name.as_str() {
-                    "pos" => has.0 = true,
-                    "z" => has.1 = true,
-                    "data" => has.2 = true,
-                    _ => {}
-                }
-                columns.push((name, kind, pk));
-            }
-        }
-        let schema = match has {
-            (_, true, true) => Schema::Xyz,
-            (true, false, true) => Schema::Pos,
-            _ => {
-                return Err(Error::unsupported(format!(
-                    "{}: not a Luanti map database (no table blocks(pos, data) or blocks(x, y, z, data))",
-                    path.display()
-                )))
-            }
-        };
-        store.release(conn);
-        let keyed = keyed_as_the_engine_keys(schema, &columns);
+        *lock(&store.file)? = file_id(path);
+        let (schema, keyed) = read_schema(&conn, path)?;
+        store.release(0, conn);
         Ok(SqliteMap {
             schema,
             keyed,
@@ -359,21 +376,106 @@ impl SqliteMap {
 
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         let pooled = self.readers.lock().map(|mut p| p.pop()).unwrap_or(None);
-        let conn = match pooled {
+        let (generation, conn) = match pooled {
             Some(c) => c,
-            None => self.connect(true)?,
+            None => (self.generation.load(Ordering::SeqCst), self.connect(true)?),
         };
         let result = f(&conn);
-        self.release(conn);
+        self.release(generation, conn);
         result
     }
 
-    fn release(&self, conn: Connection) {
+    /// Puts a reading connection opened in `generation` back in the pool, unless the file
+    /// was replaced since.
+    fn release(&self, generation: u64, conn: Connection) {
         if let Ok(mut pool) = self.readers.lock() {
-            if pool.len() < 16 {
-                pool.push(conn);
+            if pool.len() < 16 && generation == self.generation.load(Ordering::SeqCst) {
+                pool.push((generation, conn));
             }
         }
+    }
+
+    /// Follows a database replaced or removed since the connections were opened on it (see
+    /// the module docs), under the writer's lock (`writer`: its connection): every
+    /// connection is dropped and opened again on the file now at the path, and what was read
+    /// ahead is dropped (the change token changes). A removed database is an empty map until
+    /// the next commit creates it, as for the engine. A new database of the other schema, or
+    /// one that is not a map, cannot be followed (its blocks would be listed in another
+    /// order), nor can the removal of one in the `x, y, z` schema: every later look and
+    /// commit fails, saying to mount again. Returns whether it changed.
+    fn follow_file(&self, writer: &mut Option<Connection>) -> Result<bool> {
+        let now = file_id(&self.path);
+        let mut known = lock(&self.file)?;
+        if *known == now {
+            return Ok(false);
+        }
+        let cannot_follow = |what: String| {
+            Error::new(
+                libc::EIO,
+                format!(
+                    "{}: {what} under the mount, which cannot follow it (its blocks would be \
+                     listed in another order); unmount and mount again",
+                    self.path.display()
+                ),
+            )
+        };
+        let schema_of_new = || -> Result<Option<String>> {
+            let (schema, keyed) = read_schema(&self.connect(true)?, &self.path)?;
+            Ok(((schema, keyed) != (self.schema, self.keyed)).then(|| {
+                format!(
+                    "replaced by a database of schema {} (was {}), keyed {}",
+                    schema.name(),
+                    self.schema.name(),
+                    if keyed {
+                        "as the engine's"
+                    } else {
+                        "otherwise"
+                    }
+                )
+            }))
+        };
+        if known.is_none() {
+            // Created since by another program (ours records what it creates): every
+            // connection was opened on it, and it must have the schema the mount lists.
+            if now.is_some() && !holds_nothing(&self.path) {
+                if let Some(why) = schema_of_new()? {
+                    return Err(cannot_follow(why));
+                }
+            }
+            *known = now;
+            return Ok(false);
+        }
+        *writer = None;
+        self.writer_token.store(NO_TOKEN, Ordering::SeqCst);
+        lock(&self.readers)?.clear();
+        *lock(&self.version)? = None;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        if now.is_none() || holds_nothing(&self.path) {
+            if self.schema != Schema::Pos {
+                // A new database is made in the `pos` schema (see `MAP_SCHEMA`).
+                return Err(cannot_follow(format!(
+                    "removed (it had the {} schema)",
+                    self.schema.name()
+                )));
+            }
+            *known = now;
+            self.absent.store(true, Ordering::Relaxed);
+            log::warn!(
+                "{}: removed under the mount; the map is empty until a commit creates it",
+                self.path.display()
+            );
+            return Ok(true);
+        }
+        if let Some(why) = schema_of_new()? {
+            return Err(cannot_follow(why));
+        }
+        self.absent.store(false, Ordering::Relaxed);
+        *known = now;
+        log::warn!(
+            "{}: replaced under the mount; reading and writing the new file",
+            self.path.display()
+        );
+        Ok(true)
     }
 
     /// The stored blob of one block.
@@ -603,7 +705,14 @@ impl SqliteMap {
         let conn = guard
             .as_ref()
             .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
-        sqlite::data_version(conn)
+        Ok(self.with_generation(sqlite::data_version(conn)?))
+    }
+
+    /// A change token made to differ after each replacement of the file (the new file's
+    /// connections count from their own start).
+    fn with_generation(&self, token: i64) -> i64 {
+        let generation = self.generation.load(Ordering::SeqCst) as i64;
+        token.wrapping_add(generation.wrapping_shl(40))
     }
 
     /// A token that changes when another program committed, and not for our own commits;
@@ -623,20 +732,31 @@ impl SqliteMap {
             return Ok(Some(-1));
         }
         let token = if self.read_only || self.absent.load(Ordering::Relaxed) {
+            // Not while our first commit creates the database (it then follows it itself).
+            if let Ok(mut writer) = self.writer.try_lock() {
+                self.follow_file(&mut writer)?;
+            }
+            if self.is_absent() {
+                return Ok(Some(-1));
+            }
             self.data_version()?.wrapping_mul(2)
         } else {
             match self.writer.try_lock() {
-                Ok(g) => {
+                Ok(mut g) => {
+                    self.follow_file(&mut g)?;
+                    if self.is_absent() {
+                        return Ok(Some(-1));
+                    }
                     let guard = self.open_writer(g)?;
                     let conn = guard
                         .as_ref()
                         .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
-                    self.read_writer_token(conn)?
+                    self.with_generation(self.read_writer_token(conn)?)
                 }
                 Err(std::sync::TryLockError::WouldBlock) => {
                     match self.writer_token.load(Ordering::SeqCst) {
                         NO_TOKEN => return Ok(None),
-                        token => token,
+                        token => self.with_generation(token),
                     }
                 }
                 Err(std::sync::TryLockError::Poisoned(_)) => {
@@ -659,10 +779,11 @@ impl SqliteMap {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        let guard = self
+        let mut guard = self
             .writer
             .lock()
             .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
+        self.follow_file(&mut guard)?;
         self.open_writer(guard)
     }
 
@@ -684,12 +805,35 @@ impl SqliteMap {
                 drop(sqlite::open_or_create(&self.path, MAP_SCHEMA)?);
                 self.absent.store(false, Ordering::Relaxed);
             }
+            let mut known = lock(&self.file)?;
+            if known.is_none() {
+                // Created just now, or by another program since the last look.
+                *known = file_id(&self.path);
+            }
+            drop(known);
             let conn = self.connect(false)?;
             // A streamed commit keeps its blobs in a temporary table: in a file, not memory.
             conn.execute_batch("PRAGMA temp_store = FILE")?;
             *guard = Some(conn);
         }
         Ok(guard)
+    }
+
+    /// Fails when the file at the path is no longer the one the connections were opened on:
+    /// replaced between the look before a transaction began and its start (the transaction
+    /// holds the old file). Nothing is written; the next commit follows the new file.
+    fn still_the_file(&self) -> Result<()> {
+        if file_id(&self.path) == *lock(&self.file)? {
+            return Ok(());
+        }
+        Err(Error::new(
+            libc::EIO,
+            format!(
+                "{}: replaced under the mount as a commit began; nothing was written, the \
+                 next commit writes the new file",
+                self.path.display()
+            ),
+        ))
     }
 
     /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
@@ -708,6 +852,7 @@ impl SqliteMap {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // Other programs are kept out until the commit: this token stays true through it.
         self.read_writer_token(&tx)?;
+        self.still_the_file()?;
         let changes = select(changes)?;
         for (pos, data) in &changes {
             match (self.schema, data) {
@@ -754,6 +899,7 @@ impl SqliteMap {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // Other programs are kept out until the commit: this token stays true through it.
         self.read_writer_token(&tx)?;
+        self.still_the_file()?;
         let (table, copy) = match self.schema {
             Schema::Pos => (
                 "CREATE TEMP TABLE worldfs_stream (pos INTEGER PRIMARY KEY, data BLOB)",
@@ -1291,6 +1437,123 @@ mod tests {
             .unwrap();
         let rows = stmt.query_map([], |r| r.get(0)).unwrap();
         rows.map(|r| r.unwrap()).collect()
+    }
+
+    /// `map.sqlite` at `path` replaced by a copy of itself in which block `at` holds `blob`,
+    /// renamed over it (as `rsync` and `mv` replace a file).
+    fn replace_with_copy(path: &Path, at: BlockPos, blob: &[u8]) {
+        let copy = path.with_extension("new");
+        std::fs::copy(path, &copy).unwrap();
+        Connection::open(&copy)
+            .unwrap()
+            .execute(
+                "REPLACE INTO blocks (pos, data) VALUES (?1, ?2)",
+                params![pos_to_int(at), blob],
+            )
+            .unwrap();
+        std::fs::rename(&copy, path).unwrap();
+    }
+
+    fn stored(path: &Path, at: BlockPos) -> Option<Vec<u8>> {
+        Connection::open(path)
+            .unwrap()
+            .query_row(
+                "SELECT data FROM blocks WHERE pos = ?1",
+                params![pos_to_int(at)],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_database_replaced_under_the_store_is_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = make_db(dir.path(), Schema::Pos);
+        let store = SqliteMap::open(&path, false).unwrap();
+        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        let before = store.others_version().unwrap();
+        assert_eq!(
+            store.others_version().unwrap(),
+            before,
+            "nothing changed yet"
+        );
+        replace_with_copy(&path, pos(2, 0, 0), b"restored");
+        let after = store.others_version().unwrap();
+        assert_ne!(after, before, "the replacement is a change");
+        assert_eq!(store.others_version().unwrap(), after, "and only one");
+        assert_eq!(store.get(pos(2, 0, 0)).unwrap(), Some(b"restored".to_vec()));
+        assert_eq!(
+            store.read_ahead(pos(2, 0, 0)).unwrap(),
+            Some(b"restored".to_vec())
+        );
+        // A commit after the replacement lands in the new file, not in the old one.
+        replace_with_copy(&path, pos(3, 0, 0), b"again");
+        commit(&store, &[(pos(1, 0, 0), Some(b"new".to_vec()))]).unwrap();
+        assert_eq!(stored(&path, pos(1, 0, 0)), Some(b"new".to_vec()));
+        assert_eq!(stored(&path, pos(3, 0, 0)), Some(b"again".to_vec()));
+        let listed: Vec<BlockPos> = store
+            .list(0, 100, false)
+            .unwrap()
+            .iter()
+            .map(|l| l.pos)
+            .collect();
+        assert_eq!(listed, [pos(1, 0, 0), pos(2, 0, 0), pos(3, 0, 0)]);
+    }
+
+    #[test]
+    fn a_read_only_store_follows_a_replaced_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = make_db(dir.path(), Schema::Pos);
+        let store = SqliteMap::open(&path, true).unwrap();
+        assert_eq!(store.get(pos(2, 0, 0)).unwrap(), None);
+        let before = store.others_version().unwrap();
+        replace_with_copy(&path, pos(2, 0, 0), b"restored");
+        assert_ne!(store.others_version().unwrap(), before);
+        assert_eq!(store.get(pos(2, 0, 0)).unwrap(), Some(b"restored".to_vec()));
+    }
+
+    #[test]
+    fn a_removed_database_is_an_empty_map_until_a_commit_makes_it_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = make_db(dir.path(), Schema::Pos);
+        let store = SqliteMap::open(&path, false).unwrap();
+        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(store.others_version().unwrap(), Some(-1));
+        assert_eq!(store.get(pos(1, 0, 0)).unwrap(), None);
+        assert_eq!(store.count().unwrap(), 0);
+        assert!(!path.exists(), "a look creates nothing");
+        commit(&store, &[(pos(4, 0, 0), Some(b"fresh".to_vec()))]).unwrap();
+        assert_eq!(stored(&path, pos(4, 0, 0)), Some(b"fresh".to_vec()));
+        assert_eq!(stored(&path, pos(1, 0, 0)), None);
+        assert_eq!(store.get(pos(4, 0, 0)).unwrap(), Some(b"fresh".to_vec()));
+    }
+
+    #[test]
+    fn a_database_of_the_other_schema_in_its_place_fails_every_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = make_db(dir.path(), Schema::Pos);
+        let store = SqliteMap::open(&path, false).unwrap();
+        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let xyz = make_db(other.path(), Schema::Xyz);
+        std::fs::rename(&xyz, &path).unwrap();
+        for _ in 0..2 {
+            let err = commit(&store, &[(pos(1, 0, 0), Some(b"new".to_vec()))]).unwrap_err();
+            assert_eq!(err.errno(), libc::EIO);
+            assert!(
+                err.message().contains("unmount and mount again"),
+                "{}",
+                err.message()
+            );
+            assert!(store.others_version().is_err());
+        }
+        let rows: i64 = Connection::open(&path)
+            .unwrap()
+            .query_row("SELECT COUNT(*) FROM blocks", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 0, "nothing was written to the new database");
     }
 
     #[test]

@@ -65,6 +65,14 @@ fn create_whole(path: &Path, schema: &str) -> Result<()> {
     replace::create_atomic(path, 0o644, |out| Ok(out.write_all(&bytes)?)).map(drop)
 }
 
+/// The identity (device, inode) of the file or folder at `path`, following a link as
+/// SQLite does; `None` when there is none. A database replaced by rename (or removed) has
+/// another, while a connection opened before goes on using the old file.
+pub fn file_id(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
 /// SQLite's `PRAGMA data_version`: changes when another connection commits.
 pub fn data_version(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)

@@ -1,13 +1,16 @@
 //! A backend store opened on first use: reading a world never creates a database, and a
 //! store whose database file does not exist yet reads as empty until the first write. A
 //! store on a PostgreSQL server is connected to on first use too: a server that is down
-//! fails the calls that need it, not the mount.
+//! fails the calls that need it, not the mount. A database file (or LevelDB folder)
+//! replaced under the mount (put back from a backup by `rsync` or `mv`) or removed is opened
+//! again on its next use, so no save goes into the old, unlinked file.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::lock;
 use crate::error::Result;
+use crate::luanti::store::sqlite::file_id;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
 /// The label of a store on a PostgreSQL server (always there: the engine creates its tables
@@ -26,7 +29,14 @@ pub(super) struct Lazy<S> {
     /// What holds the data in the world folder (`players.sqlite`, `auth.txt`, …).
     pub(super) label: String,
     open: Opener<S>,
-    store: Mutex<Option<S>>,
+    store: Mutex<Option<Opened<S>>>,
+}
+
+/// An open store, with the identity of the database it was opened on (see [`file_id`];
+/// `None` for a store without one in the world folder).
+struct Opened<S> {
+    on: Option<(u64, u64)>,
+    store: S,
 }
 
 impl<S> Lazy<S> {
@@ -73,14 +83,27 @@ impl<S> Lazy<S> {
         f: impl FnOnce(&mut S) -> Result<R>,
     ) -> Result<R> {
         let mut guard = lock(&self.store)?;
+        let now = self.database.as_deref().and_then(file_id);
+        if let (Some(database), Some(opened)) = (&self.database, guard.as_ref()) {
+            if opened.on != now {
+                log::warn!(
+                    "{}: replaced or removed under the mount; opening it again",
+                    database.display()
+                );
+                *guard = None;
+            }
+        }
         if guard.is_none() {
             if !write && self.database.as_ref().is_some_and(|p| !p.exists()) {
                 return absent();
             }
-            *guard = Some((self.open)(&self.world, &self.world_mt, self.read_only)?);
+            let store = (self.open)(&self.world, &self.world_mt, self.read_only)?;
+            // What the opener made or found (it may have created the file).
+            let on = self.database.as_deref().and_then(file_id);
+            *guard = Some(Opened { on, store });
         }
         match guard.as_mut() {
-            Some(store) => f(store),
+            Some(opened) => f(&mut opened.store),
             None => absent(),
         }
     }
