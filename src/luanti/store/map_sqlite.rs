@@ -105,10 +105,12 @@ fn read_schema(conn: &Connection, path: &Path) -> Result<(Schema, bool)> {
     let schema = match has {
         (_, true, true) => Schema::Xyz,
         (true, false, true) => Schema::Pos,
-        _ => return Err(Error::unsupported(format!(
+        _ => {
+            return Err(Error::unsupported(format!(
             "{}: not a Luanti map database (no table blocks(pos, data) or blocks(x, y, z, data))",
             path.display()
-        ))),
+        )))
+        }
     };
     Ok((schema, keyed_as_the_engine_keys(schema, &columns)))
 }
