@@ -63,12 +63,6 @@ pub enum Keeping {
     Never,
 }
 
-impl Keeping {
-    pub fn kept(self) -> bool {
-        self == Keeping::Kept
-    }
-}
-
 impl Vfs {
     /// Lets the kernel keep what it is served for long, telling it through `kernel` what
     /// changes (the mount does this once, after mounting).
@@ -619,7 +613,7 @@ mod tests {
         let mut inos = [f, 0, 0];
         for (i, name) in ["f", "g", "h"].into_iter().enumerate() {
             let (ino, stat) = vfs.lookup(d, name, 1).unwrap();
-            assert!(vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()).kept());
+            assert!((vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()) == Keeping::Kept));
             inos[i] = ino;
         }
         (tree, vfs, told, inos)
@@ -746,7 +740,7 @@ mod tests {
         let since = vfs.kernel_epoch();
         let (ino, stat) = vfs.lookup(dir_ino(&vfs), "f", 1).unwrap();
         assert_eq!((ino, stat.size), (f, 16));
-        assert!(vfs.kernel_keeps(f, &stat, since).kept());
+        assert!((vfs.kernel_keeps(f, &stat, since) == Keeping::Kept));
         let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
         assert!(keep);
         vfs.release(fh).unwrap();
@@ -770,7 +764,7 @@ mod tests {
             size: new_text.len() as u64,
             ..old
         };
-        assert!(vfs.kernel_keeps(f, &new, vfs.kernel_epoch()).kept());
+        assert!((vfs.kernel_keeps(f, &new, vfs.kernel_epoch()) == Keeping::Kept));
         let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
         assert!(!keep, "the text is not of the attributes the kernel keeps");
         vfs.settle();
@@ -917,7 +911,7 @@ mod tests {
         rewrite(&vfs, x, b"ok y");
         assert_ne!(vfs.kernel_epoch(), since, "the commit re-checked");
         assert!(
-            vfs.kernel_keeps(f, &stat, since).kept(),
+            (vfs.kernel_keeps(f, &stat, since) == Keeping::Kept),
             "e/x does not concern d/f"
         );
         // A commit of its own object (d) meanwhile: not kept.
@@ -928,7 +922,7 @@ mod tests {
         vfs.release(g.2).unwrap();
         vfs.settle();
         assert!(
-            !vfs.kernel_keeps(f, &stat, since).kept(),
+            !(vfs.kernel_keeps(f, &stat, since) == Keeping::Kept),
             "d/g's commit concerns d/f"
         );
         // More re-checks than are remembered: not kept, whatever they concerned.
@@ -938,7 +932,7 @@ mod tests {
             rewrite(&vfs, x, format!("ok {i}").as_bytes());
         }
         assert!(
-            !vfs.kernel_keeps(f, &stat, since).kept(),
+            !(vfs.kernel_keeps(f, &stat, since) == Keeping::Kept),
             "forgotten re-checks"
         );
     }
@@ -968,7 +962,7 @@ mod tests {
         // fstat before the close.
         let since = vfs.kernel_epoch();
         let open = vfs.getattr(f, Some(fh)).unwrap();
-        let kept = vfs.kernel_keeps(f, &open, since).kept();
+        let kept = vfs.kernel_keeps(f, &open, since) == Keeping::Kept;
         vfs.release(fh).unwrap();
         vfs.settle();
         let now = vfs.getattr(f, None).unwrap();
@@ -991,7 +985,7 @@ mod tests {
         let since = vfs.kernel_epoch();
         let (tmp, stat, fh) = vfs.create(d, ".f.Xa3k2P", 0o600).unwrap();
         assert!(
-            vfs.kernel_keeps(tmp, &stat, since).kept(),
+            (vfs.kernel_keeps(tmp, &stat, since) == Keeping::Kept),
             "a new scratch file"
         );
         vfs.write(fh, 0, b"ok new", false).unwrap();
@@ -1001,7 +995,7 @@ mod tests {
         let stat = vfs.getattr(tmp, None).unwrap();
         assert_eq!(stat.size, 6);
         assert!(
-            vfs.kernel_keeps(tmp, &stat, since).kept(),
+            (vfs.kernel_keeps(tmp, &stat, since) == Keeping::Kept),
             "a closed scratch file"
         );
         told.take();
@@ -1017,32 +1011,41 @@ mod tests {
         fail_a_save(&vfs, f);
         let stat = vfs.getattr(f, None).unwrap();
         assert!(stat.volatile, "failed text");
-        assert!(!vfs.kernel_keeps(f, &stat, vfs.kernel_epoch()).kept());
+        assert!(!(vfs.kernel_keeps(f, &stat, vfs.kernel_epoch()) == Keeping::Kept));
     }
 
     #[test]
     fn without_a_kernel_cache_or_for_volatile_files_or_across_a_recheck_nothing_is_kept() {
         let (tree, vfs, f) = setup();
         let stat = vfs.getattr(f, None).unwrap();
-        assert!(!vfs.kernel_keeps(f, &stat, 0).kept(), "no kernel cache set");
+        assert!(
+            !(vfs.kernel_keeps(f, &stat, 0) == Keeping::Kept),
+            "no kernel cache set"
+        );
         vfs.keep_kernel_cache(Box::new(Told::default()));
         let since = vfs.kernel_epoch();
-        assert!(vfs.kernel_keeps(f, &stat, since).kept());
+        assert!((vfs.kernel_keeps(f, &stat, since) == Keeping::Kept));
         vfs.watch_once();
-        assert!(vfs.kernel_keeps(f, &stat, since).kept(), "no re-check ran");
+        assert!(
+            (vfs.kernel_keeps(f, &stat, since) == Keeping::Kept),
+            "no re-check ran"
+        );
         lock(&tree.files)
             .unwrap()
             .insert("d/f".into(), b"ok changed".to_vec());
         tree.underneath.fetch_add(1, Ordering::Relaxed);
         vfs.watch_once();
         assert!(
-            !vfs.kernel_keeps(f, &stat, since).kept(),
+            !(vfs.kernel_keeps(f, &stat, since) == Keeping::Kept),
             "a stat computed before a re-check is not kept"
         );
         let volatile = Stat {
             volatile: true,
             ..stat
         };
-        assert!(!vfs.kernel_keeps(f, &volatile, vfs.kernel_epoch()).kept());
+        assert_ne!(
+            vfs.kernel_keeps(f, &volatile, vfs.kernel_epoch()),
+            Keeping::Kept
+        );
     }
 }
