@@ -194,6 +194,9 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// SQLite's extended result code SQLITE_READONLY_DBMOVED (`SQLITE_READONLY | 4 << 8`).
+const READONLY_DBMOVED: std::os::raw::c_int = 8 | (4 << 8);
+
 impl From<rusqlite::Error> for Error {
     fn from(e: rusqlite::Error) -> Self {
         let errno = match &e {
@@ -201,6 +204,9 @@ impl From<rusqlite::Error> for Error {
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked => {
                     libc::EBUSY
                 }
+                // SQLITE_READONLY_DBMOVED: the file was renamed or replaced while open; the
+                // database is not read-only.
+                rusqlite::ErrorCode::ReadOnly if f.extended_code == READONLY_DBMOVED => libc::EIO,
                 rusqlite::ErrorCode::ReadOnly => libc::EROFS,
                 rusqlite::ErrorCode::DiskFull => libc::ENOSPC,
                 rusqlite::ErrorCode::PermissionDenied => libc::EACCES,
@@ -208,6 +214,14 @@ impl From<rusqlite::Error> for Error {
             },
             _ => libc::EIO,
         };
+        if let rusqlite::Error::SqliteFailure(f, _) = &e {
+            if f.extended_code == READONLY_DBMOVED {
+                return Error::new(
+                    errno,
+                    format!("sqlite: {e} (the database file was replaced or moved while open)"),
+                );
+            }
+        }
         Error::new(errno, format!("sqlite: {e}"))
     }
 }

@@ -74,7 +74,21 @@ pub struct SqliteMap {
     /// How many times the database was found replaced or removed (see
     /// [`SqliteMap::follow_file`]); part of every change token, so each such change is one.
     generation: AtomicU64,
+    /// Why the database now at the path cannot be followed, while it cannot.
+    refused: Mutex<Option<String>>,
+    /// Whether the database was in WAL mode when opened.
+    wal: bool,
 }
+
+/// Whether a write-ahead log lies beside the database at `path`.
+fn wal_beside(path: &Path) -> bool {
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    std::fs::symlink_metadata(wal).is_ok()
+}
+
+/// The change token while the database cannot be followed (unlike any other).
+const REFUSED: i64 = -3;
 
 /// The schema of the database open on `conn`, and whether its table is keyed as the
 /// engine's are (see [`keyed_as_the_engine_keys`]); an error naming `path` when it is not
@@ -328,18 +342,23 @@ impl SqliteMap {
             ahead: ReadAhead::new(LOCAL),
             file: Mutex::new(None),
             generation: AtomicU64::new(0),
+            refused: Mutex::new(None),
+            wal: false,
         };
         if holds_nothing(path) {
             store.absent.store(true, Ordering::Relaxed);
             return Ok(store);
         }
-        let conn = store.connect(true)?;
+        // Taken before the connection opens: a file replaced in between is then followed.
         *lock(&store.file)? = file_id(path);
+        let conn = store.connect(true)?;
         let (schema, keyed) = read_schema(&conn, path)?;
+        let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
         store.release(0, conn);
         Ok(SqliteMap {
             schema,
             keyed,
+            wal: mode.eq_ignore_ascii_case("wal"),
             ..store
         })
     }
@@ -377,6 +396,7 @@ impl SqliteMap {
     }
 
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        self.refused()?;
         let pooled = self.readers.lock().map(|mut p| p.pop()).unwrap_or(None);
         let (generation, conn) = match pooled {
             Some(c) => c,
@@ -401,48 +421,28 @@ impl SqliteMap {
     /// the module docs), under the writer's lock (`writer`: its connection): every
     /// connection is dropped and opened again on the file now at the path, and what was read
     /// ahead is dropped (the change token changes). A removed database is an empty map until
-    /// the next commit creates it, as for the engine. A new database of the other schema, or
-    /// one that is not a map, cannot be followed (its blocks would be listed in another
-    /// order), nor can the removal of one in the `x, y, z` schema: every later look and
-    /// commit fails, saying to mount again. Returns whether it changed.
+    /// the next commit creates it, as for the engine. Some cannot be followed: a new database
+    /// of the other schema or not a map (its blocks would be listed in another order), the
+    /// removal of one in the `x, y, z` schema, and any replacement of a database in WAL mode
+    /// (its write-ahead log, found by name, would be read with the new file). Then every
+    /// read, look and commit fails with the reason ([`SqliteMap::refused`]) until the file at
+    /// the path is one that can be followed. Returns whether it changed.
     fn follow_file(&self, writer: &mut Option<Connection>) -> Result<bool> {
         let now = file_id(&self.path);
         let mut known = lock(&self.file)?;
         if *known == now {
+            // The file the mount had open (put back after one it could not follow).
+            *lock(&self.refused)? = None;
             return Ok(false);
         }
-        let cannot_follow = |what: String| {
-            Error::new(
-                libc::EIO,
-                format!(
-                    "{}: {what} under the mount, which cannot follow it (its blocks would be \
-                     listed in another order); unmount and mount again",
-                    self.path.display()
-                ),
-            )
-        };
-        let schema_of_new = || -> Result<Option<String>> {
-            let (schema, keyed) = read_schema(&self.connect(true)?, &self.path)?;
-            Ok(((schema, keyed) != (self.schema, self.keyed)).then(|| {
-                format!(
-                    "replaced by a database of schema {} (was {}), keyed {}",
-                    schema.name(),
-                    self.schema.name(),
-                    if keyed {
-                        "as the engine's"
-                    } else {
-                        "otherwise"
-                    }
-                )
-            }))
-        };
         if known.is_none() {
             // Created since by another program (ours records what it creates): every
             // connection was opened on it, and it must have the schema the mount lists.
             if now.is_some() && !holds_nothing(&self.path) {
-                if let Some(why) = schema_of_new()? {
-                    return Err(cannot_follow(why));
+                if let Some(why) = self.unfollowable(false)? {
+                    return Err(self.refuse(why));
                 }
+                self.absent.store(false, Ordering::Relaxed);
             }
             *known = now;
             return Ok(false);
@@ -455,29 +455,87 @@ impl SqliteMap {
         if now.is_none() || holds_nothing(&self.path) {
             if self.schema != Schema::Pos {
                 // A new database is made in the `pos` schema (see `MAP_SCHEMA`).
-                return Err(cannot_follow(format!(
+                return Err(self.refuse(format!(
                     "removed (it had the {} schema)",
                     self.schema.name()
                 )));
             }
+            if self.wal {
+                return Err(self.refuse("removed while in WAL mode".to_string()));
+            }
             *known = now;
             self.absent.store(true, Ordering::Relaxed);
+            *lock(&self.refused)? = None;
             log::warn!(
                 "{}: removed under the mount; the map is empty until a commit creates it",
                 self.path.display()
             );
             return Ok(true);
         }
-        if let Some(why) = schema_of_new()? {
-            return Err(cannot_follow(why));
+        if let Some(why) = self.unfollowable(true)? {
+            return Err(self.refuse(why));
         }
         self.absent.store(false, Ordering::Relaxed);
         *known = now;
+        *lock(&self.refused)? = None;
         log::warn!(
             "{}: replaced under the mount; reading and writing the new file",
             self.path.display()
         );
         Ok(true)
+    }
+
+    /// Why the database now at the path cannot be followed (see [`SqliteMap::follow_file`]),
+    /// if it cannot; `replaced`: it took the place of the one the mount had open.
+    fn unfollowable(&self, replaced: bool) -> Result<Option<String>> {
+        if replaced && (self.wal || wal_beside(&self.path)) {
+            return Ok(Some(
+                "replaced while in WAL mode (its write-ahead log, found by name, may be the \
+                 replaced file's)"
+                    .to_string(),
+            ));
+        }
+        let (schema, keyed) = match self.connect(true).and_then(|c| read_schema(&c, &self.path)) {
+            Ok(found) => found,
+            Err(e) => return Ok(Some(format!("replaced by a file that is not a map ({e})"))),
+        };
+        Ok(((schema, keyed) != (self.schema, self.keyed)).then(|| {
+            format!(
+                "replaced by a database of schema {} (was {}), keyed {}",
+                schema.name(),
+                self.schema.name(),
+                if keyed {
+                    "as the engine's"
+                } else {
+                    "otherwise"
+                }
+            )
+        }))
+    }
+
+    /// Notes that the database at the path cannot be followed (`why`), logging it once, and
+    /// returns the error every use gets until it can.
+    fn refuse(&self, why: String) -> Error {
+        let message = format!(
+            "{}: {why} under the mount, which cannot follow it; unmount and mount again",
+            self.path.display()
+        );
+        if let Ok(mut refused) = lock(&self.refused) {
+            if refused.as_deref() != Some(message.as_str()) {
+                log::error!("{message}");
+                *refused = Some(message.clone());
+            }
+        }
+        Error::new(libc::EIO, message)
+    }
+
+    /// Fails while the database at the path cannot be followed (see
+    /// [`SqliteMap::follow_file`]).
+    fn refused(&self) -> Result<()> {
+        match lock(&self.refused)?.as_ref() {
+            Some(message) => Err(Error::new(libc::EIO, message.clone())),
+            None => Ok(()),
+        }
     }
 
     /// The stored blob of one block.
@@ -694,6 +752,7 @@ impl SqliteMap {
     /// SQLite's `PRAGMA data_version` on a dedicated connection: changes whenever another
     /// connection (another process, or our own writer) has committed.
     pub fn data_version(&self) -> Result<i64> {
+        self.refused()?;
         if self.is_absent() {
             return Ok(0);
         }
@@ -736,7 +795,9 @@ impl SqliteMap {
         let token = if self.read_only || self.absent.load(Ordering::Relaxed) {
             // Not while our first commit creates the database (it then follows it itself).
             if let Ok(mut writer) = self.writer.try_lock() {
-                self.follow_file(&mut writer)?;
+                if let Some(token) = self.follow_for_look(&mut writer)? {
+                    return Ok(Some(token));
+                }
             }
             if self.is_absent() {
                 return Ok(Some(-1));
@@ -745,7 +806,9 @@ impl SqliteMap {
         } else {
             match self.writer.try_lock() {
                 Ok(mut g) => {
-                    self.follow_file(&mut g)?;
+                    if let Some(token) = self.follow_for_look(&mut g)? {
+                        return Ok(Some(token));
+                    }
                     if self.is_absent() {
                         return Ok(Some(-1));
                     }
@@ -768,6 +831,20 @@ impl SqliteMap {
         };
         self.ahead.seen_version(token);
         Ok(Some(token))
+    }
+
+    /// [`SqliteMap::follow_file`] for [`SqliteMap::others_version`]: a database that cannot
+    /// be followed is one more change ([`REFUSED`], returned), so the watcher checks what
+    /// the kernel keeps (and finds it fails).
+    fn follow_for_look(&self, writer: &mut Option<Connection>) -> Result<Option<i64>> {
+        match self.follow_file(writer) {
+            Ok(_) => Ok(None),
+            Err(_) if self.refused().is_err() => {
+                self.ahead.seen_version(REFUSED);
+                Ok(Some(REFUSED))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether the store refuses every change.
@@ -821,20 +898,24 @@ impl SqliteMap {
         Ok(guard)
     }
 
-    /// Fails when the file at the path is no longer the one the connections were opened on:
-    /// replaced between the look before a transaction began and its start (the transaction
-    /// holds the old file). Nothing is written; the next commit follows the new file.
-    fn still_the_file(&self) -> Result<()> {
+    /// Fails when the file at the path is no longer the one the connections were opened on.
+    /// Asked as a transaction begins (`began`: replaced between the look before it and its
+    /// start; the transaction holds the replaced file, and nothing is written) and after it
+    /// committed (replaced while it ran: the commit went into the replaced file, and a caller
+    /// that keeps its changes commits them again, into the new file).
+    fn still_the_file(&self, began: bool) -> Result<()> {
         if file_id(&self.path) == *lock(&self.file)? {
             return Ok(());
         }
+        let what = if began {
+            "as a commit began; nothing was written, the next commit writes the new file"
+        } else {
+            "while a commit ran; the commit went into the replaced file, and none of it is in \
+             the new one"
+        };
         Err(Error::new(
             libc::EIO,
-            format!(
-                "{}: replaced under the mount as a commit began; nothing was written, the \
-                 next commit writes the new file",
-                self.path.display()
-            ),
+            format!("{}: replaced under the mount {what}", self.path.display()),
         ))
     }
 
@@ -854,7 +935,7 @@ impl SqliteMap {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // Other programs are kept out until the commit: this token stays true through it.
         self.read_writer_token(&tx)?;
-        self.still_the_file()?;
+        self.still_the_file(true)?;
         let changes = select(changes)?;
         for (pos, data) in &changes {
             match (self.schema, data) {
@@ -881,6 +962,7 @@ impl SqliteMap {
         let committed = tx.commit();
         self.ahead.committed();
         committed?;
+        self.still_the_file(false)?;
         Ok(changes)
     }
 
@@ -901,7 +983,7 @@ impl SqliteMap {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // Other programs are kept out until the commit: this token stays true through it.
         self.read_writer_token(&tx)?;
-        self.still_the_file()?;
+        self.still_the_file(true)?;
         let (table, copy) = match self.schema {
             Schema::Pos => (
                 "CREATE TEMP TABLE worldfs_stream (pos INTEGER PRIMARY KEY, data BLOB)",
@@ -921,6 +1003,7 @@ impl SqliteMap {
         let committed = tx.commit();
         self.ahead.committed();
         committed?;
+        self.still_the_file(false)?;
         Ok(())
     }
 }
@@ -1540,6 +1623,7 @@ mod tests {
         commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
         let other = tempfile::tempdir().unwrap();
         let xyz = make_db(other.path(), Schema::Xyz);
+        let before = store.others_version().unwrap();
         std::fs::rename(&xyz, &path).unwrap();
         for _ in 0..2 {
             let err = commit(&store, &[(pos(1, 0, 0), Some(b"new".to_vec()))]).unwrap_err();
@@ -1549,13 +1633,94 @@ mod tests {
                 "{}",
                 err.message()
             );
-            assert!(store.others_version().is_err());
+            // Reads fail with the reason too, and the watcher sees one change.
+            let read = store.get(pos(1, 0, 0)).unwrap_err();
+            assert!(
+                read.message().contains("schema x,y,z"),
+                "{}",
+                read.message()
+            );
+            assert_eq!(store.others_version().unwrap(), Some(REFUSED));
         }
+        assert_ne!(before, Some(REFUSED));
         let rows: i64 = Connection::open(&path)
             .unwrap()
             .query_row("SELECT COUNT(*) FROM blocks", [], |r| r.get(0))
             .unwrap();
         assert_eq!(rows, 0, "nothing was written to the new database");
+        // A map of the mount's schema put in its place is followed again.
+        let good = make_db(other.path(), Schema::Pos);
+        std::fs::rename(&good, &path).unwrap();
+        assert_ne!(store.others_version().unwrap(), Some(REFUSED));
+        assert_eq!(store.get(pos(1, 0, 0)).unwrap(), None);
+        commit(&store, &[(pos(1, 0, 0), Some(b"new".to_vec()))]).unwrap();
+        assert_eq!(stored(&path, pos(1, 0, 0)), Some(b"new".to_vec()));
+    }
+
+    #[test]
+    fn a_database_in_wal_mode_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = make_db(dir.path(), Schema::Pos);
+        Connection::open(&path)
+            .unwrap()
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+            .unwrap();
+        let store = SqliteMap::open(&path, false).unwrap();
+        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let copy = make_db(other.path(), Schema::Pos);
+        std::fs::rename(&copy, &path).unwrap();
+        let err = commit(&store, &[(pos(2, 0, 0), Some(b"new".to_vec()))]).unwrap_err();
+        assert_eq!(err.errno(), libc::EIO);
+        assert!(err.message().contains("WAL mode"), "{}", err.message());
+        assert!(store.get(pos(1, 0, 0)).is_err());
+    }
+
+    #[test]
+    fn a_linked_database_removed_and_put_back_takes_commits_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store_dir = dir.path().join("store");
+        std::fs::create_dir(&store_dir).unwrap();
+        let real = make_db(&store_dir, Schema::Pos);
+        let backup = dir.path().join("backup.sqlite");
+        std::fs::copy(&real, &backup).unwrap();
+        let path = dir.path().join("map.sqlite");
+        std::os::unix::fs::symlink(&real, &path).unwrap();
+        let store = SqliteMap::open(&path, false).unwrap();
+        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        std::fs::remove_file(&real).unwrap();
+        // A link to nothing: reads and commits fail (no database is made through a link).
+        let _ = store.others_version();
+        assert!(commit(&store, &[(pos(2, 0, 0), Some(b"no".to_vec()))]).is_err());
+        assert!(!real.exists());
+        std::fs::copy(&backup, &real).unwrap();
+        store.others_version().unwrap();
+        commit(&store, &[(pos(2, 0, 0), Some(b"new".to_vec()))]).unwrap();
+        assert_eq!(stored(&real, pos(2, 0, 0)), Some(b"new".to_vec()));
+        assert!(path.is_symlink(), "the link is left as it was");
+    }
+
+    #[test]
+    fn a_commit_whose_file_was_replaced_while_it_ran_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = make_db(dir.path(), Schema::Pos);
+        let store = SqliteMap::open(&path, false).unwrap();
+        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        // Replaced once the transaction holds the old file: SQLite itself refuses to write
+        // a file moved since it was opened, or the check after the commit fails it.
+        let err = store
+            .commit_selected(vec![(pos(2, 0, 0), Some(b"lost".to_vec()))], |changes| {
+                replace_with_copy(&path, pos(3, 0, 0), b"restored");
+                Ok(changes)
+            })
+            .unwrap_err();
+        assert_eq!(err.errno(), libc::EIO, "{}", err.message());
+        assert!(err.message().contains("replaced"), "{}", err.message());
+        assert_eq!(stored(&path, pos(2, 0, 0)), None);
+        // The next commit follows the new file.
+        commit(&store, &[(pos(2, 0, 0), Some(b"again".to_vec()))]).unwrap();
+        assert_eq!(stored(&path, pos(2, 0, 0)), Some(b"again".to_vec()));
+        assert_eq!(stored(&path, pos(3, 0, 0)), Some(b"restored".to_vec()));
     }
 
     #[test]

@@ -97,9 +97,11 @@ impl<S> Lazy<S> {
             if !write && self.database.as_ref().is_some_and(|p| !p.exists()) {
                 return absent();
             }
+            // Taken before opening, so that a file replaced in between is followed; one the
+            // opener creates is taken after.
+            let before = self.database.as_deref().and_then(file_id);
             let store = (self.open)(&self.world, &self.world_mt, self.read_only)?;
-            // What the opener made or found (it may have created the file).
-            let on = self.database.as_deref().and_then(file_id);
+            let on = before.or_else(|| self.database.as_deref().and_then(file_id));
             *guard = Some(Opened { on, store });
         }
         match guard.as_mut() {
