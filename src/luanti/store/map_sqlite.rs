@@ -456,12 +456,12 @@ impl SqliteMap {
             if self.schema != Schema::Pos {
                 // A new database is made in the `pos` schema (see `MAP_SCHEMA`).
                 return Err(self.refuse(format!(
-                    "removed (it had the {} schema)",
+                    "removed under the mount (it had the {} schema)",
                     self.schema.name()
                 )));
             }
             if self.wal {
-                return Err(self.refuse("removed while in WAL mode".to_string()));
+                return Err(self.refuse("removed under the mount while in WAL mode".to_string()));
             }
             *known = now;
             self.absent.store(true, Ordering::Relaxed);
@@ -490,18 +490,22 @@ impl SqliteMap {
     fn unfollowable(&self, replaced: bool) -> Result<Option<String>> {
         if replaced && (self.wal || wal_beside(&self.path)) {
             return Ok(Some(
-                "replaced while in WAL mode (its write-ahead log, found by name, may be the \
-                 replaced file's)"
+                "replaced under the mount while in WAL mode (its write-ahead log, found by \
+                 name, may be the replaced file's)"
                     .to_string(),
             ));
         }
         let (schema, keyed) = match self.connect(true).and_then(|c| read_schema(&c, &self.path)) {
             Ok(found) => found,
-            Err(e) => return Ok(Some(format!("replaced by a file that is not a map ({e})"))),
+            Err(e) => {
+                return Ok(Some(format!(
+                    "replaced under the mount by a file that is not a map ({e})"
+                )))
+            }
         };
         Ok(((schema, keyed) != (self.schema, self.keyed)).then(|| {
             format!(
-                "replaced by a database of schema {} (was {}), keyed {}",
+                "replaced under the mount by a database of schema {} (the mount has {}), keyed {}",
                 schema.name(),
                 self.schema.name(),
                 if keyed {
@@ -517,7 +521,7 @@ impl SqliteMap {
     /// returns the error every use gets until it can.
     fn refuse(&self, why: String) -> Error {
         let message = format!(
-            "{}: {why} under the mount, which cannot follow it; unmount and mount again",
+            "{}: {why}; the mount cannot follow it: unmount and mount again",
             self.path.display()
         );
         if let Ok(mut refused) = lock(&self.refused) {
