@@ -426,14 +426,14 @@ impl SqliteMap {
     /// removal of one in the `x, y, z` schema, and any replacement of a database in WAL mode
     /// (its write-ahead log, found by name, would be read with the new file). Then every
     /// read, look and commit fails with the reason ([`SqliteMap::refused`]) until the file at
-    /// the path is one that can be followed. Returns whether it changed.
-    fn follow_file(&self, writer: &mut Option<Connection>) -> Result<bool> {
+    /// the path is one that can be followed.
+    fn follow_file(&self, writer: &mut Option<Connection>) -> Result<()> {
         let now = file_id(&self.path);
         let mut known = lock(&self.file)?;
         if *known == now {
             // The file the mount had open (put back after one it could not follow).
             *lock(&self.refused)? = None;
-            return Ok(false);
+            return Ok(());
         }
         if known.is_none() {
             // Created since by another program (ours records what it creates): every
@@ -445,7 +445,7 @@ impl SqliteMap {
                 self.absent.store(false, Ordering::Relaxed);
             }
             *known = now;
-            return Ok(false);
+            return Ok(());
         }
         *writer = None;
         self.writer_token.store(NO_TOKEN, Ordering::SeqCst);
@@ -470,7 +470,7 @@ impl SqliteMap {
                 "{}: removed under the mount; the map is empty until a commit creates it",
                 self.path.display()
             );
-            return Ok(true);
+            return Ok(());
         }
         if let Some(why) = self.unfollowable(true)? {
             return Err(self.refuse(why));
@@ -482,7 +482,7 @@ impl SqliteMap {
             "{}: replaced under the mount; reading and writing the new file",
             self.path.display()
         );
-        Ok(true)
+        Ok(())
     }
 
     /// Why the database now at the path cannot be followed (see [`SqliteMap::follow_file`]),
@@ -1555,12 +1555,18 @@ mod tests {
             .unwrap()
     }
 
-    #[test]
-    fn a_database_replaced_under_the_store_is_followed() {
+    /// A `pos`-schema map holding block 1,0,0 (`old`), open read-write in a folder of its own.
+    fn map_with_a_block() -> (tempfile::TempDir, PathBuf, SqliteMap) {
         let dir = tempfile::tempdir().unwrap();
         let path = make_db(dir.path(), Schema::Pos);
         let store = SqliteMap::open(&path, false).unwrap();
         commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        (dir, path, store)
+    }
+
+    #[test]
+    fn a_database_replaced_under_the_store_is_followed() {
+        let (_dir, path, store) = map_with_a_block();
         let before = store.others_version().unwrap();
         assert_eq!(
             store.others_version().unwrap(),
@@ -1604,10 +1610,7 @@ mod tests {
 
     #[test]
     fn a_removed_database_is_an_empty_map_until_a_commit_makes_it_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = make_db(dir.path(), Schema::Pos);
-        let store = SqliteMap::open(&path, false).unwrap();
-        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        let (_dir, path, store) = map_with_a_block();
         std::fs::remove_file(&path).unwrap();
         assert_eq!(store.others_version().unwrap(), Some(-1));
         assert_eq!(store.get(pos(1, 0, 0)).unwrap(), None);
@@ -1621,10 +1624,7 @@ mod tests {
 
     #[test]
     fn a_database_of_the_other_schema_in_its_place_fails_every_commit() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = make_db(dir.path(), Schema::Pos);
-        let store = SqliteMap::open(&path, false).unwrap();
-        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        let (_dir, path, store) = map_with_a_block();
         let other = tempfile::tempdir().unwrap();
         let xyz = make_db(other.path(), Schema::Xyz);
         let before = store.others_version().unwrap();
@@ -1706,10 +1706,7 @@ mod tests {
 
     #[test]
     fn a_commit_whose_file_was_replaced_while_it_ran_fails() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = make_db(dir.path(), Schema::Pos);
-        let store = SqliteMap::open(&path, false).unwrap();
-        commit(&store, &[(pos(1, 0, 0), Some(b"old".to_vec()))]).unwrap();
+        let (_dir, path, store) = map_with_a_block();
         // Replaced once the transaction holds the old file: SQLite itself refuses to write
         // a file moved since it was opened, or the check after the commit fails it.
         let err = store
