@@ -167,6 +167,16 @@ it writes the file, the process that removed it does not see it, so mv from anot
 system, cp \-\-remove\-destination and install (which remove the destination, then create it
 with O_EXCL) replace it.
 .PP
+rm of a stored file (a player, a field, a chest's inventory, a world file) hides it at once
+and reaches the store within about a second, or at once when an rmdir or rename around it,
+or the unmount, needs it; a file created under the name in between replaces it, so install,
+mv from another file system and cp \-\-remove\-destination replace a stored object only with a
+text that commits (a failed one leaves it stored). What cannot be removed is refused at the
+rm. A folder the tree cannot move there (players/, blocks/, a block into the world folder)
+is refused with EPERM instead of EXDEV, so mv never copies it and removes the original.
+index/ takes no file: create, open for writing and truncation fail with EPERM. A database
+path holding a FIFO or another special file is refused at once.
+.PP
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and
 rm -r of meta/x,y,z add and remove node metadata. Temporary files of editors, sed -i and

@@ -114,5 +114,7 @@ fn through_the_core_rm_of_a_failed_player_edit_keeps_the_player() {
     let (_, again) = vfs.lookup(players, "singleplayer", 1).unwrap();
     assert_eq!(again.size, stat.size);
     vfs.unlink(players, "singleplayer").unwrap();
+    // A removal reaches the store a moment later, or at the unmount.
+    assert_eq!(vfs.commit_all(), 0);
     assert!(!world.join("players/singleplayer").exists());
 }

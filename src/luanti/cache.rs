@@ -635,11 +635,14 @@ impl Blocks {
     fn commit(&self, changes: Vec<(BlockPos, Option<MapBlock>)>, mtime: SystemTime) -> Result<()> {
         let mut encoded: Vec<Change> = Vec::with_capacity(changes.len());
         for (pos, block) in &changes {
+            let at = || format!("block {},{},{}", pos.x, pos.y, pos.z);
             let blob = match block {
-                Some(b) => Some(
-                    codec::encode_block(b)
-                        .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?,
-                ),
+                Some(b) => {
+                    // What the mount writes it must read back: the read's bound on a block's
+                    // memory is the write's too.
+                    cost(b).map_err(|e| Error::new(libc::EFBIG, e.message()).context(at()))?;
+                    Some(codec::encode_block(b).map_err(|e| e.context(at()))?)
+                }
                 None => None,
             };
             encoded.push((*pos, blob));
@@ -882,6 +885,7 @@ impl Blocks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::luanti::codec::block::{MetaVar, NodeMeta, RelPos};
     use crate::luanti::test_map::{blob, map_with};
 
     fn pos(x: i16, y: i16, z: i16) -> BlockPos {
@@ -931,6 +935,54 @@ mod tests {
             assert!(cost(&c.block).expect("allowed") > 8 << 20);
         }
         assert_eq!(blocks.cache.len(), 1, "only the last block fits");
+    }
+
+    /// What the mount writes it reads back: a field value that would store the block in more
+    /// bytes than a read takes (incompressible, under the decompressed bound) is refused at
+    /// the write with `EFBIG`, and the stored block stays as it was.
+    #[test]
+    fn a_block_too_large_to_read_back_is_refused_at_the_write() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("map.sqlite");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
+            .expect("a map database");
+        let p = pos(0, 0, 0);
+        let writer = MapStore::open(&path, false).expect("writer");
+        let before = codec::encode_block(&new_block()).expect("encodes");
+        writer.commit(&[(p, Some(before.clone()))]).expect("commit");
+        let blocks = Blocks::new(writer, 32 << 20, false);
+        // xorshift bytes: zstd cannot shrink them.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let noise: Vec<u8> = (0..codec::MAX_STORED + (1 << 20))
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert!(noise.len() < codec::MAX_DECOMPRESSED);
+        let e = blocks
+            .modify(p, |b| {
+                b.metadata = vec![NodeMeta {
+                    pos: RelPos::from_index(1).expect("a node"),
+                    vars: vec![MetaVar {
+                        key: b"text".to_vec(),
+                        value: noise,
+                        private: false,
+                    }],
+                    inventory: Default::default(),
+                }];
+                Ok(())
+            })
+            .unwrap_err();
+        assert_eq!(e.errno(), libc::EFBIG, "{e}");
+        assert!(e.message().contains("at most 8388608 are read back"), "{e}");
+        assert_eq!(
+            blocks.store.get(p).expect("read").as_deref(),
+            Some(&before[..])
+        );
     }
 
     /// Sidecars written before keys were built on the stack keep their meaning: a key is

@@ -34,8 +34,8 @@ use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Stat, Tree,
-    TreePath,
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Options, Stat,
+    Tree, TreePath,
 };
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
@@ -440,6 +440,13 @@ impl Tree for LuantiTree {
         }
     }
 
+    fn writable_at(&self, path: &TreePath) -> Result<()> {
+        match path.first() {
+            Some(top) if top == index::INDEX => Err(index_is_read_only()),
+            _ => Ok(()),
+        }
+    }
+
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
         Ok(match self.place(dir)? {
             // auth.txt is made by writing it where no auth data exists yet.
@@ -469,9 +476,26 @@ impl Tree for LuantiTree {
         })
     }
 
+    fn check_remove(&self, path: &TreePath) -> Result<()> {
+        match self.place(path)? {
+            Place::WorldFile => self.world_files()?.check_remove(path),
+            Place::Index(_) => Err(index_is_read_only()),
+            Place::Accounts
+            | Place::View(..)
+            | Place::BlockError(_)
+            | Place::Inventory(..)
+            | Place::Var(..) => match self.stat(path)?.kind {
+                Kind::Dir => Err(Error::is_dir("is a directory")),
+                _ => Ok(()),
+            },
+            _ => Err(Error::is_dir("is a directory")),
+        }
+    }
+
     fn remove(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.remove(path),
+            Place::Index(_) => Err(index_is_read_only()),
             Place::Accounts => self.accounts()?.remove(path),
             // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
             // a block folder reaches the rmdir that deletes the block.

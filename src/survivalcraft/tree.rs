@@ -551,6 +551,13 @@ impl Tree for SurvivalcraftTree {
         }
     }
 
+    fn writable_at(&self, path: &TreePath) -> Result<()> {
+        match path.first() {
+            Some(top) if top == index::INDEX => Err(index_is_read_only()),
+            _ => Ok(()),
+        }
+    }
+
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
         Ok(match self.place(dir)? {
             Place::Root
@@ -575,6 +582,14 @@ impl Tree for SurvivalcraftTree {
     fn remove(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.remove(path),
+            // Every other file refuses.
+            _ => self.check_remove(path),
+        }
+    }
+
+    fn check_remove(&self, path: &TreePath) -> Result<()> {
+        match self.place(path)? {
+            Place::WorldFile => self.world_files()?.check_remove(path),
             Place::Index(_) => Err(index_is_read_only()),
             Place::Project | Place::View(..) | Place::Inventory(..) => {
                 Err(Error::not_permitted(format!(

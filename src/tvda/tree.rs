@@ -356,6 +356,29 @@ impl TvdaTree {
     }
 
     /// The live file entry shown at a file place, and how it is shown.
+    /// Where [`Tree::remove`] would act at `path` and on which entry, or why it refuses.
+    fn removal(&self, path: &TreePath) -> Result<(Place, i64)> {
+        self.check_writable()?;
+        let place = self.place(path)?;
+        match place {
+            Place::Index => return Err(index_is_read_only()),
+            Place::Header => {
+                return Err(Error::not_permitted(format!(
+                    "{HEADER_FILE} cannot be removed: every disk has a header (edit it instead)"
+                )))
+            }
+            _ => {}
+        }
+        let (id, _) = self.target(place, path)?;
+        if id == -1 {
+            return Err(Error::not_permitted(format!(
+                "{}: entry -1 (savegameinfo.json) cannot be removed: the game cannot load a disk without it",
+                path.join("/")
+            )));
+        }
+        Ok((place, id))
+    }
+
     fn target(&self, place: Place, path: &TreePath) -> Result<(i64, View)> {
         let (id, view) = match place {
             Place::WellKnown(w) => (
@@ -818,6 +841,13 @@ impl Tree for TvdaTree {
         self.edit(path, data, Apply::Check)
     }
 
+    fn writable_at(&self, path: &TreePath) -> Result<()> {
+        match path.first() {
+            Some(top) if top == index::INDEX => Err(index_is_read_only()),
+            _ => Ok(()),
+        }
+    }
+
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile> {
         if looks_like_scratch(name) {
             return Ok(NewFile::Scratch);
@@ -853,25 +883,13 @@ impl Tree for TvdaTree {
         })
     }
 
+    fn check_remove(&self, path: &TreePath) -> Result<()> {
+        let (_, id) = self.removal(path)?;
+        self.info(id, path).map(drop)
+    }
+
     fn remove(&self, path: &TreePath) -> Result<()> {
-        self.check_writable()?;
-        let place = self.place(path)?;
-        match place {
-            Place::Index => return Err(index_is_read_only()),
-            Place::Header => {
-                return Err(Error::not_permitted(format!(
-                    "{HEADER_FILE} cannot be removed: every disk has a header (edit it instead)"
-                )))
-            }
-            _ => {}
-        }
-        let (id, _) = self.target(place, path)?;
-        if id == -1 {
-            return Err(Error::not_permitted(format!(
-                "{}: entry -1 (savegameinfo.json) cannot be removed: the game cannot load a disk without it",
-                path.join("/")
-            )));
-        }
+        let (place, id) = self.removal(path)?;
         match place {
             Place::Inventory => {
                 self.info(id, path)?;

@@ -40,6 +40,7 @@ use crate::vfs::inodes::Inodes;
 use crate::vfs::kernel_cache::{KernelCache, Listing, RecheckLog};
 use crate::vfs::overlay::{overlay_stat, Overlay};
 use crate::vfs::readdir::FIRST_HELD_COOKIE;
+use crate::vfs::removals::Removals;
 use crate::vfs::tree::{Kind, Stat, Tree};
 
 /// The largest file the core holds (writes and truncations past it fail with `EFBIG`).
@@ -64,6 +65,8 @@ pub struct Vfs {
     /// the scratch path holding their text. The source is hidden but stays in the store
     /// until new content is committed to it, or until the scratch copy is deleted.
     pub(super) aside: Mutex<HashMap<Vec<String>, Vec<String>>>,
+    /// Removals of stored files held back for a moment (see [`crate::vfs::removals`]).
+    pub(super) removals: Removals,
     /// The kernel's caches, once the mount lets it keep what it is served (see
     /// [`crate::vfs::kernel_cache`]).
     pub(super) kernel: OnceLock<Box<dyn KernelCache>>,
@@ -168,6 +171,7 @@ impl Vfs {
             spill: Spill::new(held_dir),
             fresh: FreshDirs::default(),
             aside: Mutex::new(HashMap::new()),
+            removals: Removals::default(),
             kernel: OnceLock::new(),
             changes: Mutex::new(Vec::new()),
             readers: Mutex::new(HashMap::new()),
@@ -189,6 +193,21 @@ impl Vfs {
             return Err(self.tree.read_only_error());
         }
         Ok(())
+    }
+
+    /// Whether a file may be created or written at `path` (the mount is writable and the
+    /// tree takes files there).
+    pub(super) fn writable_at(&self, path: &[String]) -> Result<()> {
+        self.writable()?;
+        self.takes_files_at(path)
+    }
+
+    /// Whether the tree takes files at `path` at all (not under `index/`), whether or not
+    /// the mount is writable now: held text may still move after the tree turned read-only.
+    pub(super) fn takes_files_at(&self, path: &[String]) -> Result<()> {
+        self.tree
+            .writable_at(path)
+            .map_err(|e| e.context(display_path(path)))
     }
 
     /// The tree under this core.
@@ -221,6 +240,12 @@ impl Vfs {
         if lock(&self.aside)?.contains_key(path) {
             return Err(Error::not_found(format!(
                 "{}: moved aside (its text is in the scratch copy)",
+                display_path(path)
+            )));
+        }
+        if self.removals.holds(path)? {
+            return Err(Error::not_found(format!(
+                "{}: removed (the store drops it in a moment)",
                 display_path(path)
             )));
         }
@@ -287,6 +312,9 @@ impl Vfs {
         let held = lock(&self.overlay)?.contains_key(&path);
         if (size.is_some() || mtime.is_some() || mode.is_some()) && !held {
             self.writable()?;
+        }
+        if size.is_some() {
+            self.takes_files_at(&path)?;
         }
         let file = match fh {
             Some(fh) => Some(lock(&*self.handle(fh)?)?.file.clone()),
@@ -405,9 +433,10 @@ impl Vfs {
     /// `pid`.
     pub fn symlink(&self, parent: u64, name: &str, target: &[u8], pid: u32) -> Result<(u64, Stat)> {
         check_name(name)?;
-        self.writable()?;
         let dir = self.path_of(parent)?;
         let path = child(&dir, name);
+        self.writable_at(&path)?;
+        self.remove_below(&path)?;
         if self.stat_path(&path).is_ok() {
             return Err(Error::exists(format!("{} exists", display_path(&path))));
         }
@@ -441,6 +470,10 @@ impl Vfs {
         check_name(name)?;
         let dir = self.path_of(parent)?;
         let path = child(&dir, name);
+        if self.removals.holds(&path)? {
+            self.writable_at(&path)?;
+            self.remove_below(&path)?;
+        }
         let existing = self.stat_path(&path).ok();
         let hidden = self.fresh.hidden(&dir, name, pid);
         match existing {
@@ -448,7 +481,7 @@ impl Vfs {
             Some(s) if hidden && s.kind == Kind::Dir => {}
             Some(_) => return Err(Error::exists(format!("{} exists", display_path(&path)))),
             None => {
-                self.writable()?;
+                self.writable_at(&path)?;
                 self.tree
                     .mkdir(&path)
                     .map_err(|e| e.context(display_path(&path)))?;
@@ -460,14 +493,59 @@ impl Vfs {
         self.lookup(parent, name, pid)
     }
 
-    /// The names of folder `dir`'s tree files moved aside (hidden from every listing of it,
-    /// and making its listing depend on who asks).
+    /// The names of folder `dir`'s tree files moved aside or removed a moment ago (hidden
+    /// from every listing of it, and making its listing depend on who asks).
     pub(super) fn aside_in(&self, dir: &[String]) -> Result<Vec<String>> {
-        Ok(lock(&self.aside)?
+        let mut names: Vec<String> = lock(&self.aside)?
             .keys()
             .filter(|p| p.len() == dir.len() + 1 && p.starts_with(dir))
             .filter_map(|p| p.last().cloned())
-            .collect())
+            .collect();
+        names.extend(self.removals.names_in(dir)?);
+        Ok(names)
+    }
+
+    /// Commits the held-back removals at or below `path` now (something is about to happen
+    /// there that must see them done); the first failure is the error.
+    pub(super) fn remove_below(&self, path: &[String]) -> Result<()> {
+        let due = self.removals.take_below(path)?;
+        match self.remove_now(due).into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Commits removals taken from [`Removals`], logging each failure (the file stays
+    /// stored, and shows again); returns the failures. A file the tree keeps showing after
+    /// its removal (a block's `light.txt`) is hidden from the process that removed it until
+    /// it writes it (see [`crate::vfs::fresh`]).
+    pub(super) fn remove_now(&self, due: Vec<(Vec<String>, u32)>) -> Vec<Error> {
+        let mut failed = Vec::new();
+        for (path, pid) in due {
+            match self.tree.remove(&path) {
+                Ok(()) => {
+                    if self.tree.stat(&path).is_ok() {
+                        self.fresh.unlinked(&path, pid);
+                    }
+                }
+                Err(e) => {
+                    let e = e.context(display_path(&path));
+                    log::error!("removal failed, the file stays stored: {e}");
+                    failed.push(e);
+                }
+            }
+            self.note_change(&path);
+        }
+        failed
+    }
+
+    /// Commits the removals held back for at least `age` (the watcher's, and all of them
+    /// at the unmount); returns how many were due and how many of those failed.
+    pub fn remove_held_back(&self, age: std::time::Duration) -> (usize, usize) {
+        match self.removals.take_older(age) {
+            Ok(due) => (due.len(), self.remove_now(due).len()),
+            Err(_) => (0, 1),
+        }
     }
 
     /// The tree file `copy` holds the text of, when `copy` is a copy moved aside from it.
@@ -486,8 +564,8 @@ impl Vfs {
 
     /// Removes file `name` from `parent` for process `pid`. Pending text (a failed commit's)
     /// is discarded and the stored object shows again; the next removal deletes the object.
-    /// A file the tree keeps showing after its removal (a block's `light.txt`) is hidden from
-    /// `pid` until it writes it (see [`crate::vfs::fresh`]).
+    /// The removal of a stored file is checked now and committed a moment later, unless the
+    /// name is created again first (see [`crate::vfs::removals`]).
     pub fn unlink_as(&self, parent: u64, name: &str, pid: u32) -> Result<()> {
         let path = child(&self.path_of(parent)?, name);
         // Discarding held text changes nothing stored, so a tree that turned read-only while
@@ -518,11 +596,9 @@ impl Vfs {
             Some(_) => {}
             None => {
                 self.tree
-                    .remove(&path)
+                    .check_remove(&path)
                     .map_err(|e| e.context(display_path(&path)))?;
-                if self.tree.stat(&path).is_ok() {
-                    self.fresh.unlinked(&path, pid);
-                }
+                self.removals.add(&path, pid)?;
             }
         }
         self.note_change(&path);
@@ -537,6 +613,7 @@ impl Vfs {
     pub fn rmdir(&self, parent: u64, name: &str) -> Result<()> {
         self.writable()?;
         let path = child(&self.path_of(parent)?, name);
+        self.remove_below(&path)?;
         let has_held = lock(&self.overlay)?
             .keys()
             .any(|p| p.len() > path.len() && p.starts_with(&path));
@@ -571,6 +648,70 @@ mod tests {
     use super::*;
     use crate::vfs::handles::OpenMode;
     use crate::vfs::test_tree::*;
+
+    /// `install`, `mv` from another file system, `cp --remove-destination`: unlink, then
+    /// create the name again. The stored file is replaced only by a new text that commits;
+    /// one that fails leaves it stored.
+    #[test]
+    fn a_file_removed_and_created_again_is_replaced_only_by_a_text_that_commits() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let replace = |text: &[u8]| -> Result<()> {
+            vfs.unlink_as(d, "f", 7)?;
+            let (_, _, fh) = vfs.create(d, "f", 0o644)?;
+            vfs.write(fh, 0, text, false)?;
+            vfs.release(fh)
+        };
+        assert_eq!(replace(b"bad").unwrap_err().errno(), libc::EINVAL);
+        vfs.remove_held_back(std::time::Duration::ZERO);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old", "kept stored");
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(
+            read_all(&vfs, f),
+            b"bad",
+            "the failed text shows, as after any failed save"
+        );
+        vfs.unlink(d, "f").unwrap();
+        let (f, _) = vfs.lookup(d, "f", 1).unwrap();
+        assert_eq!(read_all(&vfs, f), b"ok old");
+        replace(b"ok new").unwrap();
+        vfs.remove_held_back(std::time::Duration::ZERO);
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok new");
+    }
+
+    /// A removal hides the name from everyone at once and reaches the store a moment later,
+    /// or at once when a `rmdir`, a rename or the unmount needs it.
+    #[test]
+    fn a_removal_hides_the_file_at_once_and_reaches_the_store_when_due() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        vfs.unlink_as(d, "f", 7).unwrap();
+        assert_eq!(vfs.lookup(d, "f", 8).unwrap_err().errno(), libc::ENOENT);
+        let mut names = Vec::new();
+        vfs.readdir(d, 0, false, 8, &mut |e| {
+            names.push(e.name.to_string());
+            true
+        })
+        .unwrap();
+        assert!(!names.contains(&"f".to_string()), "{names:?}");
+        assert_eq!(
+            vfs.remove_held_back(std::time::Duration::from_secs(60)),
+            (0, 0)
+        );
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old", "not yet");
+        assert_eq!(vfs.commit_all(), 0);
+        assert_eq!(stored(&tree, "d/f"), None, "the unmount commits it");
+        store(&tree, "d/g", b"ok g");
+        vfs.unlink(d, "g").unwrap();
+        vfs.rmdir(ROOT, "d").unwrap();
+        assert_eq!(
+            stored(&tree, "d/g"),
+            None,
+            "rmdir commits what was removed below"
+        );
+        // A removal the tree refuses fails at the unlink, not later.
+        assert_eq!(vfs.unlink(ROOT, "d").unwrap_err().errno(), libc::EISDIR);
+    }
 
     #[test]
     fn a_folder_holding_pending_text_is_not_removed() {
@@ -688,6 +829,7 @@ mod tests {
         assert_eq!(vfs.readlink(m).unwrap(), b"f");
         vfs.unlink(d, "m").unwrap();
         assert!(vfs.lookup(d, "m", 1).is_err());
+        vfs.remove_held_back(std::time::Duration::ZERO);
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
         // A scratch file renamed over a link replaces the link, not what it points to.
         let (_, _, fh) = vfs.create(d, "l.swp", 0o644).unwrap();

@@ -447,9 +447,8 @@ impl FolderFiles {
 
     /// Removes one file or link (never what a link points to).
     pub fn remove(&self, path: &TreePath) -> Result<()> {
-        self.check_writable()?;
+        self.check_remove(path)?;
         let at = self.at(path)?;
-        self.stat_in(&at.dir, at.name, path)?;
         unlinkat(
             Some(at.dir.as_raw_fd()),
             at.name,
@@ -458,6 +457,16 @@ impl FolderFiles {
         .map_err(|e| at_error(path, e))?;
         at.dir.sync_all()?;
         Ok(())
+    }
+
+    /// Whether [`FolderFiles::remove`] would remove `path`: a file or link that is there.
+    pub fn check_remove(&self, path: &TreePath) -> Result<()> {
+        self.check_writable()?;
+        let at = self.at(path)?;
+        match self.stat_in(&at.dir, at.name, path)?.kind {
+            Kind::Dir => Err(Error::is_dir(format!("{}: is a folder", path.join("/")))),
+            Kind::File | Kind::Symlink => Ok(()),
+        }
     }
 
     /// Renames one file, folder or link, anywhere inside the shown folder.

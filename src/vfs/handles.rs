@@ -220,7 +220,7 @@ impl Vfs {
         let since = self.kernel_epoch();
         let path = self.path_of(ino)?;
         if mode.write {
-            self.writable()?;
+            self.writable_at(&path)?;
         }
         let joined = Self::join(&*lock(&self.open)?, &path, mode)?;
         if let Some(f) = joined {
@@ -329,9 +329,13 @@ impl Vfs {
     /// Creates and opens `name` in `parent` with permission bits `mode`.
     pub fn create(&self, parent: u64, name: &str, mode: u32) -> Result<(u64, Stat, u64)> {
         check_name(name)?;
-        self.writable()?;
         let dir = self.path_of(parent)?;
         let path = child(&dir, name);
+        self.writable_at(&path)?;
+        // A file removed a moment ago and created again (`install`, `cp
+        // --remove-destination`): the new file's commit replaces the stored one, and a failed
+        // one leaves it stored.
+        self.removals.cancel(&path)?;
         let class = self
             .tree
             .classify(&dir, name)
@@ -564,7 +568,8 @@ impl Vfs {
         let failed = fhs
             .into_iter()
             .filter(|&fh| self.commit_handle(fh, true).is_err())
-            .count();
+            .count()
+            + self.remove_held_back(std::time::Duration::ZERO).1;
         match self.sync() {
             Ok(()) => failed,
             Err(e) => {
@@ -741,6 +746,7 @@ mod tests {
         assert_eq!(vfs.getattr(f, Some(fh)).unwrap().size, 11);
         assert_eq!(vfs.read(fh, 0, 100).unwrap().to_vec(), b"ok old more");
         vfs.release(fh).unwrap();
+        vfs.remove_held_back(std::time::Duration::ZERO);
         assert_eq!(
             stored(&tree, "d/f"),
             None,

@@ -456,6 +456,13 @@ impl Vfs {
 
     /// One look of the watcher: other programs' changes, then the names to drop.
     pub fn watch_once(&self) {
+        let (done, failed) = self.remove_held_back(crate::vfs::removals::WINDOW);
+        if failed > 0 {
+            log::warn!("{failed} removals failed; their files stay stored");
+        }
+        if done > 0 {
+            self.settle();
+        }
         let Some(kernel) = self.kernel.get() else {
             return;
         };

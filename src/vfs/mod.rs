@@ -15,6 +15,7 @@ pub mod overlay;
 #[cfg(test)]
 pub mod race_hook;
 pub mod readdir;
+pub mod removals;
 pub mod rename;
 pub mod replace;
 pub mod scan;

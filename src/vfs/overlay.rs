@@ -109,6 +109,7 @@ impl Vfs {
                     .map_err(|e| e.context(display_path(path)))?;
                 self.note_change(path);
                 lock(&self.aside)?.remove(path);
+                self.removals.cancel(path)?;
                 let done = lock(&self.overlay)?.remove(path);
                 if let Some(m) = done.and_then(|o| o.set_mtime) {
                     self.tree.set_mtime(path, m)?;
@@ -210,6 +211,16 @@ impl Vfs {
             .into_iter()
             .map(|path| {
                 let stored = self.writable().and_then(|()| self.store_one_scratch(&path));
+                if stored.as_ref().is_err_and(not_a_refusal) {
+                    // Not a name the tree refuses but a store that could not take it (its
+                    // folder renamed away on disk, a full disk): saved for recovery and
+                    // reported like text no commit took.
+                    if let Ok(mut o) = lock(&self.overlay) {
+                        if let Some(o) = o.get_mut(&path) {
+                            o.held = Held::FailedScratch;
+                        }
+                    }
+                }
                 Leftover {
                     path: display_path(&path),
                     stored,
@@ -262,6 +273,15 @@ impl Vfs {
     }
 }
 
+/// Whether storing a scratch file failed for a reason other than the tree refusing it (its
+/// folder gone, the disk full or read-only, an I/O error).
+fn not_a_refusal(e: &Error) -> bool {
+    matches!(
+        e.errno(),
+        libc::ENOENT | libc::ENOTDIR | libc::EIO | libc::ENOSPC | libc::EDQUOT | libc::EROFS
+    )
+}
+
 /// A scratch file left at unmount, and whether [`Vfs::store_scratch`] stored it.
 pub struct Leftover {
     /// Its path in the mount.
@@ -293,6 +313,8 @@ mod tests {
         assert_eq!(stat.size, 6, "the stored object shows again");
         assert_eq!(read_all(&vfs, f), b"ok old");
         vfs.unlink(d, "f").unwrap();
+        assert_eq!(vfs.lookup(d, "f", 1).unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(vfs.remove_held_back(std::time::Duration::ZERO), (1, 0));
         assert_eq!(stored(&tree, "d/f"), None, "a second rm deletes it");
     }
 
@@ -334,6 +356,31 @@ mod tests {
             "the folder keeps the time the mount showed"
         );
         assert!(vfs.store_scratch().iter().all(|l| l.path == "d/.junk.swp"));
+    }
+
+    /// A scratch file the store could not take at unmount (here: the tree turned read-only;
+    /// on disk, its folder renamed away) is saved and reported like text no commit took.
+    #[test]
+    fn a_scratch_file_the_store_cannot_take_is_saved_and_reported() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        for (name, text) in [("x~", &b"ok kept"[..]), (".junk.swp", b"swap")] {
+            let (_, _, fh) = vfs.create(d, name, 0o600).unwrap();
+            vfs.write(fh, 0, text, false).unwrap();
+            vfs.release(fh).unwrap();
+        }
+        tree.read_only
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let left = vfs.store_scratch();
+        assert!(left.iter().all(|l| l.stored.is_err()));
+        let dir = tempfile::tempdir().unwrap();
+        let unsaved: Vec<String> = vfs
+            .save_unsaved(dir.path())
+            .into_iter()
+            .map(|u| u.path)
+            .collect();
+        assert_eq!(unsaved, ["d/.junk.swp", "d/x~"]);
+        assert_eq!(std::fs::read(dir.path().join("d/x~")).unwrap(), b"ok kept");
     }
 
     /// A copy moved aside is not stored: its source keeps its content (`mv f f~` is undone),

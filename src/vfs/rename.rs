@@ -12,6 +12,21 @@ use crate::vfs::tree::{Kind, NewFile, Stat};
 /// The mode of a file committed by a rename when the core holds none for it.
 const DEFAULT_PERM: u16 = 0o644;
 
+/// A folder the tree cannot move there is refused with `EPERM`, not `EXDEV`: on `EXDEV`,
+/// `mv` copies the folder and removes the original, and removing a view's folder (`players/`,
+/// `blocks/`, a block) deletes what it shows from the store, while the copy lands where the
+/// game never reads it. A file keeps `EXDEV`: its copy is a checked write, and `mv` removes
+/// the original only after the copy succeeded.
+fn never_copied(e: Error, stat: &Stat) -> Error {
+    if e.errno() != libc::EXDEV || stat.kind != Kind::Dir {
+        return e;
+    }
+    Error::not_permitted(format!(
+        "{}; a folder is never copied and removed instead (that would delete what it shows)",
+        e.message()
+    ))
+}
+
 impl Vfs {
     /// The text held at `from` for a rename: the buffer of a file being written, else the
     /// held text. With `take`, the buffer counts as committed (the rename commits it).
@@ -49,14 +64,26 @@ impl Vfs {
         if !(held && to_in_tree.is_none() && to_class == NewFile::Scratch) {
             self.writable()?;
         }
+        // What was removed a moment ago below either name is removed before the folder moves
+        // or the file lands there; held text renamed over a removed file replaces it instead
+        // (a failed commit then leaves it stored).
+        self.remove_below(&from)?;
+        if held {
+            self.takes_files_at(&to)?;
+        }
+        if !(held && self.removals.cancel(&to)?) {
+            self.remove_below(&to)?;
+        }
         if held {
             self.rename_held(&from, &to, to_class, to_in_tree.as_ref())?;
         } else {
             let stat = self.stat_path(&from)?;
             if to_in_tree.is_none() && to_class == NewFile::Scratch && stat.kind == Kind::File {
+                self.writable_at(&from)?;
                 self.move_aside(&from, &to, &stat)?;
             } else {
-                self.rename_in_tree(&from, &to)?;
+                self.rename_in_tree(&from, &to)
+                    .map_err(|e| never_copied(e, &stat))?;
             }
         }
         self.note_change(&from);

@@ -149,6 +149,12 @@ impl Tree for Files {
             NewFile::Object
         })
     }
+    fn check_remove(&self, path: &[String]) -> Result<()> {
+        match self.stat(path)?.kind {
+            Kind::Dir => Err(Error::is_dir("is a directory")),
+            _ => Ok(()),
+        }
+    }
     fn remove(&self, path: &[String]) -> Result<()> {
         let key = self.file_key(path)?;
         if lock(&self.links)?.remove(&key).is_none() {

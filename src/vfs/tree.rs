@@ -166,9 +166,22 @@ pub trait Tree: Send + Sync + 'static {
     /// What creating the file `name` in `dir` would make.
     fn classify(&self, dir: &TreePath, name: &str) -> Result<NewFile>;
 
+    /// Whether a file may be created or written at `path`: `Err` with the reason where the
+    /// tree shows answers nothing writes (`index/`), so the core refuses at the create, the
+    /// open for writing or the truncation, and never holds text there. Trees that take
+    /// writes everywhere keep this default.
+    fn writable_at(&self, _path: &TreePath) -> Result<()> {
+        Ok(())
+    }
+
     /// Removes the file at `path` (deletes the object it shows, or resets a file that
     /// cannot be absent, such as a block's `light.txt`, which is then a no-op).
     fn remove(&self, path: &TreePath) -> Result<()>;
+
+    /// Whether [`Tree::remove`] would take `path`, changing nothing: the error it would give
+    /// for a file it refuses to remove (or a folder, or nothing there). The core checks this
+    /// at `unlink` and commits the removal a moment later (see [`crate::vfs::removals`]).
+    fn check_remove(&self, path: &TreePath) -> Result<()>;
 
     /// Creates the directory at `path`.
     fn mkdir(&self, path: &TreePath) -> Result<()>;

@@ -44,6 +44,12 @@ use compress::{decode_zstd, deflate_zlib, encode_zstd, inflate_zlib};
 /// most `max_objects_per_block`, 256 by default, per block).
 pub const MAX_DECOMPRESSED: usize = 12 << 20;
 
+/// The most bytes of one stored block that are read: real blocks are compressed to a few
+/// KiB; a larger row is refused rather than loaded into memory. A block whose encoding
+/// would pass it is refused at the write ([`encode_block`]), so what the mount writes it
+/// reads back.
+pub const MAX_STORED: usize = 8 << 20;
+
 /// The most inventory slots (summed over all node inventories) one block may declare: a
 /// block of 4,096 chests has 131,072.
 pub const MAX_BLOCK_SLOTS: usize = 1 << 18;
@@ -182,6 +188,16 @@ pub fn encode_block(block: &MapBlock) -> Result<Vec<u8>> {
             out.extend_from_slice(&timers);
         }
     }
+    if out.len() > MAX_STORED {
+        return Err(Error::new(
+            libc::EFBIG,
+            format!(
+                "the block would be stored in {} bytes; at most {MAX_STORED} are read back, so \
+                 it is not written",
+                out.len()
+            ),
+        ));
+    }
     Ok(out)
 }
 
@@ -221,9 +237,13 @@ fn check_version(version: u8) -> Result<()> {
 
 fn check_size(raw_len: usize) -> Result<()> {
     if raw_len > MAX_DECOMPRESSED {
-        return Err(Error::invalid(format!(
-            "block would decompress to {raw_len} bytes; at most {MAX_DECOMPRESSED} are allowed"
-        )));
+        return Err(Error::new(
+            libc::EFBIG,
+            format!(
+                "block would decompress to {raw_len} bytes; at most {MAX_DECOMPRESSED} are \
+                 allowed"
+            ),
+        ));
     }
     Ok(())
 }

@@ -45,9 +45,7 @@ pub trait Stream {
 /// holds a map, whose streamed commit would otherwise be made for ever more closure types).
 pub type Produce<'a> = Box<dyn FnOnce(&mut dyn Stream) -> Result<()> + 'a>;
 
-/// The most bytes of one stored block that are read: real blocks are compressed to a few
-/// KiB; a larger row is refused rather than loaded into memory.
-pub const MAX_STORED: usize = 8 << 20;
+pub use crate::luanti::codec::MAX_STORED;
 
 /// The most data bytes one [`MapStore::list`] call returns: a page stops early past it, so a
 /// listing holds at most this much of a store's rows at once (512 hostile rows of 8 MiB each

@@ -14,8 +14,39 @@ use crate::vfs::replace;
 /// How long a statement waits for a lock held by another process.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Refuses a database path that holds something other than a regular file (following a
+/// link, as SQLite does): SQLite would open a FIFO and block until a writer came, hanging
+/// the mount, `info` or `check` for ever. Nothing there is fine (the caller decides).
+fn only_regular(path: &Path) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(Error::invalid(format!(
+            "{}: not a regular file but a {} (a database is a regular file)",
+            path.display(),
+            kind_of(&m.file_type())
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// What a file that is not a regular file is, for a message.
+fn kind_of(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "folder"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "device"
+    } else {
+        "special file"
+    }
+}
+
 /// Opens an existing database.
 pub fn open(path: &Path, read_only: bool) -> Result<Connection> {
+    only_regular(path)?;
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } else {
@@ -42,6 +73,7 @@ pub fn open_or_create(path: &Path, schema: &str) -> Result<Connection> {
             other => other?,
         }
     }
+    only_regular(path)?;
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
@@ -76,4 +108,47 @@ pub fn file_id(path: &Path) -> Option<(u64, u64)> {
 /// SQLite's `PRAGMA data_version`: changes when another connection commits.
 pub fn data_version(conn: &Connection) -> Result<i64> {
     Ok(conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::mpsc;
+
+    /// Runs `f` on a thread and fails the test if it has not returned within 10 s (a FIFO
+    /// opened for reading waits for a writer for ever).
+    fn within_seconds<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(10))
+            .expect("the open blocked")
+    }
+
+    #[test]
+    fn a_fifo_at_a_database_path_is_refused_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("map.sqlite");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        for read_only in [true, false] {
+            let path = fifo.clone();
+            let e = within_seconds(move || open(&path, read_only).map(drop)).unwrap_err();
+            assert_eq!(e.errno(), libc::EINVAL);
+            assert!(e.message().contains("not a regular file but a FIFO"), "{e}");
+        }
+        let path = fifo.clone();
+        let e = within_seconds(move || open_or_create(&path, "").map(drop)).unwrap_err();
+        assert!(e.message().contains("FIFO"), "{e}");
+        let world = dir.path().to_path_buf();
+        std::fs::write(world.join("world.mt"), "gameid = minetest\n").unwrap();
+        let e = within_seconds(move || {
+            crate::luanti::store::map::MapStore::open(&world, true).map(drop)
+        })
+        .unwrap_err();
+        assert!(
+            e.message().contains("map.sqlite: not a regular file"),
+            "{e}"
+        );
+    }
 }

@@ -235,6 +235,17 @@ impl Tree for TevdTree {
         })
     }
 
+    fn check_remove(&self, path: &TreePath) -> Result<()> {
+        if self.read_only() {
+            return Err(self.read_only_error());
+        }
+        let d = self.disk()?;
+        match Self::resolve(&d, path)?.kind {
+            TevdKind::Directory => Err(Error::is_dir("is a directory")),
+            _ => Ok(()),
+        }
+    }
+
     fn remove(&self, path: &TreePath) -> Result<()> {
         self.change(|d, now| {
             let n = Self::resolve(d, path)?;

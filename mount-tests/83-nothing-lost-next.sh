@@ -1,0 +1,98 @@
+#!/bin/bash
+# Issue 35's holes, through a real mount of an engine world: moving a view's folder is refused
+# and deletes nothing (mv falls back to copy-then-delete on EXDEV); install and cp
+# --remove-destination (unlink, then create) replace a player or world.mt only with a text that
+# commits; index/ takes no file (create, open for writing, truncation); a FIFO at map.sqlite is
+# refused at once by mount, info and check instead of hanging them.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/accounts.sh"
+
+W=$(world nothing-lost-next 1)
+M=$T/m
+players() { sqlite3 "$W/players.sqlite" "SELECT name FROM player ORDER BY name" | tr '\n' ' '; }
+blocks() { sqlite3 "$W/map.sqlite" "SELECT count(*) FROM blocks"; }
+PLAYERS=$(players)
+BLOCKS=$(blocks)
+[ -n "$PLAYERS" ] || fail "the engine world holds no player"
+mount_world "$W" "$M"
+
+# 1. A view's folder is never copied and removed: mv stops at once with the reason.
+for d in players blocks; do
+  if mv "$M/$d" "$M/$d.bak" 2>"$T/mv.err"; then fail "mv of $d/ exited 0"; fi
+  assert_contains "$T/mv.err" "Operation not permitted" "mv of $d/: $(cat "$T/mv.err")"
+  [ ! -e "$W/$d.bak" ] || fail "mv of $d/ left a copy in the world folder"
+  [ ! -e "$M/$d.bak" ] || fail "mv of $d/ left $d.bak in the mount"
+done
+if mv "$M/blocks/0,0,0" "$M/worldmods/" 2>"$T/mv.err"; then fail "mv of a block into worldmods/ exited 0"; fi
+assert_contains "$T/mv.err" "Operation not permitted"
+[ -d "$M/blocks/0,0,0" ] || fail "the block moved out is gone"
+
+# 2. install / cp --remove-destination: unlink, then create. A text that fails its commit
+# leaves the stored player (and world.mt) as they were; a good one replaces them.
+P=$(ls "$M/players" | head -1)
+cp "$M/players/$P" "$T/good"
+sed -i 's/^hp = .*/hp = 7/' "$T/good"
+sed 's/^hp = .*/hp = many/' "$T/good" >"$T/bad"
+if install -m 644 "$T/bad" "$M/players/$P" 2>/dev/null; then fail "install of a bad player text exited 0"; fi
+if cp --remove-destination "$T/bad" "$M/players/$P" 2>/dev/null; then fail "cp --remove-destination of a bad player exited 0"; fi
+assert_eq "$(players)" "$PLAYERS" "players after failed replacements"
+rm -f "$M/players/$P"  # discards the failed text; the stored player shows again
+grep -q "^hp = " "$M/players/$P" || fail "the stored player does not show again"
+install -m 644 "$T/good" "$M/players/$P" || fail "install of a good player text failed"
+assert_contains "$M/players/$P" "hp = 7"
+cp "$M/world.mt" "$T/world.mt"
+sed 's/^backend = .*/backend = leveldb/' "$T/world.mt" >"$T/world.mt.bad"
+grep -q "^backend = leveldb" "$T/world.mt.bad" || echo "backend = leveldb" >>"$T/world.mt.bad"
+if install -m 644 "$T/world.mt.bad" "$M/world.mt" 2>/dev/null; then fail "install of a world.mt naming another map exited 0"; fi
+cmp -s "$W/world.mt" "$T/world.mt" || fail "world.mt on disk changed by a refused replacement"
+rm -f "$M/world.mt"
+cmp -s "$M/world.mt" "$T/world.mt" || fail "world.mt does not show again after discarding the text"
+
+# A plain rm hides the player at once and removes it from the store.
+Q=$(ls "$M/players" | grep -vxF "$P" | head -1 || true)
+if [ -n "$Q" ]; then
+  rm "$M/players/$Q" || fail "rm of a player"
+  [ ! -e "$M/players/$Q" ] || fail "a removed player still shows"
+  ls "$M/players" | grep -qxF "$Q" && fail "a removed player is still listed"
+fi
+
+# 3. index/ takes no file: create, open for writing and truncation are refused at once.
+ITEM=$(ls "$M/index/items" | head -1)
+cp "$M/index/items/$ITEM" "$T/answer"
+if echo x >"$M/index/items/foo" 2>"$T/w.err"; then fail "a new file under index/ was taken"; fi
+assert_contains "$T/w.err" "Operation not permitted"
+if touch "$M/index/items/bar" 2>/dev/null; then fail "touch under index/ succeeded"; fi
+if echo x >"$M/index/items/$ITEM" 2>/dev/null; then fail "an answer file was opened for writing"; fi
+if truncate -s 0 "$M/index/items/$ITEM" 2>/dev/null; then fail "an answer file was truncated"; fi
+[ ! -e "$M/index/items/foo" ] && [ ! -e "$M/index/items/bar" ] || fail "index/ lists a refused file"
+cmp -s "$M/index/items/$ITEM" "$T/answer" || fail "the answer file changed"
+if rm "$M/index/items/$ITEM" 2>"$T/rm.err"; then fail "rm of an answer file succeeded"; fi
+assert_not_contains "$T/rm.err" "Is a directory"
+unmount_world "$M"
+
+# The removal reached the store; the replaced player holds the new text.
+[ -z "$Q" ] || assert_eq "$(players)" "$(tr ' ' '\n' <<<"$PLAYERS" | grep -vxF "$Q" | grep . | tr '\n' ' ')" "players after rm"
+assert_eq "$(blocks)" "$BLOCKS" "blocks in map.sqlite"
+mount_world "$W" "$M" --read-only
+assert_contains "$M/players/$P" "hp = 7"
+unmount_world "$M"
+"$WORLDFS" check "$W" >/dev/null || fail "check after the edits"
+
+# 4. A FIFO at map.sqlite is refused at once, naming it, by mount, info and check.
+F=$T/fifo-world
+mkdir "$F"
+cp "$W/world.mt" "$F/"
+mkfifo "$F/map.sqlite"
+mkdir -p "$T/mf"
+fifo_refused() {
+  local rc=0
+  timeout 30 "$WORLDFS" "$@" >"$T/fifo.out" 2>&1 || rc=$?
+  [ "$rc" != 0 ] || { MOUNTS+=("$T/mf"); fail "worldfs $* took a FIFO map.sqlite"; }
+  [ "$rc" != 124 ] || fail "worldfs $* hung on a FIFO map.sqlite"
+  assert_contains "$T/fifo.out" "map.sqlite: not a regular file but a FIFO" "worldfs $*: $(cat "$T/fifo.out")"
+}
+fifo_refused info "$F"
+fifo_refused check "$F"
+fifo_refused mount --foreground "$F" "$T/mf"
+fifo_refused mount "$F" "$T/mf"
+echo "ok"
