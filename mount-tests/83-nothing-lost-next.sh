@@ -59,10 +59,10 @@ fi
 # 3. index/ takes no file: create, open for writing and truncation are refused at once.
 ITEM=$(ls "$M/index/items" | head -1)
 cp "$M/index/items/$ITEM" "$T/answer"
-if echo x >"$M/index/items/foo" 2>"$T/w.err"; then fail "a new file under index/ was taken"; fi
+if (echo x >"$M/index/items/foo") 2>"$T/w.err"; then fail "a new file under index/ was taken"; fi
 assert_contains "$T/w.err" "Operation not permitted"
 if touch "$M/index/items/bar" 2>/dev/null; then fail "touch under index/ succeeded"; fi
-if echo x >"$M/index/items/$ITEM" 2>/dev/null; then fail "an answer file was opened for writing"; fi
+if (echo x >"$M/index/items/$ITEM") 2>/dev/null; then fail "an answer file was opened for writing"; fi
 if truncate -s 0 "$M/index/items/$ITEM" 2>/dev/null; then fail "an answer file was truncated"; fi
 [ ! -e "$M/index/items/foo" ] && [ ! -e "$M/index/items/bar" ] || fail "index/ lists a refused file"
 cmp -s "$M/index/items/$ITEM" "$T/answer" || fail "the answer file changed"

@@ -593,7 +593,14 @@ impl Vfs {
                         .map_err(|e| e.context(display_path(&src)))?;
                 }
             }
-            Some(_) => {}
+            // Failed text discarded: the stored object shows again, but not to the process
+            // that removed the text until it writes the name (a second `install` or `cp
+            // --remove-destination` creates it with `O_EXCL`).
+            Some(_) => {
+                if self.tree.stat(&path).is_ok() {
+                    self.fresh.unlinked(&path, pid);
+                }
+            }
             None => {
                 self.tree
                     .check_remove(&path)
@@ -662,6 +669,9 @@ mod tests {
             vfs.write(fh, 0, text, false)?;
             vfs.release(fh)
         };
+        assert_eq!(replace(b"bad first").unwrap_err().errno(), libc::EINVAL);
+        // A second try discards the failed text and creates the name again: the stored
+        // object that shows again is hidden from it, so its create is not EEXIST.
         assert_eq!(replace(b"bad").unwrap_err().errno(), libc::EINVAL);
         vfs.remove_held_back(std::time::Duration::ZERO);
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old", "kept stored");
