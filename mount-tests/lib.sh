@@ -11,10 +11,23 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/worldfs-test.XXXXXX")
 export WORLDFS_STATE_DIR=$T/state
 MOUNTS=()
 
+# A failing test keeps its evidence (worlds, disks, the daemon's log, check output) in a
+# folder it names, under target/mount-test-failures/, instead of deleting it.
+FAILURES=${WORLDFS_TEST_FAILURES:-$ROOT/target/mount-test-failures}
 cleanup() {
+  local rc=$?
   for m in "${MOUNTS[@]}"; do
     if mountpoint -q "$m" 2>/dev/null; then fusermount3 -u -z "$m" 2>/dev/null || true; fi
   done
+  if [ "$rc" != 0 ] && mkdir -p "$FAILURES" 2>/dev/null; then
+    local kept
+    kept=$FAILURES/$(basename "$0" .sh).$(date +%Y%m%d-%H%M%S).$$
+    # Links and special files are kept as they are; nothing is followed out of the folder.
+    if mv "$T" "$kept" 2>/dev/null; then
+      echo "evidence kept in $kept" >&2
+      return
+    fi
+  fi
   rm -rf "$T"
 }
 trap cleanup EXIT
