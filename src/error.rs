@@ -34,6 +34,8 @@ enum ErrorKind {
     /// answer about the data, unlike an `ENOENT` from the operating system (a file or
     /// folder gone), which is a failure.
     NoSuchObject,
+    /// A stored object larger than what is read of it (a map block row past its bound).
+    StoredTooLarge,
 }
 
 /// The most characters a message keeps; the rest is replaced by "…".
@@ -134,6 +136,20 @@ impl Error {
     /// [`Error::no_such_object`]), not a failure.
     pub fn is_no_such_object(&self) -> bool {
         self.kind == ErrorKind::NoSuchObject
+    }
+
+    /// A stored object larger than what is read of it (`EIO`): it exists, its content
+    /// cannot be shown, and it can still be removed ([`Error::is_stored_too_large`]).
+    pub fn stored_too_large(message: impl Into<String>) -> Self {
+        Error {
+            kind: ErrorKind::StoredTooLarge,
+            ..Self::corrupt(message)
+        }
+    }
+
+    /// Whether this is [`Error::stored_too_large`].
+    pub fn is_stored_too_large(&self) -> bool {
+        self.kind == ErrorKind::StoredTooLarge
     }
 
     /// The object exists already (`EEXIST`).

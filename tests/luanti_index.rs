@@ -454,15 +454,37 @@ fn our_commits_update_the_answer_and_another_writers_are_seen_by_the_next_questi
 /// rmdir) deletes it, and the engine loads the world afterwards.
 #[test]
 fn a_block_that_does_not_decode_shows_its_error_and_rm_r_deletes_it() {
+    broken_block_shows_its_error_and_rm_r_deletes_it(
+        vec![29, 0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3],
+        &["zstd", "frame"],
+    );
+}
+
+/// A row longer than the read bound (another program wrote it; the mount refuses to write
+/// one) is a broken block like any other: listed in `index/broken/` with the true reason,
+/// its `error.txt` says it, and `rm -r` deletes it.
+#[test]
+fn a_block_too_large_to_read_is_broken_with_its_reason_and_rm_r_deletes_it() {
+    broken_block_shows_its_error_and_rm_r_deletes_it(
+        vec![29; worldfs::luanti::codec::MAX_STORED + 1],
+        &["at most 8388608 bytes are read"],
+    );
+}
+
+/// Stores `blob` at block 0,0,0 of an engine world behind the tree's back; the tree shows it
+/// broken, its `error.txt` holding one of `reason_has`, and `rm -r` deletes it.
+fn broken_block_shows_its_error_and_rm_r_deletes_it(blob: Vec<u8>, reason_has: &[&str]) {
     let (_dir, world) = engine_world();
     let map = world.join("map.sqlite");
     let victim = BlockPos { x: 0, y: 0, z: 0 };
     let name = block_name(victim);
-    overwrite(
-        &map,
-        victim,
-        Some(vec![29, 0x28, 0xb5, 0x2f, 0xfd, 1, 2, 3]),
-    );
+    overwrite(&map, victim, Some(blob));
+    // `worldfs check` gives the same reason.
+    let mut report = Vec::new();
+    worldfs::luanti::inspect::check(&world, &mut report).expect("check runs");
+    let report = String::from_utf8(report).expect("utf-8");
+    assert!(report.contains(&format!("broken block {name}: ")), "{report}");
+    assert!(reason_has.iter().any(|r| report.contains(r)), "{report}");
     {
         let tree = open(&world, false);
         tree.write_back(worldfs::luanti::store::write_back::WINDOW)
@@ -474,10 +496,7 @@ fn a_block_that_does_not_decode_shows_its_error_and_rm_r_deletes_it() {
             .read(&p(&["blocks", &name, "error.txt"]))
             .expect("error.txt");
         let reason = String::from_utf8(reason.to_vec()).expect("utf-8");
-        assert!(
-            reason.contains("zstd") || reason.contains("frame"),
-            "{reason}"
-        );
+        assert!(reason_has.iter().any(|r| reason.contains(r)), "{reason}");
         assert_eq!(
             tree.stat(&p(&["blocks", &name, "error.txt"]))
                 .expect("stat")

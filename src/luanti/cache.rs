@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec;
@@ -501,9 +501,11 @@ impl Blocks {
     /// Why the stored block at `pos` does not decode (`None`: it decodes; `ENOENT`: no
     /// block), decoded under [`HEAVY_WORK`] like every other decode of a request.
     pub fn decode_error(&self, pos: BlockPos) -> Result<Option<String>> {
-        let blob = self.store.read(pos)?.ok_or_else(|| {
-            Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z))
-        })?;
+        let blob = match self.store.read(pos) {
+            Err(e) if e.is_stored_too_large() => return Ok(Some(e.to_string())),
+            read => read?,
+        }
+        .ok_or_else(|| Error::not_found(format!("no block at {},{},{}", pos.x, pos.y, pos.z)))?;
         let _one = one_at_a_time();
         Ok(codec::decode_block(&blob).err().map(|e| e.to_string()))
     }
@@ -530,7 +532,19 @@ impl Blocks {
                 from_seed: s.from_seed,
             }));
         }
-        let Some(blob) = self.store.read(pos)? else {
+        let blob = match self.store.read(pos) {
+            // Too large to read: shown as a broken block (its error.txt says why), whose
+            // stat is made of the reason (it changes when the stored length does).
+            Err(e) if e.is_stored_too_large() => {
+                return Ok(Some(Stored {
+                    mtime: UNIX_EPOCH,
+                    hash: content_hash(e.message().as_bytes()),
+                    from_seed: false,
+                }))
+            }
+            read => read?,
+        };
+        let Some(blob) = blob else {
             self.summaries.forget(pos);
             return Ok(None);
         };
@@ -770,7 +784,12 @@ impl Blocks {
     /// Deletes the block at `pos` (the engine regenerates it).
     pub fn delete(&self, pos: BlockPos) -> Result<()> {
         let _guard = self.lock(pos)?;
-        if self.store.get(pos)?.is_none() {
+        // A block too large to read exists all the same, and is removed like any other.
+        let exists = match self.store.get(pos) {
+            Err(e) if e.is_stored_too_large() => true,
+            got => got?.is_some(),
+        };
+        if !exists {
             return Err(Error::not_found(format!(
                 "no block at {},{},{}",
                 pos.x, pos.y, pos.z

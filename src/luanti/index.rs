@@ -32,7 +32,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use crate::error::{Error, Result};
 use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, Inventory, MapBlock};
-use crate::luanti::store::map::Change;
+use crate::luanti::store::map::{too_large, Change};
 use crate::luanti::store::write_back::{BlockStore, CommitWatch};
 
 /// Blocks per page read from the store by a scan.
@@ -544,7 +544,7 @@ fn scan(
         weight: answer.weight(),
         partial: false,
     };
-    type Page = (usize, Vec<(BlockPos, Vec<u8>)>);
+    type Page = (usize, Vec<(BlockPos, Option<Vec<u8>>)>);
     let (page_tx, page_rx) = mpsc::sync_channel::<Page>(workers);
     let page_rx = Mutex::new(page_rx);
     let (out_tx, out_rx) = mpsc::sync_channel::<Decoded>(workers);
@@ -564,9 +564,13 @@ fn scan(
                     .into_iter()
                     .map(|(pos, blob)| {
                         let packed = pack(pos);
-                        let facts = codec::decode_block(&blob)
-                            .map(|b| facts(kind, packed, &b))
-                            .map_err(|e| e.to_string());
+                        // A row listed without its data is too large to read: broken too.
+                        let facts = match blob {
+                            Some(blob) => codec::decode_block(&blob)
+                                .map(|b| facts(kind, packed, &b))
+                                .map_err(|e| e.to_string()),
+                            None => Err(too_large(pos, None).to_string()),
+                        };
                         (packed, facts)
                     })
                     .collect();
@@ -585,11 +589,12 @@ fn scan(
                     return Ok(());
                 };
                 after = last.key;
-                let page: Vec<_> = listed
-                    .into_iter()
-                    .filter_map(|l| Some((l.pos, l.data?)))
-                    .collect();
-                let bytes = page.iter().map(|(_, b)| b.len()).sum();
+                let page: Vec<_> = listed.into_iter().map(|l| (l.pos, l.data)).collect();
+                let bytes = page
+                    .iter()
+                    .filter_map(|(_, b)| b.as_ref())
+                    .map(Vec::len)
+                    .sum();
                 if !in_flight.take(bytes) || page_tx.send((bytes, page)).is_err() {
                     return Ok(());
                 }

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map_leveldb::LevelDbMap;
 use crate::luanti::store::map_postgres::PostgresMap;
@@ -46,6 +46,16 @@ pub trait Stream {
 pub type Produce<'a> = Box<dyn FnOnce(&mut dyn Stream) -> Result<()> + 'a>;
 
 pub use crate::luanti::codec::MAX_STORED;
+
+/// The error for a stored block longer than [`MAX_STORED`] (`length`: its bytes, when the
+/// store tells): the block exists, is listed as broken with this reason, and can be removed.
+pub fn too_large(pos: BlockPos, length: Option<u64>) -> Error {
+    let has = length.map_or_else(|| "more than that".to_string(), |n| format!("{n} bytes"));
+    Error::stored_too_large(format!(
+        "block {},{},{}: its stored data has {has}; at most {MAX_STORED} bytes are read",
+        pos.x, pos.y, pos.z
+    ))
+}
 
 /// The most data bytes one [`MapStore::list`] call returns: a page stops early past it, so a
 /// listing holds at most this much of a store's rows at once (512 hostile rows of 8 MiB each

@@ -36,7 +36,7 @@ use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::leveldb::{Batch, Db};
 use crate::luanti::store::map::{
-    int_to_pos, pos_to_int, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
+    int_to_pos, pos_to_int, too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
 };
 
 /// The smallest and largest `getBlockAsInteger` of a position.
@@ -135,13 +135,7 @@ impl LevelDbMap {
         };
         let data = db.get(block_key(pos).as_bytes())?;
         match data {
-            Some(d) if d.len() > MAX_STORED => Err(Error::corrupt(format!(
-                "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
-                pos.x,
-                pos.y,
-                pos.z,
-                d.len()
-            ))),
+            Some(d) if d.len() > MAX_STORED => Err(too_large(pos, Some(d.len() as u64))),
             other => Ok(other),
         }
     }

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
-    is_last_page, push_listed, Change, Listed, Produce, Stream, MAX_STORED,
+    is_last_page, push_listed, too_large, Change, Listed, Produce, Stream, MAX_STORED,
 };
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, MAX_BYTES};
@@ -169,7 +169,7 @@ impl PostgresMap {
         match row {
             None => Ok(None),
             Some((Some(data), _)) => Ok(Some(data)),
-            Some((None, length)) => Err(too_long(pos, length)),
+            Some((None, length)) => Err(too_large(pos, length.map(|n| n as u64))),
         }
     }
 
@@ -223,7 +223,7 @@ impl PostgresMap {
                         break;
                     }
                     None if out.is_empty() && at == pos => {
-                        return Err(too_long(at, r.get::<_, Option<i32>>(4)))
+                        return Err(too_large(at, r.get::<_, Option<i32>>(4).map(|n| n as u64)))
                     }
                     None => {
                         complete_to = k - 1;
@@ -422,17 +422,6 @@ fn row_pos(r: &postgres::Row) -> Result<BlockPos> {
         y: coord(1)?,
         z: coord(2)?,
     })
-}
-
-/// The error for a stored row longer than [`MAX_STORED`].
-fn too_long(pos: BlockPos, length: Option<i32>) -> Error {
-    Error::corrupt(format!(
-        "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
-        pos.x,
-        pos.y,
-        pos.z,
-        length.unwrap_or(0)
-    ))
 }
 
 /// One page of a listing, read row by row until `LIST_BYTES` of data.

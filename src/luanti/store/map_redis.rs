@@ -45,7 +45,7 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, Value};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
-    int_to_pos, pos_to_int, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
+    int_to_pos, pos_to_int, too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
 };
 use crate::luanti::store::map_leveldb::{block_key, parse_block_key};
 use crate::luanti::store::world_mt::WorldMt;
@@ -241,10 +241,7 @@ impl RedisMap {
             redis::cmd("HSTRLEN").arg(hash).arg(&field).query(c)
         })?;
         if len > MAX_STORED {
-            return Err(Error::corrupt(format!(
-                "block {},{},{}: its stored data has {len} bytes; at most {MAX_STORED} are read",
-                pos.x, pos.y, pos.z
-            )));
+            return Err(too_large(pos, Some(len as u64)));
         }
         self.with("HGET", |c| {
             redis::cmd("HGET").arg(hash).arg(&field).query(c)

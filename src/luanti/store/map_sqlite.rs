@@ -22,7 +22,8 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::error::{lock, Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
-    int_to_pos, is_last_page, pos_to_int, push_listed, Change, Listed, Produce, Stream, MAX_STORED,
+    int_to_pos, is_last_page, pos_to_int, push_listed, too_large, Change, Listed, Produce, Stream,
+    MAX_STORED,
 };
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, LOCAL, MAX_BYTES};
 use crate::luanti::store::sqlite::{self, file_id};
@@ -576,13 +577,7 @@ impl SqliteMap {
         match row {
             None => Ok(None),
             Some((Some(data), _)) => Ok(Some(data)),
-            Some((None, length)) => Err(Error::corrupt(format!(
-                "block {},{},{}: its stored data has {} bytes; at most {MAX_STORED} are read",
-                pos.x,
-                pos.y,
-                pos.z,
-                length.unwrap_or(0)
-            ))),
+            Some((None, length)) => Err(too_large(pos, length.map(|n: i64| n as u64))),
         }
     }
 

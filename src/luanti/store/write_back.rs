@@ -94,8 +94,14 @@ pub struct BlockStore {
     before_commit: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
-fn hash_of(data: &Option<Vec<u8>>) -> Option<u64> {
-    data.as_deref().map(content_hash)
+/// The hash of the block stored at `pos` (`None`: no block). A block too large to read is
+/// hashed by its reason, which names its length: it can still be removed, and another
+/// program's change of it is still seen.
+fn stored_hash(store: &MapStore, pos: BlockPos) -> Result<Option<u64>> {
+    match store.get(pos) {
+        Err(e) if e.is_stored_too_large() => Ok(Some(content_hash(e.message().as_bytes()))),
+        got => Ok(got?.as_deref().map(content_hash)),
+    }
 }
 
 impl BlockStore {
@@ -193,7 +199,7 @@ impl BlockStore {
         for (pos, data) in changes {
             let base = match queue.blocks.get(&pos) {
                 Some(p) => p.base,
-                None => hash_of(&self.store.get(pos)?),
+                None => stored_hash(&self.store, pos)?,
             };
             queue.blocks.insert(pos, Pending { data, base });
         }
@@ -259,7 +265,7 @@ impl BlockStore {
             let mut kept = Vec::with_capacity(changes.len());
             for (pos, data) in changes {
                 match bases.get(&pos) {
-                    Some(base) if hash_of(&store.get(pos)?) != *base => log::warn!(
+                    Some(base) if stored_hash(store, pos)? != *base => log::warn!(
                         "block {},{},{}: another program changed it after it was written \
                          through the mount and before that write was committed; the other \
                          program's version (the later one) is kept",
