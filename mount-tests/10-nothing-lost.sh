@@ -24,6 +24,9 @@ rm "$P" || fail "rm of the pending text failed"
 assert_eq "$(players_row)" "celeron55|$hp" "the player after rm of its failed edit"
 assert_contains "$P" "hp = $hp"
 rm "$P" || fail "second rm failed"
+[ ! -e "$P" ] || fail "the removed player still shows"
+# The removal reaches the store within about a second (a re-creation in between replaces it).
+for _ in $(seq 30); do [ -z "$(players_row)" ] && break; sleep 0.1; done
 assert_eq "$(players_row)" "" "the player after the second rm"
 cp "$T/player" "$P" || fail "re-creating the player failed"
 assert_eq "$(players_row)" "celeron55|$hp" "the player made again"

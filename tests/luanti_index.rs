@@ -483,7 +483,10 @@ fn broken_block_shows_its_error_and_rm_r_deletes_it(blob: Vec<u8>, reason_has: &
     let mut report = Vec::new();
     worldfs::luanti::inspect::check(&world, &mut report).expect("check runs");
     let report = String::from_utf8(report).expect("utf-8");
-    assert!(report.contains(&format!("broken block {name}: ")), "{report}");
+    assert!(
+        report.contains(&format!("broken block {name}: ")),
+        "{report}"
+    );
     assert!(reason_has.iter().any(|r| report.contains(r)), "{report}");
     {
         let tree = open(&world, false);

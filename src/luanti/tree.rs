@@ -34,8 +34,8 @@ use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Options, Stat,
-    Tree, TreePath,
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Options, Removal,
+    Stat, Tree, TreePath,
 };
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
@@ -476,19 +476,27 @@ impl Tree for LuantiTree {
         })
     }
 
-    fn check_remove(&self, path: &TreePath) -> Result<()> {
-        match self.place(path)? {
-            Place::WorldFile => self.world_files()?.check_remove(path),
-            Place::Index(_) => Err(index_is_read_only()),
-            Place::Accounts
-            | Place::View(..)
-            | Place::BlockError(_)
-            | Place::Inventory(..)
-            | Place::Var(..) => match self.stat(path)?.kind {
-                Kind::Dir => Err(Error::is_dir("is a directory")),
-                _ => Ok(()),
-            },
-            _ => Err(Error::is_dir("is a directory")),
+    fn check_remove(&self, path: &TreePath) -> Result<Removal> {
+        let place = self.place(path)?;
+        let removal = match place {
+            Place::WorldFile => {
+                self.world_files()?.check_remove(path)?;
+                return Ok(if is_world_mt(path) {
+                    Removal::Checked
+                } else {
+                    Removal::AtOnce
+                });
+            }
+            Place::Index(_) => return Err(index_is_read_only()),
+            // Removing these changes nothing stored (auth.txt is reset by writing it).
+            Place::View(..) | Place::BlockError(_) => Removal::AtOnce,
+            Place::Accounts if path.len() == 1 => Removal::AtOnce,
+            Place::Accounts | Place::Inventory(..) | Place::Var(..) => Removal::Checked,
+            _ => return Err(Error::is_dir("is a directory")),
+        };
+        match self.stat(path)?.kind {
+            Kind::Dir => Err(Error::is_dir("is a directory")),
+            _ => Ok(removal),
         }
     }
 

@@ -39,8 +39,8 @@ use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Stat, Tree,
-    TreePath, MAX_TREE_COOKIE,
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Removal, Stat,
+    Tree, TreePath, MAX_TREE_COOKIE,
 };
 
 /// The files of a chunk folder, in listing order, with how each is rendered and parsed.
@@ -583,13 +583,16 @@ impl Tree for SurvivalcraftTree {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.remove(path),
             // Every other file refuses.
-            _ => self.check_remove(path),
+            _ => self.check_remove(path).map(drop),
         }
     }
 
-    fn check_remove(&self, path: &TreePath) -> Result<()> {
+    fn check_remove(&self, path: &TreePath) -> Result<Removal> {
         match self.place(path)? {
-            Place::WorldFile => self.world_files()?.check_remove(path),
+            Place::WorldFile => self
+                .world_files()?
+                .check_remove(path)
+                .map(|()| Removal::AtOnce),
             Place::Index(_) => Err(index_is_read_only()),
             Place::Project | Place::View(..) | Place::Inventory(..) => {
                 Err(Error::not_permitted(format!(

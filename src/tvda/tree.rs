@@ -49,7 +49,7 @@ use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
-use crate::vfs::tree::{not_found, Entry, NewFile, Options, Stat, Tree, TreePath};
+use crate::vfs::tree::{not_found, Entry, NewFile, Options, Removal, Stat, Tree, TreePath};
 use listing::id_cookie;
 
 /// Largest stored entry read to show a file (Terrarum's entries are at most a few MiB).
@@ -883,9 +883,9 @@ impl Tree for TvdaTree {
         })
     }
 
-    fn check_remove(&self, path: &TreePath) -> Result<()> {
+    fn check_remove(&self, path: &TreePath) -> Result<Removal> {
         let (_, id) = self.removal(path)?;
-        self.info(id, path).map(drop)
+        self.info(id, path).map(|_| Removal::Checked)
     }
 
     fn remove(&self, path: &TreePath) -> Result<()> {

@@ -41,7 +41,7 @@ use crate::vfs::kernel_cache::{KernelCache, Listing, RecheckLog};
 use crate::vfs::overlay::{overlay_stat, Overlay};
 use crate::vfs::readdir::FIRST_HELD_COOKIE;
 use crate::vfs::removals::Removals;
-use crate::vfs::tree::{Kind, Stat, Tree};
+use crate::vfs::tree::{Kind, Removal, Stat, Tree};
 
 /// The largest file the core holds (writes and truncations past it fail with `EFBIG`).
 pub const MAX_FILE_SIZE: u64 = 256 << 20;
@@ -602,10 +602,24 @@ impl Vfs {
                 }
             }
             None => {
-                self.tree
+                if self.removals.holds(&path)? {
+                    return Err(Error::not_found(format!(
+                        "{}: removed already",
+                        display_path(&path)
+                    )));
+                }
+                let removal = self
+                    .tree
                     .check_remove(&path)
                     .map_err(|e| e.context(display_path(&path)))?;
-                self.removals.add(&path, pid)?;
+                match removal {
+                    Removal::Checked => self.removals.add(&path, pid)?,
+                    Removal::AtOnce => {
+                        if let Some(e) = self.remove_now(vec![(path.clone(), pid)]).pop() {
+                            return Err(e);
+                        }
+                    }
+                }
             }
         }
         self.note_change(&path);
@@ -721,6 +735,30 @@ mod tests {
         );
         // A removal the tree refuses fails at the unlink, not later.
         assert_eq!(vfs.unlink(ROOT, "d").unwrap_err().errno(), libc::EISDIR);
+    }
+
+    /// The reference model's shrunk findings (`vfs::reftest`): a name removed a moment ago
+    /// is gone for a second `rm` and for `mv`, and a failed `mv` onto it (its source not
+    /// there) commits nothing early.
+    #[test]
+    fn a_name_removed_a_moment_ago_is_gone_for_rm_and_mv() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        vfs.unlink(d, "f").unwrap();
+        assert_eq!(vfs.unlink(d, "f").unwrap_err().errno(), libc::ENOENT);
+        assert_eq!(
+            vfs.rename(d, "f", d, "f").unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert_eq!(
+            vfs.rename(d, "g", d, "f").unwrap_err().errno(),
+            libc::ENOENT
+        );
+        assert_eq!(
+            stored(&tree, "d/f").unwrap(),
+            b"ok old",
+            "nothing committed early"
+        );
     }
 
     #[test]

@@ -15,6 +15,8 @@ pub mod overlay;
 #[cfg(test)]
 pub mod race_hook;
 pub mod readdir;
+#[cfg(test)]
+mod reftest;
 pub mod removals;
 pub mod rename;
 pub mod replace;
@@ -28,4 +30,4 @@ pub mod tree;
 pub use self::core::Vfs;
 pub use self::handles::OpenMode;
 pub use self::readdir::DirEntry;
-pub use self::tree::{Entry, Kind, NewFile, Stat, Tree, TreePath};
+pub use self::tree::{Entry, Kind, NewFile, Removal, Stat, Tree, TreePath};

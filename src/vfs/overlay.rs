@@ -211,7 +211,14 @@ impl Vfs {
             .into_iter()
             .map(|path| {
                 let stored = self.writable().and_then(|()| self.store_one_scratch(&path));
-                if stored.as_ref().is_err_and(not_a_refusal) {
+                let folder = &path[..path.len().saturating_sub(1)];
+                let lost = stored.as_ref().is_err_and(|e| {
+                    matches!(
+                        e.errno(),
+                        libc::EIO | libc::ENOSPC | libc::EDQUOT | libc::EROFS
+                    ) || self.tree.stat(folder).is_err()
+                });
+                if lost {
                     // Not a name the tree refuses but a store that could not take it (its
                     // folder renamed away on disk, a full disk): saved for recovery and
                     // reported like text no commit took.
@@ -271,15 +278,6 @@ impl Vfs {
             None => Ok(()),
         }
     }
-}
-
-/// Whether storing a scratch file failed for a reason other than the tree refusing it (its
-/// folder gone, the disk full or read-only, an I/O error).
-fn not_a_refusal(e: &Error) -> bool {
-    matches!(
-        e.errno(),
-        libc::ENOENT | libc::ENOTDIR | libc::EIO | libc::ENOSPC | libc::EDQUOT | libc::EROFS
-    )
 }
 
 /// A scratch file left at unmount, and whether [`Vfs::store_scratch`] stored it.

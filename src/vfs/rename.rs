@@ -64,6 +64,10 @@ impl Vfs {
         if !(held && to_in_tree.is_none() && to_class == NewFile::Scratch) {
             self.writable()?;
         }
+        // The source must be there before anything held back is committed for the move.
+        if !held {
+            self.stat_path(&from)?;
+        }
         // What was removed a moment ago below either name is removed before the folder moves
         // or the file lands there; held text renamed over a removed file replaces it instead
         // (a failed commit then leaves it stored).

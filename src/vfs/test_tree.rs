@@ -10,7 +10,7 @@ use crate::vfs::core::Vfs;
 use crate::vfs::handles::OpenMode;
 pub use crate::vfs::inodes::ROOT;
 use crate::vfs::race_hook::RaceHook;
-use crate::vfs::tree::{stream, Entry, Kind, NewFile, Stat, Tree};
+use crate::vfs::tree::{stream, Entry, Kind, NewFile, Removal, Stat, Tree};
 
 /// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
 /// holding a fixed file `fixed` (like a block's views). A file's content must start with
@@ -149,10 +149,10 @@ impl Tree for Files {
             NewFile::Object
         })
     }
-    fn check_remove(&self, path: &[String]) -> Result<()> {
+    fn check_remove(&self, path: &[String]) -> Result<Removal> {
         match self.stat(path)?.kind {
             Kind::Dir => Err(Error::is_dir("is a directory")),
-            _ => Ok(()),
+            _ => Ok(Removal::Checked),
         }
     }
     fn remove(&self, path: &[String]) -> Result<()> {

@@ -127,6 +127,18 @@ pub enum NewFile {
     Scratch,
 }
 
+/// What [`Tree::check_remove`] says a removal would do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// Deletes or resets what the tree stores at a path whose new text it checks (a player,
+    /// a field, a chest's inventory, `world.mt`): held back a moment, so that a file created
+    /// again there whose text fails leaves the object stored.
+    Checked,
+    /// Changes nothing stored (a block's view), or removes a file that takes any bytes (a
+    /// world-folder file, a file of a TEVD disk): done at once.
+    AtOnce,
+}
+
 /// A game's tree. All methods may be called from many threads at once.
 pub trait Tree: Send + Sync + 'static {
     /// The object at `path`, or `Error::not_found`.
@@ -179,9 +191,10 @@ pub trait Tree: Send + Sync + 'static {
     fn remove(&self, path: &TreePath) -> Result<()>;
 
     /// Whether [`Tree::remove`] would take `path`, changing nothing: the error it would give
-    /// for a file it refuses to remove (or a folder, or nothing there). The core checks this
-    /// at `unlink` and commits the removal a moment later (see [`crate::vfs::removals`]).
-    fn check_remove(&self, path: &TreePath) -> Result<()>;
+    /// for a file it refuses to remove (or a folder, or nothing there), else what the
+    /// removal would do. The core holds back a [`Removal::Checked`] one for a moment (see
+    /// [`crate::vfs::removals`]).
+    fn check_remove(&self, path: &TreePath) -> Result<Removal>;
 
     /// Creates the directory at `path`.
     fn mkdir(&self, path: &TreePath) -> Result<()>;

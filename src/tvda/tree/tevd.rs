@@ -19,7 +19,7 @@ use crate::vfs::lock::StoreLock;
 use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::throttle::Throttle;
-use crate::vfs::tree::{not_found, Entry, Kind, NewFile, Stat, Tree, TreePath};
+use crate::vfs::tree::{not_found, Entry, Kind, NewFile, Removal, Stat, Tree, TreePath};
 
 /// How often (at most) to look whether another program changed the disk file.
 const REFRESH_INTERVAL_MS: u64 = 50;
@@ -235,14 +235,12 @@ impl Tree for TevdTree {
         })
     }
 
-    fn check_remove(&self, path: &TreePath) -> Result<()> {
-        if self.read_only() {
-            return Err(self.read_only_error());
-        }
+    fn check_remove(&self, path: &TreePath) -> Result<Removal> {
         let d = self.disk()?;
         match Self::resolve(&d, path)?.kind {
             TevdKind::Directory => Err(Error::is_dir("is a directory")),
-            _ => Ok(()),
+            // A TEVD file takes any bytes: nothing to hold back.
+            _ => Ok(Removal::AtOnce),
         }
     }
 

@@ -1,0 +1,224 @@
+//! Tests only: a reference model of what the core keeps and shows, run against the core on
+//! random sequences of the calls tools make (as mountpoint-s3's `reftests/` do).
+//!
+//! The sequences save files with good or bad text (opening an existing file with `O_TRUNC`
+//! or creating a new one, as the process's own lookup finds it), remove them, replace them
+//! as `install` does (unlink, then create), and let time pass (held-back removals reach the
+//! store) or unmount. After every step the store holds exactly what the model says, and
+//! another process sees at each name what the model says it shows: the last text a close
+//! took, the text of a failed close until it is removed, or nothing. So no sequence loses a
+//! stored object to a failed save, and no removal or failed text leaks into the store.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use proptest::prelude::*;
+
+use crate::error::lock;
+use crate::vfs::core::Vfs;
+use crate::vfs::handles::OpenMode;
+use crate::vfs::test_tree::{dir_ino, setup, Files};
+
+/// The object names the sequences use (`d/f` is stored at the start).
+const NAMES: [&str; 3] = ["f", "g", "h"];
+/// The process making the changes, and the one looking.
+const TOOL: u32 = 7;
+const OTHER: u32 = 99;
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// Write a text into the name: good texts commit, bad ones fail their close.
+    Save(usize, bool),
+    /// `rm`.
+    Remove(usize),
+    /// `install`: unlink (if there), then create, write, close.
+    Replace(usize, bool),
+    /// `sed -i`: a temporary written and renamed over the name (only where the name shows).
+    Sed(usize, bool),
+    /// `mv a b` of a stored name (not one holding failed text).
+    Rename(usize, usize),
+    /// Time passes: removals held back reach the store.
+    Wait,
+    /// The unmount's commit of everything.
+    Unmount,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Save(n, g)),
+        (0..NAMES.len()).prop_map(Step::Remove),
+        (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Replace(n, g)),
+        (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Sed(n, g)),
+        (0..NAMES.len(), 0..NAMES.len()).prop_map(|(a, b)| Step::Rename(a, b)),
+        Just(Step::Wait),
+        Just(Step::Unmount),
+    ]
+}
+
+/// What the model holds: the store, the text of failed closes, the removals held back.
+#[derive(Default)]
+struct Model {
+    stored: BTreeMap<String, Vec<u8>>,
+    failed: BTreeMap<String, Vec<u8>>,
+    removing: Vec<String>,
+}
+
+impl Model {
+    /// What another process reads at `name`.
+    fn shown(&self, name: &str) -> Option<&Vec<u8>> {
+        self.failed.get(name).or_else(|| {
+            (!self.removing.iter().any(|r| r == name))
+                .then(|| self.stored.get(name))
+                .flatten()
+        })
+    }
+
+    /// A close of `text` at `name`: taken (it replaces whatever was there) or held.
+    fn close(&mut self, name: &str, text: Vec<u8>) -> bool {
+        self.removing.retain(|r| r != name);
+        if text.starts_with(b"ok") {
+            self.failed.remove(name);
+            self.stored.insert(name.to_string(), text);
+            true
+        } else {
+            self.failed.insert(name.to_string(), text);
+            false
+        }
+    }
+
+    /// `rm`: discards failed text, else holds back the stored object's removal.
+    fn remove(&mut self, name: &str) -> bool {
+        if self.failed.remove(name).is_some() {
+            return true;
+        }
+        if self.shown(name).is_none() {
+            return false;
+        }
+        self.removing.push(name.to_string());
+        true
+    }
+
+    /// `mv a b` of a stored object: what was removed at `b` is removed first, failed text
+    /// at `b` is dropped, and `b` holds what `a` held.
+    fn rename(&mut self, a: &str, b: &str) -> bool {
+        if self.shown(a).is_none() {
+            return false;
+        }
+        if a == b {
+            return true;
+        }
+        self.failed.remove(b);
+        if self.removing.iter().any(|r| r == b) {
+            self.removing.retain(|r| r != b);
+            self.stored.remove(b);
+        }
+        if let Some(text) = self.stored.remove(a) {
+            self.stored.insert(b.to_string(), text);
+        }
+        true
+    }
+
+    fn removals_done(&mut self) {
+        for name in std::mem::take(&mut self.removing) {
+            self.stored.remove(&name);
+        }
+    }
+}
+
+/// Saves `text` at `name` as an editor or `cp` does: opens the file with `O_TRUNC` when
+/// its own lookup finds it, else creates it.
+fn save(vfs: &Vfs, d: u64, name: &str, text: &[u8]) -> crate::error::Result<()> {
+    let fh = match vfs.lookup(d, name, TOOL) {
+        Ok((ino, _)) => vfs.open(
+            ino,
+            OpenMode {
+                write: true,
+                truncate: true,
+                append: false,
+            },
+        )?,
+        Err(_) => vfs.create(d, name, 0o644)?.2,
+    };
+    vfs.write(fh, 0, text, false)?;
+    vfs.release(fh)
+}
+
+fn stored(tree: &Files) -> BTreeMap<String, Vec<u8>> {
+    lock(&tree.files)
+        .unwrap()
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("d/")?.to_string(), v.clone())))
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_core_keeps_and_shows_what_the_model_says(steps in prop::collection::vec(step(), 1..24)) {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let mut model = Model::default();
+        model.stored.insert("f".into(), b"ok old".to_vec());
+        for (i, s) in steps.iter().enumerate() {
+            let text = |good: bool| format!("{} {i}", if good { "ok" } else { "bad" }).into_bytes();
+            match *s {
+                Step::Save(n, good) => {
+                    let done = save(&vfs, d, NAMES[n], &text(good));
+                    prop_assert_eq!(done.is_ok(), model.close(NAMES[n], text(good)), "step {}", i);
+                }
+                Step::Remove(n) => {
+                    let done = vfs.unlink_as(d, NAMES[n], TOOL);
+                    prop_assert_eq!(done.is_ok(), model.remove(NAMES[n]), "step {}", i);
+                }
+                Step::Replace(n, good) => {
+                    let _ = vfs.unlink_as(d, NAMES[n], TOOL);
+                    model.remove(NAMES[n]);
+                    let done = vfs.create(d, NAMES[n], 0o644).and_then(|(_, _, fh)| {
+                        vfs.write(fh, 0, &text(good), false)?;
+                        vfs.release(fh)
+                    });
+                    prop_assert_eq!(done.is_ok(), model.close(NAMES[n], text(good)), "step {}", i);
+                }
+                Step::Sed(n, good) => {
+                    if model.shown(NAMES[n]).is_none() {
+                        continue;
+                    }
+                    let done = vfs.create(d, "sedAb12Cd", 0o600).and_then(|(_, _, fh)| {
+                        vfs.write(fh, 0, &text(good), false)?;
+                        vfs.release(fh)?;
+                        vfs.rename(d, "sedAb12Cd", d, NAMES[n])
+                    });
+                    // A refused rename leaves the temporary; sed's user removes it.
+                    let _ = vfs.unlink_as(d, "sedAb12Cd", TOOL);
+                    prop_assert_eq!(done.is_ok(), model.close(NAMES[n], text(good)), "step {}", i);
+                }
+                Step::Rename(a, b) => {
+                    if model.failed.contains_key(NAMES[a]) {
+                        continue;
+                    }
+                    let done = vfs.rename(d, NAMES[a], d, NAMES[b]);
+                    prop_assert_eq!(done.is_ok(), model.rename(NAMES[a], NAMES[b]), "step {}", i);
+                }
+                Step::Wait => {
+                    vfs.remove_held_back(Duration::ZERO);
+                    model.removals_done();
+                }
+                Step::Unmount => {
+                    vfs.commit_all();
+                    model.removals_done();
+                }
+            }
+            prop_assert_eq!(stored(&tree), model.stored.clone(), "store after step {}: {:?}", i, s);
+            for name in NAMES {
+                let shown = vfs.lookup(d, name, OTHER).ok().map(|(ino, _)| {
+                    let fh = vfs.open(ino, OpenMode::default()).expect("opens");
+                    let text = vfs.read(fh, 0, 1 << 20).expect("reads").to_vec();
+                    vfs.release(fh).expect("releases");
+                    text
+                });
+                prop_assert_eq!(shown.as_ref(), model.shown(name), "{} after step {}: {:?}", name, i, s);
+            }
+        }
+    }
+}
