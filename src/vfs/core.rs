@@ -508,6 +508,7 @@ impl Vfs {
     /// Commits the held-back removals at or below `path` now (something is about to happen
     /// there that must see them done); the first failure is the error.
     pub(super) fn remove_below(&self, path: &[String]) -> Result<()> {
+        let _committing = self.removals.committing()?;
         let due = self.removals.take_below(path)?;
         match self.remove_now(due).into_iter().next() {
             Some(e) => Err(e),
@@ -542,6 +543,9 @@ impl Vfs {
     /// Commits the removals held back for at least `age` (the watcher's, and all of them
     /// at the unmount); returns how many were due and how many of those failed.
     pub fn remove_held_back(&self, age: std::time::Duration) -> (usize, usize) {
+        let Ok(_committing) = self.removals.committing() else {
+            return (0, 1);
+        };
         match self.removals.take_older(age) {
             Ok(due) => (due.len(), self.remove_now(due).len()),
             Err(_) => (0, 1),

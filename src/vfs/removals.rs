@@ -13,7 +13,7 @@
 //! object stored, as if the removal had come after it.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::error::{lock, Result};
@@ -28,9 +28,15 @@ struct Removal {
 }
 
 /// The removals held back, by path (ordered, so the paths below a folder are one range).
+///
+/// Lock order: `committing`, then `pending`. Whoever commits removals holds `committing`
+/// from taking them until the tree removed them, and [`Removals::cancel`] takes it too: a
+/// file created at a name whose removal was just taken waits until the removal is done, so
+/// the removal can never delete what the new file commits.
 #[derive(Default)]
 pub struct Removals {
     pending: Mutex<BTreeMap<Vec<String>, Removal>>,
+    committing: Mutex<()>,
 }
 
 impl Removals {
@@ -64,7 +70,14 @@ impl Removals {
     /// Drops the removal of `path` without committing it (a new file takes its place);
     /// true when one was held back.
     pub fn cancel(&self, path: &[String]) -> Result<bool> {
+        let _committing = lock(&self.committing)?;
         Ok(lock(&self.pending)?.remove(path).is_some())
+    }
+
+    /// Held while removals taken by [`Removals::take_below`] or [`Removals::take_older`]
+    /// are committed.
+    pub fn committing(&self) -> Result<MutexGuard<'_, ()>> {
+        lock(&self.committing)
     }
 
     /// Takes the removals at or below `path`, for committing now, with who removed them.
