@@ -168,8 +168,8 @@ system, cp \-\-remove\-destination and install (which remove the destination, th
 with O_EXCL) replace it.
 .PP
 rm of a stored object whose text worldfs checks (a player, a key, a field, a chest's
-inventory, world.mt, a Terrarum entry) hides it at once and reaches the store within about
-a second, or at once when an rmdir or rename around it,
+inventory, world.mt) hides it at once and reaches the store within about a second (at once
+at fsync), or at once when an rmdir or rename around it,
 or the unmount, needs it; a file created under the name in between replaces it, so install,
 mv from another file system and cp \-\-remove\-destination replace a stored object only with a
 text that commits (a failed one leaves it stored). What cannot be removed is refused at the

@@ -885,7 +885,9 @@ impl Tree for TvdaTree {
 
     fn check_remove(&self, path: &TreePath) -> Result<Removal> {
         let (_, id) = self.removal(path)?;
-        self.info(id, path).map(|_| Removal::Checked)
+        // At once: one entry shows under several names (`entries/ID` and its view), and a
+        // removal held back by name would delete what another name commits meanwhile.
+        self.info(id, path).map(|_| Removal::AtOnce)
     }
 
     fn remove(&self, path: &TreePath) -> Result<()> {

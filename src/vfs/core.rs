@@ -38,7 +38,7 @@ use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
 use crate::vfs::inodes::Inodes;
 use crate::vfs::kernel_cache::{KernelCache, Listing, RecheckLog};
-use crate::vfs::overlay::{overlay_stat, Overlay};
+use crate::vfs::overlay::{overlay_stat, Held, Overlay};
 use crate::vfs::readdir::FIRST_HELD_COOKIE;
 use crate::vfs::removals::Removals;
 use crate::vfs::tree::{Kind, Removal, Stat, Tree};
@@ -509,31 +509,36 @@ impl Vfs {
     /// there that must see them done); the first failure is the error.
     pub(super) fn remove_below(&self, path: &[String]) -> Result<()> {
         let _committing = self.removals.committing()?;
-        let due = self.removals.take_below(path)?;
+        let due = self.removals.below(path)?;
         match self.remove_now(due).into_iter().next() {
             Some(e) => Err(e),
             None => Ok(()),
         }
     }
 
-    /// Commits removals taken from [`Removals`], logging each failure (the file stays
-    /// stored, and shows again); returns the failures. A file the tree keeps showing after
-    /// its removal (a block's `light.txt`) is hidden from the process that removed it until
-    /// it writes it (see [`crate::vfs::fresh`]).
+    /// Commits removals (each then leaves [`Removals`]; one that fails stays held and is
+    /// tried again, and is logged); returns the failures. A file the tree keeps showing
+    /// after its removal (a block's `light.txt`) is hidden from the process that removed it
+    /// until it writes it (see [`crate::vfs::fresh`]).
     pub(super) fn remove_now(&self, due: Vec<(Vec<String>, u32)>) -> Vec<Error> {
         let mut failed = Vec::new();
         for (path, pid) in due {
-            match self.tree.remove(&path) {
-                Ok(()) => {
-                    if self.tree.stat(&path).is_ok() {
-                        self.fresh.unlinked(&path, pid);
-                    }
-                }
+            let removed = self.tree.remove(&path);
+            if removed.is_ok() && self.tree.stat(&path).is_ok() {
+                self.fresh.unlinked(&path, pid);
+            }
+            let outcome = match removed {
+                Ok(()) => Ok(()),
                 Err(e) => {
                     let e = e.context(display_path(&path));
-                    log::error!("removal failed, the file stays stored: {e}");
+                    log::error!("removal failed, tried again in a moment: {e}");
+                    let reason = e.to_string();
                     failed.push(e);
+                    Err(reason)
                 }
+            };
+            if let Err(e) = self.removals.done(&path, outcome) {
+                failed.push(e);
             }
             self.note_change(&path);
         }
@@ -546,7 +551,7 @@ impl Vfs {
         let Ok(_committing) = self.removals.committing() else {
             return (0, 1);
         };
-        match self.removals.take_older(age) {
+        match self.removals.older(age) {
             Ok(due) => (due.len(), self.remove_now(due).len()),
             Err(_) => (0, 1),
         }
@@ -600,7 +605,13 @@ impl Vfs {
             // Failed text discarded: the stored object shows again, but not to the process
             // that removed the text until it writes the name (a second `install` or `cp
             // --remove-destination` creates it with `O_EXCL`).
+            // A new file that took the place of a removal, removed before it committed: the
+            // removal goes on (`rm f; exec 3>f; rm f` removes f).
+            Some(o) if o.held == Held::New && self.removals.replaced_done(&path)? => {
+                self.removals.add(&path, pid)?;
+            }
             Some(_) => {
+                self.removals.replaced_done(&path)?;
                 if self.tree.stat(&path).is_ok() {
                     self.fresh.unlinked(&path, pid);
                 }
@@ -763,6 +774,24 @@ mod tests {
             b"ok old",
             "nothing committed early"
         );
+    }
+
+    /// A stored file named like a temporary (a key `x~`), removed and created again: the
+    /// new file is scratch, which commits nothing over the old one, so the removal is done
+    /// first and removing the new file leaves nothing (an adversarial review's finding).
+    #[test]
+    fn a_temporary_named_file_created_again_does_not_bring_the_old_one_back() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        store(&tree, "d/x~", b"ok key");
+        vfs.unlink_as(d, "x~", 7).unwrap();
+        let (_, _, fh) = vfs.create(d, "x~", 0o644).unwrap();
+        assert_eq!(stored(&tree, "d/x~"), None, "removed before the scratch file is made");
+        vfs.write(fh, 0, b"new", false).unwrap();
+        vfs.release(fh).unwrap();
+        vfs.unlink_as(d, "x~", 7).unwrap();
+        assert_eq!(vfs.commit_all(), 0);
+        assert_eq!(stored(&tree, "d/x~"), None);
     }
 
     #[test]

@@ -332,14 +332,20 @@ impl Vfs {
         let dir = self.path_of(parent)?;
         let path = child(&dir, name);
         self.writable_at(&path)?;
-        // A file removed a moment ago and created again (`install`, `cp
-        // --remove-destination`): the new file's commit replaces the stored one, and a failed
-        // one leaves it stored.
-        self.removals.cancel(&path)?;
         let class = self
             .tree
             .classify(&dir, name)
             .map_err(|e| e.context(display_path(&path)))?;
+        // A file removed a moment ago and created again (`install`, `cp
+        // --remove-destination`): the new object's commit replaces the stored one, and a
+        // failed one leaves it stored. A scratch file there (a key named `4913`) commits
+        // nothing over it: the removal is done first.
+        match class {
+            NewFile::Object => {
+                self.removals.cancel(&path)?;
+            }
+            NewFile::Scratch => self.remove_below(&path)?,
+        }
         let (held, home) = match class {
             NewFile::Scratch => (Held::Scratch, Home::Core),
             NewFile::Object => (Held::New, Home::Tree),
@@ -443,7 +449,14 @@ impl Vfs {
 
     /// Commits every change the tree holds back ([`Tree::sync`]).
     pub fn sync(&self) -> Result<()> {
-        self.tree.sync()
+        let (_, failed) = self.remove_held_back(std::time::Duration::ZERO);
+        self.tree.sync()?;
+        if failed > 0 {
+            return Err(Error::corrupt(format!(
+                "{failed} removals failed (the log says why); their files stay stored"
+            )));
+        }
+        Ok(())
     }
 
     pub(super) fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {
@@ -568,8 +581,8 @@ impl Vfs {
         let failed = fhs
             .into_iter()
             .filter(|&fh| self.commit_handle(fh, true).is_err())
-            .count()
-            + self.remove_held_back(std::time::Duration::ZERO).1;
+            .count();
+        // Removals held back are committed by the sync.
         match self.sync() {
             Ok(()) => failed,
             Err(e) => {

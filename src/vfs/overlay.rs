@@ -109,7 +109,7 @@ impl Vfs {
                     .map_err(|e| e.context(display_path(path)))?;
                 self.note_change(path);
                 lock(&self.aside)?.remove(path);
-                self.removals.cancel(path)?;
+                self.removals.replaced_done(path)?;
                 let done = lock(&self.overlay)?.remove(path);
                 if let Some(m) = done.and_then(|o| o.set_mtime) {
                     self.tree.set_mtime(path, m)?;
@@ -119,6 +119,8 @@ impl Vfs {
             Err(e) => {
                 let e = e.context(display_path(path));
                 log::error!("commit failed, nothing stored: {e}");
+                // A removal this text was to replace is over: the object stays stored.
+                self.removals.replaced_done(path)?;
                 let stored_perm = self.tree.stat(path).map(|s| s.perm).ok();
                 let mut overlay = lock(&self.overlay)?;
                 let old = overlay.get(path);
@@ -178,6 +180,16 @@ impl Vfs {
         self.spill.remove();
         // Changes the tree took but could not commit (its last sync failed) end with the
         // daemon: they have no text to save, but are reported all the same.
+        // Removals that failed up to the end: the files stay stored.
+        unsaved.extend(self.removals.failed().unwrap_or_default().into_iter().map(
+            |(path, reason)| Unsaved {
+                path: display_path(&path),
+                saved: Err(Error::new(
+                    libc::EIO,
+                    format!("its removal failed ({reason}); it stays stored"),
+                )),
+            },
+        ));
         unsaved.extend(self.tree.uncommitted().into_iter().map(|path| Unsaved {
             path,
             saved: Err(Error::new(

@@ -37,6 +37,11 @@ enum Step {
     Sed(usize, bool),
     /// `mv a b` of a stored name (not one holding failed text).
     Rename(usize, usize),
+    /// `rm f; exec 3>f; rm f; exec 3>&-`: a file created in the place of a removal and
+    /// removed before it was written.
+    CreateRemove(usize),
+    /// `fsync` of any file: held-back removals reach the store.
+    Fsync,
     /// Time passes: removals held back reach the store.
     Wait,
     /// The unmount's commit of everything.
@@ -50,6 +55,8 @@ fn step() -> impl Strategy<Value = Step> {
         (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Replace(n, g)),
         (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Sed(n, g)),
         (0..NAMES.len(), 0..NAMES.len()).prop_map(|(a, b)| Step::Rename(a, b)),
+        (0..NAMES.len()).prop_map(Step::CreateRemove),
+        Just(Step::Fsync),
         Just(Step::Wait),
         Just(Step::Unmount),
     ]
@@ -199,6 +206,17 @@ proptest! {
                     }
                     let done = vfs.rename(d, NAMES[a], d, NAMES[b]);
                     prop_assert_eq!(done.is_ok(), model.rename(NAMES[a], NAMES[b]), "step {}", i);
+                }
+                Step::CreateRemove(n) => {
+                    let _ = vfs.unlink_as(d, NAMES[n], TOOL);
+                    model.remove(NAMES[n]);
+                    let (_, _, fh) = vfs.create(d, NAMES[n], 0o644).expect("creates");
+                    vfs.unlink_as(d, NAMES[n], TOOL).expect("removes the new file");
+                    vfs.release(fh).expect("closes");
+                }
+                Step::Fsync => {
+                    vfs.sync().expect("syncs");
+                    model.removals_done();
                 }
                 Step::Wait => {
                     vfs.remove_held_back(Duration::ZERO);

@@ -12,7 +12,7 @@
 //! the object stored, as a failed save of any file does. A crash inside the window leaves the
 //! object stored, as if the removal had come after it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -24,19 +24,29 @@ pub const WINDOW: Duration = Duration::from_secs(1);
 /// One removal held back: who removed the file, and when.
 struct Removal {
     pid: u32,
+    /// When it was held back, or when its last commit failed (it is tried again a
+    /// [`WINDOW`] later).
     at: Instant,
+    /// Why its last commit failed, if it did.
+    failed: Option<String>,
 }
 
 /// The removals held back, by path (ordered, so the paths below a folder are one range).
 ///
-/// Lock order: `committing`, then `pending`. Whoever commits removals holds `committing`
-/// from taking them until the tree removed them, and [`Removals::cancel`] takes it too: a
-/// file created at a name whose removal was just taken waits until the removal is done, so
-/// the removal can never delete what the new file commits.
+/// A removal stays here (its name hidden) until the tree removed the file: whoever commits
+/// removals holds `committing` from choosing them until the tree is done, and
+/// [`Removals::cancel`] takes it too, so a file created at a name whose removal is being
+/// committed waits for it, and the removal never deletes what the new file commits. A
+/// removal whose commit failed stays, and is tried again.
+///
+/// Lock order: `committing`, then `pending`.
 #[derive(Default)]
 pub struct Removals {
     pending: Mutex<BTreeMap<Vec<String>, Removal>>,
     committing: Mutex<()>,
+    /// Names whose removal a new file cancelled, while that file is being written: removing
+    /// the new file before it committed removes the object too.
+    replaced: Mutex<BTreeSet<Vec<String>>>,
 }
 
 impl Removals {
@@ -47,6 +57,7 @@ impl Removals {
             Removal {
                 pid,
                 at: Instant::now(),
+                failed: None,
             },
         );
         Ok(())
@@ -67,44 +78,72 @@ impl Removals {
             .collect())
     }
 
-    /// Drops the removal of `path` without committing it (a new file takes its place);
-    /// true when one was held back.
+    /// Drops the removal of `path` without committing it, for a new file that takes its
+    /// place (waiting while removals are being committed); true when one was held back, and
+    /// then `path` is marked replaced until [`Removals::replaced_done`].
     pub fn cancel(&self, path: &[String]) -> Result<bool> {
         let _committing = lock(&self.committing)?;
-        Ok(lock(&self.pending)?.remove(path).is_some())
+        let cancelled = lock(&self.pending)?.remove(path).is_some();
+        if cancelled {
+            lock(&self.replaced)?.insert(path.to_vec());
+        }
+        Ok(cancelled)
     }
 
-    /// Held while removals taken by [`Removals::take_below`] or [`Removals::take_older`]
-    /// are committed.
+    /// The new file at `path` committed, or its text failed (the object stays, as for any
+    /// failed save): the removal it replaced is over. True when `path` was marked replaced.
+    pub fn replaced_done(&self, path: &[String]) -> Result<bool> {
+        Ok(lock(&self.replaced)?.remove(path))
+    }
+
+    /// Held while removals chosen by [`Removals::below`] or [`Removals::older`] are
+    /// committed.
     pub fn committing(&self) -> Result<MutexGuard<'_, ()>> {
         lock(&self.committing)
     }
 
-    /// Takes the removals at or below `path`, for committing now, with who removed them.
-    pub fn take_below(&self, path: &[String]) -> Result<Vec<(Vec<String>, u32)>> {
-        let mut pending = lock(&self.pending)?;
-        let below: Vec<Vec<String>> = pending
+    /// The removals at or below `path`, to commit now, with who removed them (they stay
+    /// held until [`Removals::done`]).
+    pub fn below(&self, path: &[String]) -> Result<Vec<(Vec<String>, u32)>> {
+        Ok(lock(&self.pending)?
             .range(path.to_vec()..)
             .take_while(|(p, _)| p.starts_with(path))
-            .map(|(p, _)| p.clone())
-            .collect();
-        Ok(below
-            .into_iter()
-            .filter_map(|p| pending.remove(&p).map(|r| (p, r.pid)))
+            .map(|(p, r)| (p.clone(), r.pid))
             .collect())
     }
 
-    /// Takes the removals held back for at least `age`, for committing now.
-    pub fn take_older(&self, age: Duration) -> Result<Vec<(Vec<String>, u32)>> {
-        let mut pending = lock(&self.pending)?;
-        let due: Vec<Vec<String>> = pending
+    /// The removals held back for at least `age`, to commit now.
+    pub fn older(&self, age: Duration) -> Result<Vec<(Vec<String>, u32)>> {
+        Ok(lock(&self.pending)?
             .iter()
             .filter(|(_, r)| r.at.elapsed() >= age)
-            .map(|(p, _)| p.clone())
-            .collect();
-        Ok(due
-            .into_iter()
-            .filter_map(|p| pending.remove(&p).map(|r| (p, r.pid)))
+            .map(|(p, r)| (p.clone(), r.pid))
+            .collect())
+    }
+
+    /// The tree removed `path` (or failed to, `Err(reason)`: it stays held and is tried
+    /// again a [`WINDOW`] later).
+    pub fn done(&self, path: &[String], outcome: std::result::Result<(), String>) -> Result<()> {
+        let mut pending = lock(&self.pending)?;
+        match outcome {
+            Ok(()) => {
+                pending.remove(path);
+            }
+            Err(reason) => {
+                if let Some(r) = pending.get_mut(path) {
+                    r.at = Instant::now();
+                    r.failed = Some(reason);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The removals whose last commit failed, with the reason (reported at the unmount).
+    pub fn failed(&self) -> Result<Vec<(Vec<String>, String)>> {
+        Ok(lock(&self.pending)?
+            .iter()
+            .filter_map(|(p, r)| Some((p.clone(), r.failed.clone()?)))
             .collect())
     }
 }
@@ -118,7 +157,7 @@ mod tests {
     }
 
     #[test]
-    fn removals_are_found_by_folder_and_taken_below_a_path_or_by_age() {
+    fn removals_are_found_by_folder_and_below_a_path_or_by_age_until_done() {
         let r = Removals::default();
         r.add(&p("a/b/c"), 1).unwrap();
         r.add(&p("a/b/d"), 2).unwrap();
@@ -126,19 +165,31 @@ mod tests {
         r.add(&p("a/b/e/f"), 4).unwrap();
         assert_eq!(r.names_in(&p("a/b")).unwrap(), vec!["c", "d"]);
         assert_eq!(r.names_in(&p("a")).unwrap(), vec!["bb"]);
-        assert!(r.holds(&p("a/bb")).unwrap());
         assert!(r.cancel(&p("a/bb")).unwrap());
         assert!(!r.cancel(&p("a/bb")).unwrap());
+        assert!(r.replaced_done(&p("a/bb")).unwrap());
+        assert!(!r.replaced_done(&p("a/bb")).unwrap());
         let below: Vec<u32> = r
-            .take_below(&p("a/b"))
+            .below(&p("a/b"))
             .unwrap()
             .into_iter()
             .map(|(_, pid)| pid)
             .collect();
         assert_eq!(below, vec![1, 2, 4], "a/bb is not below a/b");
-        r.add(&p("x"), 5).unwrap();
-        assert!(r.take_older(Duration::from_secs(60)).unwrap().is_empty());
-        assert_eq!(r.take_older(Duration::ZERO).unwrap(), vec![(p("x"), 5)]);
-        assert!(!r.holds(&p("x")).unwrap());
+        assert!(r.holds(&p("a/b/c")).unwrap(), "held until done");
+        r.done(&p("a/b/c"), Ok(())).unwrap();
+        assert!(!r.holds(&p("a/b/c")).unwrap());
+        r.done(&p("a/b/d"), Err("locked".into())).unwrap();
+        assert!(r.holds(&p("a/b/d")).unwrap(), "a failed removal stays held");
+        assert_eq!(
+            r.failed().unwrap(),
+            vec![(p("a/b/d"), "locked".to_string())]
+        );
+        assert!(!r
+            .older(Duration::from_secs(60))
+            .unwrap()
+            .iter()
+            .any(|(x, _)| *x == p("a/b/d")));
+        assert_eq!(r.older(Duration::ZERO).unwrap().len(), 2);
     }
 }
