@@ -961,16 +961,14 @@ mod tests {
     /// the write with `EFBIG`, and the stored block stays as it was.
     #[test]
     fn a_block_too_large_to_read_back_is_refused_at_the_write() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("map.sqlite");
-        rusqlite::Connection::open(&path)
-            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
-            .expect("a map database");
         let p = pos(0, 0, 0);
-        let writer = MapStore::open(&path, false).expect("writer");
-        let before = codec::encode_block(&new_block()).expect("encodes");
-        writer.commit(&[(p, Some(before.clone()))]).expect("commit");
-        let blocks = Blocks::new(writer, 32 << 20, false);
+        let (_dir, path) = map_with(&[(p, "air")]);
+        let before = blob("air");
+        let blocks = Blocks::new(
+            MapStore::open(&path, false).expect("writer"),
+            32 << 20,
+            false,
+        );
         // xorshift bytes: zstd cannot shrink them.
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let noise: Vec<u8> = (0..codec::MAX_STORED + (1 << 20))

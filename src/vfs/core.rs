@@ -786,7 +786,11 @@ mod tests {
         store(&tree, "d/x~", b"ok key");
         vfs.unlink_as(d, "x~", 7).unwrap();
         let (_, _, fh) = vfs.create(d, "x~", 0o644).unwrap();
-        assert_eq!(stored(&tree, "d/x~"), None, "removed before the scratch file is made");
+        assert_eq!(
+            stored(&tree, "d/x~"),
+            None,
+            "removed before the scratch file is made"
+        );
         vfs.write(fh, 0, b"new", false).unwrap();
         vfs.release(fh).unwrap();
         vfs.unlink_as(d, "x~", 7).unwrap();
