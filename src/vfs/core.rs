@@ -529,6 +529,8 @@ impl Vfs {
             }
             let outcome = match removed {
                 Ok(()) => Ok(()),
+                // Gone already (another program removed it): nothing left to do.
+                Err(e) if e.errno() == libc::ENOENT => Ok(()),
                 Err(e) => {
                     let e = e.context(display_path(&path));
                     log::error!("removal failed, tried again in a moment: {e}");

@@ -447,16 +447,12 @@ impl Vfs {
         self.sync()
     }
 
-    /// Commits every change the tree holds back ([`Tree::sync`]).
+    /// Commits every change the tree holds back ([`Tree::sync`]), removals held back first
+    /// (one that fails is logged, tried again and reported at the unmount; it does not fail
+    /// the `fsync` of another file).
     pub fn sync(&self) -> Result<()> {
-        let (_, failed) = self.remove_held_back(std::time::Duration::ZERO);
-        self.tree.sync()?;
-        if failed > 0 {
-            return Err(Error::corrupt(format!(
-                "{failed} removals failed (the log says why); their files stay stored"
-            )));
-        }
-        Ok(())
+        self.remove_held_back(std::time::Duration::ZERO);
+        self.tree.sync()
     }
 
     pub(super) fn commit_handle(&self, fh: u64, last: bool) -> Result<()> {

@@ -180,16 +180,20 @@ impl Vfs {
         self.spill.remove();
         // Changes the tree took but could not commit (its last sync failed) end with the
         // daemon: they have no text to save, but are reported all the same.
-        // Removals that failed up to the end: the files stay stored.
-        unsaved.extend(self.removals.failed().unwrap_or_default().into_iter().map(
-            |(path, reason)| Unsaved {
-                path: display_path(&path),
-                saved: Err(Error::new(
-                    libc::EIO,
-                    format!("its removal failed ({reason}); it stays stored"),
-                )),
-            },
-        ));
+        // Removals given up: the files stay stored.
+        unsaved.extend(
+            self.removals
+                .given_up()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(path, reason)| Unsaved {
+                    path: display_path(&path),
+                    saved: Err(Error::new(
+                        libc::EIO,
+                        format!("its removal failed ({reason}); it stays stored"),
+                    )),
+                }),
+        );
         unsaved.extend(self.tree.uncommitted().into_iter().map(|path| Unsaved {
             path,
             saved: Err(Error::new(

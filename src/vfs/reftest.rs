@@ -42,6 +42,8 @@ enum Step {
     CreateRemove(usize),
     /// `fsync` of any file: held-back removals reach the store.
     Fsync,
+    /// `rm a`, then a new `a` written and renamed to `b` before it is closed.
+    CreateRenameAway(usize, usize),
     /// Time passes: removals held back reach the store.
     Wait,
     /// The unmount's commit of everything.
@@ -57,6 +59,7 @@ fn step() -> impl Strategy<Value = Step> {
         (0..NAMES.len(), 0..NAMES.len()).prop_map(|(a, b)| Step::Rename(a, b)),
         (0..NAMES.len()).prop_map(Step::CreateRemove),
         Just(Step::Fsync),
+        (0..NAMES.len(), 0..NAMES.len()).prop_map(|(a, b)| Step::CreateRenameAway(a, b)),
         Just(Step::Wait),
         Just(Step::Unmount),
     ]
@@ -213,6 +216,25 @@ proptest! {
                     let (_, _, fh) = vfs.create(d, NAMES[n], 0o644).expect("creates");
                     vfs.unlink_as(d, NAMES[n], TOOL).expect("removes the new file");
                     vfs.release(fh).expect("closes");
+                }
+                Step::CreateRenameAway(a, b) => {
+                    if a == b {
+                        continue;
+                    }
+                    let _ = vfs.unlink_as(d, NAMES[a], TOOL);
+                    model.remove(NAMES[a]);
+                    // A removal held back (by this rm or an earlier one) is cancelled by the
+                    // create and goes on once the new file moved away.
+                    let removed = model.removing.iter().any(|r| r == NAMES[a]);
+                    model.removing.retain(|r| r != NAMES[a]);
+                    let (_, _, fh) = vfs.create(d, NAMES[a], 0o644).expect("creates");
+                    vfs.write(fh, 0, &text(true), false).expect("writes");
+                    let done = vfs.rename(d, NAMES[a], d, NAMES[b]);
+                    vfs.release(fh).expect("closes");
+                    prop_assert_eq!(done.is_ok(), model.close(NAMES[b], text(true)), "step {}", i);
+                    if removed {
+                        model.removing.push(NAMES[a].to_string());
+                    }
                 }
                 Step::Fsync => {
                     vfs.sync().expect("syncs");

@@ -27,9 +27,15 @@ struct Removal {
     /// When it was held back, or when its last commit failed (it is tried again a
     /// [`WINDOW`] later).
     at: Instant,
-    /// Why its last commit failed, if it did.
-    failed: Option<String>,
+    /// Failed commits so far (at [`TRIES`], it is given up).
+    failures: u32,
+    /// Chosen for a commit under way.
+    in_flight: bool,
 }
+
+/// How many times a removal is tried before it is given up (the file stays stored, and the
+/// unmount names it).
+pub const TRIES: u32 = 3;
 
 /// The removals held back, by path (ordered, so the paths below a folder are one range).
 ///
@@ -47,6 +53,8 @@ pub struct Removals {
     /// Names whose removal a new file cancelled, while that file is being written: removing
     /// the new file before it committed removes the object too.
     replaced: Mutex<BTreeSet<Vec<String>>>,
+    /// Removals given up, with why (reported at the unmount).
+    given_up: Mutex<Vec<(Vec<String>, String)>>,
 }
 
 impl Removals {
@@ -57,7 +65,8 @@ impl Removals {
             Removal {
                 pid,
                 at: Instant::now(),
-                failed: None,
+                failures: 0,
+                in_flight: false,
             },
         );
         Ok(())
@@ -82,12 +91,23 @@ impl Removals {
     /// place (waiting while removals are being committed); true when one was held back, and
     /// then `path` is marked replaced until [`Removals::replaced_done`].
     pub fn cancel(&self, path: &[String]) -> Result<bool> {
-        let _committing = lock(&self.committing)?;
-        let cancelled = lock(&self.pending)?.remove(path).is_some();
-        if cancelled {
-            lock(&self.replaced)?.insert(path.to_vec());
+        loop {
+            {
+                let mut pending = lock(&self.pending)?;
+                match pending.get(path) {
+                    None => return Ok(false),
+                    Some(r) if !r.in_flight => {
+                        pending.remove(path);
+                        lock(&self.replaced)?.insert(path.to_vec());
+                        return Ok(true);
+                    }
+                    Some(_) => {}
+                }
+            }
+            // Its commit is under way: wait for it (only then; other names' commits do not
+            // hold a create up), then look again.
+            drop(lock(&self.committing)?);
         }
-        Ok(cancelled)
     }
 
     /// The new file at `path` committed, or its text failed (the object stays, as for any
@@ -106,45 +126,54 @@ impl Removals {
     /// held until [`Removals::done`]).
     pub fn below(&self, path: &[String]) -> Result<Vec<(Vec<String>, u32)>> {
         Ok(lock(&self.pending)?
-            .range(path.to_vec()..)
+            .range_mut(path.to_vec()..)
             .take_while(|(p, _)| p.starts_with(path))
-            .map(|(p, r)| (p.clone(), r.pid))
+            .map(|(p, r)| {
+                r.in_flight = true;
+                (p.clone(), r.pid)
+            })
             .collect())
     }
 
     /// The removals held back for at least `age`, to commit now.
     pub fn older(&self, age: Duration) -> Result<Vec<(Vec<String>, u32)>> {
         Ok(lock(&self.pending)?
-            .iter()
+            .iter_mut()
             .filter(|(_, r)| r.at.elapsed() >= age)
-            .map(|(p, r)| (p.clone(), r.pid))
+            .map(|(p, r)| {
+                r.in_flight = true;
+                (p.clone(), r.pid)
+            })
             .collect())
     }
 
     /// The tree removed `path` (or failed to, `Err(reason)`: it stays held and is tried
-    /// again a [`WINDOW`] later).
+    /// again a [`WINDOW`] later, up to [`TRIES`] times; then it is given up).
     pub fn done(&self, path: &[String], outcome: std::result::Result<(), String>) -> Result<()> {
         let mut pending = lock(&self.pending)?;
+        let Some(r) = pending.get_mut(path) else {
+            return Ok(());
+        };
+        r.in_flight = false;
         match outcome {
             Ok(()) => {
                 pending.remove(path);
             }
             Err(reason) => {
-                if let Some(r) = pending.get_mut(path) {
-                    r.at = Instant::now();
-                    r.failed = Some(reason);
+                r.at = Instant::now();
+                r.failures += 1;
+                if r.failures >= TRIES {
+                    pending.remove(path);
+                    lock(&self.given_up)?.push((path.to_vec(), reason));
                 }
             }
         }
         Ok(())
     }
 
-    /// The removals whose last commit failed, with the reason (reported at the unmount).
-    pub fn failed(&self) -> Result<Vec<(Vec<String>, String)>> {
-        Ok(lock(&self.pending)?
-            .iter()
-            .filter_map(|(p, r)| Some((p.clone(), r.failed.clone()?)))
-            .collect())
+    /// The removals given up, with why (reported at the unmount: the files stay stored).
+    pub fn given_up(&self) -> Result<Vec<(Vec<String>, String)>> {
+        Ok(lock(&self.given_up)?.clone())
     }
 }
 
@@ -181,15 +210,23 @@ mod tests {
         assert!(!r.holds(&p("a/b/c")).unwrap());
         r.done(&p("a/b/d"), Err("locked".into())).unwrap();
         assert!(r.holds(&p("a/b/d")).unwrap(), "a failed removal stays held");
-        assert_eq!(
-            r.failed().unwrap(),
-            vec![(p("a/b/d"), "locked".to_string())]
-        );
         assert!(!r
             .older(Duration::from_secs(60))
             .unwrap()
             .iter()
             .any(|(x, _)| *x == p("a/b/d")));
         assert_eq!(r.older(Duration::ZERO).unwrap().len(), 2);
+        for _ in 1..TRIES {
+            assert!(r.given_up().unwrap().is_empty());
+            r.done(&p("a/b/d"), Err("locked".into())).unwrap();
+        }
+        assert!(
+            !r.holds(&p("a/b/d")).unwrap(),
+            "given up after {TRIES} tries"
+        );
+        assert_eq!(
+            r.given_up().unwrap(),
+            vec![(p("a/b/d"), "locked".to_string())]
+        );
     }
 }

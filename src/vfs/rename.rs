@@ -53,7 +53,10 @@ impl Vfs {
         let from = child(&self.path_of(parent)?, name);
         let to = child(&self.path_of(new_parent)?, new_name);
         let to_dir = &to[..to.len() - 1];
-        let held = lock(&self.overlay)?.contains_key(&from);
+        let (held, new) = match lock(&self.overlay)?.get(&from) {
+            Some(o) => (true, o.held == Held::New),
+            None => (false, false),
+        };
         let to_class = self
             .tree
             .classify(to_dir, new_name)
@@ -90,6 +93,12 @@ impl Vfs {
                     .map_err(|e| never_copied(e, &stat))?;
             }
         }
+        // A new file that took the place of a removal, moved away before it committed: the
+        // removal goes on (on any file system, the old file would be gone).
+        if new && self.removals.replaced_done(&from)? {
+            self.removals.add(&from, 0)?;
+        }
+        self.removals.replaced_done(&to)?;
         self.note_change(&from);
         self.note_change(&to);
         self.fresh.removed(&from);
