@@ -2,7 +2,8 @@
 # Issue 35's holes, through a real mount of an engine world: moving a view's folder is refused
 # and deletes nothing (mv falls back to copy-then-delete on EXDEV); install and cp
 # --remove-destination (unlink, then create) replace a player or world.mt only with a text that
-# commits; index/ takes no file (create, open for writing, truncation); a FIFO at map.sqlite is
+# commits; index/ takes no file (create, open for writing, truncation) and a bad new name
+# there is EPERM, not EINVAL; a FIFO at map.sqlite is
 # refused at once by mount, info and check instead of hanging them.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/accounts.sh"
@@ -68,6 +69,11 @@ if truncate -s 0 "$M/index/items/$ITEM" 2>/dev/null; then fail "an answer file w
 cmp -s "$M/index/items/$ITEM" "$T/answer" || fail "the answer file changed"
 if rm "$M/index/items/$ITEM" 2>"$T/rm.err"; then fail "rm of an answer file succeeded"; fi
 assert_not_contains "$T/rm.err" "Is a directory"
+# A new name the tree refuses reads as what it is, not "subdirectory of itself" (EINVAL).
+NODE=$(ls "$M/index/nodes" | head -1)
+if mv "$M/index/nodes/$NODE" "$M/index/nodes/bad name" 2>"$T/mv.err"; then fail "a bad node name was taken"; fi
+assert_contains "$T/mv.err" "Operation not permitted"
+assert_not_contains "$T/mv.err" "subdirectory of itself"
 unmount_world "$M"
 
 # The removal reached the store; the replaced player holds the new text.

@@ -36,7 +36,7 @@ and rescanned after another program's commit. mv index/nodes/A index/nodes/B rep
 B in every block (one transaction, all or nothing; the changed blocks are streamed into it,
 so the daemon holds a bounded number of them, except on LevelDB, whose write batch holds
 them all until the commit); mv index/items/A index/items/B replaces item A by B in
-every node and player inventory; an invalid new name fails with EINVAL. index/ is reached
+every node and player inventory; an invalid new name fails with EPERM and the reason. index/ is reached
 by name and not listed at the top of the mount, so backups, find and grep -r never walk it.
 .PP
 World files and folders show their own permission bits (less write on --read-only) and

@@ -12,19 +12,24 @@ use crate::vfs::tree::{Kind, NewFile, Stat};
 /// The mode of a file committed by a rename when the core holds none for it.
 const DEFAULT_PERM: u16 = 0o644;
 
-/// A folder the tree cannot move there is refused with `EPERM`, not `EXDEV`: on `EXDEV`,
-/// `mv` copies the folder and removes the original, and removing a view's folder (`players/`,
-/// `blocks/`, a block) deletes what it shows from the store, while the copy lands where the
-/// game never reads it. A file keeps `EXDEV`: its copy is a checked write, and `mv` removes
-/// the original only after the copy succeeded.
-fn never_copied(e: Error, stat: &Stat) -> Error {
-    if e.errno() != libc::EXDEV || stat.kind != Kind::Dir {
-        return e;
+/// What a refused rename inside the tree answers, so that `mv` does the least harm and says
+/// the least misleading thing:
+/// - a folder the tree cannot move there: `EPERM`, not `EXDEV`. On `EXDEV`, `mv` copies
+///   the folder and removes the original, and removing a view's folder (`players/`,
+///   `blocks/`, a block) deletes what it shows from the store, while the copy lands where
+///   the game never reads it. A file keeps `EXDEV`: its copy is a checked write, and `mv`
+///   removes the original only after the copy succeeded;
+/// - a new name the tree refuses (`EINVAL`, an invalid node name under `index/`): `EPERM`,
+///   since `mv` reads `EINVAL` as "cannot move to a subdirectory of itself".
+fn refused_rename(e: Error, stat: &Stat) -> Error {
+    match e.errno() {
+        libc::EXDEV if stat.kind == Kind::Dir => Error::not_permitted(format!(
+            "{}; a folder is never copied and removed instead (that would delete what it shows)",
+            e.message()
+        )),
+        libc::EINVAL => Error::not_permitted(e.message()),
+        _ => e,
     }
-    Error::not_permitted(format!(
-        "{}; a folder is never copied and removed instead (that would delete what it shows)",
-        e.message()
-    ))
 }
 
 impl Vfs {
@@ -90,7 +95,7 @@ impl Vfs {
                 self.move_aside(&from, &to, &stat)?;
             } else {
                 self.rename_in_tree(&from, &to)
-                    .map_err(|e| never_copied(e, &stat))?;
+                    .map_err(|e| refused_rename(e, &stat))?;
             }
         }
         // A new file that took the place of a removal, moved away before it committed: the
