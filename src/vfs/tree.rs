@@ -134,8 +134,10 @@ pub enum Removal {
     /// a field, a chest's inventory, `world.mt`): held back a moment, so that a file created
     /// again there whose text fails leaves the object stored.
     Checked,
-    /// Changes nothing stored (a block's view), or removes a file that takes any bytes (a
-    /// world-folder file, a file of a TEVD disk): done at once.
+    /// Changes nothing stored (a block's view), removes a file that takes any bytes (a
+    /// world-folder file, a file of a TEVD disk), or removes an object shown under several
+    /// names (a Terrarum entry, which a removal held back by name could not follow): done
+    /// at once.
     AtOnce,
 }
 
