@@ -210,6 +210,65 @@ fn single_removal_sets_the_discard_bit_only() {
     assert_crcs_ok(&disk);
 }
 
+/// A daemon killed inside a single-change commit, after the entry and before the header
+/// (simulated: the header's bytes put back as they were): a read-only open leaves the
+/// disk as it is, a writable open finishes the commit, writing the disk CRC and nothing
+/// else; the entries read the same. A disk whose CRC is stale for another reason (a game
+/// quicksave) is left byte for byte.
+#[test]
+fn a_commit_cut_before_its_header_is_finished_by_the_next_writable_open() {
+    let put = Change::Put {
+        id: -4,
+        data: b"new bytes of -4".to_vec(),
+    };
+    let remove = Change::Remove { id: -4 };
+    let added = Change::Put {
+        id: 77,
+        data: b"a new entry".to_vec(),
+    };
+    for change in [put, remove, added] {
+        let (_dir, path) = copy_of(TVDA_CLEAN);
+        let before = std::fs::read(&path).unwrap();
+        Disk::open(&path, true)
+            .unwrap()
+            .commit(std::slice::from_ref(&change), 1_800_000_000)
+            .unwrap();
+        let mut cut = std::fs::read(&path).unwrap();
+        cut[42..50].copy_from_slice(&before[42..50]);
+        std::fs::write(&path, &cut).unwrap();
+        let stale = Disk::open(&path, false).unwrap();
+        assert!(!stale.check().unwrap().disk_crc_ok, "{change:?}");
+        let shown: Vec<_> = stale.entries().collect();
+        drop(stale);
+        assert_eq!(std::fs::read(&path).unwrap(), cut, "a read-only open wrote");
+        drop(Disk::open(&path, true).unwrap());
+        let done = std::fs::read(&path).unwrap();
+        let changed: Vec<usize> = (0..done.len()).filter(|&i| done[i] != cut[i]).collect();
+        assert!(
+            !changed.is_empty() && changed.iter().all(|i| (42..46).contains(i)),
+            "{change:?}: {changed:?}"
+        );
+        let disk = Disk::open(&path, false).unwrap();
+        assert_crcs_ok(&disk);
+        assert_eq!(disk.entries().collect::<Vec<_>>(), shown);
+    }
+    for name in [TVDA_DIRTY, TVDA_WORLD] {
+        let (_dir, path) = copy_of(name);
+        let before = std::fs::read(&path).unwrap();
+        let crc_ok = Disk::open(&path, false)
+            .unwrap()
+            .check()
+            .unwrap()
+            .disk_crc_ok;
+        drop(Disk::open(&path, true).unwrap());
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "{name} (disk CRC valid: {crc_ok})"
+        );
+    }
+}
+
 #[test]
 fn several_changes_rewrite_cleanly() {
     let (_dir, path) = copy_of(TVDA_DIRTY);

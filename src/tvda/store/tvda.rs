@@ -89,6 +89,9 @@ pub struct CheckReport {
     pub dead_bytes: u64,
 }
 
+/// How many removed IDs [`Disk::interrupted_commit`] tries, newest first.
+const REMOVALS_TRIED: usize = 256;
+
 /// An open TVDA disk.
 #[derive(Debug)]
 pub struct Disk {
@@ -139,7 +142,93 @@ impl Disk {
         };
         let listing = disk.listing_damage()?;
         disk.damage.extend(listing);
+        if writable && disk.damage.is_empty() && disk.interrupted_commit() {
+            disk.finish_interrupted_commit()
+                .map_err(|e| e.context(path.display()))?;
+        }
         Ok(disk)
+    }
+
+    /// Whether the disk is a single-change commit cut short between its entry and its
+    /// header: the stored disk CRC is stale for the live entries, but it is the CRC of the
+    /// disk as it was before one change — the last record appended (a put), or the
+    /// discarding of an ID that no longer has a live record (a removal). A game quicksave
+    /// leaves the CRC stale in other ways (it hashes its own in-memory tree), so those
+    /// disks are left as they are.
+    fn interrupted_commit(&self) -> bool {
+        let stored = self.header.disk_crc();
+        if self.live_disk_crc() == stored {
+            return false;
+        }
+        let live: BTreeMap<i64, u32> = self
+            .live
+            .iter()
+            .filter_map(|(&id, &i)| Some((id, self.records.get(i)?.header.crc)))
+            .collect();
+        // The CRC of the live state with `id`'s CRC made the newest of its records before
+        // record `before`.
+        let undone = |id: i64, before: usize| {
+            let newest = self
+                .records
+                .get(..before)
+                .and_then(|rs| rs.iter().rev().find(|r| r.header.id == id))
+                .map(|r| r.header.crc);
+            let mut state = live.clone();
+            match newest {
+                Some(crc) => state.insert(id, crc),
+                None => state.remove(&id),
+            };
+            disk_crc(state.into_values())
+        };
+        let put = self
+            .records
+            .len()
+            .checked_sub(1)
+            .and_then(|i| Some((i, self.records.get(i)?.header.id)))
+            .is_some_and(|(i, id)| live.contains_key(&id) && undone(id, i) == stored);
+        // A removal discards every record of its ID; the newest removed IDs are tried
+        // first, and only so many that the test stays cheap on a disk of any size.
+        let mut removed = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for r in self.records.iter().rev() {
+            if !live.contains_key(&r.header.id) && seen.insert(r.header.id) {
+                removed.push(r.header.id);
+            }
+        }
+        put || removed
+            .into_iter()
+            .take(REMOVALS_TRIED)
+            .any(|id| undone(id, self.records.len()) == stored)
+    }
+
+    /// Writes what an interrupted single-change commit did not reach: the header's disk
+    /// CRC and a world's dirty flag, as [`Disk::append`] would have.
+    fn finish_interrupted_commit(&mut self) -> Result<()> {
+        if self.header.kind() == DiskKind::World {
+            self.header.set_save_mode(self.header.save_mode() | 1);
+        }
+        let crc = self.live_disk_crc();
+        self.header.set_disk_crc(crc);
+        self.write_header_fields()?;
+        log::warn!(
+            "{}: finished a commit that was interrupted (a crash between an entry and the header): the disk CRC is written",
+            self.path.display()
+        );
+        Ok(())
+    }
+
+    /// Writes the header's disk CRC and attribute bytes (offsets 42 to 49) in place and
+    /// syncs.
+    fn write_header_fields(&mut self) -> Result<()> {
+        let fields = self
+            .header
+            .bytes()
+            .get(DISK_CRC_OFFSET as usize..50)
+            .ok_or_else(|| Error::corrupt("header too short"))?;
+        self.file.write_all_at(fields, DISK_CRC_OFFSET)?;
+        self.file.sync_data()?;
+        self.stamp = Stamp::of(&self.file)?;
+        Ok(())
     }
 
     /// Damage the root listing shows: no live root, or listed IDs that have no record.
@@ -526,15 +615,7 @@ impl Disk {
         }
         let crc = self.live_disk_crc();
         self.header.set_disk_crc(crc);
-        let fields = self
-            .header
-            .bytes()
-            .get(DISK_CRC_OFFSET as usize..50)
-            .ok_or_else(|| Error::corrupt("header too short"))?;
-        self.file.write_all_at(fields, DISK_CRC_OFFSET)?;
-        self.file.sync_data()?;
-        self.stamp = Stamp::of(&self.file)?;
-        Ok(())
+        self.write_header_fields()
     }
 
     /// Writes the disk anew with `header` (a world's quicksave bit cleared): live entries
