@@ -4,8 +4,10 @@
 # database the kill left sound; running the same rsync again completes the restore exactly and
 # the engine sees the original world. An empty map.sqlite (what a crash of a program that let
 # SQLite create the file leaves) mounts as an empty map too, as the engine starts on one.
-# KILL_TIMES overrides when the kills come (seconds into the restore; a kill between a block's
-# block.txt and its nodes.cubeset once left the block's lighting flags cleared on the re-run).
+# The kills come with both cores kept busy by other processes, at five moments spread over the
+# restore as timed unkilled under the same load; KILL_TIMES overrides them (seconds into the
+# restore; a kill between a block's block.txt and its nodes.cubeset once left the block's
+# lighting flags cleared on the re-run).
 . "$(dirname "$0")/lib.sh"
 
 W=$(world w 2)
@@ -30,7 +32,18 @@ restore_into() {
   diff "$T/probe.original" "$T/probe.restored" || fail "the engine tells the world restored into $R from the original"
 }
 
-for at in ${KILL_TIMES:-0.2 0.6 1.1 1.5 2.0}; do
+busy_cpu 3
+R=$T/restore-timed
+mkdir "$R"
+cp "$BK/world.mt" "$R/"
+mount_world "$R" "$M"
+start=$(date +%s.%N)
+rsync -a "$BK/" "$M/" || fail "the timed restore failed"
+took=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.3f", e - s }')
+unmount_world "$M"
+moments=$(awk -v d="$took" 'BEGIN { for (k = 1; k <= 5; k++) printf "%.3f ", d * k / 6 }')
+echo "restore: $took s unkilled; kills at ${KILL_TIMES:-$moments}"
+for at in ${KILL_TIMES:-$moments}; do
   R=$T/restore-$at
   mkdir "$R"
   cp "$BK/world.mt" "$R/"

@@ -106,8 +106,10 @@ mount_world "$D" "$M"
 grep -q '^name = "Renamed world"' "$M/header.txt" || fail "the new name did not last"
 unmount_world "$M"
 
-# A daemon killed during a restore into a new disk: the disk mounts, a second rsync
-# completes the restore exactly.
+# A daemon killed during a restore into a new disk, both cores kept busy by other processes:
+# the disk mounts, a second rsync completes the restore exactly, and the disk checks clean
+# (the commit the kill cut between an entry and the header is finished by that mount).
+busy_cpu 3
 for at in 0.02 0.06 0.1; do
   D=$T/killed-$at
   cp -p "$B/header.txt" "$D"

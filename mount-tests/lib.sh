@@ -10,12 +10,14 @@ WORLD_CACHE=${WORLDFS_WORLD_CACHE:-$ROOT/target/mount-tests/worlds}
 T=$(mktemp -d "${TMPDIR:-/tmp}/worldfs-test.XXXXXX")
 export WORLDFS_STATE_DIR=$T/state
 MOUNTS=()
+BUSY=()
 
 # A failing test keeps its evidence (worlds, disks, the daemon's log, check output) in a
 # folder it names, under target/mount-test-failures/, instead of deleting it.
 FAILURES=${WORLDFS_TEST_FAILURES:-$ROOT/target/mount-test-failures}
 cleanup() {
   local rc=$?
+  for p in "${BUSY[@]}"; do kill "$p" 2>/dev/null || true; done
   for m in "${MOUNTS[@]}"; do
     if mountpoint -q "$m" 2>/dev/null; then fusermount3 -u -z "$m" 2>/dev/null || true; fi
   done
@@ -33,6 +35,17 @@ cleanup() {
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# busy_cpu N: N processes that keep a core busy each until the test ends (a loaded machine,
+# as a user's or CI's is: crash tests must hold under it).
+busy_cpu() {
+  local i
+  for ((i = 0; i < $1; i++)); do
+    bash -c 'while :; do :; done' &
+    BUSY+=($!)
+    disown $!  # a bare `wait` of the test waits for its own jobs, not for these
+  done
+}
 
 # engine_run CMD...: runs an engine script holding the machine-wide engine lock (mkworld.sh and
 # probe.sh use fixed UDP ports, so two runs at once collide); retries once on a port clash.

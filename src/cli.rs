@@ -32,7 +32,8 @@ pub enum Command {
     Mount(MountArgs),
     /// Unmount; returns after every pending change is committed and the daemon exited. Text
     /// whose commit failed is saved in the state folder: each is named on stderr ("not
-    /// committed: PATH (saved in FILE)") and the exit status is 1.
+    /// committed: PATH (saved in FILE)") and the exit status is 1. A mount whose daemon was
+    /// killed is detached even while programs still hold files in it.
     Unmount {
         /// The mount point.
         mountpoint: PathBuf,

@@ -574,12 +574,32 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
     let pid: Option<i32> = fs::read_to_string(&pid_path)
         .ok()
         .and_then(|s| s.trim().parse().ok());
-    let status = Command::new("fusermount3")
-        .arg("-u")
-        .arg(mountpoint)
-        .status()
-        .or_else(|_| Command::new("umount").arg(mountpoint).status())
-        .map_err(|e| Error::from(e).context("running fusermount3"))?;
+    let fusermount = |lazy: bool| {
+        let mut cmd = Command::new("fusermount3");
+        cmd.arg(if lazy { "-uz" } else { "-u" }).arg(mountpoint);
+        cmd.status()
+            .or_else(|_| {
+                let mut umount = Command::new("umount");
+                if lazy {
+                    umount.arg("-l");
+                }
+                umount.arg(mountpoint).status()
+            })
+            .map_err(|e| Error::from(e).context("running fusermount3"))
+    };
+    let mut status = fusermount(false)?;
+    // A mount whose daemon is gone commits nothing any more: a process still holding one of
+    // its files (it only gets errors) must not keep the dead mount in place, so it is
+    // detached at once and goes when the last such file is closed.
+    if !status.success() && pid.is_some_and(|pid| !process_alive(pid)) {
+        status = fusermount(true)?;
+        if status.success() {
+            eprintln!(
+                "worldfs: the daemon of {} had ended; the mount is detached (files still open in it only give errors)",
+                mountpoint.display()
+            );
+        }
+    }
     if !status.success() {
         return Err(Error::new(
             libc::EBUSY,
