@@ -76,7 +76,10 @@ pub struct MountArgs {
     /// they are also kept on disk, in the state folder).
     #[arg(long, default_value_t = 32, value_name = "MIB")]
     pub cache_size: usize,
-    /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf).
+    /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf, unless
+    /// root mounts). Each user gets what the disk gives them: the root shows the world
+    /// folder's owner and mode, each view its database's owner and, for group and others,
+    /// at most what the database gives them.
     #[arg(long)]
     pub allow_other: bool,
     /// Extra mount options passed to the kernel (comma-separated, repeatable); `nonempty`

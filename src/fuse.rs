@@ -18,6 +18,7 @@ use fuser::{
 use crate::callers::Callers;
 use crate::error::Error;
 use crate::vfs::kernel_cache::{Keeping, KernelCache};
+use crate::vfs::tree::Owner;
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
 
 /// How long the kernel may cache the names and attributes of what the core keeps true (see
@@ -53,6 +54,25 @@ impl WorldFs {
         }
     }
 
+    /// Makes the user of `req` the owner of `ino`, which it just made with attributes `made`
+    /// ([`Vfs::set_creator`]); the attributes of `ino` then. What the mount's own user makes
+    /// is left as before (a file replaced keeps its owner, a new one is the daemon's). What
+    /// was made stays made when giving it away fails (the failure is logged; it shows the
+    /// owner it has).
+    fn made_by(&self, req: &Request, ino: u64, made: Stat) -> Stat {
+        let owner = Owner {
+            uid: req.uid(),
+            gid: req.gid(),
+        };
+        if owner.uid == self.uid {
+            return made;
+        }
+        self.vfs.set_creator(ino, owner).unwrap_or_else(|e| {
+            log::warn!("giving what uid {} made its owner: {e}", owner.uid);
+            made
+        })
+    }
+
     /// The process a request comes from.
     fn who(&self, req: &Request) -> u32 {
         self.callers.process(req.pid())
@@ -71,8 +91,8 @@ impl WorldFs {
             kind: file_type(s.kind),
             perm: s.perm,
             nlink,
-            uid: self.uid,
-            gid: self.gid,
+            uid: s.owner.map_or(self.uid, |o| o.uid),
+            gid: s.owner.map_or(self.gid, |o| o.gid),
             rdev: 0,
             blksize: 4096,
             flags: 0,
@@ -247,7 +267,10 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        let result = self.vfs.mkdir(parent.0, name, self.who(req));
+        let result = self
+            .vfs
+            .mkdir(parent.0, name, self.who(req))
+            .map(|(ino, s)| (ino, self.made_by(req, ino, s)));
         self.vfs.settle();
         match result {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
@@ -276,7 +299,10 @@ impl Filesystem for WorldFs {
             Err(e) => return reply.error(e),
         };
         let target = target.as_os_str().as_bytes();
-        let result = self.vfs.symlink(parent.0, name, target, self.who(req));
+        let result = self
+            .vfs
+            .symlink(parent.0, name, target, self.who(req))
+            .map(|(ino, s)| (ino, self.made_by(req, ino, s)));
         self.vfs.settle();
         match result {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
@@ -364,7 +390,7 @@ impl Filesystem for WorldFs {
 
     fn create(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
@@ -377,7 +403,10 @@ impl Filesystem for WorldFs {
             Ok(n) => n,
             Err(e) => return reply.error(e),
         };
-        let result = self.vfs.create(parent.0, name, mode);
+        let result = self
+            .vfs
+            .create(parent.0, name, mode)
+            .map(|(ino, s, fh)| (ino, self.made_by(req, ino, s), fh));
         self.vfs.settle();
         match result {
             Ok((ino, s, fh)) => reply.created(

@@ -39,8 +39,13 @@ them all until the commit); mv index/items/A index/items/B replaces item A by B 
 every node and player inventory; an invalid new name fails with EPERM and the reason. index/ is reached
 by name and not listed at the top of the mount, so backups, find and grep -r never walk it.
 .PP
-World files and folders show their own permission bits (less write on --read-only) and
-mtimes; chmod and touch set them, and a replaced file keeps its mode. Symbolic links in the
+Nothing shows more than the disk allows (the kernel checks each user of an --allow-other
+mount against it): the root shows the world folder's owner and mode, sticky bit included;
+each view the owner of its database and, for group and others, at most the bits the
+database gives them (a 0600 map.sqlite shows blocks 0600 and folders 0700); a Terrarum disk's files follow the disk file. World
+files and folders show their own owners, permission bits (less write on --read-only) and
+mtimes; chmod and touch set them, a replaced file keeps its mode, and what a user makes
+there through the mount is that user's on disk when worldfs runs as root. Symbolic links in the
 world folder show as links and worldfs never follows one: readlink gives the target as
 stored; rm, mv, touch -h and ln -s act on the link itself (ln -s only among the world
 folder's files). A folder named like a view (blocks/, index/, players/ beside the sqlite3 player

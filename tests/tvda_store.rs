@@ -211,12 +211,12 @@ fn single_removal_sets_the_discard_bit_only() {
 }
 
 /// A daemon killed inside a single-change commit, after the entry and before the header
-/// (simulated: the header's bytes put back as they were): a read-only open leaves the
-/// disk as it is, a writable open finishes the commit, writing the disk CRC and nothing
-/// else; the entries read the same. A disk whose CRC is stale for another reason (a game
+/// (simulated: the header's bytes put back as they were): opening leaves the disk as it
+/// is, the mount's `finish_interrupted` finishes the commit, writing the disk CRC and
+/// nothing else; the entries read the same. A disk whose CRC is stale for another reason (a game
 /// quicksave) is left byte for byte.
 #[test]
-fn a_commit_cut_before_its_header_is_finished_by_the_next_writable_open() {
+fn a_commit_cut_before_its_header_is_finished_by_the_next_mount() {
     let put = Change::Put {
         id: -4,
         data: b"new bytes of -4".to_vec(),
@@ -241,7 +241,11 @@ fn a_commit_cut_before_its_header_is_finished_by_the_next_writable_open() {
         let shown: Vec<_> = stale.entries().collect();
         drop(stale);
         assert_eq!(std::fs::read(&path).unwrap(), cut, "a read-only open wrote");
-        drop(Disk::open(&path, true).unwrap());
+        let mut reopened = Disk::open(&path, true).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), cut, "an open alone wrote");
+        assert!(reopened.finish_interrupted().unwrap(), "{change:?}");
+        assert!(!reopened.finish_interrupted().unwrap(), "done once");
+        drop(reopened);
         let done = std::fs::read(&path).unwrap();
         let changed: Vec<usize> = (0..done.len()).filter(|&i| done[i] != cut[i]).collect();
         assert!(

@@ -27,15 +27,15 @@ use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::index::Index;
 use crate::luanti::store::map::MapStore;
-use crate::luanti::store::world_mt::WorldMt;
+use crate::luanti::store::world_mt::{Backend, WorldMt};
 use crate::luanti::store::write_back::Window;
 use crate::names;
 use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Options, Removal,
-    Stat, Tree, TreePath,
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Options, Owner,
+    Removal, Stat, Tree, TreePath,
 };
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
@@ -116,6 +116,10 @@ pub struct LuantiTree {
     /// `world.mt` as it was when the world was opened: where the stores are written.
     world_mt: Option<WorldMt>,
     read_only: bool,
+    /// The world folder, or the map database file mounted alone.
+    source: PathBuf,
+    /// What guards each view on disk ([`LuantiTree::view_sources`]).
+    view_sources: Vec<(&'static str, Vec<PathBuf>)>,
     /// Meta folders that exist only because the user made them (empty metadata is not stored).
     empty_meta: Mutex<BTreeSet<(BlockPos, u16)>>,
     /// Recent pages of the `blocks/` listing: the kernel asks for a few dozen entries per
@@ -142,6 +146,10 @@ impl LuantiTree {
     pub fn open(source: &Path, options: &Options) -> Result<LuantiTree> {
         let world = world_folder(source)?;
         let world_mt = world.as_deref().map(WorldMt::read).transpose()?;
+        let view_sources = match (&world, &world_mt) {
+            (Some(w), Some(mt)) => Self::view_sources(w, mt),
+            _ => Vec::new(),
+        };
         let store = MapStore::open(source, options.read_only)?;
         let blocks = Blocks::new(store, options.cache_bytes, options.read_only);
         Ok(LuantiTree {
@@ -156,6 +164,8 @@ impl LuantiTree {
             },
             world_mt,
             read_only: options.read_only,
+            source: source.to_path_buf(),
+            view_sources,
             empty_meta: Mutex::new(BTreeSet::new()),
             pages: Mutex::new(Vec::new()),
         })
@@ -166,6 +176,50 @@ impl LuantiTree {
     /// transaction per close).
     pub fn write_back(&self, window: Window) -> Result<()> {
         self.blocks.write_back(window)
+    }
+
+    /// What guards each view on disk, by top-level name ([`Tree::source_files`]): the
+    /// database file (or LevelDB folder, or files folder) of its store as `world.mt` names
+    /// its backend; for a store on a server, `world.mt`, which holds its credentials; for a
+    /// store not made yet, the world folder. `index/` reads the map and the players.
+    fn view_sources(world: &Path, mt: &WorldMt) -> Vec<(&'static str, Vec<PathBuf>)> {
+        let file = |backend: Backend, sqlite: &str, leveldb: &str, files: &str| {
+            let name = match backend {
+                Backend::Sqlite3 => sqlite,
+                Backend::LevelDb => leveldb,
+                Backend::Files => files,
+                _ => "world.mt",
+            };
+            Some(world.join(name))
+                .filter(|p| p.exists())
+                .unwrap_or_else(|| world.to_path_buf())
+        };
+        let map = file(mt.map_backend(), "map.sqlite", "map.db", "map.sqlite");
+        let players = file(
+            mt.backend("player_backend"),
+            "players.sqlite",
+            "players.db",
+            "players",
+        );
+        let auth = file(
+            mt.backend("auth_backend"),
+            "auth.sqlite",
+            "auth.db",
+            "auth.txt",
+        );
+        let mods = file(
+            mt.backend("mod_storage_backend"),
+            "mod_storage.sqlite",
+            "mod_storage.db",
+            "mod_storage",
+        );
+        vec![
+            ("blocks", vec![map.clone()]),
+            (index::INDEX, vec![map, players.clone()]),
+            (accounts::PLAYERS, vec![players]),
+            (accounts::AUTH, vec![auth]),
+            (accounts::MOD_STORAGE, vec![mods]),
+        ]
     }
 
     /// The whole-world answers of `index/`.
@@ -319,6 +373,26 @@ impl LuantiTree {
 }
 
 impl Tree for LuantiTree {
+    /// The world folder for the root (the map file when mounted alone); each view's
+    /// database; none for the world folder's own files, which keep their owners.
+    fn source_files(&self, top: Option<&str>) -> &[PathBuf] {
+        let whole = std::slice::from_ref(&self.source);
+        match top {
+            None => whole,
+            Some(_) if self.files.is_none() => whole,
+            Some(top) => self
+                .view_sources
+                .iter()
+                .find(|(t, _)| *t == top)
+                .filter(|_| {
+                    top == "blocks"
+                        || top == index::INDEX
+                        || self.accounts.as_ref().is_some_and(|a| a.owns(top))
+                })
+                .map_or(&[], |(_, sources)| sources.as_slice()),
+        }
+    }
+
     fn stat(&self, path: &TreePath) -> Result<Stat> {
         let place = self.place(path)?;
         match &place {
@@ -687,6 +761,13 @@ impl Tree for LuantiTree {
     fn set_perm(&self, path: &TreePath, perm: u16) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.set_perm(path, perm),
+            _ => Ok(()),
+        }
+    }
+
+    fn set_owner(&self, path: &TreePath, owner: Owner) -> Result<()> {
+        match self.place(path)? {
+            Place::WorldFile => self.world_files()?.set_owner(path, owner),
             _ => Ok(()),
         }
     }

@@ -23,7 +23,7 @@
 
 mod index;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -39,8 +39,8 @@ use crate::vfs::folder::FolderFiles;
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Removal, Stat,
-    Tree, TreePath, MAX_TREE_COOKIE,
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Owner,
+    Removal, Stat, Tree, TreePath, MAX_TREE_COOKIE,
 };
 
 /// The files of a chunk folder, in listing order, with how each is rendered and parsed.
@@ -182,6 +182,20 @@ pub struct SurvivalcraftTree {
     read_only: bool,
     /// The `.scworld` file, when the world is packed (read-only).
     archive: Option<String>,
+    /// The world folder or the `.scworld` file.
+    source: PathBuf,
+    /// What guards the views on disk: the terrain store (`Regions/` or `Chunks*.dat`) and
+    /// the project file, each else the world folder (`index/` reads both).
+    terrain_and_project: [PathBuf; 2],
+}
+
+/// The first of `names` in the world folder `source`, else the folder itself.
+fn first_in(source: &Path, names: &[&str]) -> PathBuf {
+    names
+        .iter()
+        .map(|name| source.join(name))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| source.to_path_buf())
 }
 
 /// The message for a packed world that someone wants to write.
@@ -211,6 +225,14 @@ impl SurvivalcraftTree {
                 .then(|| FolderFiles::new(source, hidden_world_file, options.read_only)),
             read_only: options.read_only,
             archive,
+            source: source.to_path_buf(),
+            terrain_and_project: [
+                first_in(
+                    source,
+                    &["Regions", "Chunks32h.dat", "Chunks32.dat", "Chunks.dat"],
+                ),
+                first_in(source, &["Project.xml", "Project.json"]),
+            ],
         })
     }
 
@@ -407,6 +429,28 @@ impl SurvivalcraftTree {
 }
 
 impl Tree for SurvivalcraftTree {
+    /// The world folder for the root; the terrain store (`Regions/` or `Chunks*.dat`) for
+    /// `chunks/` and `index/`; the project file for what it holds; a packed world's
+    /// `.scworld` for everything.
+    fn source_files(&self, top: Option<&str>) -> &[PathBuf] {
+        let Some(top) = top else {
+            return std::slice::from_ref(&self.source);
+        };
+        if self.archive.is_some() {
+            return std::slice::from_ref(&self.source);
+        }
+        if top == "chunks" {
+            return std::slice::from_ref(&self.terrain_and_project[0]);
+        }
+        if top == index::INDEX {
+            return &self.terrain_and_project;
+        }
+        if matches!(self.place(&[top.to_string()]), Ok(Place::WorldFile)) {
+            return &[];
+        }
+        std::slice::from_ref(&self.terrain_and_project[1])
+    }
+
     /// Changes are committed at once; the mtime records waiting are written.
     fn sync(&self) -> Result<()> {
         self.objects.flush_times();
@@ -669,6 +713,13 @@ impl Tree for SurvivalcraftTree {
     fn set_perm(&self, path: &TreePath, perm: u16) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.set_perm(path, perm),
+            _ => Ok(()),
+        }
+    }
+
+    fn set_owner(&self, path: &TreePath, owner: Owner) -> Result<()> {
+        match self.place(path)? {
+            Place::WorldFile => self.world_files()?.set_owner(path, owner),
             _ => Ok(()),
         }
     }

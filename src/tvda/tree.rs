@@ -26,7 +26,7 @@ mod index;
 mod listing;
 pub mod tevd;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -105,6 +105,8 @@ pub struct TvdaTree {
     /// Changes with every commit and every reload of the disk (what `index` answers are
     /// true for); changed under the state lock.
     generation: AtomicU64,
+    /// The disk file.
+    source: PathBuf,
     /// Runs once between reading an entry and caching its rendering (tests of the
     /// interleaving).
     #[cfg(test)]
@@ -226,7 +228,11 @@ impl TvdaTree {
                 lock.follow(path)?;
                 disk
             }
-            None => Disk::open(path, !options.read_only)?,
+            None => {
+                let mut disk = Disk::open(path, !options.read_only)?;
+                disk.finish_interrupted()?;
+                disk
+            }
         };
         let damaged = !disk.damage().is_empty();
         if damaged && !options.read_only {
@@ -250,6 +256,7 @@ impl TvdaTree {
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             index: Index::new(options.cache_bytes),
             generation: AtomicU64::new(0),
+            source: path.to_path_buf(),
             #[cfg(test)]
             after_read: Default::default(),
         })
@@ -726,6 +733,11 @@ impl TvdaTree {
 }
 
 impl Tree for TvdaTree {
+    /// The disk file, for everything the mount shows.
+    fn source_files(&self, _top: Option<&str>) -> &[PathBuf] {
+        std::slice::from_ref(&self.source)
+    }
+
     /// Changes are committed at once; the mtime records waiting are written.
     fn sync(&self) -> Result<()> {
         self.mtimes.flush();

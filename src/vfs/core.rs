@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
+use crate::vfs::access::Access;
 use crate::vfs::fresh::FreshDirs;
 use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
@@ -41,7 +42,7 @@ use crate::vfs::kernel_cache::{KernelCache, Listing, RecheckLog};
 use crate::vfs::overlay::{overlay_stat, Held, Overlay};
 use crate::vfs::readdir::FIRST_HELD_COOKIE;
 use crate::vfs::removals::Removals;
-use crate::vfs::tree::{Kind, Removal, Stat, Tree};
+use crate::vfs::tree::{Kind, Owner, Removal, Stat, Tree};
 
 /// The largest file the core holds (writes and truncations past it fail with `EFBIG`).
 pub const MAX_FILE_SIZE: u64 = 256 << 20;
@@ -67,6 +68,8 @@ pub struct Vfs {
     pub(super) aside: Mutex<HashMap<Vec<String>, Vec<String>>>,
     /// Removals of stored files held back for a moment (see [`crate::vfs::removals`]).
     pub(super) removals: Removals,
+    /// The owners and modes paths show ([`crate::vfs::access`]).
+    access: Access,
     /// The kernel's caches, once the mount lets it keep what it is served (see
     /// [`crate::vfs::kernel_cache`]).
     pub(super) kernel: OnceLock<Box<dyn KernelCache>>,
@@ -90,6 +93,10 @@ pub struct Vfs {
     /// window another thread's truncation by path can hit.
     #[cfg(test)]
     pub(super) race_in_release: crate::vfs::race_hook::RaceHook<Vfs>,
+    /// Tests: runs inside the commit of scratch text, with the file locked and before the
+    /// text is held, the window another thread's unlink of the name can hit.
+    #[cfg(test)]
+    pub(super) race_in_hold: crate::vfs::race_hook::RaceHook<Vfs>,
 }
 
 /// The path shown in messages: `blocks/0,0,0/nodes.cubeset`.
@@ -120,9 +127,10 @@ pub(super) fn rebased(path: &[String], from: &[String], to: &[String]) -> Option
 /// `ENAMETOOLONG`, as POSIX says, also for names that do not exist.
 pub const NAME_MAX: usize = 255;
 
-/// The permission bits of a mode (`chmod`, `create`): the file type and the set-id and
-/// sticky bits are not kept.
-const PERMISSION_BITS: u32 = 0o777;
+/// The permission bits of a mode (`chmod`, `create`), the sticky bit included (a world
+/// folder's sub-folder keeps it, and the kernel enforces it as shown): the file type and the
+/// set-id bits are not kept (the mount is nosuid).
+const PERMISSION_BITS: u32 = 0o1777;
 
 pub(super) fn permission_bits(mode: u32) -> u16 {
     (mode & PERMISSION_BITS) as u16
@@ -172,6 +180,7 @@ impl Vfs {
             fresh: FreshDirs::default(),
             aside: Mutex::new(HashMap::new()),
             removals: Removals::default(),
+            access: Access::default(),
             kernel: OnceLock::new(),
             changes: Mutex::new(Vec::new()),
             readers: Mutex::new(HashMap::new()),
@@ -183,6 +192,8 @@ impl Vfs {
             underneath_seen: AtomicU64::new(0),
             #[cfg(test)]
             race_in_release: Default::default(),
+            #[cfg(test)]
+            race_in_hold: Default::default(),
         }
     }
 
@@ -228,6 +239,16 @@ impl Vfs {
     }
 
     pub(super) fn stat_path(&self, path: &[String]) -> Result<Stat> {
+        self.stat_held_or_stored(path)
+            .map(|stat| self.shown(path, stat))
+    }
+
+    /// `stat` of `path` with the owner and permissions it shows ([`crate::vfs::access`]).
+    pub(super) fn shown(&self, path: &[String], stat: Stat) -> Stat {
+        self.access.shown(&*self.tree, path, stat)
+    }
+
+    fn stat_held_or_stored(&self, path: &[String]) -> Result<Stat> {
         if let Some(f) = self.open_file(path)? {
             let f = lock(&f)?;
             if f.shared() {
@@ -289,7 +310,9 @@ impl Vfs {
             let file = lock(&*self.handle(fh)?)?.file.clone();
             let f = lock(&file)?;
             if f.detached || f.shared() {
-                return Ok(f.stat());
+                let (path, stat) = (f.path.clone(), f.stat());
+                drop(f);
+                return Ok(self.shown(&path, stat));
             }
         }
         let path = self.path_of(ino)?;
@@ -412,7 +435,7 @@ impl Vfs {
             .map_err(|e| e.context(display_path(path)))?
             .to_vec();
         data.resize(len, 0);
-        self.commit(path, data, stat.perm, None)
+        self.commit(path, data, stat.perm, stat.owner, None)
     }
 
     /// The target of the symbolic link `ino`, as the tree stores it.
@@ -427,6 +450,31 @@ impl Vfs {
         self.tree
             .readlink(&path)
             .map_err(|e| e.context(display_path(&path)))
+    }
+
+    /// Records that `owner` created `ino` (a file, folder or link made through the mount): a
+    /// real folder's file gets that owner on disk, at once or when its text is committed,
+    /// so that what another user makes through an `--allow-other` mount is theirs, as it
+    /// would be on disk.
+    /// Returns its attributes then.
+    pub fn set_creator(&self, ino: u64, owner: Owner) -> Result<Stat> {
+        let path = self.path_of(ino)?;
+        if let Some(f) = self.open_file(&path)? {
+            lock(&f)?.owner = Some(owner);
+        }
+        let held = match lock(&self.overlay)?.get_mut(&path) {
+            Some(o) => {
+                o.owner = Some(owner);
+                true
+            }
+            None => false,
+        };
+        if !held {
+            self.tree
+                .set_owner(&path, owner)
+                .map_err(|e| e.context(display_path(&path)))?;
+        }
+        self.stat_path(&path)
     }
 
     /// Creates symbolic link `name` in `parent` pointing to `target` (`ln -s`), for process
@@ -588,6 +636,13 @@ impl Vfs {
             Some(h) if !h.is_scratch() => {}
             Some(_) if !moved_aside()? => {}
             _ => self.writable()?,
+        }
+        // A file still open under the name is cut off before its held text goes: a release
+        // committing scratch text meanwhile (`close(fd); unlink(name)`: the kernel's release
+        // comes after the close returns) either holds it first, and it goes here, or finds
+        // the file cut off and holds nothing.
+        if held.is_some() {
+            self.detach(&path)?;
         }
         let removed = lock(&self.overlay)?.remove(&path);
         match removed {

@@ -43,7 +43,7 @@ use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 use crate::error::{lock, Error, Result};
 use crate::vfs::mtimes::content_hash;
 use crate::vfs::replace::{is_temp_name, open_no_follow_at, remove_all_leftovers, write_atomic_at};
-use crate::vfs::tree::{Entry, Kind, Stat, TreePath, MAX_TREE_COOKIE};
+use crate::vfs::tree::{Entry, Kind, Owner, Stat, TreePath, MAX_TREE_COOKIE};
 
 /// Mode of a file created through the mount, until the core sets the mode it was created
 /// with (owner only meanwhile, so a secret is never readable by others even briefly).
@@ -229,7 +229,9 @@ impl FolderFiles {
                 )))
             }
         };
-        let mut perm = (st.st_mode & 0o777) as u16;
+        // The sticky bit is kept (the kernel enforces it, as on disk); set-id bits are not
+        // shown (the mount is nosuid).
+        let mut perm = (st.st_mode & 0o1777) as u16;
         if self.read_only {
             perm &= !0o222;
         }
@@ -244,6 +246,10 @@ impl FolderFiles {
             perm,
             volatile: true,
             source: None,
+            owner: Some(Owner {
+                uid: st.st_uid,
+                gid: st.st_gid,
+            }),
         })
     }
 
@@ -503,6 +509,44 @@ impl FolderFiles {
             &TimeSpec::UTIME_OMIT,
             &mtime,
             UtimensatFlags::NoFollowSymlink,
+        )
+        .map_err(|e| at_error(path, e))
+    }
+
+    /// Gives one file, folder or link (not followed) the owner `owner`, when worldfs runs as
+    /// root (only root may give files away; a mount of one's own world needs nothing). Not
+    /// in a folder where others may rename what is there (group- or world-writable and not
+    /// sticky): the name is given away after it was made, and another user could put
+    /// something else under it meanwhile; what is made there stays the daemon's.
+    pub fn set_owner(&self, path: &TreePath, owner: Owner) -> Result<()> {
+        self.check_writable()?;
+        if !nix::unistd::geteuid().is_root() {
+            return Ok(());
+        }
+        let at = self.at(path)?;
+        let folder = nix::sys::stat::fstat(at.dir.as_raw_fd()).map_err(|e| at_error(path, e))?;
+        if folder.st_mode & 0o022 != 0 && folder.st_mode & 0o1000 == 0 {
+            log::info!(
+                "{}: left the daemon's (others may rename in its folder)",
+                path.join("/")
+            );
+            return Ok(());
+        }
+        let st = fstatat(
+            Some(at.dir.as_raw_fd()),
+            at.name,
+            AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| at_error(path, e))?;
+        if (st.st_uid, st.st_gid) == (owner.uid, owner.gid) {
+            return Ok(());
+        }
+        nix::unistd::fchownat(
+            Some(at.dir.as_raw_fd()),
+            at.name,
+            Some(owner.uid.into()),
+            Some(owner.gid.into()),
+            AtFlags::AT_SYMLINK_NOFOLLOW,
         )
         .map_err(|e| at_error(path, e))
     }

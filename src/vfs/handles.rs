@@ -14,7 +14,7 @@ use crate::vfs::core::{
 use crate::vfs::held::Text;
 use crate::vfs::kernel_cache::same;
 use crate::vfs::overlay::{overlay_stat, Held, Overlay};
-use crate::vfs::tree::{Kind, NewFile, Stat};
+use crate::vfs::tree::{Kind, NewFile, Owner, Stat};
 
 /// The content of a file while handles are open on it.
 pub(super) struct OpenFile {
@@ -29,6 +29,9 @@ pub(super) struct OpenFile {
     /// `close()`): applied after the commit, unless a later write cleared it.
     pub(super) set_mtime: Option<SystemTime>,
     pub(super) perm: u16,
+    /// Its owner when known: the file's own (a real folder's file) or its creator's
+    /// ([`Vfs::set_creator`]), given to the file on disk at its commit.
+    pub(super) owner: Option<Owner>,
     /// A write past [`MAX_FILE_SIZE`] failed: the buffer lacks what came after, so it is
     /// never stored or held anywhere (its commits fail with `EFBIG` and drop it, a rename
     /// of it fails) until a truncation says what the file holds.
@@ -71,6 +74,7 @@ impl OpenFile {
             // committed as it is.
             volatile: self.home == Home::Tree && !self.dirty,
             source: None,
+            owner: self.owner,
         }
     }
 }
@@ -238,10 +242,10 @@ impl Vfs {
             } else {
                 Home::Tree
             };
-            (data, home, o.perm, o.mtime)
+            (data, home, o.perm, o.mtime, o.owner)
         });
-        let (data, home, perm, mtime) = match held {
-            Some((data, home, perm, mtime)) => (data?, home, perm, mtime),
+        let (data, home, perm, mtime, owner) = match held {
+            Some((data, home, perm, mtime, owner)) => (data?, home, perm, mtime, owner),
             None => {
                 let stat = self.stat_path(&path)?;
                 match stat.kind {
@@ -269,7 +273,7 @@ impl Vfs {
                     let torn = !same(&after, &stat);
                     reading = Some((after, torn));
                 }
-                (data, Home::Tree, stat.perm, stat.mtime)
+                (data, Home::Tree, stat.perm, stat.mtime, stat.owner)
             }
         };
         let file = Arc::new(Mutex::new(OpenFile {
@@ -284,6 +288,7 @@ impl Vfs {
                 mtime
             },
             perm,
+            owner,
             cut: false,
             home,
             handles: 1,
@@ -358,8 +363,9 @@ impl Vfs {
             perm: permission_bits(mode),
             held,
             cookie: self.cookie(),
+            owner: None,
         };
-        let stat = overlay_stat(&o);
+        let stat = self.shown(&path, overlay_stat(&o));
         let file = Arc::new(Mutex::new(OpenFile {
             path: path.clone(),
             detached: false,
@@ -368,6 +374,7 @@ impl Vfs {
             mtime: now,
             set_mtime: None,
             perm: o.perm,
+            owner: None,
             cut: false,
             home,
             handles: 1,
@@ -504,6 +511,8 @@ impl Vfs {
             // A time set while this file was open with unsaved writes stays the held text's;
             // one set before these writes no longer is (a write moves the time).
             let dated = f.set_mtime.take();
+            #[cfg(test)]
+            self.race_in_hold.run(self);
             let text = self.spill.hold(&f.path, f.data.to_vec());
             let mut overlay = lock(&self.overlay)?;
             match overlay.get_mut(&f.path) {
@@ -522,6 +531,7 @@ impl Vfs {
                             perm: f.perm,
                             held: Held::Scratch,
                             cookie: self.cookie(),
+                            owner: f.owner,
                         },
                     );
                 }
@@ -529,7 +539,7 @@ impl Vfs {
             return Ok(());
         }
         let set_mtime = f.set_mtime.take();
-        self.commit(&f.path, f.data.to_vec(), f.perm, set_mtime)?;
+        self.commit(&f.path, f.data.to_vec(), f.perm, f.owner, set_mtime)?;
         match set_mtime {
             Some(m) => self.tree.set_mtime(&f.path, m),
             None => Ok(()),
@@ -849,6 +859,34 @@ mod tests {
         assert_eq!(stored.len(), 100, "the truncation is committed");
         assert!(stored.starts_with(b"ok"));
         assert_eq!(vfs.getattr(ino, None).unwrap().size, 100);
+    }
+
+    #[test]
+    fn an_unlink_racing_the_release_of_a_scratch_file_leaves_nothing_held() {
+        // vim: `close(fd)` of its probe swap file `.f.swpx`, then `unlink(".f.swpx")`, which
+        // reaches the core while the kernel's release of fd still commits its text.
+        let tree = Arc::new(crate::vfs::test_tree::Files::default());
+        let vfs = Arc::new(Vfs::new(tree, None));
+        let d = vfs.lookup(ROOT, "d", 1).unwrap().0;
+        let (_, _, fh) = vfs.create(d, ".f.swpx", 0o600).unwrap();
+        vfs.flush(fh).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let other = vfs.clone();
+        vfs.race_in_hold.set(move |_| {
+            let unlinker = std::thread::spawn(move || other.unlink_as(d, ".f.swpx", 2));
+            // The unlink runs as far as it can while the release holds the file.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            done_tx.send(unlinker).unwrap();
+        });
+        vfs.release(fh).unwrap();
+        done_rx.recv().unwrap().join().unwrap().unwrap();
+        assert!(
+            !lock(&vfs.overlay)
+                .unwrap()
+                .contains_key(&vec!["d".to_string(), ".f.swpx".to_string()]),
+            "the removed scratch file is held again"
+        );
+        assert!(vfs.lookup(d, ".f.swpx", 1).is_err());
     }
 
     #[test]

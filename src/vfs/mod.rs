@@ -1,6 +1,7 @@
 //! The FUSE-agnostic filesystem core shared by every game: the [`Tree`] contract, inodes,
 //! handles, scratch files and write-back. The FUSE adapter (`crate::fuse`) only translates.
 
+mod access;
 pub mod core;
 pub mod folder;
 pub mod fresh;

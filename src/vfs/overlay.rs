@@ -8,7 +8,7 @@ use std::time::SystemTime;
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::{display_path, Vfs};
 use crate::vfs::held::{private_dir, Text};
-use crate::vfs::tree::{Kind, Stat};
+use crate::vfs::tree::{Kind, Owner, Stat};
 
 /// A file whose content lives in the core rather than in the tree.
 pub(super) struct Overlay {
@@ -22,6 +22,9 @@ pub(super) struct Overlay {
     /// Its listing cookie: assigned once, so a paged listing neither skips nor repeats it
     /// when other held files come and go.
     pub(super) cookie: u64,
+    /// Who created it, when that is known ([`Vfs::set_creator`]): given to the file on disk
+    /// when it is committed (a real folder's file; objects of a store have its owner).
+    pub(super) owner: Option<Owner>,
 }
 
 /// What a file the core holds is.
@@ -80,6 +83,7 @@ pub(super) fn overlay_stat(o: &Overlay) -> Stat {
         // commits the kernel is told of; text a commit did not take is shown afresh.
         volatile: o.held.is_unsaved(),
         source: None,
+        owner: o.owner,
     }
 }
 
@@ -94,6 +98,7 @@ impl Vfs {
         path: &[String],
         data: Vec<u8>,
         perm: u16,
+        owner: Option<Owner>,
         dated: Option<SystemTime>,
     ) -> Result<()> {
         let written = match dated {
@@ -111,6 +116,11 @@ impl Vfs {
                 lock(&self.aside)?.remove(path);
                 self.removals.replaced_done(path)?;
                 let done = lock(&self.overlay)?.remove(path);
+                if let Some(owner) = owner.or_else(|| done.as_ref().and_then(|o| o.owner)) {
+                    self.tree
+                        .set_owner(path, owner)
+                        .map_err(|e| e.context(display_path(path)))?;
+                }
                 if let Some(m) = done.and_then(|o| o.set_mtime) {
                     self.tree.set_mtime(path, m)?;
                 }
@@ -121,7 +131,8 @@ impl Vfs {
                 log::error!("commit failed, nothing stored: {e}");
                 // A removal this text was to replace is over: the object stays stored.
                 self.removals.replaced_done(path)?;
-                let stored_perm = self.tree.stat(path).map(|s| s.perm).ok();
+                let stored = self.tree.stat(path).ok();
+                let stored_perm = stored.as_ref().map(|s| s.perm);
                 let mut overlay = lock(&self.overlay)?;
                 let old = overlay.get(path);
                 let o = Overlay {
@@ -131,6 +142,10 @@ impl Vfs {
                     text: self.spill.hold(path, data),
                     mtime: SystemTime::now(),
                     held: Held::Failed,
+                    owner: old
+                        .and_then(|o| o.owner)
+                        .or(owner)
+                        .or(stored.and_then(|s| s.owner)),
                 };
                 overlay.insert(path.to_vec(), o);
                 Err(e.logged())
@@ -273,12 +288,12 @@ impl Vfs {
                  mount's is saved for recovery",
             ));
         }
-        let (text, perm, dated, mtime) = {
+        let (text, perm, dated, mtime, owner) = {
             let overlay = lock(&self.overlay)?;
             let o = overlay
                 .get(path)
                 .ok_or_else(|| Error::not_found("no longer held"))?;
-            (o.text.bytes()?, o.perm, o.set_mtime, o.mtime)
+            (o.text.bytes()?, o.perm, o.set_mtime, o.mtime, o.owner)
         };
         let folder = &path[..path.len().saturating_sub(1)];
         let folder_time = self.tree.stat(folder).ok().map(|s| s.mtime);
@@ -288,6 +303,9 @@ impl Vfs {
         }
         lock(&self.overlay)?.remove(path);
         self.tree.set_perm(path, perm)?;
+        if let Some(owner) = owner {
+            self.tree.set_owner(path, owner)?;
+        }
         self.tree.set_mtime(path, dated.unwrap_or(mtime))?;
         match folder_time {
             Some(t) => self.tree.set_mtime(folder, t),

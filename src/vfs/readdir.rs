@@ -165,6 +165,8 @@ impl Vfs {
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> bool {
         let child_ino = self.entry_ino(listing.ino, name, listing.plus);
+        let shown = self.shown(&child(listing.dir, name), stat.clone());
+        let stat = &shown;
         // Readdirplus hands the kernel attributes it may keep: those of a file are made exact
         // (a tree may list approximate ones); one that cannot be is not kept.
         let exact;

@@ -154,10 +154,12 @@ impl Vfs {
     /// Replaces a tree file's content with the held text renamed over it (rsync, sed -i,
     /// editors): commits it, with the mtime set on the held file.
     fn commit_held_over(&self, from: &[String], to: &[String], data: Vec<u8>) -> Result<()> {
-        let (set_mtime, perm) = lock(&self.overlay)?
+        let (set_mtime, perm, owner) = lock(&self.overlay)?
             .get(from)
-            .map_or((None, DEFAULT_PERM), |o| (o.set_mtime, o.perm));
-        self.commit(to, data, perm, set_mtime)?;
+            .map_or((None, DEFAULT_PERM, None), |o| {
+                (o.set_mtime, o.perm, o.owner)
+            });
+        self.commit(to, data, perm, owner, set_mtime)?;
         if let Some(m) = set_mtime {
             self.tree
                 .set_mtime(to, m)
@@ -205,6 +207,7 @@ impl Vfs {
             perm: stat.perm,
             held: Held::Scratch,
             cookie: self.cookie(),
+            owner: stat.owner,
         };
         self.detach(to)?;
         lock(&self.overlay)?.insert(to.to_vec(), o);

@@ -39,6 +39,8 @@ pub struct Files {
     pub kept_listings: AtomicBool,
     /// A step [`Tree::read`] runs first (another program's change racing a read).
     pub on_read: RaceHook<Files>,
+    /// What [`Tree::source_files`] names, by top-level name (`None`: the root).
+    pub on_disk: HashMap<Option<String>, Vec<std::path::PathBuf>>,
 }
 
 impl Files {
@@ -56,6 +58,11 @@ impl Files {
 }
 
 impl Tree for Files {
+    fn source_files(&self, top: Option<&str>) -> &[std::path::PathBuf] {
+        self.on_disk
+            .get(&top.map(str::to_string))
+            .map_or(&[], Vec::as_slice)
+    }
     fn stat(&self, path: &[String]) -> Result<Stat> {
         self.stats.fetch_add(1, Ordering::Relaxed);
         if self.is_dir(path)? {
@@ -81,6 +88,7 @@ impl Tree for Files {
             perm: if key.ends_with("/auth") { 0o600 } else { 0o644 },
             volatile: false,
             source,
+            owner: None,
         })
     }
     fn list(&self, dir: &[String], after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {

@@ -67,6 +67,16 @@ pub struct Stat {
     /// true, so a re-check after another program's change skips it without computing it
     /// again. `None`: the stat is computed again on every re-check.
     pub source: Option<u64>,
+    /// The owner shown: a file of a real folder keeps its own; `None` stands for the owner
+    /// of what the path is shown from ([`Tree::source_files`]), or of the mount.
+    pub owner: Option<Owner>,
+}
+
+/// A user and group, as on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
 }
 
 impl Stat {
@@ -79,6 +89,7 @@ impl Stat {
             perm: if read_only { 0o555 } else { 0o755 },
             volatile: false,
             source: None,
+            owner: None,
         }
     }
 
@@ -91,6 +102,7 @@ impl Stat {
             perm: if read_only { 0o444 } else { 0o644 },
             volatile: false,
             source: None,
+            owner: None,
         }
     }
 
@@ -103,6 +115,7 @@ impl Stat {
             perm: 0o777,
             volatile: false,
             source: None,
+            owner: None,
         }
     }
 }
@@ -209,6 +222,27 @@ pub trait Tree: Send + Sync + 'static {
 
     /// Sets the modification time of the object at `path` (rsync, `touch -d`).
     fn set_mtime(&self, path: &TreePath, mtime: SystemTime) -> Result<()>;
+
+    /// The files or folders on disk whose owner and permission bits guard what is shown
+    /// under the top-level name `top` (`None`: the mount's root): the world folder for the
+    /// root, the database a view shows for the view (every database an answer of `index/`
+    /// reads). The core shows the first one's owner, and gives group and others no
+    /// permission that one of them does not give them (a map at 0600 shows its blocks 0600
+    /// and their folders 0700), so that with `--allow-other` nobody reads through the
+    /// mount what the disk refuses them ([`crate::vfs::access`]). None (the default, and
+    /// for names that are real files with their own owner and mode): shown as the tree
+    /// says, owned by the mount's user.
+    fn source_files(&self, _top: Option<&str>) -> &[std::path::PathBuf] {
+        &[]
+    }
+
+    /// Gives the file, folder or link at `path` the owner `owner`: the user who created it
+    /// through the mount. Trees whose objects live in a store keep this default, which
+    /// ignores it (they show the store's owner); the real folders a tree shows
+    /// ([`crate::vfs::folder`]) set it on disk when worldfs runs as root.
+    fn set_owner(&self, _path: &TreePath, _owner: Owner) -> Result<()> {
+        Ok(())
+    }
 
     /// Sets the permission bits of the object at `path` (`chmod`, and the mode a file was
     /// created with). Trees whose objects have fixed modes keep this default, which ignores

@@ -272,6 +272,7 @@ impl Accounts {
             perm: if self.read_only { 0o555 } else { 0o755 },
             volatile: true,
             source: None,
+            owner: None,
         }
     }
 
@@ -309,6 +310,7 @@ impl Accounts {
             perm,
             volatile: true,
             source: None,
+            owner: None,
         }
     }
 

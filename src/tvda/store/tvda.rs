@@ -142,11 +142,24 @@ impl Disk {
         };
         let listing = disk.listing_damage()?;
         disk.damage.extend(listing);
-        if writable && disk.damage.is_empty() && disk.interrupted_commit() {
-            disk.finish_interrupted_commit()
-                .map_err(|e| e.context(path.display()))?;
-        }
         Ok(disk)
+    }
+
+    /// Finishes a single-change commit of worldfs that a crash cut between its entry and
+    /// its header ([`Disk::interrupted_commit`]): writes the disk CRC it left stale. For the
+    /// mount's first open only, while no game writes the disk (a game's own autosave passes
+    /// through the same state); nothing is done on a disk open read-only or damaged, or
+    /// changed since it was read. Returns whether it wrote.
+    pub fn finish_interrupted(&mut self) -> Result<bool> {
+        if !self.writable || !self.damage.is_empty() || !self.interrupted_commit() {
+            return Ok(false);
+        }
+        if self.changed_on_disk()? {
+            return Ok(false);
+        }
+        self.finish_interrupted_commit()
+            .map_err(|e| e.context(self.path.display()))?;
+        Ok(true)
     }
 
     /// Whether the disk is a single-change commit cut short between its entry and its

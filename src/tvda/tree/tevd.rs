@@ -109,6 +109,7 @@ impl TevdTree {
             perm: if self.read_only { perm & 0o555 } else { perm },
             volatile: false,
             source: None,
+            owner: None,
         }
     }
 
@@ -161,6 +162,11 @@ impl TevdTree {
 }
 
 impl Tree for TevdTree {
+    /// The disk file, for everything the mount shows.
+    fn source_files(&self, _top: Option<&str>) -> &[PathBuf] {
+        std::slice::from_ref(&self.path)
+    }
+
     /// Changes are committed at once; the mtime records waiting are written.
     fn sync(&self) -> Result<()> {
         self.mtimes.flush();
