@@ -41,7 +41,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 busy_cpu() {
   local i
   for ((i = 0; i < $1; i++)); do
-    bash -c 'while :; do :; done' &
+    # Each ends with the test, even one killed without its cleanup.
+    bash -c "while kill -0 $$ 2>/dev/null; do :; done" &
     BUSY+=($!)
     disown $!  # a bare `wait` of the test waits for its own jobs, not for these
   done
