@@ -25,6 +25,14 @@ impl FilesAuth {
         }
     }
 
+    /// The file's identity, size and modification time, which change with every write of
+    /// it (`None` while it does not exist).
+    pub fn stamp(&self) -> Option<(u64, u64, u64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::symlink_metadata(&self.path).ok()?;
+        Some((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+    }
+
     /// The entries in file order.
     pub fn entries(&self) -> Result<Vec<AuthEntry>> {
         match read_no_follow(&self.path) {

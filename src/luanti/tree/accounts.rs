@@ -85,6 +85,23 @@ pub struct Accounts {
     empty_mods: Mutex<BTreeSet<String>>,
     mtimes: Mtimes,
     read_only: bool,
+    /// The size and content hash of `auth.txt` as last rendered, with the store's version
+    /// then ([`AuthStore::version`]): a `stat` renders every account only when the store
+    /// changed (a server's auth data holds a million accounts; `ls -l`, `rsync` and the
+    /// kernel stat far more often than anything changes).
+    auth_shown: Mutex<Option<AuthShown>>,
+    /// Tests: how many times `auth.txt` was rendered for a stat.
+    #[cfg(test)]
+    auth_renders: std::sync::atomic::AtomicU64,
+}
+
+/// What a `stat` of `auth.txt` needs, kept with the store version it is true for.
+#[derive(Clone, Copy)]
+struct AuthShown {
+    /// The store's version and the identity of the database file it was read from.
+    version: (u64, Option<(u64, u64)>),
+    len: u64,
+    hash: u64,
 }
 
 impl Accounts {
@@ -129,6 +146,9 @@ impl Accounts {
             empty_mods: Mutex::new(BTreeSet::new()),
             mtimes: Mtimes::open(&identity, read_only),
             read_only,
+            auth_shown: Mutex::new(None),
+            #[cfg(test)]
+            auth_renders: Default::default(),
         })
     }
 
@@ -297,6 +317,11 @@ impl Accounts {
     }
 
     fn file_stat(&self, path: &TreePath, data: &[u8], secret: bool) -> Stat {
+        self.stat_of(path, data.len() as u64, content_hash(data), secret)
+    }
+
+    /// The stat of a file of `len` bytes whose content hashes to `hash`.
+    fn stat_of(&self, path: &TreePath, len: u64, hash: u64, secret: bool) -> Stat {
         let perm = match (secret, self.read_only) {
             (true, true) => 0o400,
             (true, false) => 0o600,
@@ -305,8 +330,8 @@ impl Accounts {
         };
         Stat {
             kind: Kind::File,
-            size: data.len() as u64,
-            mtime: self.mtimes.mtime(mtime_key(path), content_hash(data)),
+            size: len,
+            mtime: self.mtimes.mtime(mtime_key(path), hash),
             perm,
             volatile: true,
             source: None,
@@ -375,11 +400,39 @@ impl Accounts {
             // Only what exists is shown: a world without auth data has no auth.txt until
             // one is written (which creates the store world.mt names, as the engine would).
             Spot::Auth if !self.auth()?.stored() => Err(not_found(path)),
-            Spot::Player(_) | Spot::Auth | Spot::Entry(..) => {
+            Spot::Auth => self.auth_stat(path),
+            Spot::Player(_) | Spot::Entry(..) => {
                 let data = self.content(&spot, path)?;
-                Ok(self.file_stat(path, &data, matches!(spot, Spot::Auth)))
+                Ok(self.file_stat(path, &data, false))
             }
         }
+    }
+
+    /// The stat of `auth.txt`, rendered again only when the store changed since.
+    fn auth_stat(&self, path: &TreePath) -> Result<Stat> {
+        let auth = self.auth()?;
+        // Read before the entries: a change in between makes the next stat render again.
+        let version = auth
+            .with(false, || Ok(None), |s| Ok(s.version()))?
+            .map(|v| (v, auth.database_id()));
+        let known = *lock(&self.auth_shown)?;
+        let shown = match (version, known) {
+            (Some(v), Some(k)) if k.version == v => k,
+            _ => {
+                #[cfg(test)]
+                self.auth_renders
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let data = self.auth_text()?;
+                let shown = AuthShown {
+                    version: version.unwrap_or_default(),
+                    len: data.len() as u64,
+                    hash: content_hash(&data),
+                };
+                *lock(&self.auth_shown)? = version.map(|_| shown);
+                shown
+            }
+        };
+        Ok(self.stat_of(path, shown.len, shown.hash, true))
     }
 
     /// Streams the entries of a folder after cookie `after` (see the `Tree` trait).
@@ -460,7 +513,12 @@ impl Accounts {
 
     /// Parses and commits a whole file (creating the player or entry when it is new).
     pub fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
-        let shown = match self.spot(path)? {
+        let spot = self.spot(path)?;
+        if matches!(spot, Spot::Auth) {
+            // Its own commits do not change SQLite's data version: the next stat renders.
+            *lock(&self.auth_shown)? = None;
+        }
+        let shown = match spot {
             Spot::Player(name) => self.write_player(&name, data)?,
             Spot::Auth => self.auth()?.with(
                 true,

@@ -74,6 +74,11 @@ impl<S> Lazy<S> {
             || std::fs::symlink_metadata(self.world.join(self.label.trim_end_matches('/'))).is_ok()
     }
 
+    /// The identity of the database file now (`None` without one).
+    pub(super) fn database_id(&self) -> Option<(u64, u64)> {
+        self.database.as_deref().and_then(file_id)
+    }
+
     /// Runs `f` on the store; `absent` gives the answer while a database to be read does
     /// not exist.
     pub(super) fn with<R>(

@@ -230,3 +230,61 @@ fn a_player_that_cannot_be_read_is_listed_and_fails_its_own_stat() {
     assert_ne!(e.errno(), libc::ENOENT, "{e}");
     assert!(e.to_string().contains("hp"), "{e}");
 }
+
+/// A stat of auth.txt renders every account only when the store changed: not again for an
+/// unchanged store, again after the mount's own write and after another program's commit,
+/// and again after the database was replaced.
+#[test]
+fn auth_stat_renders_only_after_a_change() {
+    use std::sync::atomic::Ordering;
+    let state = tempfile::tempdir().unwrap();
+    std::env::set_var("WORLDFS_STATE_DIR", state.path());
+    let dir = sqlite_world();
+    let a = Accounts::open(dir.path(), &WorldMt::read(dir.path()).unwrap(), false).unwrap();
+    let auth = p(&["auth.txt"]);
+    let renders = || a.auth_renders.load(Ordering::Relaxed);
+    let first = a.stat(&auth).unwrap();
+    for _ in 0..5 {
+        assert_eq!(a.stat(&auth).unwrap(), first);
+    }
+    assert_eq!(renders(), 1, "an unchanged store is not rendered again");
+
+    a.write(&auth, b"alice:#1#salt#verifier:interact:5\nbob::shout:0\n")
+        .unwrap();
+    let written = a.stat(&auth).unwrap();
+    assert_eq!(written.size, a.read(&auth).unwrap().len() as u64);
+    assert_eq!(renders(), 2, "the mount's own write");
+
+    // Another program's commit (the engine, on its own connection).
+    let mut other = SqliteAuth::open(&dir.path().join("auth.sqlite"), false).unwrap();
+    let carol = AuthEntry {
+        name: "carol".into(),
+        password: String::new(),
+        privileges: vec![],
+        last_login: 0,
+    };
+    let mut entries = other.entries().unwrap();
+    entries.push(carol);
+    other.apply(&entries).unwrap();
+    let after = a.stat(&auth).unwrap();
+    assert_eq!(after.size, a.read(&auth).unwrap().len() as u64);
+    assert!(after.size > written.size, "carol is counted");
+    assert_eq!(renders(), 3);
+    a.stat(&auth).unwrap();
+    assert_eq!(renders(), 3);
+
+    // The database replaced by another file (a restore from a backup).
+    let copy = dir.path().join("auth.sqlite.new");
+    std::fs::copy(dir.path().join("auth.sqlite"), &copy).unwrap();
+    drop(other);
+    let mut restored = SqliteAuth::open(&copy, false).unwrap();
+    restored.apply(&[]).unwrap();
+    drop(restored);
+    std::fs::rename(&copy, dir.path().join("auth.sqlite")).unwrap();
+    assert_eq!(
+        a.stat(&auth).unwrap().size,
+        0,
+        "no accounts in the new database"
+    );
+    assert_eq!(renders(), 4);
+}
