@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::dir::Dir;
-use nix::fcntl::{openat, readlinkat, renameat, AtFlags, OFlag};
+use nix::fcntl::{openat, openat2, readlinkat, renameat, AtFlags, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{
     fchmodat, fstatat, mkdirat, utimensat, FchmodatFlags, FileStat, Mode, SFlag, UtimensatFlags,
 };
@@ -94,6 +94,32 @@ fn at_error(path: &TreePath, e: nix::errno::Errno) -> Error {
 
 /// The listing cookie of the entry `name`: its hash, in `first_cookie..` below
 /// [`MAX_TREE_COOKIE`].
+/// At most this many bytes of folder names are opened in one call (below `PATH_MAX`).
+const CHUNK_BYTES: usize = 3072;
+
+/// `folders` cut into runs whose joined names stay under [`CHUNK_BYTES`] (a name alone is at
+/// most 255 bytes).
+fn chunks(folders: &[String]) -> impl Iterator<Item = &[String]> {
+    let mut rest = folders;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take_while(|part| {
+                bytes += part.len() + 1;
+                bytes <= CHUNK_BYTES
+            })
+            .count()
+            .max(1);
+        let (chunk, after) = rest.split_at(n);
+        rest = after;
+        Some(chunk)
+    })
+}
+
 fn name_cookie(first_cookie: u64, name: &str) -> u64 {
     first_cookie + content_hash(name.as_bytes()) % (MAX_TREE_COOKIE / 2)
 }
@@ -191,10 +217,36 @@ impl FolderFiles {
                 )));
             }
         }
-        for part in folders {
-            dir = Self::open_sub(&dir, part, path)?;
+        for chunk in chunks(folders) {
+            dir = match Self::open_beneath(&dir, chunk, path) {
+                Some(opened) => opened?,
+                None => chunk
+                    .iter()
+                    .try_fold(dir, |dir, part| Self::open_sub(&dir, part, path))?,
+            };
         }
         Ok(At { dir, name })
+    }
+
+    /// The folder `parts` below `dir` in one call, no link followed on the way (so a path's
+    /// cost does not grow with its depth: one call for up to [`CHUNK_BYTES`] of names).
+    /// `None` where the kernel cannot (no `openat2`): then each part is opened in turn.
+    fn open_beneath(dir: &File, parts: &[String], path: &TreePath) -> Option<Result<File>> {
+        let how = OpenHow::new()
+            .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_BENEATH);
+        match openat2(dir.as_raw_fd(), parts.join("/").as_str(), how) {
+            // SAFETY: `openat2` just returned this descriptor, which nothing else owns.
+            Ok(fd) => Some(Ok(unsafe { File::from_raw_fd(fd) })),
+            Err(
+                nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM | nix::errno::Errno::E2BIG,
+            ) => None,
+            // A link or a file where a folder is expected: the path names nothing here.
+            Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => Some(Err(
+                Error::not_found(format!("{}: no such folder", path.join("/"))),
+            )),
+            Err(e) => Some(Err(at_error(path, e))),
+        }
     }
 
     /// The folder `path` itself (the top for an empty path).
@@ -804,6 +856,54 @@ mod tests {
             assert_eq!(e.errno(), libc::ENOENT, "{e}");
         }
         assert!(fs::symlink_metadata(world.join("map.sqlite")).is_ok());
+    }
+
+    #[test]
+    fn deep_folders_are_reached_in_a_few_calls_and_never_through_a_link() {
+        use nix::sys::stat::mkdirat;
+        use nix::unistd::symlinkat;
+        let dir = tempfile::tempdir().unwrap();
+        let world = dir.path().join("world");
+        let outside = dir.path().join("outside");
+        fs::create_dir_all(outside.join("d")).unwrap();
+        fs::write(outside.join("d/leaf"), b"outside").unwrap();
+        fs::create_dir_all(world.join("deep")).unwrap();
+        // Deeper than PATH_MAX: 2,500 levels of "d" are 5,000 bytes of path, made one level
+        // at a time from descriptors (the whole path is too long for one call).
+        let mut deep = vec!["deep".to_string()];
+        deep.extend(std::iter::repeat("d".to_string()).take(2500));
+        let root = File::open(&world).unwrap();
+        let mut levels = vec![FolderFiles::open_sub(&root, "deep", &deep).unwrap()];
+        for _ in 1..deep.len() {
+            let last = levels.last().unwrap();
+            mkdirat(Some(last.as_raw_fd()), "d", Mode::S_IRWXU).unwrap();
+            let next = FolderFiles::open_sub(last, "d", &deep).unwrap();
+            levels.push(next);
+        }
+        let bottom = levels.last().unwrap();
+        let leaf_at = |fd: &File| format!("/proc/self/fd/{}/leaf", fd.as_raw_fd());
+        fs::write(leaf_at(bottom), b"deep").unwrap();
+        let f = FolderFiles::new(&world, |_| false, false);
+        let mut leaf = deep.clone();
+        leaf.push("leaf".into());
+        assert_eq!(&**f.read(&leaf).unwrap(), b"deep");
+        assert!(chunks(&deep).count() > 1, "the walk takes several calls");
+        f.write(&leaf, b"written").unwrap();
+        assert_eq!(fs::read(leaf_at(bottom)).unwrap(), b"written");
+        // A link in the middle of a path is never followed, in the first call or a later one.
+        for at in [1, 2000] {
+            let parent = levels[at - 1].as_raw_fd();
+            renameat(Some(parent), "d", Some(parent), "real").unwrap();
+            symlinkat(&outside, Some(parent), "d").unwrap();
+            let mut through = deep[..at].to_vec();
+            through.extend(["d".to_string(), "d".to_string(), "leaf".to_string()]);
+            let e = f.read(&through).unwrap_err();
+            assert_eq!(e.errno(), libc::ENOENT, "{e}");
+            unlinkat(Some(parent), "d", UnlinkatFlags::NoRemoveDir).unwrap();
+            renameat(Some(parent), "real", Some(parent), "d").unwrap();
+        }
+        assert_eq!(&**f.read(&leaf).unwrap(), b"written");
+        assert_eq!(fs::read(outside.join("d/leaf")).unwrap(), b"outside");
     }
 
     #[test]
