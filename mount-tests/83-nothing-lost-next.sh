@@ -3,8 +3,9 @@
 # and deletes nothing (mv falls back to copy-then-delete on EXDEV); install and cp
 # --remove-destination (unlink, then create) replace a player or world.mt only with a text that
 # commits; index/ takes no file (create, open for writing, truncation) and a bad new name
-# there is EPERM, not EINVAL; a FIFO at map.sqlite is
-# refused at once by mount, info and check instead of hanging them.
+# there is EPERM, not EINVAL; a reader of a world-folder file that is replaced on disk reads
+# the old file whole; a FIFO at map.sqlite is refused at once by mount, info and check
+# instead of hanging them.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/accounts.sh"
 
@@ -74,6 +75,20 @@ NODE=$(ls "$M/index/nodes" | head -1)
 if mv "$M/index/nodes/$NODE" "$M/index/nodes/bad name" 2>"$T/mv.err"; then fail "a bad node name was taken"; fi
 assert_contains "$T/mv.err" "Operation not permitted"
 assert_not_contains "$T/mv.err" "subdirectory of itself"
+
+# 5. A reader of a world-folder file that another program replaces (a shorter file renamed
+# over it) reads the old file whole, as on disk; a new open reads the new one.
+head -c 150000 /dev/urandom | base64 >"$W/notes.txt"
+cp "$W/notes.txt" "$T/notes.old"
+exec 4<"$M/notes.txt"
+dd bs=1000 count=1 <&4 >"$T/notes.read" 2>/dev/null
+echo "short" >"$W/notes.new" && mv "$W/notes.new" "$W/notes.txt"
+sleep 2  # past the time the kernel keeps a world-folder file's attributes
+assert_eq "$(stat -c %s "$M/notes.txt")" 6 "size of the replaced file"
+cat <&4 >>"$T/notes.read"
+exec 4<&-
+cmp "$T/notes.read" "$T/notes.old" || fail "the reader got $(wc -c <"$T/notes.read") bytes, not the old file's $(wc -c <"$T/notes.old")"
+assert_eq "$(cat "$M/notes.txt")" "short" "a new open of the replaced file"
 unmount_world "$M"
 
 # The removal reached the store; the replaced player holds the new text.

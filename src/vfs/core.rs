@@ -292,7 +292,7 @@ impl Vfs {
             .inodes
             .write()
             .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-            .lookup(parent, name);
+            .lookup(parent, name, stat.file);
         Ok((ino, stat))
     }
 
@@ -308,8 +308,15 @@ impl Vfs {
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<Stat> {
         if let Some(fh) = fh {
             let file = lock(&*self.handle(fh)?)?.file.clone();
+            let named = self
+                .inodes
+                .read()
+                .map_err(|_| Error::corrupt("inode table lock poisoned"))?
+                .named(ino);
             let f = lock(&file)?;
-            if f.detached || f.shared() {
+            // A file whose name now stands for another file (see `Inodes::lookup`) shows
+            // what its handles read.
+            if f.detached || f.shared() || !named {
                 let (path, stat) = (f.path.clone(), f.stat());
                 drop(f);
                 return Ok(self.shown(&path, stat));

@@ -120,6 +120,11 @@ fn chunks(folders: &[String]) -> impl Iterator<Item = &[String]> {
     })
 }
 
+/// Which file `st` is: its device and inode number, in one number.
+fn file_id(st: &FileStat) -> u64 {
+    (st.st_dev as u64).rotate_left(32) ^ st.st_ino as u64
+}
+
 fn name_cookie(first_cookie: u64, name: &str) -> u64 {
     first_cookie + content_hash(name.as_bytes()) % (MAX_TREE_COOKIE / 2)
 }
@@ -302,6 +307,7 @@ impl FolderFiles {
                 uid: st.st_uid,
                 gid: st.st_gid,
             }),
+            file: (kind == Kind::File).then(|| file_id(&st)),
         })
     }
 

@@ -75,6 +75,7 @@ impl OpenFile {
             volatile: self.home == Home::Tree && !self.dirty,
             source: None,
             owner: self.owner,
+            file: None,
         }
     }
 }
@@ -389,7 +390,7 @@ impl Vfs {
             .inodes
             .write()
             .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-            .lookup(parent, name);
+            .lookup(parent, name, stat.file);
         Ok((ino, stat, fh))
     }
 

@@ -22,6 +22,8 @@ struct Node {
     kept: Option<Stat>,
     /// Whether the kernel may hold this folder's listing until told (see `vfs::kernel_cache`).
     listed: bool,
+    /// The file on disk it stands for, where it is one (see [`Stat::file`]).
+    file: Option<u64>,
 }
 
 /// An inode the kernel holds attributes of, as [`Inodes::kept_below`] returns it.
@@ -51,6 +53,7 @@ impl Default for Inodes {
                 nlookup: 1,
                 kept: None,
                 listed: false,
+                file: None,
             },
         );
         Inodes {
@@ -87,14 +90,22 @@ impl Inodes {
         self.by_name.get(&(parent, Arc::from(name))).copied()
     }
 
-    /// The inode of `name` in `parent`, allocating one; counts one kernel lookup.
-    pub fn lookup(&mut self, parent: u64, name: &str) -> u64 {
+    /// The inode of `name` in `parent`, allocating one; counts one kernel lookup. `file`
+    /// says which file on disk the name now stands for (see [`Stat::file`]): when it is
+    /// another than the inode's, the old inode loses its name (a reader holding it goes on
+    /// reading the old file, as on disk) and the name gets a new inode.
+    pub fn lookup(&mut self, parent: u64, name: &str, file: Option<u64>) -> u64 {
         let key: (u64, Arc<str>) = (parent, Arc::from(name));
         if let Some(&ino) = self.by_name.get(&key) {
-            if let Some(node) = self.nodes.get_mut(&ino) {
-                node.nlookup += 1;
+            match self.nodes.get_mut(&ino) {
+                Some(node) if node.file.is_some() && file.is_some() && node.file != file => {}
+                Some(node) => {
+                    node.nlookup += 1;
+                    node.file = file.or(node.file);
+                    return ino;
+                }
+                None => return ino,
             }
-            return ino;
         }
         let ino = self.next;
         self.next += 1;
@@ -106,10 +117,20 @@ impl Inodes {
                 nlookup: 1,
                 kept: None,
                 listed: false,
+                file,
             },
         );
         self.by_name.insert(key, ino);
         ino
+    }
+
+    /// Whether `ino` still has its name (it loses it to a removal, or to another file put
+    /// at its path: see [`Inodes::lookup`]).
+    pub fn named(&self, ino: u64) -> bool {
+        ino == ROOT
+            || self.nodes.get(&ino).is_some_and(|node| {
+                self.by_name.get(&(node.parent, node.name.clone())) == Some(&ino)
+            })
     }
 
     /// The kernel forgot `n` lookups of `ino`.
@@ -324,11 +345,11 @@ mod tests {
     #[test]
     fn lookups_paths_renames_and_forgets() {
         let mut t = Inodes::default();
-        let blocks = t.lookup(ROOT, "blocks");
-        let b = t.lookup(blocks, "0,0,0");
-        let f = t.lookup(b, "nodes.cubeset");
+        let blocks = t.lookup(ROOT, "blocks", None);
+        let b = t.lookup(blocks, "0,0,0", None);
+        let f = t.lookup(b, "nodes.cubeset", None);
         assert_eq!(t.path(f).unwrap(), vec!["blocks", "0,0,0", "nodes.cubeset"]);
-        assert_eq!(t.lookup(blocks, "0,0,0"), b);
+        assert_eq!(t.lookup(blocks, "0,0,0", None), b);
         t.rename(blocks, "0,0,0", blocks, "1,0,0");
         assert_eq!(t.path(f).unwrap(), vec!["blocks", "1,0,0", "nodes.cubeset"]);
         assert_eq!(t.find(blocks, "0,0,0"), None);
@@ -346,9 +367,9 @@ mod tests {
     #[test]
     fn the_oldest_entries_below_the_top_go_first_when_over_budget() {
         let mut t = Inodes::default();
-        let blocks = t.lookup(ROOT, "blocks");
+        let blocks = t.lookup(ROOT, "blocks", None);
         for i in 0..10 {
-            t.lookup(blocks, &format!("{i},0,0"));
+            t.lookup(blocks, &format!("{i},0,0"), None);
         }
         assert!(t.over_budget(100, &HashSet::new()).is_empty());
         let mut drop: Vec<String> = t
@@ -362,15 +383,33 @@ mod tests {
     }
 
     #[test]
+    fn another_file_at_a_path_is_a_new_inode_and_the_old_one_keeps_no_name() {
+        let mut t = Inodes::default();
+        let a = t.lookup(ROOT, "notes.txt", Some(1));
+        assert_eq!(t.lookup(ROOT, "notes.txt", Some(1)), a, "the same file");
+        assert_eq!(t.lookup(ROOT, "notes.txt", None), a, "unknown: the same");
+        let b = t.lookup(ROOT, "notes.txt", Some(2));
+        assert_ne!(a, b, "another file at the path");
+        assert!(t.named(b) && !t.named(a));
+        t.forget(a, 3);
+        assert_eq!(
+            t.find(ROOT, "notes.txt"),
+            Some(b),
+            "forgetting the old keeps the new"
+        );
+        assert!(t.named(b));
+    }
+
+    #[test]
     fn a_dropped_folder_takes_its_files_along_in_one_name() {
         let mut t = Inodes::default();
-        let blocks = t.lookup(ROOT, "blocks");
+        let blocks = t.lookup(ROOT, "blocks", None);
         for i in 0..4 {
-            let b = t.lookup(blocks, &format!("{i},0,0"));
+            let b = t.lookup(blocks, &format!("{i},0,0"), None);
             for f in ["block.txt", "nodes.cubeset", "meta"] {
-                let f = t.lookup(b, f);
+                let f = t.lookup(b, f, None);
                 if i == 0 && f == 6 {
-                    t.lookup(f, "0,0,0");
+                    t.lookup(f, "0,0,0", None);
                 }
             }
         }
@@ -399,10 +438,10 @@ mod tests {
     #[test]
     fn a_folder_held_after_its_name_was_dropped_gives_up_its_entries_one_by_one() {
         let mut t = Inodes::default();
-        let blocks = t.lookup(ROOT, "blocks");
-        let held = t.lookup(blocks, "0,0,0");
+        let blocks = t.lookup(ROOT, "blocks", None);
+        let held = t.lookup(blocks, "0,0,0", None);
         for f in 0..10 {
-            t.lookup(held, &format!("f{f}"));
+            t.lookup(held, &format!("f{f}"), None);
         }
         let first = t.over_budget(8, &HashSet::new());
         assert_eq!(first.len(), 1, "the folder stands for its files");

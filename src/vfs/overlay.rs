@@ -84,6 +84,7 @@ pub(super) fn overlay_stat(o: &Overlay) -> Stat {
         volatile: o.held.is_unsaved(),
         source: None,
         owner: o.owner,
+        file: None,
     }
 }
 

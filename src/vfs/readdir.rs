@@ -164,7 +164,7 @@ impl Vfs {
         stat: &Stat,
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> bool {
-        let child_ino = self.entry_ino(listing.ino, name, listing.plus);
+        let child_ino = self.entry_ino(listing.ino, name, listing.plus, stat.file);
         let shown = self.shown(&child(listing.dir, name), stat.clone());
         let stat = &shown;
         // Readdirplus hands the kernel attributes it may keep: those of a file are made exact
@@ -193,10 +193,10 @@ impl Vfs {
         ok
     }
 
-    pub(super) fn entry_ino(&self, parent: u64, name: &str, plus: bool) -> u64 {
+    pub(super) fn entry_ino(&self, parent: u64, name: &str, plus: bool, file: Option<u64>) -> u64 {
         if plus {
             if let Ok(mut t) = self.inodes.write() {
-                return t.lookup(parent, name);
+                return t.lookup(parent, name, file);
             }
         } else if let Ok(t) = self.inodes.read() {
             if let Some(ino) = t.find(parent, name) {

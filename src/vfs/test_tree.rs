@@ -89,6 +89,7 @@ impl Tree for Files {
             volatile: false,
             source,
             owner: None,
+            file: None,
         })
     }
     fn list(&self, dir: &[String], after: u64, sink: &mut dyn FnMut(Entry) -> bool) -> Result<()> {

@@ -70,6 +70,11 @@ pub struct Stat {
     /// The owner shown: a file of a real folder keeps its own; `None` stands for the owner
     /// of what the path is shown from ([`Tree::source_files`]), or of the mount.
     pub owner: Option<Owner>,
+    /// Which file of a real folder it is (a hash of its device and inode number on disk):
+    /// when another program puts a new file at the path, the kernel is given a new inode for
+    /// it, so a reader of the old file reads it whole, as on disk. `None` for what the tree
+    /// renders.
+    pub file: Option<u64>,
 }
 
 /// A user and group, as on disk.
@@ -90,6 +95,7 @@ impl Stat {
             volatile: false,
             source: None,
             owner: None,
+            file: None,
         }
     }
 
@@ -103,6 +109,7 @@ impl Stat {
             volatile: false,
             source: None,
             owner: None,
+            file: None,
         }
     }
 
@@ -116,6 +123,7 @@ impl Stat {
             volatile: false,
             source: None,
             owner: None,
+            file: None,
         }
     }
 }

@@ -293,6 +293,7 @@ impl Accounts {
             volatile: true,
             source: None,
             owner: None,
+            file: None,
         }
     }
 
@@ -336,6 +337,7 @@ impl Accounts {
             volatile: true,
             source: None,
             owner: None,
+            file: None,
         }
     }
 

@@ -110,6 +110,7 @@ impl TevdTree {
             volatile: false,
             source: None,
             owner: None,
+            file: None,
         }
     }
 
