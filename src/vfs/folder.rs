@@ -122,7 +122,7 @@ fn chunks(folders: &[String]) -> impl Iterator<Item = &[String]> {
 
 /// Which file `st` is: its device and inode number, in one number.
 fn file_id(st: &FileStat) -> u64 {
-    (st.st_dev as u64).rotate_left(32) ^ st.st_ino as u64
+    st.st_dev.rotate_left(32) ^ st.st_ino
 }
 
 fn name_cookie(first_cookie: u64, name: &str) -> u64 {
