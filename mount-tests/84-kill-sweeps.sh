@@ -15,45 +15,11 @@ M=$T/mnt
 N=${KILL_SWEEP:-6}
 busy_cpu 3
 
-# seconds CMD...: how long CMD takes (it must succeed).
-seconds() {
-  local start end
-  start=$(date +%s.%N)
-  "$@" || fail "unkilled: $* failed"
-  end=$(date +%s.%N)
-  awk -v s="$start" -v e="$end" 'BEGIN { printf "%.3f", e - s }'
-}
-
-# moments SECONDS: N kill moments spread evenly over SECONDS.
-moments() { awk -v d="$1" -v n="$N" 'BEGIN { for (k = 1; k <= n; k++) printf "%.3f ", d * k / (n + 1) }'; }
-
-# killed_at SECONDS CMD...: CMD runs against the mount at $M; the daemon is killed SECONDS in;
-# CMD's failures are expected; the dead mount is cleared with `worldfs unmount`.
-killed_at() {
-  local at=$1 pid job
-  shift
-  pid=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
-  [ "$(wc -w <<<"$pid")" -eq 1 ] || fail "several daemons: $pid"
-  "$@" >/dev/null 2>&1 &
-  job=$!
-  sleep "$at"
-  kill -9 "$pid"
-  wait "$job" || true
-  "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }
-  mountpoint -q "$M" && fail "$M still mounted after the kill"
-  return 0
-}
-
 # exact BACKUP MOUNT WHAT: nothing (times, sizes, modes, contents) differs.
 exact() {
   rsync -a -i --dry-run "$1/" "$2/" >"$T/dry" || fail "$3: dry run failed"
   rsync -a -i --dry-run -c "$1/" "$2/" >>"$T/dry" || fail "$3: checksum dry run failed"
   if [ -s "$T/dry" ]; then head -20 "$T/dry"; fail "$3: $(wc -l <"$T/dry") entries differ"; fi
-}
-
-# old_or_new FILE OLD NEW WHAT: FILE reads as OLD or as NEW.
-old_or_new() {
-  cmp -s "$1" "$2" || cmp -s "$1" "$3" || { diff "$2" "$1" | head -10; fail "$4: neither old nor new"; }
 }
 
 # rendered FILE SED OLD NEW: FILE's text saved in OLD; the SED edit written to FILE and its
@@ -67,21 +33,6 @@ rendered() {
   cp "$1" "$4"
   cp "$3" "$1" || fail "writing $1 back"
   cmp -s "$1" "$3" || fail "$1 renders otherwise after writing it back"
-}
-
-# fsynced_or_next FILE COUNTS WHAT: FILE holds "count K" where K is the last count in COUNTS
-# (whose write an fsync returned for) or the one after it; "" stands for no count yet.
-fsynced_or_next() {
-  local last shown
-  last=$(tail -n1 "$2" 2>/dev/null || true)
-  shown=$(sed -n 's/^count \([0-9]*\).*/\1/p' "$1" | head -1)
-  [ -n "$shown" ] || shown=""
-  case "$shown" in
-    "${last}") ;;
-    "$((${last:-0} + 1))") ;;
-    *) fail "$3: shows count [$shown], the last fsynced count was [$last]" ;;
-  esac
-  echo "$3: count ${shown:-none} (fsynced: ${last:-none})"
 }
 
 # sc_check_killed WORLD WHAT: `worldfs check` of a Survivalcraft world whose daemon was killed

@@ -8,6 +8,7 @@ pub mod fresh;
 pub mod handles;
 pub mod held;
 pub mod inodes;
+pub mod journal;
 pub mod kernel_cache;
 pub mod lock;
 pub mod mtimes;

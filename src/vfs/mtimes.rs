@@ -161,6 +161,11 @@ pub fn open_sidecar(file: &Path, read_only: bool) -> rusqlite::Result<Option<Con
         if !file.exists() {
             return Ok(None);
         }
+        // A kill of a read-write mount inside a commit of times leaves a journal only a
+        // writer can roll back; where that fails, the read below says why.
+        if let Err(e) = crate::vfs::journal::roll_back_cut_commit(file, BUSY_TIMEOUT) {
+            log::warn!("{e}");
+        }
         let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)?;
         conn.busy_timeout(BUSY_TIMEOUT)?;
         conn.execute_batch(&format!("PRAGMA cache_size = -{SIDECAR_CACHE_KIB}"))?;

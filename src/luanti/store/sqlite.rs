@@ -9,7 +9,7 @@ use std::time::Duration;
 use rusqlite::{Connection, DatabaseName, OpenFlags};
 
 use crate::error::{Error, Result};
-use crate::vfs::replace;
+use crate::vfs::{journal, replace};
 
 /// How long a statement waits for a lock held by another process.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -44,9 +44,13 @@ fn kind_of(t: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// Opens an existing database.
+/// Opens an existing database (read-only: after rolling back a commit a kill cut off,
+/// which a read-only connection cannot: see [`journal`]).
 pub fn open(path: &Path, read_only: bool) -> Result<Connection> {
     only_regular(path)?;
+    if read_only {
+        journal::roll_back_cut_commit(path, BUSY_TIMEOUT)?;
+    }
     let flags = if read_only {
         OpenFlags::SQLITE_OPEN_READ_ONLY
     } else {
