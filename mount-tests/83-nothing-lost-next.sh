@@ -4,7 +4,7 @@
 # --remove-destination (unlink, then create) replace a player or world.mt only with a text that
 # commits; index/ takes no file (create, open for writing, truncation) and a bad new name
 # there is EPERM, not EINVAL; a reader of a world-folder file that is replaced on disk reads
-# the old file whole; a FIFO at map.sqlite is refused at once by mount, info and check
+# the old file whole; a file larger than the memory a buffer takes reads back exactly; a FIFO at map.sqlite is refused at once by mount, info and check
 # instead of hanging them.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/accounts.sh"
@@ -89,6 +89,18 @@ cat <&4 >>"$T/notes.read"
 exec 4<&-
 cmp "$T/notes.read" "$T/notes.old" || fail "the reader got $(wc -c <"$T/notes.read") bytes, not the old file's $(wc -c <"$T/notes.old")"
 assert_eq "$(cat "$M/notes.txt")" "short" "a new open of the replaced file"
+
+# 6. A file written past the 8 MiB kept in memory (then in an unnamed file of the state
+# folder) reads back exactly, while open and after its close, written in order or not.
+head -c 20000000 /dev/urandom >"$T/big.bin"
+exec 5<>"$M/big.bin"
+dd if="$T/big.bin" of=/dev/fd/5 bs=1M skip=10 seek=10 conv=notrunc status=none
+dd if="$T/big.bin" of=/dev/fd/5 bs=1M count=10 conv=notrunc status=none
+cmp "$M/big.bin" "$T/big.bin" || fail "a 20 MB file read while open differs"
+exec 5>&-
+cmp "$W/big.bin" "$T/big.bin" || fail "the 20 MB file stored differs"
+cmp "$M/big.bin" "$T/big.bin" || fail "the 20 MB file read back differs"
+[ -z "$(find "$T/state/held" -type f 2>/dev/null)" ] || fail "the state folder holds a named buffer: $(find "$T/state/held" -type f)"
 unmount_world "$M"
 
 # The removal reached the store; the replaced player holds the new text.

@@ -201,7 +201,8 @@ worldfs unmount prints "not committed: PATH (saved in FILE)" and exits 1. Blocks
 back whose commit still fails at unmount are lost: worldfs unmount prints "not committed:
 blocks/X,Y,Z (could not be saved: ...)" for each and exits 1. Descriptors open
 on one file share its buffer: each reads what the others wrote, and stat shows the
-buffer's size. A file is at most 256 MiB (EFBIG beyond); a file a write failed to grow past
+buffer's size. A buffer past 8 MiB waits in an unnamed private file of the state folder,
+not in memory. A file is at most 256 MiB (EFBIG beyond); a file a write failed to grow past
 it is never stored cut: its closes fail with EFBIG and drop what was written (the file keeps
 what it held), until a truncation. A second read-write mount of a
 world is refused, and so is a mount point that is not empty (unless -o nonempty) or holds a

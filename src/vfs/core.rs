@@ -414,7 +414,11 @@ impl Vfs {
         if let Some(f) = file {
             let mut f = lock(f)?;
             if f.shared() || fh.is_some() {
-                Arc::make_mut(&mut f.data).resize(len, 0);
+                let f = &mut *f;
+                if let Err(e) = f.data.resize(&self.spill, len) {
+                    f.cut = true;
+                    return Err(e);
+                }
                 f.cut = false;
                 f.dirty = true;
                 f.mtime = SystemTime::now();

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
+use crate::vfs::buffer::{Buffer, Slice};
 use crate::vfs::core::{
     check_name, check_size, child, display_path, permission_bits, rebased, Vfs, MAX_FILE_SIZE,
 };
@@ -22,7 +23,7 @@ pub(super) struct OpenFile {
     /// Removed or replaced while open: what its handles write goes nowhere.
     pub(super) detached: bool,
     /// Shared with the tree's rendered text until a handle writes (copied then).
-    pub(super) data: Arc<Vec<u8>>,
+    pub(super) data: Buffer,
     pub(super) dirty: bool,
     pub(super) mtime: SystemTime,
     /// A time set on the file while it held unsaved writes (`cp -a` sets it before its
@@ -77,21 +78,6 @@ impl OpenFile {
             owner: self.owner,
             file: None,
         }
-    }
-}
-
-/// Bytes read from an open file: a range of the text it holds, not copied.
-pub struct Slice {
-    data: Arc<Vec<u8>>,
-    start: usize,
-    end: usize,
-}
-
-impl std::ops::Deref for Slice {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        &self.data[self.start..self.end]
     }
 }
 
@@ -204,7 +190,7 @@ impl Vfs {
             g.writers += 1;
         }
         if mode.truncate {
-            g.data = Arc::default();
+            g.data = Buffer::default();
             g.cut = false;
             g.dirty = true;
             g.mtime = SystemTime::now();
@@ -280,7 +266,7 @@ impl Vfs {
         let file = Arc::new(Mutex::new(OpenFile {
             path: path.clone(),
             detached: false,
-            data,
+            data: Buffer::Memory(data),
             dirty: mode.truncate,
             set_mtime: None,
             mtime: if mode.truncate {
@@ -370,7 +356,7 @@ impl Vfs {
         let file = Arc::new(Mutex::new(OpenFile {
             path: path.clone(),
             detached: false,
-            data: Arc::default(),
+            data: Buffer::default(),
             dirty: true,
             mtime: now,
             set_mtime: None,
@@ -397,12 +383,8 @@ impl Vfs {
     /// Reads from an open handle (the file's buffer, with what other handles wrote).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Slice> {
         let file = lock(&*self.handle(fh)?)?.file.clone();
-        let data = lock(&file)?.data.clone();
-        let start = usize::try_from(offset)
-            .unwrap_or(usize::MAX)
-            .min(data.len());
-        let end = start.saturating_add(size as usize).min(data.len());
-        Ok(Slice { data, start, end })
+        let f = lock(&file)?;
+        f.data.read(offset, size)
     }
 
     /// Writes into the buffer of an open handle's file (nothing is committed before
@@ -420,11 +402,12 @@ impl Vfs {
             }
         };
         let start = end - data.len();
-        let buffer = Arc::make_mut(&mut f.data);
-        if buffer.len() < end {
-            buffer.resize(end, 0);
+        let of = &mut *f;
+        if let Err(e) = of.data.write_at(&self.spill, start, data) {
+            // What the buffer holds is not known whole any more (a full state folder).
+            of.cut = true;
+            return Err(e);
         }
-        buffer[start..end].copy_from_slice(data);
         f.dirty = true;
         f.mtime = SystemTime::now();
         f.set_mtime = None;
@@ -482,7 +465,7 @@ impl Vfs {
             if f.home == Home::Core {
                 return Ok(());
             }
-            self.tree.check(&f.path, &f.data).map_err(|e| {
+            self.tree.check(&f.path, &f.data.bytes()?).map_err(|e| {
                 e.context(format!(
                     "{}: nothing written before this close",
                     display_path(&f.path)
@@ -514,7 +497,9 @@ impl Vfs {
             let dated = f.set_mtime.take();
             #[cfg(test)]
             self.race_in_hold.run(self);
-            let text = self.spill.hold(&f.path, f.data.to_vec());
+            let text = self
+                .spill
+                .hold(&f.path, Arc::unwrap_or_clone(f.data.bytes()?));
             let mut overlay = lock(&self.overlay)?;
             match overlay.get_mut(&f.path) {
                 Some(o) => {
@@ -540,7 +525,8 @@ impl Vfs {
             return Ok(());
         }
         let set_mtime = f.set_mtime.take();
-        self.commit(&f.path, f.data.to_vec(), f.perm, f.owner, set_mtime)?;
+        let text = Arc::unwrap_or_clone(f.data.bytes()?);
+        self.commit(&f.path, text, f.perm, f.owner, set_mtime)?;
         match set_mtime {
             Some(m) => self.tree.set_mtime(&f.path, m),
             None => Ok(()),
@@ -732,16 +718,16 @@ mod tests {
         let path = ["d".to_string(), "f".to_string()];
         let shown = tree.read(&path).unwrap();
         let rd = vfs.open(f, OpenMode::default()).unwrap();
+        let held = lock(&*vfs.handle(rd).unwrap())
+            .unwrap()
+            .file
+            .lock()
+            .unwrap()
+            .data
+            .bytes()
+            .unwrap();
         assert!(
-            Arc::ptr_eq(
-                &lock(&*vfs.handle(rd).unwrap())
-                    .unwrap()
-                    .file
-                    .lock()
-                    .unwrap()
-                    .data,
-                &shown
-            ),
+            Arc::ptr_eq(&held, &shown),
             "the reader holds the tree's text itself"
         );
         let w = vfs.open(f, RW).unwrap();

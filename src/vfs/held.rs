@@ -97,6 +97,11 @@ impl Spill {
         }
     }
 
+    /// The folder it spills into, if any.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     /// Removes the spill folder (after every held text is dropped).
     pub fn remove(&self) {
         if let Some(dir) = &self.dir {

@@ -2,6 +2,7 @@
 //! handles, scratch files and write-back. The FUSE adapter (`crate::fuse`) only translates.
 
 mod access;
+pub mod buffer;
 pub mod core;
 pub mod folder;
 pub mod fresh;

@@ -3,6 +3,8 @@
 //! another scratch name it stays held; a tree file renamed to a scratch name (an editor's
 //! backup) is moved aside: hidden, but kept in the store until new content replaces it.
 
+use std::sync::Arc;
+
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::{check_name, child, display_path, rebased, Vfs};
 use crate::vfs::handles::{cut_error, Home};
@@ -43,7 +45,7 @@ impl Vfs {
             }
             if f.dirty {
                 f.dirty = !take;
-                return Ok(f.data.to_vec());
+                return Ok(Arc::unwrap_or_clone(f.data.bytes()?));
             }
         }
         match lock(&self.overlay)?.get(from) {

@@ -1,0 +1,247 @@
+//! The content of a file being written: in memory while small, in a private unnamed file of
+//! the state folder once it grows past [`MEMORY_LIMIT`].
+//!
+//! A restore or a tool may write files of up to 256 MiB (`core::MAX_FILE_SIZE`), several
+//! at once; held whole in memory, each cost its size and more while it grew and again when
+//! it was committed. Past the limit the bytes go to a file of the daemon's own (`O_TMPFILE`,
+//! mode 0600, gone with the daemon), so memory stays bounded however large or many the
+//! files being written; they are read back whole only for their commit. A text that is not
+//! being written (a reader's) stays the tree's shared text, never copied.
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::vfs::held::{private_dir, Spill};
+
+/// A file being written stays in memory up to this size.
+pub const MEMORY_LIMIT: usize = 8 << 20;
+
+/// What a file holds while handles are open on it.
+pub enum Buffer {
+    /// Shared with the tree's rendered text until written (copied then).
+    Memory(Arc<Vec<u8>>),
+    /// Past [`MEMORY_LIMIT`]: `len` bytes in an unnamed file.
+    File { file: File, len: usize },
+}
+
+/// Bytes read from an open file: a range of a text, not copied when it is in memory.
+pub struct Slice {
+    data: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+}
+
+impl std::ops::Deref for Slice {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+}
+
+impl Default for Buffer {
+    fn default() -> Self {
+        Buffer::Memory(Arc::default())
+    }
+}
+
+impl Buffer {
+    /// Its size in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Buffer::Memory(d) => d.len(),
+            Buffer::File { len, .. } => *len,
+        }
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The whole text (read from its file when it is in one).
+    pub fn bytes(&self) -> Result<Arc<Vec<u8>>> {
+        match self {
+            Buffer::Memory(d) => Ok(d.clone()),
+            Buffer::File { file, len } => {
+                let mut data = vec![0; *len];
+                file.read_exact_at(&mut data, 0)?;
+                Ok(Arc::new(data))
+            }
+        }
+    }
+
+    /// Up to `size` bytes from `offset` (fewer at the end).
+    pub fn read(&self, offset: u64, size: u32) -> Result<Slice> {
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(self.len());
+        let end = start.saturating_add(size as usize).min(self.len());
+        match self {
+            Buffer::Memory(d) => Ok(Slice {
+                data: d.clone(),
+                start,
+                end,
+            }),
+            Buffer::File { file, .. } => {
+                let mut data = vec![0; end - start];
+                file.read_exact_at(&mut data, start as u64)?;
+                let end = data.len();
+                Ok(Slice {
+                    data: Arc::new(data),
+                    start: 0,
+                    end,
+                })
+            }
+        }
+    }
+
+    /// Writes `data` at `start`, zero-filling any gap; moves to a file of `spill` when the
+    /// text grows past [`MEMORY_LIMIT`].
+    pub fn write_at(&mut self, spill: &Spill, start: usize, data: &[u8]) -> Result<()> {
+        let end = start + data.len();
+        self.spill_past(spill, end)?;
+        match self {
+            Buffer::Memory(d) => {
+                let buffer = Arc::make_mut(d);
+                if buffer.len() < end {
+                    buffer.resize(end, 0);
+                }
+                buffer[start..end].copy_from_slice(data);
+            }
+            Buffer::File { file, len } => {
+                file.write_all_at(data, start as u64)?;
+                *len = (*len).max(end);
+            }
+        }
+        Ok(())
+    }
+
+    /// Cuts or zero-extends the text to `len` bytes.
+    pub fn resize(&mut self, spill: &Spill, len: usize) -> Result<()> {
+        if len <= MEMORY_LIMIT && len <= self.len() {
+            // Small again: back in memory (the file goes).
+            if let Buffer::File { .. } = self {
+                let mut kept = self.bytes()?;
+                Arc::make_mut(&mut kept).truncate(len);
+                *self = Buffer::Memory(kept);
+                return Ok(());
+            }
+        }
+        self.spill_past(spill, len)?;
+        match self {
+            Buffer::Memory(d) => Arc::make_mut(d).resize(len, 0),
+            Buffer::File { file, len: now } => {
+                file.set_len(len as u64)?;
+                *now = len;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves a text in memory to a file of `spill` when it is to grow to `end` bytes, past
+    /// [`MEMORY_LIMIT`]. Where no file can be made (no state folder; logged) it stays.
+    fn spill_past(&mut self, spill: &Spill, end: usize) -> Result<()> {
+        let Buffer::Memory(d) = self else {
+            return Ok(());
+        };
+        if end <= MEMORY_LIMIT {
+            return Ok(());
+        }
+        let Some(file) = spill.dir().and_then(|dir| match unnamed_file(dir) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                log::warn!("a file being written stays in memory: {e}");
+                None
+            }
+        }) else {
+            return Ok(());
+        };
+        file.write_all_at(d, 0)?;
+        *self = Buffer::File { len: d.len(), file };
+        Ok(())
+    }
+}
+
+/// A new file in `dir` (made if missing, mode 0700) that has no name, readable by the owner
+/// only: `O_TMPFILE`, or where the filesystem has none, a file created new and unlinked.
+fn unnamed_file(dir: &std::path::Path) -> Result<File> {
+    private_dir(dir)?;
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir);
+    match opened {
+        Ok(f) => Ok(f),
+        Err(_) => {
+            static NEXT: AtomicU64 = AtomicU64::new(0);
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let path = dir.join(format!("buffer-{}-{n}", std::process::id()));
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path)
+                .map_err(|e| Error::from(e).context(path.display()))?;
+            std::fs::remove_file(&path).map_err(|e| Error::from(e).context(path.display()))?;
+            Ok(f)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_text_goes_to_a_file_and_reads_back_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = Spill::new(Some(dir.path().join("held")));
+        let mut b = Buffer::default();
+        let chunk: Vec<u8> = (0..=255u8).cycle().take(1 << 20).collect();
+        let mut expected = Vec::new();
+        for i in 0..10 {
+            b.write_at(&spill, i << 20, &chunk).unwrap();
+            expected.extend_from_slice(&chunk);
+        }
+        assert!(
+            matches!(b, Buffer::File { .. }),
+            "past the limit: in a file"
+        );
+        // The file has no name: nothing of it shows in the folder.
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("held")).unwrap().count(),
+            0
+        );
+        b.write_at(&spill, 3, b"xyz").unwrap();
+        expected[3..6].copy_from_slice(b"xyz");
+        assert_eq!(*b.bytes().unwrap(), expected);
+        assert_eq!(&*b.read(2, 5).unwrap(), &expected[2..7]);
+        assert_eq!(b.read(20 << 20, 5).unwrap().len(), 0, "past the end");
+        // A write past the end leaves zeros between.
+        b.write_at(&spill, (11 << 20) + 1, b"!").unwrap();
+        assert_eq!(b.len(), (11 << 20) + 2);
+        assert_eq!(&*b.read(10 << 20, 2).unwrap(), &[0, 0]);
+        b.resize(&spill, 12 << 20).unwrap();
+        assert_eq!(b.len(), 12 << 20);
+        b.resize(&spill, 4).unwrap();
+        assert!(matches!(b, Buffer::Memory(_)), "small again: in memory");
+        assert_eq!(*b.bytes().unwrap(), &expected[..4]);
+    }
+
+    #[test]
+    fn without_a_state_folder_a_large_text_stays_in_memory() {
+        let spill = Spill::new(None);
+        let mut b = Buffer::default();
+        b.write_at(&spill, MEMORY_LIMIT, b"end").unwrap();
+        assert!(matches!(b, Buffer::Memory(_)));
+        assert_eq!(b.len(), MEMORY_LIMIT + 3);
+    }
+}
