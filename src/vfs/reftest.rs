@@ -24,6 +24,9 @@ const NAMES: [&str; 3] = ["f", "g", "h"];
 /// The process making the changes, and the one looking.
 const TOOL: u32 = 7;
 const OTHER: u32 = 99;
+/// A third process editing files in place (`dd`, `truncate`, `touch`): not the one whose
+/// `rm` of failed text hides the stored object from it until it writes the name.
+const EDITOR: u32 = 8;
 
 #[derive(Debug, Clone)]
 enum Step {
@@ -48,6 +51,17 @@ enum Step {
     Wait,
     /// The unmount's commit of everything.
     Unmount,
+    /// `dd conv=notrunc seek=OFFSET`: a text written into a shown file at an offset.
+    WriteAt(usize, usize, bool),
+    /// `truncate -s LEN`: an open without `O_TRUNC`, then `ftruncate`.
+    Truncate(usize, usize),
+    /// `touch -d`: a time set on a shown name, which it then shows.
+    SetTime(usize, u64),
+    /// Unmount and mount again: text no commit took is saved for recovery, not shown.
+    Remount,
+    /// The daemon dropped without unmount (SIGKILL), then mounted again: what closes
+    /// committed stays, removals held back and text no commit took are gone.
+    Crash,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -62,6 +76,11 @@ fn step() -> impl Strategy<Value = Step> {
         (0..NAMES.len(), 0..NAMES.len()).prop_map(|(a, b)| Step::CreateRenameAway(a, b)),
         Just(Step::Wait),
         Just(Step::Unmount),
+        (0..NAMES.len(), 0..8usize, any::<bool>()).prop_map(|(n, o, g)| Step::WriteAt(n, o, g)),
+        (0..NAMES.len(), 0..12usize).prop_map(|(n, l)| Step::Truncate(n, l)),
+        (0..NAMES.len(), 1..4u64).prop_map(|(n, t)| Step::SetTime(n, t)),
+        Just(Step::Remount),
+        Just(Step::Crash),
     ]
 }
 
@@ -128,6 +147,25 @@ impl Model {
         true
     }
 
+    /// What an open of `name` for writing (without `O_TRUNC`) starts from, changed by
+    /// `edit`, then closed.
+    fn edit(&mut self, name: &str, edit: impl FnOnce(&mut Vec<u8>)) -> Option<bool> {
+        let mut text = self.shown(name)?.clone();
+        edit(&mut text);
+        Some(self.close(name, text))
+    }
+
+    /// A remount (or a crash): held text is shown no more; a crash also loses the removals
+    /// held back (their objects stay).
+    fn remount(&mut self, crash: bool) {
+        if crash {
+            self.removing.clear();
+        } else {
+            self.removals_done();
+        }
+        self.failed.clear();
+    }
+
     fn removals_done(&mut self) {
         for name in std::mem::take(&mut self.removing) {
             self.stored.remove(&name);
@@ -153,6 +191,28 @@ fn save(vfs: &Vfs, d: u64, name: &str, text: &[u8]) -> crate::error::Result<()> 
     vfs.release(fh)
 }
 
+/// Opens `name` for writing without `O_TRUNC` (as `dd conv=notrunc` and `truncate` do),
+/// lets `change` write or truncate through the handle, and closes it.
+fn edit(
+    vfs: &Vfs,
+    d: u64,
+    name: &str,
+    change: impl FnOnce(u64, u64) -> crate::error::Result<()>,
+) -> crate::error::Result<()> {
+    let (ino, _) = vfs.lookup(d, name, EDITOR)?;
+    let fh = vfs.open(
+        ino,
+        OpenMode {
+            write: true,
+            truncate: false,
+            append: false,
+        },
+    )?;
+    let changed = change(ino, fh);
+    let closed = vfs.release(fh);
+    changed.and(closed)
+}
+
 fn stored(tree: &Files) -> BTreeMap<String, Vec<u8>> {
     lock(&tree.files)
         .unwrap()
@@ -166,8 +226,8 @@ proptest! {
 
     #[test]
     fn the_core_keeps_and_shows_what_the_model_says(steps in prop::collection::vec(step(), 1..24)) {
-        let (tree, vfs, _) = setup();
-        let d = dir_ino(&vfs);
+        let (tree, mut vfs, _) = setup();
+        let mut d = dir_ino(&vfs);
         let mut model = Model::default();
         model.stored.insert("f".into(), b"ok old".to_vec());
         for (i, s) in steps.iter().enumerate() {
@@ -247,6 +307,52 @@ proptest! {
                 Step::Unmount => {
                     vfs.commit_all();
                     model.removals_done();
+                }
+                Step::WriteAt(n, offset, good) => {
+                    if model.shown(NAMES[n]).is_none() {
+                        continue;
+                    }
+                    let written = text(good);
+                    let done = edit(&vfs, d, NAMES[n], |_, fh| {
+                        vfs.write(fh, offset as u64, &written, false).map(drop)
+                    });
+                    let expected = model.edit(NAMES[n], |t| {
+                        if t.len() < offset + written.len() {
+                            t.resize(offset + written.len(), 0);
+                        }
+                        t[offset..offset + written.len()].copy_from_slice(&written);
+                    });
+                    prop_assert_eq!(Some(done.is_ok()), expected, "step {}", i);
+                }
+                Step::Truncate(n, len) => {
+                    if model.shown(NAMES[n]).is_none() {
+                        continue;
+                    }
+                    let done = edit(&vfs, d, NAMES[n], |ino, fh| {
+                        vfs.setattr(ino, Some(fh), Some(len as u64), None, None).map(drop)
+                    });
+                    let expected = model.edit(NAMES[n], |t| t.resize(len, 0));
+                    prop_assert_eq!(Some(done.is_ok()), expected, "step {}", i);
+                }
+                Step::SetTime(n, secs) => {
+                    if model.shown(NAMES[n]).is_none() {
+                        continue;
+                    }
+                    let when = std::time::UNIX_EPOCH + Duration::from_secs(secs * 1000);
+                    let (ino, _) = vfs.lookup(d, NAMES[n], EDITOR).expect("looks up");
+                    vfs.setattr(ino, None, None, Some(when), None).expect("sets the time");
+                    let (_, stat) = vfs.lookup(d, NAMES[n], OTHER).expect("looks up");
+                    prop_assert_eq!(stat.mtime, when, "time of {} after step {}", NAMES[n], i);
+                }
+                Step::Remount | Step::Crash => {
+                    let crash = matches!(s, Step::Crash);
+                    if !crash {
+                        vfs.commit_all();
+                    }
+                    // A killed daemon's core is dropped with whatever it held.
+                    vfs = Vfs::new(tree.clone(), None);
+                    d = dir_ino(&vfs);
+                    model.remount(crash);
                 }
             }
             prop_assert_eq!(stored(&tree), model.stored.clone(), "store after step {}: {:?}", i, s);

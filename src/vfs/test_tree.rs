@@ -84,7 +84,7 @@ impl Tree for Files {
         Ok(Stat {
             kind: Kind::File,
             size: data.len() as u64,
-            mtime: UNIX_EPOCH,
+            mtime: lock(&self.mtimes)?.get(&key).copied().unwrap_or(UNIX_EPOCH),
             perm: if key.ends_with("/auth") { 0o600 } else { 0o644 },
             volatile: false,
             source,
