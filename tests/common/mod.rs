@@ -2,6 +2,7 @@
 //! submodules it needs; the example fixtures of the mount tests include it as well.
 //!
 //! - [`samples`]: the one list of the real sample files, by path.
+//! - [`fixtures`]: one world of each game with a file and its good and bad edits.
 //! - [`scratch`]: writable temporary copies of samples and the daemon's state folder.
 //! - [`engine`]: the real Luanti engine (world generator, probe, migrations).
 //! - [`postgres`]: a throwaway PostgreSQL server and worlds the engine moved into it.
@@ -13,6 +14,7 @@
 //!   examples `hostile_fixture` and `luanti_hostile` for the mount tests).
 
 pub mod engine;
+pub mod fixtures;
 pub mod hostile;
 pub mod luanti_hostile;
 pub mod mapblock;
