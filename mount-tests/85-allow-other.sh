@@ -156,4 +156,34 @@ as nobody cat "$M/header.txt" >/dev/null || fail "nobody cannot read a 0644 disk
 denied nobody sed -i 's/^name = .*/name = "x"/' "$M/header.txt"
 unmount_world "$M"
 assert_eq "$(sha "$D")" "$before" "the disk after a refused edit"
+echo "a Terrarum disk: as the disk allows"
+
+# chown through the mount: a world-folder file gets its new owner on disk, and cp -a and
+# rsync -a as root keep the owners of what they copy in (as on disk); a store's object keeps
+# the store's owner, the chown succeeding without effect; another user may not give a file
+# away (the kernel refuses).
+C=$(world chown 1)
+mount_world "$C" "$M" --allow-other
+echo "note" >"$M/notes.txt"
+chown 4242:4243 "$M/notes.txt" || fail "chown of a world-folder file failed"
+assert_eq "$(stat -c %u:%g "$C/notes.txt")" "4242:4243" "owner on disk after chown"
+assert_eq "$(stat -c %u:%g "$M/notes.txt")" "4242:4243" "owner shown after chown"
+chgrp 4244 "$M/notes.txt"
+assert_eq "$(stat -c %u:%g "$C/notes.txt")" "4242:4244" "owner on disk after chgrp"
+mkdir "$T/own"
+echo "from a backup" >"$T/own/kept.txt"
+chown 4245:4245 "$T/own/kept.txt"
+cp -a "$T/own/kept.txt" "$M/copied.txt"
+rsync -a "$T/own/kept.txt" "$M/synced.txt"
+for f in copied.txt synced.txt; do
+  assert_eq "$(stat -c %u:%g "$C/$f")" "4245:4245" "owner on disk of $f"
+done
+before=$(sha "$C/players.sqlite")
+chown 4242 "$M/players/celeron55" || fail "chown of a player failed"
+assert_eq "$(stat -c %U "$M/players/celeron55")" "root" "owner of a player after chown"
+chown nobody "$M/notes.txt"
+denied nobody chown 4242 "$M/notes.txt"
+assert_eq "$(stat -c %U "$C/notes.txt")" "nobody" "owner after a refused chown"
+unmount_world "$M"
+assert_eq "$(sha "$C/players.sqlite")" "$before" "players.sqlite after a chown"
 echo "ok"

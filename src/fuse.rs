@@ -55,7 +55,7 @@ impl WorldFs {
     }
 
     /// Makes the user of `req` the owner of `ino`, which it just made with attributes `made`
-    /// ([`Vfs::set_creator`]); the attributes of `ino` then. What the mount's own user makes
+    /// ([`Vfs::set_owner`]); the attributes of `ino` then. What the mount's own user makes
     /// is left as before (a file replaced keeps its owner, a new one is the daemon's). What
     /// was made stays made when giving it away fails (the failure is logged; it shows the
     /// owner it has).
@@ -67,10 +67,32 @@ impl WorldFs {
         if owner.uid == self.uid {
             return made;
         }
-        self.vfs.set_creator(ino, owner).unwrap_or_else(|e| {
+        self.vfs.set_owner(ino, owner).unwrap_or_else(|e| {
             log::warn!("giving what uid {} made its owner: {e}", owner.uid);
             made
         })
+    }
+
+    /// `chown` of `ino`: the parts not given stay as shown.
+    fn chown(
+        &self,
+        ino: u64,
+        fh: Option<u64>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+    ) -> Result<(), Error> {
+        let now = self.vfs.getattr(ino, fh)?.owner.unwrap_or(Owner {
+            uid: self.uid,
+            gid: self.gid,
+        });
+        let owner = Owner {
+            uid: uid.unwrap_or(now.uid),
+            gid: gid.unwrap_or(now.gid),
+        };
+        if owner != now {
+            self.vfs.set_owner(ino, owner)?;
+        }
+        Ok(())
     }
 
     /// The process a request comes from.
@@ -227,8 +249,8 @@ impl Filesystem for WorldFs {
         _req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
         size: Option<u64>,
         _atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
@@ -241,9 +263,15 @@ impl Filesystem for WorldFs {
         reply: ReplyAttr,
     ) {
         let since = self.vfs.kernel_epoch();
-        // The modes of tree files and all owners are fixed (chmod/chown succeed without effect
-        // there, so `cp -p` and `rsync -a` work); sizes, mtimes and the modes of files the
-        // core holds are real.
+        // The modes and owners of tree files are fixed (chmod/chown succeed without effect
+        // there, so `cp -p` and `rsync -a` work); sizes, mtimes, the modes of files the core
+        // holds and the owners of real folders' files are real. The kernel checked who may
+        // chown (default_permissions).
+        if uid.is_some() || gid.is_some() {
+            if let Err(e) = self.chown(ino.0, fh.map(|f| f.0), uid, gid) {
+                return reply.error(fail("chown", &e));
+            }
+        }
         match self
             .vfs
             .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time), mode)

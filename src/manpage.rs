@@ -45,7 +45,9 @@ each view the owner of its database and, for group and others, at most the bits 
 database gives them (a 0600 map.sqlite shows blocks 0600 and folders 0700); a Terrarum disk's files follow the disk file. World
 files and folders show their own owners, permission bits (less write on --read-only) and
 mtimes; chmod and touch set them, a replaced file keeps its mode, and what a user makes
-there through the mount is that user's on disk when worldfs runs as root. Symbolic links in the
+there through the mount is that user's on disk when worldfs runs as root, as is a chown
+(cp -a and rsync -a as root keep owners); on a store's objects chmod and chown succeed
+without effect. Symbolic links in the
 world folder show as links and worldfs never follows one: readlink gives the target as
 stored; rm, mv, touch -h and ln -s act on the link itself (ln -s only among the world
 folder's files). A folder named like a view (blocks/, index/, players/ beside the sqlite3 player

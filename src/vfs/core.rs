@@ -463,12 +463,13 @@ impl Vfs {
             .map_err(|e| e.context(display_path(&path)))
     }
 
-    /// Records that `owner` created `ino` (a file, folder or link made through the mount): a
-    /// real folder's file gets that owner on disk, at once or when its text is committed,
-    /// so that what another user makes through an `--allow-other` mount is theirs, as it
-    /// would be on disk.
+    /// Gives `ino` the owner `owner`: what another user made through the mount (a file,
+    /// folder or link), or a `chown`. A real folder's file gets that owner on disk, at once
+    /// or when its text is committed, so that what another user makes through an
+    /// `--allow-other` mount is theirs and `cp -a` as root keeps owners, as on disk; the
+    /// objects of a store keep the store's owner ([`Tree::set_owner`]).
     /// Returns its attributes then.
-    pub fn set_creator(&self, ino: u64, owner: Owner) -> Result<Stat> {
+    pub fn set_owner(&self, ino: u64, owner: Owner) -> Result<Stat> {
         let path = self.path_of(ino)?;
         if let Some(f) = self.open_file(&path)? {
             lock(&f)?.owner = Some(owner);

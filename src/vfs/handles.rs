@@ -31,7 +31,7 @@ pub(super) struct OpenFile {
     pub(super) set_mtime: Option<SystemTime>,
     pub(super) perm: u16,
     /// Its owner when known: the file's own (a real folder's file) or its creator's
-    /// ([`Vfs::set_creator`]), given to the file on disk at its commit.
+    /// ([`Vfs::set_owner`]), given to the file on disk at its commit.
     pub(super) owner: Option<Owner>,
     /// A write past [`MAX_FILE_SIZE`] failed: the buffer lacks what came after, so it is
     /// never stored or held anywhere (its commits fail with `EFBIG` and drop it, a rename

@@ -22,7 +22,7 @@ pub(super) struct Overlay {
     /// Its listing cookie: assigned once, so a paged listing neither skips nor repeats it
     /// when other held files come and go.
     pub(super) cookie: u64,
-    /// Who created it, when that is known ([`Vfs::set_creator`]): given to the file on disk
+    /// Who created it, when that is known ([`Vfs::set_owner`]): given to the file on disk
     /// when it is committed (a real folder's file; objects of a store have its owner).
     pub(super) owner: Option<Owner>,
 }
