@@ -84,11 +84,22 @@ exec 4<"$M/notes.txt"
 dd bs=1000 count=1 <&4 >"$T/notes.read" 2>/dev/null
 echo "short" >"$W/notes.new" && mv "$W/notes.new" "$W/notes.txt"
 sleep 2  # past the time the kernel keeps a world-folder file's attributes
-assert_eq "$(stat -c %s "$M/notes.txt")" 6 "size of the replaced file"
+# Read on without any lookup of the name first: the handle itself finds the file replaced.
 cat <&4 >>"$T/notes.read"
+assert_eq "$(stat -c %s "$M/notes.txt")" 6 "size of the replaced file"
 exec 4<&-
 cmp "$T/notes.read" "$T/notes.old" || fail "the reader got $(wc -c <"$T/notes.read") bytes, not the old file's $(wc -c <"$T/notes.old")"
 assert_eq "$(cat "$M/notes.txt")" "short" "a new open of the replaced file"
+# The mount's own saves in place of a world-folder file keep its inode number, as on disk
+# (tail -F and log handlers see the same file), though each commit puts a new file there.
+ino=$(stat -c %i "$M/notes.txt")
+echo "longer text" >"$M/notes.txt"
+sleep 2
+echo "more" >>"$M/notes.txt"
+sleep 2
+assert_eq "$(stat -c %i "$M/notes.txt")" "$ino" "inode number after the mount's own saves"
+assert_eq "$(cat "$M/notes.txt")" "longer text
+more" "the saved text"
 
 # 6. A file written past the 8 MiB kept in memory (then in an unnamed file of the state
 # folder) reads back exactly, while open and after its close, written in order or not.

@@ -212,7 +212,8 @@ mount already.
 .PP
 Never write while a game server runs on the world: the server overwrites blocks it holds in
 memory and gives up on a database locked for 3 seconds. --read-only is safe beside a running
-server (only short read transactions).
+server (only short read transactions; the one write, as any SQLite program makes at its
+first read, rolls back a commit a crash cut off, whose journal no process holds).
 .SH EXAMPLES
 .nf
 worldfs mount ~/.minetest/worlds/w /mnt/w

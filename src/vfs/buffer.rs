@@ -100,10 +100,11 @@ impl Buffer {
     }
 
     /// Writes `data` at `start`, zero-filling any gap; moves to a file of `spill` when the
-    /// text grows past [`MEMORY_LIMIT`].
+    /// text is or grows past [`MEMORY_LIMIT`] (before a large text shared with the tree is
+    /// copied). A write that fails leaves the text as it was.
     pub fn write_at(&mut self, spill: &Spill, start: usize, data: &[u8]) -> Result<()> {
         let end = start + data.len();
-        self.spill_past(spill, end)?;
+        self.spill_past(spill, end.max(self.len()));
         match self {
             Buffer::Memory(d) => {
                 let buffer = Arc::make_mut(d);
@@ -113,7 +114,12 @@ impl Buffer {
                 buffer[start..end].copy_from_slice(data);
             }
             Buffer::File { file, len } => {
-                file.write_all_at(data, start as u64)?;
+                if let Err(e) = file.write_all_at(data, start as u64) {
+                    // Bytes a partial write left past the end would show through a later
+                    // growth instead of zeros.
+                    let _ = file.set_len(*len as u64);
+                    return Err(e.into());
+                }
                 *len = (*len).max(end);
             }
         }
@@ -122,16 +128,16 @@ impl Buffer {
 
     /// Cuts or zero-extends the text to `len` bytes.
     pub fn resize(&mut self, spill: &Spill, len: usize) -> Result<()> {
-        if len <= MEMORY_LIMIT && len <= self.len() {
-            // Small again: back in memory (the file goes).
-            if let Buffer::File { .. } = self {
-                let mut kept = self.bytes()?;
-                Arc::make_mut(&mut kept).truncate(len);
-                *self = Buffer::Memory(kept);
+        if let Buffer::File { file, len: now } = self {
+            if len <= MEMORY_LIMIT && len <= *now {
+                // Small again: back in memory (the file goes).
+                let mut kept = vec![0; len];
+                file.read_exact_at(&mut kept, 0)?;
+                *self = Buffer::Memory(Arc::new(kept));
                 return Ok(());
             }
         }
-        self.spill_past(spill, len)?;
+        self.spill_past(spill, len);
         match self {
             Buffer::Memory(d) => Arc::make_mut(d).resize(len, 0),
             Buffer::File { file, len: now } => {
@@ -142,27 +148,27 @@ impl Buffer {
         Ok(())
     }
 
-    /// Moves a text in memory to a file of `spill` when it is to grow to `end` bytes, past
-    /// [`MEMORY_LIMIT`]. Where no file can be made (no state folder; logged) it stays.
-    fn spill_past(&mut self, spill: &Spill, end: usize) -> Result<()> {
+    /// Moves a text in memory to a file of `spill` when it is to be `size` bytes, past
+    /// [`MEMORY_LIMIT`]. Where no file can be made or written (no state folder, a full one;
+    /// logged) it stays in memory.
+    fn spill_past(&mut self, spill: &Spill, size: usize) {
         let Buffer::Memory(d) = self else {
-            return Ok(());
+            return;
         };
-        if end <= MEMORY_LIMIT {
-            return Ok(());
+        if size <= MEMORY_LIMIT {
+            return;
         }
-        let Some(file) = spill.dir().and_then(|dir| match unnamed_file(dir) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                log::warn!("a file being written stays in memory: {e}");
-                None
-            }
-        }) else {
-            return Ok(());
+        let Some(dir) = spill.dir() else {
+            return;
         };
-        file.write_all_at(d, 0)?;
-        *self = Buffer::File { len: d.len(), file };
-        Ok(())
+        let moved = unnamed_file(dir).and_then(|file| {
+            file.write_all_at(d, 0)?;
+            Ok(file)
+        });
+        match moved {
+            Ok(file) => *self = Buffer::File { len: d.len(), file },
+            Err(e) => log::warn!("a file being written stays in memory: {e}"),
+        }
     }
 }
 
@@ -234,6 +240,22 @@ mod tests {
         b.resize(&spill, 4).unwrap();
         assert!(matches!(b, Buffer::Memory(_)), "small again: in memory");
         assert_eq!(*b.bytes().unwrap(), &expected[..4]);
+    }
+
+    #[test]
+    fn a_write_into_a_large_shared_text_moves_it_to_a_file_without_touching_the_shared_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = Spill::new(Some(dir.path().join("held")));
+        let shown = Arc::new(vec![7u8; MEMORY_LIMIT + 10]);
+        let mut b = Buffer::Memory(shown.clone());
+        b.write_at(&spill, 0, b"x").unwrap();
+        assert!(
+            matches!(b, Buffer::File { .. }),
+            "moved before any copy in memory"
+        );
+        assert_eq!(shown[0], 7, "the tree's text is untouched");
+        assert_eq!(b.len(), shown.len());
+        assert_eq!(&*b.read(0, 2).unwrap(), b"x\x07");
     }
 
     #[test]

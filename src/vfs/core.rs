@@ -308,17 +308,27 @@ impl Vfs {
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> Result<Stat> {
         if let Some(fh) = fh {
             let file = lock(&*self.handle(fh)?)?.file.clone();
-            let named = self
-                .inodes
-                .read()
-                .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-                .named(ino);
             let f = lock(&file)?;
-            // A file whose name now stands for another file (see `Inodes::lookup`) shows
-            // what its handles read.
-            if f.detached || f.shared() || !named {
-                let (path, stat) = (f.path.clone(), f.stat());
-                drop(f);
+            let (path, stat, read_from) = (f.path.clone(), f.stat(), f.file);
+            let own = f.detached || f.shared();
+            drop(f);
+            // A real folder's file that another program replaced on disk since this handle
+            // read it shows what its handles read, as on disk; its name goes to a new inode
+            // (see `Inodes::lookup`) so that the kernel keeps the two apart.
+            let replaced = read_from.is_some()
+                && !own
+                && self
+                    .stat_path(&path)
+                    .map_or(true, |now| now.file != read_from);
+            let mut inodes = self
+                .inodes
+                .write()
+                .map_err(|_| Error::corrupt("inode table lock poisoned"))?;
+            if replaced {
+                inodes.unname(ino);
+            }
+            if own || !inodes.named(ino) {
+                drop(inodes);
                 return Ok(self.shown(&path, stat));
             }
         }
@@ -414,11 +424,7 @@ impl Vfs {
         if let Some(f) = file {
             let mut f = lock(f)?;
             if f.shared() || fh.is_some() {
-                let f = &mut *f;
-                if let Err(e) = f.data.resize(&self.spill, len) {
-                    f.cut = true;
-                    return Err(e);
-                }
+                f.data.resize(&self.spill, len)?;
                 f.cut = false;
                 f.dirty = true;
                 f.mtime = SystemTime::now();

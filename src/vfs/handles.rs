@@ -37,6 +37,9 @@ pub(super) struct OpenFile {
     /// never stored or held anywhere (its commits fail with `EFBIG` and drop it, a rename
     /// of it fails) until a truncation says what the file holds.
     pub(super) cut: bool,
+    /// Which file on disk its text was read from, for a real folder's file (see
+    /// [`Stat::file`]): when the path shows another, its handles keep showing this one.
+    pub(super) file: Option<u64>,
     /// Where its commits go.
     pub(super) home: Home,
     pub(super) handles: usize,
@@ -231,8 +234,8 @@ impl Vfs {
             };
             (data, home, o.perm, o.mtime, o.owner)
         });
-        let (data, home, perm, mtime, owner) = match held {
-            Some((data, home, perm, mtime, owner)) => (data?, home, perm, mtime, owner),
+        let (data, home, perm, mtime, owner, disk_file) = match held {
+            Some((data, home, perm, mtime, owner)) => (data?, home, perm, mtime, owner, None),
             None => {
                 let stat = self.stat_path(&path)?;
                 match stat.kind {
@@ -260,7 +263,14 @@ impl Vfs {
                     let torn = !same(&after, &stat);
                     reading = Some((after, torn));
                 }
-                (data, Home::Tree, stat.perm, stat.mtime, stat.owner)
+                (
+                    data,
+                    Home::Tree,
+                    stat.perm,
+                    stat.mtime,
+                    stat.owner,
+                    stat.file,
+                )
             }
         };
         let file = Arc::new(Mutex::new(OpenFile {
@@ -277,6 +287,7 @@ impl Vfs {
             perm,
             owner,
             cut: false,
+            file: disk_file,
             home,
             handles: 1,
             writers: usize::from(mode.write),
@@ -363,6 +374,7 @@ impl Vfs {
             perm: o.perm,
             owner: None,
             cut: false,
+            file: None,
             home,
             handles: 1,
             writers: 1,
@@ -402,12 +414,7 @@ impl Vfs {
             }
         };
         let start = end - data.len();
-        let of = &mut *f;
-        if let Err(e) = of.data.write_at(&self.spill, start, data) {
-            // What the buffer holds is not known whole any more (a full state folder).
-            of.cut = true;
-            return Err(e);
-        }
+        f.data.write_at(&self.spill, start, data)?;
         f.dirty = true;
         f.mtime = SystemTime::now();
         f.set_mtime = None;

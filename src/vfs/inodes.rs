@@ -124,6 +124,28 @@ impl Inodes {
         ino
     }
 
+    /// Forgets which file on disk the inode at `path` stands for (the mount itself just put
+    /// another there: a commit renames a new file over the name): the next lookup takes the
+    /// new one as the same inode, so the mount's own saves never look like another file to
+    /// the kernel.
+    pub fn forget_file(&mut self, path: &[String]) {
+        let ino = path.iter().try_fold(ROOT, |ino, name| self.find(ino, name));
+        if let Some(node) = ino.and_then(|ino| self.nodes.get_mut(&ino)) {
+            node.file = None;
+        }
+    }
+
+    /// Takes the name from `ino` (its file was replaced on disk while a handle held it): the
+    /// next lookup of the name gets a new inode.
+    pub fn unname(&mut self, ino: u64) {
+        if let Some(node) = self.nodes.get(&ino) {
+            let key = (node.parent, node.name.clone());
+            if self.by_name.get(&key) == Some(&ino) {
+                self.by_name.remove(&key);
+            }
+        }
+    }
+
     /// Whether `ino` still has its name (it loses it to a removal, or to another file put
     /// at its path: see [`Inodes::lookup`]).
     pub fn named(&self, ino: u64) -> bool {

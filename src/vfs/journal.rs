@@ -24,15 +24,18 @@ fn journal_of(path: &Path) -> PathBuf {
 }
 
 /// Rolls back the commit a kill cut off in the database `path`, if its journal is there and
-/// holds something (an empty or zeroed one is not hot and is left to SQLite). True when a
-/// journal was there and is now dealt with (logged). Fails, naming the journal and what to
-/// do, where the database cannot be opened for writing.
+/// not empty (whether it is hot, SQLite decides). True when a journal was there and the
+/// database then read. A journal of a commit in progress (another process, or this one)
+/// is left to its writer: the read waits at most `busy` for it, and where it is still busy
+/// this gives `false` and the read-only connection goes on as it would have. Fails, naming
+/// the journal and what to do, only where the database cannot be opened for writing; other
+/// errors are SQLite's own.
 pub fn roll_back_cut_commit(path: &Path, busy: Duration) -> Result<bool> {
     let journal = journal_of(path);
     if std::fs::metadata(&journal).map_or(true, |m| !m.is_file() || m.len() == 0) {
         return Ok(false);
     }
-    let rolled = Connection::open_with_flags(
+    let read = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
@@ -42,17 +45,25 @@ pub fn roll_back_cut_commit(path: &Path, busy: Duration) -> Result<bool> {
             r.get::<_, i64>(0)
         })
     });
-    match rolled {
+    let e = match read {
         Ok(_) => {
             if !journal.exists() {
-                log::warn!(
-                    "{}: rolled back a commit that was cut off (its journal was left)",
+                log::info!(
+                    "{}: its journal is gone (a commit cut off was rolled back, or one in \
+                     progress ended)",
                     path.display()
                 );
             }
-            Ok(true)
+            return Ok(true);
         }
-        Err(e) => Err(Error::new(
+        Err(e) => e,
+    };
+    use rusqlite::ErrorCode::{
+        CannotOpen, DatabaseBusy, DatabaseLocked, PermissionDenied, ReadOnly,
+    };
+    match e.sqlite_error_code() {
+        Some(DatabaseBusy | DatabaseLocked) => Ok(false),
+        Some(ReadOnly | CannotOpen | PermissionDenied) => Err(Error::new(
             libc::EROFS,
             format!(
                 "{}: a commit was cut off (its journal {} is left) and cannot be rolled back \
@@ -62,6 +73,7 @@ pub fn roll_back_cut_commit(path: &Path, busy: Duration) -> Result<bool> {
                 journal.display()
             ),
         )),
+        _ => Err(Error::from(e).context(path.display())),
     }
 }
 
@@ -84,6 +96,23 @@ mod tests {
         std::fs::copy(&live, path).unwrap();
         std::fs::copy(journal_of(&live), journal_of(path)).unwrap();
         conn.execute_batch("ROLLBACK").unwrap();
+    }
+
+    #[test]
+    fn a_commit_in_progress_is_left_to_its_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("map.sqlite");
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE t (v BLOB); INSERT INTO t VALUES (zeroblob(4096)), (zeroblob(4096));
+             PRAGMA cache_size = 1; BEGIN EXCLUSIVE; UPDATE t SET v = randomblob(4096);
+             INSERT INTO t SELECT randomblob(4096) FROM t, t AS u, t AS w;",
+        )
+        .unwrap();
+        assert!(journal_of(&db).metadata().unwrap().len() > 0);
+        assert!(!roll_back_cut_commit(&db, Duration::from_millis(50)).unwrap());
+        conn.execute_batch("COMMIT").unwrap();
+        assert!(!journal_of(&db).exists());
     }
 
     #[test]
