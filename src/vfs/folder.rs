@@ -11,8 +11,10 @@
 //!
 //! Symbolic links are shown as links and never followed: anyone who can write to a world
 //! folder could point one at any file of the user running worldfs. Every path is walked
-//! from the folder's own descriptor one name at a time, each sub-folder opened with
-//! `O_NOFOLLOW | O_DIRECTORY`, and every operation acts on the last name with a `*at` call
+//! from the folder's own descriptor, its sub-folders opened with `openat2` refusing any
+//! link (`RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`, a few KiB of names per call, so a
+//! path's cost does not grow with its depth) or, where the kernel has no `openat2`, one
+//! name at a time with `O_NOFOLLOW | O_DIRECTORY`, and every operation acts on the last name with a `*at` call
 //! in its folder's descriptor that does not follow it (`fstatat`, `openat` with
 //! `O_NOFOLLOW`, `readlinkat`, `unlinkat`, `renameat`, `mkdirat`, `symlinkat`, `utimensat`
 //! and `fchmodat` without following): a link, at the end of a path or in the middle, is
@@ -92,8 +94,6 @@ fn at_error(path: &TreePath, e: nix::errno::Errno) -> Error {
     Error::new(e as i32, format!("{}: {e}", path.join("/")))
 }
 
-/// The listing cookie of the entry `name`: its hash, in `first_cookie..` below
-/// [`MAX_TREE_COOKIE`].
 /// At most this many bytes of folder names are opened in one call (below `PATH_MAX`).
 const CHUNK_BYTES: usize = 3072;
 
@@ -125,6 +125,8 @@ fn file_id(st: &FileStat) -> u64 {
     st.st_dev.rotate_left(32) ^ st.st_ino
 }
 
+/// The listing cookie of the entry `name`: its hash, in `first_cookie..` below
+/// [`MAX_TREE_COOKIE`].
 fn name_cookie(first_cookie: u64, name: &str) -> u64 {
     first_cookie + content_hash(name.as_bytes()) % (MAX_TREE_COOKIE / 2)
 }
@@ -243,8 +245,14 @@ impl FolderFiles {
         match openat2(dir.as_raw_fd(), parts.join("/").as_str(), how) {
             // SAFETY: `openat2` just returned this descriptor, which nothing else owns.
             Ok(fd) => Some(Ok(unsafe { File::from_raw_fd(fd) })),
+            // No `openat2` (or refused by a seccomp filter), or a folder on the way moved
+            // while the kernel walked (it then refuses rather than guess): one name at a time.
             Err(
-                nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM | nix::errno::Errno::E2BIG,
+                nix::errno::Errno::ENOSYS
+                | nix::errno::Errno::EPERM
+                | nix::errno::Errno::E2BIG
+                | nix::errno::Errno::EXDEV
+                | nix::errno::Errno::EAGAIN,
             ) => None,
             // A link or a file where a folder is expected: the path names nothing here.
             Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => Some(Err(
