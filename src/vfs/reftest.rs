@@ -32,6 +32,8 @@ const EDITOR: u32 = 8;
 enum Step {
     /// Write a text into the name: good texts commit, bad ones fail their close.
     Save(usize, bool),
+    /// The same with a text past what a buffer keeps in memory (it goes to a file).
+    SaveLarge(usize, bool),
     /// `rm`.
     Remove(usize),
     /// `install`: unlink (if there), then create, write, close.
@@ -67,6 +69,7 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Save(n, g)),
+        (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::SaveLarge(n, g)),
         (0..NAMES.len()).prop_map(Step::Remove),
         (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Replace(n, g)),
         (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Sed(n, g)),
@@ -226,7 +229,11 @@ proptest! {
 
     #[test]
     fn the_core_keeps_and_shows_what_the_model_says(steps in prop::collection::vec(step(), 1..24)) {
-        let (tree, mut vfs, _) = setup();
+        let (tree, _, _) = setup();
+        // A state folder of its own, so large texts go to files as in a mount.
+        let state = tempfile::tempdir().expect("a state folder");
+        let held = state.path().join("held");
+        let mut vfs = Vfs::new(tree.clone(), Some(held.clone()));
         let mut d = dir_ino(&vfs);
         let mut model = Model::default();
         model.stored.insert("f".into(), b"ok old".to_vec());
@@ -236,6 +243,12 @@ proptest! {
                 Step::Save(n, good) => {
                     let done = save(&vfs, d, NAMES[n], &text(good));
                     prop_assert_eq!(done.is_ok(), model.close(NAMES[n], text(good)), "step {}", i);
+                }
+                Step::SaveLarge(n, good) => {
+                    let mut large = text(good);
+                    large.resize(crate::vfs::buffer::MEMORY_LIMIT + 4096, b'.');
+                    let done = save(&vfs, d, NAMES[n], &large);
+                    prop_assert_eq!(done.is_ok(), model.close(NAMES[n], large), "step {}", i);
                 }
                 Step::Remove(n) => {
                     let done = vfs.unlink_as(d, NAMES[n], TOOL);
@@ -350,7 +363,7 @@ proptest! {
                         vfs.commit_all();
                     }
                     // A killed daemon's core is dropped with whatever it held.
-                    vfs = Vfs::new(tree.clone(), None);
+                    vfs = Vfs::new(tree.clone(), Some(held.clone()));
                     d = dir_ino(&vfs);
                     model.remount(crash);
                 }
@@ -359,7 +372,7 @@ proptest! {
             for name in NAMES {
                 let shown = vfs.lookup(d, name, OTHER).ok().map(|(ino, _)| {
                     let fh = vfs.open(ino, OpenMode::default()).expect("opens");
-                    let text = vfs.read(fh, 0, 1 << 20).expect("reads").to_vec();
+                    let text = vfs.read(fh, 0, u32::MAX).expect("reads").to_vec();
                     vfs.release(fh).expect("releases");
                     text
                 });
