@@ -18,7 +18,6 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/postgres.sh"
 
-ENGINE=/usr/games/minetestserver
 RD=$T/redis
 # Every server of the test is stopped whatever happens; a failure keeps its evidence.
 finish() {
@@ -86,18 +85,6 @@ verify() {
   grep -v '^hp = ' "$M/$P" | cmp -s - "$T/player.rest" || { grep -v '^hp = ' "$M/$P" | diff "$T/player.rest" - | head; fail "$what: the player changed beyond hp"; }
 }
 
-# checked WORLD WHAT: `worldfs check` passes; so does SQLite's integrity check of every
-# *.sqlite of the world.
-checked() {
-  local db
-  "$WORLDFS" check "$1" >"$T/check.out" 2>&1 || { cat "$T/check.out"; fail "$2: worldfs check fails"; }
-  grep -q ', 0 broken' "$T/check.out" || { cat "$T/check.out"; fail "$2: worldfs check reports broken blocks"; }
-  for db in "$1"/*.sqlite; do
-    [ -e "$db" ] || continue
-    assert_eq "$(sqlite3 "$db" 'PRAGMA integrity_check')" "ok" "$2: integrity of $(basename "$db")"
-  done
-}
-
 # sweep WHAT WORLD: the editing loop on WORLD timed unkilled, then killed at N moments; then
 # run to its end unkilled.
 sweep() {
@@ -149,42 +136,19 @@ sweep() {
 
 # --- LevelDB: map and players moved into LevelDB by the engine ------------------------------
 WL=$(world lvl 2)
-for what in "" -players; do
-  engine_run "$ENGINE" --world "$WL" --migrate$what leveldb --logfile "$T/migrate.log" >/dev/null 2>"$T/migrate.err" \
-    || { cat "$T/migrate.err"; fail "engine --migrate$what leveldb failed"; }
-done
-grep -q '^backend = leveldb' "$WL/world.mt" || fail "the engine did not move the map into LevelDB"
-grep -q '^player_backend = leveldb' "$WL/world.mt" || fail "the engine did not move the players into LevelDB"
-rm "$WL/map.sqlite" "$WL/players.sqlite"
+to_leveldb "$WL"
 sweep LevelDB "$WL"
 
 # --- Redis: the map's blocks put in a hash of a throwaway server (as 71) --------------------
 SOCK=$("$ROOT/scripts/redis-server" start "$RD") || fail "redis-server did not start"
 WR=$(world red 2)
-python3 - "$WR/map.sqlite" "$T/blocks.resp" <<'PY'
-import sqlite3, sys
-out = open(sys.argv[2], "wb")
-for pos, data in sqlite3.connect(sys.argv[1]).execute("SELECT pos, data FROM blocks"):
-    args = [b"HSET", b"world", str(pos).encode(), bytes(data)]
-    out.write(b"*%d\r\n" % len(args))
-    for a in args:
-        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
-PY
-redis-cli -s "$SOCK" --pipe <"$T/blocks.resp" >/dev/null || fail "filling the hash failed"
-assert_eq "$(redis-cli -s "$SOCK" hlen world)" "$(sqlite3 "$WR/map.sqlite" 'SELECT count(*) FROM blocks')" "blocks in the hash"
-rm "$WR/map.sqlite"
-sed -i 's/^backend = .*/backend = redis/' "$WR/world.mt"
-printf 'redis_address = %s\nredis_hash = world\n' "$SOCK" >>"$WR/world.mt"
+to_redis "$WR" "$SOCK"
 sweep Redis "$WR"
 
 # --- PostgreSQL: map and players moved into a database of a throwaway server (as 60, 64) ----
-WP=$(pg_world pg)
+WP=$(world pg 2)
+to_postgresql "$WP"
 C=$(conn_of "$WP")
-printf 'pgsql_player_connection = %s\n' "$C" >>"$WP/world.mt"
-engine_run "$ENGINE" --world "$WP" --migrate-players postgresql --logfile "$T/migrate.log" >/dev/null 2>"$T/migrate.err" \
-  || { cat "$T/migrate.err"; fail "engine --migrate-players postgresql failed"; }
-grep -q '^player_backend = postgresql' "$WP/world.mt" || fail "the engine did not move the players into PostgreSQL"
-rm "$WP/players.sqlite"
 sweep PostgreSQL "$WP"
 assert_eq "$(pg_sql "$C" "SELECT hp FROM player WHERE name = 'celeron55'")" "$(hp_of "$ITER")" "hp stored in PostgreSQL"
 
@@ -239,31 +203,35 @@ K=$T/ren-killed
 # journal_killed DELAY: the rename runs against the mount at $M; the daemon is killed DELAY
 # seconds after map.sqlite-journal appears beside the map (the commit writing the changed
 # pages into it, a rollback journal), seen by a watcher polling without sleeping; the dead
-# mount is cleared with `worldfs unmount`.
+# mount is cleared with `worldfs unmount`. $T/watched says "seen", or "missed" when the
+# rename returned before the watcher saw a journal (on a loaded machine the watcher may be
+# off the CPU for the whole commit): the daemon is killed then, after the rename.
 journal_killed() {
   local pid watcher
   pid=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
   [ "$(wc -w <<<"$pid")" -eq 1 ] || fail "several daemons: $pid"
-  rm -f "$T/watching" "$T/watched"
-  python3 - "$pid" "$K/map.sqlite-journal" "$1" "$T/watching" "$T/watched" <<'PY2' &
+  rm -f "$T/watching" "$T/watched" "$T/renamed"
+  python3 - "$pid" "$K/map.sqlite-journal" "$1" "$T/watching" "$T/watched" "$T/renamed" <<'PY2' &
 import os, signal, sys, time
-pid, path, delay, ready, result = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5]
+pid, path, delay, ready, result, renamed = int(sys.argv[1]), sys.argv[2], float(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]
 open(ready, "w").close()
-end = time.time() + 10
-while not os.path.exists(path) and time.time() < end:
+end = time.time() + 60
+while not os.path.exists(path) and not os.path.exists(renamed) and time.time() < end:
     pass
 seen = os.path.exists(path)
-time.sleep(delay)
+if seen:
+    time.sleep(delay)
 os.kill(pid, signal.SIGKILL)
-open(result, "w").write("seen" if seen else "timeout")
+open(result, "w").write("seen" if seen else "missed")
 PY2
   watcher=$!
   while [ ! -e "$T/watching" ]; do sleep 0.01; done
   rename_node >/dev/null 2>&1 || true
+  : >"$T/renamed"
   wait "$watcher" || fail "the watcher failed"
   "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }
   mountpoint -q "$M" && fail "$M still mounted after the kill"
-  assert_eq "$(cat "$T/watched")" "seen" "the rename's commit made no map.sqlite-journal"
+  return 0
 }
 
 # rename_round WHAT KILL...: the rename on a fresh copy of the world, killed by KILL...; the
@@ -326,8 +294,16 @@ for at in $(moments "$d" "$NR"); do
 done
 # The commit itself (the journal's lifetime is a small part of the run): killed while the
 # changed pages go into the map.
+# A round whose watcher missed the journal (see journal_killed) is still a checked kill, after
+# the rename; it is run again, up to three times in all: a commit that never shows a journal
+# fails.
 for delay in ${JOURNAL_DELAYS:-0 0.003 0.01 0.02}; do
-  rename_round "rename killed $delay s into its commit" journal_killed "$delay"
+  for try in 1 2 3; do
+    rename_round "rename killed $delay s into its commit" journal_killed "$delay"
+    [ "$(cat "$T/watched")" = seen ] && break
+    echo "(the watcher missed the journal of that commit, try $try of 3)"
+  done
+  assert_eq "$(cat "$T/watched")" "seen" "the rename's commit made no map.sqlite-journal the watcher saw in 3 tries"
 done
 
 echo "ok"

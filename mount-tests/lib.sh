@@ -18,9 +18,9 @@ FAILURES=${WORLDFS_TEST_FAILURES:-$ROOT/target/mount-test-failures}
 cleanup() {
   local rc=$?
   for p in "${BUSY[@]}"; do kill "$p" 2>/dev/null || true; done
-  for m in "${MOUNTS[@]}"; do
-    if mountpoint -q "$m" 2>/dev/null; then fusermount3 -u -z "$m" 2>/dev/null || true; fi
-  done
+  # Unmounted whether or not `mountpoint` still tells a mount (it does not tell a dead one:
+  # "Transport endpoint is not connected").
+  for m in "${MOUNTS[@]}"; do fusermount3 -u -z "$m" 2>/dev/null || true; done
   if [ "$rc" != 0 ] && mkdir -p "$FAILURES" 2>/dev/null; then
     local kept
     kept=$FAILURES/$(basename "$0" .sh).$(date +%Y%m%d-%H%M%S).$$
@@ -155,9 +155,11 @@ seconds() {
 moments() { awk -v d="$1" -v n="${2:-$N}" 'BEGIN { for (k = 1; k <= n; k++) printf "%.3f ", d * k / (n + 1) }'; }
 
 # killed_at SECONDS CMD...: CMD runs against the mount at $M; the daemon is killed SECONDS in;
-# CMD's failures are expected; the dead mount is cleared with `worldfs unmount`.
+# CMD's failures are expected; the dead mount is cleared with `worldfs unmount`. Once killed,
+# the daemon ends, and CMD with it (its calls fail): if either still runs 30 s later, the
+# test fails with what the kernel says of them (see stuck_after_kill).
 killed_at() {
-  local at=$1 pid job
+  local at=$1 pid job i
   shift
   pid=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
   [ "$(wc -w <<<"$pid")" -eq 1 ] || fail "several daemons: $pid"
@@ -165,10 +167,71 @@ killed_at() {
   job=$!
   sleep "$at"
   kill -9 "$pid"
+  for ((i = 0; i < 300; i++)); do
+    task_alive "/proc/$job" || threads_alive "$pid" || break
+    sleep 0.1
+  done
+  if task_alive "/proc/$job" || threads_alive "$pid"; then
+    # A daemon killed while a thread of it waited in the kernel on a page that the
+    # command's write holds cannot end, nor can the command: `worldfs unmount` aborts the
+    # connection of such a daemon.
+    echo "30 s after the kill, the daemon or the command still runs: worldfs unmount" >&2
+    "$WORLDFS" unmount "$M" 2>&1 | sed 's/^/  /' >&2 || true
+    for ((i = 0; i < 100; i++)); do
+      task_alive "/proc/$job" || threads_alive "$pid" || break
+      sleep 0.1
+    done
+    if task_alive "/proc/$job" || threads_alive "$pid"; then stuck_after_kill "$pid" "$job" "$*"; fi
+  fi
   wait "$job" || true
-  "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }
+  if grep -qF "$M " /proc/self/mounts; then
+    "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }
+  fi
   mountpoint -q "$M" && fail "$M still mounted after the kill"
   return 0
+}
+
+# task_state DIR: the state letter of the task at DIR (/proc/PID or /proc/PID/task/TID);
+# nothing once it is gone.
+task_state() { sed -n 's/^.*) \(.\).*/\1/p' "$1/stat" 2>/dev/null || true; }
+# task_alive DIR: the task at DIR has not ended (a zombie has).
+task_alive() { case $(task_state "$1") in "" | Z | X) return 1 ;; esac; }
+# threads_alive PID: some thread of process PID has not ended.
+threads_alive() {
+  local t
+  for t in /proc/"$1"/task/*; do task_alive "$t" && return 0; done
+  return 1
+}
+
+# stuck_after_kill DAEMON JOB WHAT: the daemon killed 30 s ago, or the command WHAT (JOB and
+# the processes it started), has not ended: their threads' states and kernel stacks go to
+# $T/stuck.txt and stderr; the mount's FUSE connection is aborted (umount -f), which ends
+# requests that nothing else ends, so that the test can end; then it fails.
+stuck_after_kill() {
+  local daemon=$1 job=$2 what=$3 i
+  (
+    set +e
+    all=$job
+    for ((i = 0; i < 5; i++)); do all="$job $(for p in $all; do pgrep -P "$p"; done)"; done
+    date
+    echo "the daemon ($daemon), killed 30 s ago:"
+    for t in /proc/"$daemon"/task/*; do
+      [ -e "$t" ] || continue
+      echo "  thread $(basename "$t") $(cat "$t/comm") state $(task_state "$t")"
+      sed 's/^/    /' "$t/stack"
+    done
+    echo "the command ($what):"
+    for p in $(tr ' ' '\n' <<<"$all" | sort -un); do
+      task_alive "/proc/$p" || continue
+      echo "  $p $(tr '\0' ' ' <"/proc/$p/cmdline") state $(task_state "/proc/$p")"
+      sed 's/^/    /' "/proc/$p/stack"
+      ls -l "/proc/$p/fd" | grep -F -- "$M" | sed 's/^/    /'
+    done
+  ) >"$T/stuck.txt" 2>&1 || true
+  cat "$T/stuck.txt" >&2
+  umount -f "$M" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do task_alive "/proc/$job" || break; sleep 0.1; done
+  fail "30 s after the daemon was killed, it or the command ($what) still runs: see stuck.txt"
 }
 
 # old_or_new FILE OLD NEW WHAT: FILE reads as OLD or as NEW.
@@ -189,4 +252,100 @@ fsynced_or_next() {
     *) fail "$3: shows count [$shown], the last fsynced count was [$last]" ;;
   esac
   echo "$3: count ${shown:-none} (fsynced: ${last:-none})"
+}
+
+# --- Helpers of the backend sweeps (86, 87) ---
+
+# checked WORLD WHAT: `worldfs check` passes; so does SQLite's integrity check of every
+# *.sqlite of the world.
+checked() {
+  local db
+  "$WORLDFS" check "$1" >"$T/check.out" 2>&1 || { cat "$T/check.out"; fail "$2: worldfs check fails"; }
+  grep -q ', 0 broken' "$T/check.out" || { cat "$T/check.out"; fail "$2: worldfs check reports broken blocks"; }
+  for db in "$1"/*.sqlite; do
+    [ -e "$db" ] || continue
+    assert_eq "$(sqlite3 "$db" 'PRAGMA integrity_check')" "ok" "$2: integrity of $(basename "$db")"
+  done
+}
+
+# exact BACKUP MOUNT WHAT [RSYNC_OPTION...]: another `rsync -a` from BACKUP would change
+# nothing in MOUNT (times, sizes, modes; with -c, contents too): both dry runs list nothing.
+exact() {
+  local b=$1 m=$2 what=$3
+  shift 3
+  rsync -a -i --dry-run "$@" "$b/" "$m/" >"$T/dry" || fail "$what: dry run failed"
+  rsync -a -i --dry-run -c "$@" "$b/" "$m/" >>"$T/dry" || fail "$what: checksum dry run failed"
+  if [ -s "$T/dry" ]; then head -20 "$T/dry"; fail "$what: $(wc -l <"$T/dry") entries differ"; fi
+}
+
+# trim_map WORLD X1,Y1,Z1 X2,Y2,Z2: every block of WORLD's map.sqlite outside the box of block
+# positions removed (a smaller world, for runs that must stay short).
+trim_map() {
+  python3 - "$1/map.sqlite" "$2" "$3" <<'PY' || fail "trimming $1/map.sqlite failed"
+import sqlite3, sys
+lo, hi = ([int(v) for v in a.split(",")] for a in sys.argv[2:4])
+def unsigned_to_signed(v):
+    return v - 4096 if v >= 2048 else v
+def split(pos):
+    # The engine's getIntegerAsBlock (src/database/database.cpp).
+    x = unsigned_to_signed(pos % 4096); pos = (pos - x) // 4096
+    y = unsigned_to_signed(pos % 4096); pos = (pos - y) // 4096
+    return x, y, unsigned_to_signed(pos % 4096)
+db = sqlite3.connect(sys.argv[1])
+drop = [(pos,) for (pos,) in db.execute("SELECT pos FROM blocks")
+        if not all(l <= c <= h for c, l, h in zip(split(pos), lo, hi))]
+db.executemany("DELETE FROM blocks WHERE pos = ?", drop)
+db.commit()
+db.execute("VACUUM")
+PY
+}
+
+# to_leveldb WORLD: WORLD's map and players moved into LevelDB by the engine itself (--migrate,
+# --migrate-players); their *.sqlite removed.
+to_leveldb() {
+  local what
+  for what in "" -players; do
+    engine_run /usr/games/minetestserver --world "$1" --migrate$what leveldb --logfile "$T/migrate.log" >/dev/null 2>"$T/migrate.err" \
+      || { cat "$T/migrate.err"; fail "engine --migrate$what leveldb failed"; }
+  done
+  grep -q '^backend = leveldb' "$1/world.mt" || fail "the engine did not move the map into LevelDB"
+  grep -q '^player_backend = leveldb' "$1/world.mt" || fail "the engine did not move the players into LevelDB"
+  rm "$1/map.sqlite" "$1/players.sqlite"
+}
+
+# to_redis WORLD SOCKET: WORLD's map blocks put in the hash `world` of the Redis server at
+# SOCKET (as the engine writes them: decimal position, the blob); its map.sqlite removed and
+# world.mt naming the hash.
+to_redis() {
+  python3 - "$1/map.sqlite" "$T/blocks.resp" <<'PY'
+import sqlite3, sys
+out = open(sys.argv[2], "wb")
+for pos, data in sqlite3.connect(sys.argv[1]).execute("SELECT pos, data FROM blocks"):
+    args = [b"HSET", b"world", str(pos).encode(), bytes(data)]
+    out.write(b"*%d\r\n" % len(args))
+    for a in args:
+        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
+PY
+  redis-cli -s "$2" --pipe <"$T/blocks.resp" >/dev/null || fail "filling the hash failed"
+  assert_eq "$(redis-cli -s "$2" hlen world)" "$(sqlite3 "$1/map.sqlite" 'SELECT count(*) FROM blocks')" "blocks in the hash"
+  rm "$1/map.sqlite"
+  sed -i 's/^backend = .*/backend = redis/' "$1/world.mt"
+  printf 'redis_address = %s\nredis_hash = world\n' "$2" >>"$1/world.mt"
+}
+
+# to_postgresql WORLD (postgres.sh sourced): WORLD's map and players moved by the engine into a
+# new database of the run's server (--migrate, --migrate-players; as pg_world, 64); its
+# map.sqlite and players.sqlite removed.
+to_postgresql() {
+  local db
+  db=$(pg_db)
+  printf 'pgsql_connection = %s\npgsql_player_connection = %s\n' "$db" "$db" >>"$1/world.mt"
+  engine_run /usr/games/minetestserver --world "$1" --migrate postgresql --logfile "$T/migrate.log" >/dev/null 2>"$T/migrate.err" \
+    || { cat "$T/migrate.err"; fail "engine --migrate postgresql failed"; }
+  grep -q "Successfully migrated" "$T/migrate.log" || fail "the engine migrated nothing"
+  engine_run /usr/games/minetestserver --world "$1" --migrate-players postgresql --logfile "$T/migrate.log" >/dev/null 2>"$T/migrate.err" \
+    || { cat "$T/migrate.err"; fail "engine --migrate-players postgresql failed"; }
+  grep -q '^backend = postgresql' "$1/world.mt" || fail "the engine did not move the map into PostgreSQL"
+  grep -q '^player_backend = postgresql' "$1/world.mt" || fail "the engine did not move the players into PostgreSQL"
+  rm "$1/map.sqlite" "$1/players.sqlite"
 }

@@ -568,6 +568,51 @@ fn task_running(stat: &str) -> bool {
     !matches!(state, Some('Z' | 'X') | None)
 }
 
+/// Whether the daemon `pid` was killed but cannot end: its main thread has ended (a zombie)
+/// while another still waits in the kernel.
+fn dying(pid: i32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !task_running(&stat))
+        && process_alive(pid)
+}
+
+/// The FUSE connection number of the mount at `mountpoint` (its device's minor number), from
+/// `/proc/self/mountinfo` lines (no call into the mount, whose daemon may not answer).
+fn connection_of(mountinfo: &str, mountpoint: &Path) -> Option<u32> {
+    let wanted = mountpoint.to_str()?;
+    mountinfo.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let (device, at) = (fields.get(2)?, fields.get(4)?);
+        let at = at
+            .replace("\\040", " ")
+            .replace("\\011", "\t")
+            .replace("\\012", "\n")
+            .replace("\\134", "\\");
+        let fuse = line
+            .split(" - ")
+            .nth(1)
+            .is_some_and(|rest| rest.starts_with("fuse"));
+        (fuse && at == wanted)
+            .then(|| device.split_once(':')?.1.parse().ok())
+            .flatten()
+    })
+}
+
+/// Aborts the FUSE connection of the mount at `mountpoint`: every request waiting on it
+/// fails at once.
+fn abort_connection(mountpoint: &Path) -> Result<()> {
+    let at = fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
+    let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
+    let n = connection_of(&mountinfo, &at)
+        .ok_or_else(|| Error::not_found(format!("{}: not a FUSE mount", mountpoint.display())))?;
+    let abort = format!("/sys/fs/fuse/connections/{n}/abort");
+    fs::write(&abort, "1").map_err(|e| {
+        Error::from(e).context(format!(
+            "aborting the connection of {} ({abort}; `umount -f` does the same)",
+            mountpoint.display()
+        ))
+    })
+}
+
 /// `worldfs unmount`.
 pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
     let pid_path = pid_file(mountpoint);
@@ -588,6 +633,23 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
             .map_err(|e| Error::from(e).context("running fusermount3"))
     };
     let mut status = fusermount(false)?;
+    // A daemon killed while one of its threads waited in the kernel (a cache invalidation
+    // waiting for a page that a writer to the mount holds, the writer waiting for an answer
+    // only the daemon could give) cannot end, nor can the writer: only aborting the
+    // connection ends both.
+    if !status.success() && pid.is_some_and(dying) {
+        match abort_connection(mountpoint) {
+            Ok(()) => eprintln!(
+                "worldfs: the daemon of {} was killed while the kernel waited on it; its connection is aborted (writes in flight fail)",
+                mountpoint.display()
+            ),
+            Err(e) => eprintln!("worldfs: {e}"),
+        }
+        let start = Instant::now();
+        while pid.is_some_and(process_alive) && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
     // A mount whose daemon is gone commits nothing any more: a process still holding one of
     // its files (it only gets errors) must not keep the dead mount in place, so it is
     // detached at once and goes when the last such file is closed.
@@ -639,6 +701,24 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::{check_mountpoint, keep_orphaned_held, process_alive, session_end, task_running};
+
+    #[test]
+    fn the_connection_of_a_mount_is_found_in_mountinfo() {
+        use super::connection_of;
+        use std::path::Path;
+        let info = "22 1 0:21 / /proc rw - proc proc rw\n\
+                    61 22 0:52 / /tmp/my\\040world rw,nosuid - fuse.worldfs worldfs:/w rw\n\
+                    62 22 0:53 / /tmp/other rw - fuse worldfs:/x rw\n\
+                    63 22 8:1 / /tmp/disk rw - ext4 /dev/sda1 rw\n";
+        assert_eq!(connection_of(info, Path::new("/tmp/my world")), Some(52));
+        assert_eq!(connection_of(info, Path::new("/tmp/other")), Some(53));
+        assert_eq!(
+            connection_of(info, Path::new("/tmp/disk")),
+            None,
+            "not FUSE"
+        );
+        assert_eq!(connection_of(info, Path::new("/tmp/none")), None);
+    }
 
     #[test]
     fn a_process_runs_while_any_of_its_threads_has_not_ended() {
