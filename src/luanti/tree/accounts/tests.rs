@@ -288,3 +288,39 @@ fn auth_stat_renders_only_after_a_change() {
     );
     assert_eq!(renders(), 4);
 }
+
+/// On LevelDB (whose lock keeps other programs out while the store is open) a stat of
+/// auth.txt renders again only after the mount's own writes.
+#[test]
+fn auth_stat_on_leveldb_renders_only_after_the_mounts_writes() {
+    use std::sync::atomic::Ordering;
+    let state = tempfile::tempdir().unwrap();
+    std::env::set_var("WORLDFS_STATE_DIR", state.path());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("world.mt"),
+        "player_backend = sqlite3\nauth_backend = leveldb\nmod_storage_backend = sqlite3\n",
+    )
+    .unwrap();
+    let a = Accounts::open(dir.path(), &WorldMt::read(dir.path()).unwrap(), false).unwrap();
+    let auth = p(&["auth.txt"]);
+    let renders = || a.auth_renders.load(Ordering::Relaxed);
+    a.write(&auth, b"alice:#1#salt#verifier:interact:5\n")
+        .unwrap();
+    let first = a.stat(&auth).unwrap();
+    let after_first = renders();
+    for _ in 0..5 {
+        assert_eq!(a.stat(&auth).unwrap(), first);
+    }
+    assert_eq!(
+        renders(),
+        after_first,
+        "an unchanged store is not rendered again"
+    );
+    a.write(&auth, b"alice:#1#salt#verifier:interact:5\nbob::shout:0\n")
+        .unwrap();
+    let written = a.stat(&auth).unwrap();
+    assert_eq!(written.size, a.read(&auth).unwrap().len() as u64);
+    assert!(written.size > first.size, "bob is counted");
+    assert_eq!(renders(), after_first + 1, "the mount's own write");
+}
