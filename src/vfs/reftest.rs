@@ -59,6 +59,9 @@ enum Step {
     Truncate(usize, usize),
     /// `touch -d`: a time set on a shown name, which it then shows.
     SetTime(usize, u64),
+    /// `chmod`: text a close did not take shows the mode it is given, a stored object keeps
+    /// the tree's.
+    Chmod(usize, u16),
     /// Unmount and mount again: text no commit took is saved for recovery, not shown.
     Remount,
     /// The daemon dropped without unmount (SIGKILL), then mounted again: what closes
@@ -82,6 +85,11 @@ fn step() -> impl Strategy<Value = Step> {
         (0..NAMES.len(), 0..8usize, any::<bool>()).prop_map(|(n, o, g)| Step::WriteAt(n, o, g)),
         (0..NAMES.len(), 0..12usize).prop_map(|(n, l)| Step::Truncate(n, l)),
         (0..NAMES.len(), 1..4u64).prop_map(|(n, t)| Step::SetTime(n, t)),
+        (
+            0..NAMES.len(),
+            prop::sample::select(vec![0o600u16, 0o640, 0o755])
+        )
+            .prop_map(|(n, m)| Step::Chmod(n, m)),
         Just(Step::Remount),
         Just(Step::Crash),
     ]
@@ -356,6 +364,16 @@ proptest! {
                     vfs.setattr(ino, None, None, Some(when), None).expect("sets the time");
                     let (_, stat) = vfs.lookup(d, NAMES[n], OTHER).expect("looks up");
                     prop_assert_eq!(stat.mtime, when, "time of {} after step {}", NAMES[n], i);
+                }
+                Step::Chmod(n, mode) => {
+                    if model.shown(NAMES[n]).is_none() {
+                        continue;
+                    }
+                    let (ino, _) = vfs.lookup(d, NAMES[n], EDITOR).expect("looks up");
+                    vfs.setattr(ino, None, None, None, Some(u32::from(mode))).expect("chmod");
+                    let (_, stat) = vfs.lookup(d, NAMES[n], OTHER).expect("looks up");
+                    let expected = if model.failed.contains_key(NAMES[n]) { mode } else { 0o644 };
+                    prop_assert_eq!(stat.perm, expected, "mode of {} after step {}", NAMES[n], i);
                 }
                 Step::Remount | Step::Crash => {
                     let crash = matches!(s, Step::Crash);
