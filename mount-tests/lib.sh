@@ -184,12 +184,14 @@ killed_at() {
     if task_alive "/proc/$job" || threads_alive "$pid"; then stuck_after_kill "$pid" "$job" "$*"; fi
   fi
   wait "$job" || true
-  if grep -qF "$M " /proc/self/mounts; then
+  if listed "$M"; then
     "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }
   fi
-  mountpoint -q "$M" && fail "$M still mounted after the kill"
-  return 0
+  ! listed "$M" || fail "$M still mounted after the kill"
 }
+
+# listed DIR: a mount (alive or dead: `mountpoint` does not tell a dead FUSE mount) is at DIR.
+listed() { awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo; }
 
 # task_state DIR: the state letter of the task at DIR (/proc/PID or /proc/PID/task/TID);
 # nothing once it is gone.

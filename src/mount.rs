@@ -579,7 +579,8 @@ fn dying(pid: i32) -> bool {
 /// `/proc/self/mountinfo` lines (no call into the mount, whose daemon may not answer).
 fn connection_of(mountinfo: &str, mountpoint: &Path) -> Option<u32> {
     let wanted = mountpoint.to_str()?;
-    mountinfo.lines().find_map(|line| {
+    // The last line naming the path is the mount on top, the one an unmount acts on.
+    mountinfo.lines().rev().find_map(|line| {
         let fields: Vec<&str> = line.split(' ').collect();
         let (device, at) = (fields.get(2)?, fields.get(4)?);
         let at = at
@@ -597,13 +598,17 @@ fn connection_of(mountinfo: &str, mountpoint: &Path) -> Option<u32> {
     })
 }
 
-/// Aborts the FUSE connection of the mount at `mountpoint`: every request waiting on it
-/// fails at once.
-fn abort_connection(mountpoint: &Path) -> Result<()> {
+/// The FUSE connection number of the mount at `mountpoint`.
+fn connection(mountpoint: &Path) -> Result<u32> {
     let at = fs::canonicalize(mountpoint).unwrap_or_else(|_| mountpoint.to_path_buf());
     let mountinfo = fs::read_to_string("/proc/self/mountinfo")?;
-    let n = connection_of(&mountinfo, &at)
-        .ok_or_else(|| Error::not_found(format!("{}: not a FUSE mount", mountpoint.display())))?;
+    connection_of(&mountinfo, &at)
+        .ok_or_else(|| Error::not_found(format!("{}: not a FUSE mount", mountpoint.display())))
+}
+
+/// Aborts FUSE connection `n`, of the mount at `mountpoint`: every request waiting on it
+/// fails at once.
+fn abort_connection(mountpoint: &Path, n: u32) -> Result<()> {
     let abort = format!("/sys/fs/fuse/connections/{n}/abort");
     fs::write(&abort, "1").map_err(|e| {
         Error::from(e).context(format!(
@@ -632,13 +637,16 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
             })
             .map_err(|e| Error::from(e).context("running fusermount3"))
     };
-    let mut status = fusermount(false)?;
     // A daemon killed while one of its threads waited in the kernel (a cache invalidation
     // waiting for a page that a writer to the mount holds, the writer waiting for an answer
     // only the daemon could give) cannot end, nor can the writer: only aborting the
-    // connection ends both.
-    if !status.success() && pid.is_some_and(dying) {
-        match abort_connection(mountpoint) {
+    // connection ends both. Its number is read while the mount is still listed.
+    let stuck = pid
+        .filter(|&pid| dying(pid))
+        .map(|_| connection(mountpoint));
+    let mut status = fusermount(false)?;
+    if let Some(connection) = stuck {
+        match connection.and_then(|n| abort_connection(mountpoint, n)) {
             Ok(()) => eprintln!(
                 "worldfs: the daemon of {} was killed while the kernel waited on it; its connection is aborted (writes in flight fail)",
                 mountpoint.display()

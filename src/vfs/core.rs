@@ -50,7 +50,8 @@ pub const MAX_FILE_SIZE: u64 = 256 << 20;
 /// The filesystem core over one tree.
 ///
 /// Locks are taken in this order: a handle, the open-file table, an open file, the overlay,
-/// the moved-aside table (the handle table and the inode table are only held alone).
+/// the moved-aside table (the handle table is only held alone; the inode table is taken
+/// last, under an open file at a commit, and no lock is taken while it is held).
 pub struct Vfs {
     pub(super) tree: Arc<dyn Tree>,
     pub(super) inodes: RwLock<Inodes>,
@@ -315,20 +316,22 @@ impl Vfs {
             // A real folder's file that another program replaced on disk since this handle
             // read it shows what its handles read, as on disk; its name goes to a new inode
             // (see `Inodes::lookup`) so that the kernel keeps the two apart.
+            // Only another file seen at the path counts: not a name moved, hidden or gone.
             let replaced = read_from.is_some()
                 && !own
-                && self
-                    .stat_path(&path)
-                    .map_or(true, |now| now.file != read_from);
-            let mut inodes = self
-                .inodes
-                .write()
-                .map_err(|_| Error::corrupt("inode table lock poisoned"))?;
+                && matches!(self.stat_path(&path), Ok(now) if now.file.is_some() && now.file != read_from);
             if replaced {
-                inodes.unname(ino);
+                self.inodes
+                    .write()
+                    .map_err(|_| Error::corrupt("inode table lock poisoned"))?
+                    .unname(ino);
             }
-            if own || !inodes.named(ino) {
-                drop(inodes);
+            let named = self
+                .inodes
+                .read()
+                .map_err(|_| Error::corrupt("inode table lock poisoned"))?
+                .named(ino);
+            if own || !named {
                 return Ok(self.shown(&path, stat));
             }
         }
@@ -492,6 +495,7 @@ impl Vfs {
                 .set_owner(&path, owner)
                 .map_err(|e| e.context(display_path(&path)))?;
         }
+        self.note_change(&path);
         self.stat_path(&path)
     }
 

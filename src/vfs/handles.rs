@@ -534,6 +534,14 @@ impl Vfs {
         let set_mtime = f.set_mtime.take();
         let text = Arc::unwrap_or_clone(f.data.bytes()?);
         self.commit(&f.path, text, f.perm, f.owner, set_mtime)?;
+        if f.file.is_some() {
+            // Its readers now read what was committed, which is the file at the path.
+            f.file = self
+                .inodes
+                .read()
+                .map_err(|_| Error::corrupt("inode table lock poisoned"))?
+                .file_at(&f.path);
+        }
         match set_mtime {
             Some(m) => self.tree.set_mtime(&f.path, m),
             None => Ok(()),

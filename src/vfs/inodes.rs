@@ -124,14 +124,22 @@ impl Inodes {
         ino
     }
 
-    /// Forgets which file on disk the inode at `path` stands for (the mount itself just put
-    /// another there: a commit renames a new file over the name): the next lookup takes the
-    /// new one as the same inode, so the mount's own saves never look like another file to
-    /// the kernel.
-    pub fn forget_file(&mut self, path: &[String]) {
-        let ino = path.iter().try_fold(ROOT, |ino, name| self.find(ino, name));
-        if let Some(node) = ino.and_then(|ino| self.nodes.get_mut(&ino)) {
-            node.file = None;
+    /// The inode at `path`, if the kernel knows it.
+    fn at(&self, path: &[String]) -> Option<u64> {
+        path.iter().try_fold(ROOT, |ino, name| self.find(ino, name))
+    }
+
+    /// Which file on disk the inode at `path` stands for, if it is a real folder's file.
+    pub fn file_at(&self, path: &[String]) -> Option<u64> {
+        self.at(path).and_then(|ino| self.nodes.get(&ino)?.file)
+    }
+
+    /// The inode at `path` now stands for `file` (the mount itself put it there: a commit
+    /// renames a new file over the name), so the mount's own saves never look like another
+    /// file to the kernel.
+    pub fn set_file(&mut self, path: &[String], file: Option<u64>) {
+        if let Some(node) = self.at(path).and_then(|ino| self.nodes.get_mut(&ino)) {
+            node.file = file;
         }
     }
 

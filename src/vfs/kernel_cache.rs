@@ -149,9 +149,6 @@ impl Vfs {
 
     /// Notes a change the core made at `path`, for [`Vfs::settle`] (safe under any lock).
     pub(super) fn note_change(&self, path: &[String]) {
-        if let Ok(mut t) = self.inodes.write() {
-            t.forget_file(path);
-        }
         if self.kernel.get().is_none() {
             return;
         }

@@ -113,6 +113,7 @@ impl Vfs {
                 self.tree
                     .set_perm(path, perm)
                     .map_err(|e| e.context(display_path(path)))?;
+                self.took_file(path);
                 self.note_change(path);
                 lock(&self.aside)?.remove(path);
                 self.removals.replaced_done(path)?;
@@ -219,6 +220,18 @@ impl Vfs {
         }));
         unsaved.sort_by(|a, b| a.path.cmp(&b.path));
         unsaved
+    }
+
+    /// After a commit at `path`: a real folder's file the kernel knows stands for the new
+    /// file on disk the commit put there (see [`Stat::file`]).
+    pub(super) fn took_file(&self, path: &[String]) {
+        let known = self.inodes.read().map(|t| t.file_at(path).is_some());
+        if known.unwrap_or(false) {
+            let file = self.tree.stat(path).ok().and_then(|s| s.file);
+            if let Ok(mut t) = self.inodes.write() {
+                t.set_file(path, file);
+            }
+        }
     }
 
     /// At unmount, stores every scratch file still there under its own name, where the tree

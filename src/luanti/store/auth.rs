@@ -107,15 +107,15 @@ impl AuthStore {
 
     /// A token that changes whenever the entries may have changed by another program's
     /// hand (the caller notes its own changes): SQLite's data version, the auth file's
-    /// stamp; for LevelDB always the same, since while the store is open its lock keeps
-    /// every other program out; `None` where the backend has no cheap one (PostgreSQL).
+    /// stamp, the LevelDB folder's files' stamp; `None` where the backend has no cheap one
+    /// (PostgreSQL).
     pub fn version(&self) -> Option<u64> {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
         match self {
             AuthStore::Sqlite(s) => s.data_version().ok()?.hash(&mut h),
             AuthStore::Files(f) => f.stamp().hash(&mut h),
-            AuthStore::LevelDb(_) => 0.hash(&mut h),
+            AuthStore::LevelDb(l) => l.stamp()?.hash(&mut h),
             AuthStore::Postgres(_) => return None,
         }
         Some(h.finish())

@@ -28,6 +28,27 @@ impl LevelDbAuth {
         })
     }
 
+    /// The names, sizes and modification times of the database's files, which change with
+    /// every write (LevelDB appends each one to its log): a token of its content that costs
+    /// a listing of a few files, also where the database was written while this store had
+    /// it closed (a reopen after a failure, files copied in by a restore).
+    pub fn stamp(&self) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        use std::os::unix::fs::MetadataExt;
+        let mut files: Vec<(std::ffi::OsString, u64, i64, i64)> = std::fs::read_dir(self.db.path())
+            .ok()?
+            .flatten()
+            .filter_map(|e| {
+                let m = e.metadata().ok()?;
+                Some((e.file_name(), m.size(), m.mtime(), m.mtime_nsec()))
+            })
+            .collect();
+        files.sort();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        files.hash(&mut h);
+        Some(h.finish())
+    }
+
     /// Every entry, sorted by name (LevelDB's order).
     pub fn entries(&self) -> Result<Vec<AuthEntry>> {
         let mut out = Vec::new();

@@ -289,8 +289,8 @@ fn auth_stat_renders_only_after_a_change() {
     assert_eq!(renders(), 4);
 }
 
-/// On LevelDB (whose lock keeps other programs out while the store is open) a stat of
-/// auth.txt renders again only after the mount's own writes.
+/// On LevelDB a stat of auth.txt renders again only after a write (the folder's files
+/// change with each).
 #[test]
 fn auth_stat_on_leveldb_renders_only_after_the_mounts_writes() {
     use std::sync::atomic::Ordering;
