@@ -7,23 +7,11 @@
 
 RD=$T/redis
 SOCK=$("$ROOT/scripts/redis-server" start "$RD") || fail "redis-server did not start"
-trap '"$ROOT/scripts/redis-server" stop "$RD"; cleanup' EXIT
+trap stop_servers EXIT
 W=$(world w 1)
 cp -a "$W" "$T/orig"
 # The blocks into the hash, as the engine writes them (decimal position, the blob).
-python3 - "$W/map.sqlite" "$T/blocks.resp" <<'PY'
-import sqlite3, sys
-out = open(sys.argv[2], "wb")
-for pos, data in sqlite3.connect(sys.argv[1]).execute("SELECT pos, data FROM blocks"):
-    args = [b"HSET", b"world", str(pos).encode(), bytes(data)]
-    out.write(b"*%d\r\n" % len(args))
-    for a in args:
-        out.write(b"$%d\r\n%s\r\n" % (len(a), a))
-PY
-redis-cli -s "$SOCK" --pipe <"$T/blocks.resp" >/dev/null || fail "filling the hash failed"
-rm "$W/map.sqlite"
-sed -i 's/^backend = .*/backend = redis/' "$W/world.mt"
-printf 'redis_address = %s\nredis_hash = world\n' "$SOCK" >>"$W/world.mt"
+to_redis "$W" "$SOCK"
 M=$T/mnt; O=$T/omnt
 
 mount_world "$W" "$M"

@@ -20,16 +20,7 @@
 . "$(dirname "$0")/postgres.sh"
 
 RD=$T/redis
-# Every server of the test is stopped whatever happens; a failure keeps its evidence.
-finish() {
-  local rc=$?
-  set +e
-  "$ROOT/scripts/redis-server" stop "$RD"
-  if [ -n "$PG_OWN" ]; then "$ROOT/scripts/pg-server" stop "$PG_OWN"; fi
-  (exit "$rc")
-  cleanup
-}
-trap finish EXIT
+trap stop_servers EXIT
 
 M=$T/mnt
 N=${KILL_SWEEP:-3}

@@ -315,6 +315,18 @@ to_leveldb() {
   rm "$1/map.sqlite" "$1/players.sqlite"
 }
 
+# stop_servers: the test's exit trap where it starts servers: its Redis server (at $RD) and
+# its own PostgreSQL server ($PG_OWN, if it started one) are stopped whatever happens, then
+# the usual cleanup (a failure keeps its evidence).
+stop_servers() {
+  local rc=$?
+  set +e
+  "$ROOT/scripts/redis-server" stop "$RD"
+  if [ -n "${PG_OWN:-}" ]; then "$ROOT/scripts/pg-server" stop "$PG_OWN"; fi
+  (exit "$rc")
+  cleanup
+}
+
 # to_redis WORLD SOCKET: WORLD's map blocks put in the hash `world` of the Redis server at
 # SOCKET (as the engine writes them: decimal position, the blob); its map.sqlite removed and
 # world.mt naming the hash.
