@@ -592,3 +592,68 @@ fn a_walk_reads_ahead_in_few_round_trips_and_another_writers_change_still_shows(
     .unwrap();
     assert!(cat(&vfs, &format!("blocks/{}/nodes.cubeset", name(at(200)))).contains("default:sand"));
 }
+
+/// auth.txt's stamp on PostgreSQL (what a stat of auth.txt asks the server instead of every
+/// account) stays the same while nothing changes and changes with every change another
+/// program commits: a new account, a login's time, a privilege added or removed, a password,
+/// an account removed; a stat through the tree shows each.
+#[test]
+fn auth_stamp_on_postgresql_follows_every_change_of_another_program() {
+    use worldfs::luanti::store::auth::AuthStore;
+    use worldfs::luanti::store::world_mt::WorldMt;
+
+    state_dir();
+    let tmp = tempfile::tempdir().unwrap();
+    let connection = database();
+    std::fs::write(
+        tmp.path().join("world.mt"),
+        format!(
+            "gameid = minetest\nbackend = sqlite3\nplayer_backend = sqlite3\n\
+             auth_backend = postgresql\npgsql_auth_connection = {connection}\n"
+        ),
+    )
+    .unwrap();
+    let mt = WorldMt::read(tmp.path()).unwrap();
+    let mut store = AuthStore::open(tmp.path(), &mt, false).unwrap();
+    assert_eq!(store.version(), None, "no tables yet");
+    store
+        .apply(b"alice:#1#salt#verifier:interact:5\nbob::shout:0\n")
+        .unwrap();
+    let first = store.version().expect("a stamp once the tables exist");
+    assert_eq!(store.version(), Some(first), "unchanged");
+
+    let tree = vfs(tmp.path(), true);
+    let size = |tree: &Vfs| {
+        let ino = ino(tree, "auth.txt");
+        tree.getattr(ino, None).unwrap().size
+    };
+    assert_eq!(size(&tree), cat(&tree, "auth.txt").len() as u64);
+    let mut other = postgres::Client::connect(&connection, postgres::NoTls).unwrap();
+    let mut seen = vec![first];
+    for change in [
+        "INSERT INTO auth (name, password, last_login) VALUES ('carol', '', 7)",
+        "UPDATE auth SET last_login = 1700000000 WHERE name = 'alice'",
+        "INSERT INTO user_privileges SELECT id, 'fly' FROM auth WHERE name = 'bob'",
+        "DELETE FROM user_privileges WHERE privilege = 'interact'",
+        "UPDATE auth SET password = '#1#s#v' WHERE name = 'bob'",
+        "DELETE FROM auth WHERE name = 'carol'",
+    ] {
+        other.batch_execute(change).unwrap();
+        let now = store.version().unwrap();
+        assert!(!seen.contains(&now), "{change}: the stamp did not change");
+        seen.push(now);
+        assert_eq!(store.version(), Some(now), "{change}: unchanged since");
+        let size = size(&tree);
+        assert_eq!(
+            size,
+            cat(&tree, "auth.txt").len() as u64,
+            "{change}: stat of auth.txt"
+        );
+    }
+    let text = cat(&tree, "auth.txt");
+    assert!(
+        text.contains("alice:#1#salt#verifier::1700000000"),
+        "{text}"
+    );
+    assert!(text.contains("bob:#1#s#v:fly,shout:0"), "{text}");
+}

@@ -107,8 +107,9 @@ impl AuthStore {
 
     /// A token that changes whenever the entries may have changed by another program's
     /// hand (the caller notes its own changes): SQLite's data version, the auth file's
-    /// stamp, the LevelDB folder's files' stamp; `None` where the backend has no cheap one
-    /// (PostgreSQL).
+    /// stamp, the LevelDB folder's files' stamp, a hash of the PostgreSQL rows' versions
+    /// computed by the server; `None` where none can be had (PostgreSQL before its tables
+    /// exist or when the query fails: the caller renders).
     pub fn version(&self) -> Option<u64> {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -116,7 +117,7 @@ impl AuthStore {
             AuthStore::Sqlite(s) => s.data_version().ok()?.hash(&mut h),
             AuthStore::Files(f) => f.stamp().hash(&mut h),
             AuthStore::LevelDb(l) => l.stamp()?.hash(&mut h),
-            AuthStore::Postgres(_) => return None,
+            AuthStore::Postgres(p) => p.stamp().ok()??.hash(&mut h),
         }
         Some(h.finish())
     }

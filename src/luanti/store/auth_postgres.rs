@@ -56,6 +56,27 @@ impl PostgresAuth {
         Ok(entries.into_iter().map(|(_, e)| e).collect())
     }
 
+    /// A token of the tables' content: a hash, computed by the server, of every row's id and
+    /// `xmin` (the transaction that wrote that version of the row). Any committed insert,
+    /// update or delete changes it (a new row version always has a new `xmin`; a deleted one
+    /// is gone from the list), so a stat of auth.txt needs one aggregate query, not the
+    /// accounts sent over and rendered. `None` before the tables exist.
+    pub fn stamp(&self) -> Result<Option<String>> {
+        self.server.read(|c| {
+            match c.query_one(
+                "SELECT (SELECT md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' \
+                 ORDER BY id), '')) FROM auth) || (SELECT md5(coalesce(string_agg(id::text || \
+                 ':' || xmin::text || ':' || privilege, ',' ORDER BY id, privilege), '')) \
+                 FROM user_privileges)",
+                &[],
+            ) {
+                Ok(row) => Ok(row.get::<_, Option<String>>(0)),
+                Err(e) if no_table(&e) => Ok(None),
+                Err(e) => Err(error(e)),
+            }
+        })
+    }
+
     /// Applies the edited list of entries (already parsed and checked) in one transaction.
     pub fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
         self.server.write(|c| {
