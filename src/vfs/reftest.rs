@@ -8,6 +8,11 @@
 //! another process sees at each name what the model says it shows: the last text a close
 //! took, the text of a failed close until it is removed, or nothing. So no sequence loses a
 //! stored object to a failed save, and no removal or failed text leaks into the store.
+//!
+//! Saves are made by the mount's user or by another user of an `--allow-other` mount (who
+//! the adapter makes the owner of what it creates): text a close did not take shows its
+//! creator as owner, a stored object the tree's. Folders are made and removed (`mkdir`,
+//! `rmdir`), and files saved and removed in them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,6 +23,7 @@ use crate::error::lock;
 use crate::vfs::core::Vfs;
 use crate::vfs::handles::OpenMode;
 use crate::vfs::test_tree::{dir_ino, setup, Files};
+use crate::vfs::tree::Owner;
 
 /// The object names the sequences use (`d/f` is stored at the start).
 const NAMES: [&str; 3] = ["f", "g", "h"];
@@ -27,11 +33,19 @@ const OTHER: u32 = 99;
 /// A third process editing files in place (`dd`, `truncate`, `touch`): not the one whose
 /// `rm` of failed text hides the stored object from it until it writes the name.
 const EDITOR: u32 = 8;
+/// The other user of an `--allow-other` mount.
+const STRANGER: Owner = Owner {
+    uid: 1001,
+    gid: 1001,
+};
+/// The folders the sequences make in `d` (each may hold a file `x` besides its fixed file).
+const DIRS: [&str; 2] = ["s", "t"];
 
 #[derive(Debug, Clone)]
 enum Step {
-    /// Write a text into the name: good texts commit, bad ones fail their close.
-    Save(usize, bool),
+    /// Write a text into the name, as the mount's user or (`true`) another user: good texts
+    /// commit, bad ones fail their close.
+    Save(usize, bool, bool),
     /// The same with a text past what a buffer keeps in memory (it goes to a file).
     SaveLarge(usize, bool),
     /// `rm`.
@@ -67,11 +81,20 @@ enum Step {
     /// The daemon dropped without unmount (SIGKILL), then mounted again: what closes
     /// committed stays, removals held back and text no commit took are gone.
     Crash,
+    /// `mkdir d/DIR`.
+    Mkdir(usize),
+    /// `rmdir d/DIR`: held-back removals below it are done first; failed text or a stored
+    /// file in it keeps it.
+    Rmdir(usize),
+    /// A save of `d/DIR/x`, as in `Save`.
+    SaveIn(usize, bool, bool),
+    /// `rm d/DIR/x`.
+    RemoveIn(usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Save(n, g)),
+        (0..NAMES.len(), any::<bool>(), any::<bool>()).prop_map(|(n, g, o)| Step::Save(n, g, o)),
         (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::SaveLarge(n, g)),
         (0..NAMES.len()).prop_map(Step::Remove),
         (0..NAMES.len(), any::<bool>()).prop_map(|(n, g)| Step::Replace(n, g)),
@@ -92,15 +115,22 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(n, m)| Step::Chmod(n, m)),
         Just(Step::Remount),
         Just(Step::Crash),
+        (0..DIRS.len()).prop_map(Step::Mkdir),
+        (0..DIRS.len()).prop_map(Step::Rmdir),
+        (0..DIRS.len(), any::<bool>(), any::<bool>()).prop_map(|(k, g, o)| Step::SaveIn(k, g, o)),
+        (0..DIRS.len()).prop_map(Step::RemoveIn),
     ]
 }
 
-/// What the model holds: the store, the text of failed closes, the removals held back.
+/// What the model holds: the store, the text of failed closes (and the owner of those
+/// another user created), the removals held back, the folders made.
 #[derive(Default)]
 struct Model {
     stored: BTreeMap<String, Vec<u8>>,
     failed: BTreeMap<String, Vec<u8>>,
+    owners: BTreeMap<String, u32>,
     removing: Vec<String>,
+    dirs: Vec<String>,
 }
 
 impl Model {
@@ -118,6 +148,7 @@ impl Model {
         self.removing.retain(|r| r != name);
         if text.starts_with(b"ok") {
             self.failed.remove(name);
+            self.owners.remove(name);
             self.stored.insert(name.to_string(), text);
             true
         } else {
@@ -129,6 +160,7 @@ impl Model {
     /// `rm`: discards failed text, else holds back the stored object's removal.
     fn remove(&mut self, name: &str) -> bool {
         if self.failed.remove(name).is_some() {
+            self.owners.remove(name);
             return true;
         }
         if self.shown(name).is_none() {
@@ -148,6 +180,7 @@ impl Model {
             return true;
         }
         self.failed.remove(b);
+        self.owners.remove(b);
         if self.removing.iter().any(|r| r == b) {
             self.removing.retain(|r| r != b);
             self.stored.remove(b);
@@ -175,18 +208,74 @@ impl Model {
             self.removals_done();
         }
         self.failed.clear();
+        self.owners.clear();
     }
 
     fn removals_done(&mut self) {
-        for name in std::mem::take(&mut self.removing) {
+        self.removals_done_below("");
+    }
+
+    /// The removals held back whose names start with `prefix` reach the store.
+    fn removals_done_below(&mut self, prefix: &str) {
+        let (due, kept) = std::mem::take(&mut self.removing)
+            .into_iter()
+            .partition(|n| n.starts_with(prefix));
+        self.removing = kept;
+        for name in due {
             self.stored.remove(&name);
         }
+    }
+
+    /// A save of `text` at `name` by `owner` (`None`: the mount's user), which `created`
+    /// the file or opened the one its lookup found: what the close returns.
+    fn save(&mut self, name: &str, text: Vec<u8>, created: bool, owner: Option<Owner>) -> bool {
+        let taken = self.close(name, text);
+        if !taken && created {
+            match owner {
+                Some(o) => self.owners.insert(name.to_string(), o.uid),
+                None => self.owners.remove(name),
+            };
+        }
+        taken
+    }
+
+    /// `mkdir d/DIR`: the folder and its fixed file.
+    fn mkdir(&mut self, dir: &str) -> bool {
+        if self.dirs.iter().any(|d| d == dir) {
+            return false;
+        }
+        self.dirs.push(dir.to_string());
+        self.stored
+            .insert(format!("{dir}/fixed"), b"ok fixed".to_vec());
+        true
+    }
+
+    /// `rmdir d/DIR`: the removals held back in it are done whether or not it goes.
+    fn rmdir(&mut self, dir: &str) -> bool {
+        let (prefix, x) = (format!("{dir}/"), format!("{dir}/x"));
+        self.removals_done_below(&prefix);
+        if !self.dirs.iter().any(|d| d == dir)
+            || self.failed.contains_key(&x)
+            || self.stored.contains_key(&x)
+        {
+            return false;
+        }
+        self.dirs.retain(|d| d != dir);
+        self.stored.remove(&format!("{dir}/fixed"));
+        true
     }
 }
 
 /// Saves `text` at `name` as an editor or `cp` does: opens the file with `O_TRUNC` when
-/// its own lookup finds it, else creates it.
-fn save(vfs: &Vfs, d: u64, name: &str, text: &[u8]) -> crate::error::Result<()> {
+/// its own lookup finds it, else creates it, then gives it to `owner` as the adapter does
+/// for another user of the mount.
+fn save(
+    vfs: &Vfs,
+    d: u64,
+    name: &str,
+    text: &[u8],
+    owner: Option<Owner>,
+) -> crate::error::Result<()> {
     let fh = match vfs.lookup(d, name, TOOL) {
         Ok((ino, _)) => vfs.open(
             ino,
@@ -196,7 +285,13 @@ fn save(vfs: &Vfs, d: u64, name: &str, text: &[u8]) -> crate::error::Result<()> 
                 append: false,
             },
         )?,
-        Err(_) => vfs.create(d, name, 0o644)?.2,
+        Err(_) => {
+            let (ino, _, fh) = vfs.create(d, name, 0o644)?;
+            if let Some(o) = owner {
+                vfs.set_owner(ino, o)?;
+            }
+            fh
+        }
     };
     vfs.write(fh, 0, text, false)?;
     vfs.release(fh)
@@ -248,14 +343,17 @@ proptest! {
         for (i, s) in steps.iter().enumerate() {
             let text = |good: bool| format!("{} {i}", if good { "ok" } else { "bad" }).into_bytes();
             match *s {
-                Step::Save(n, good) => {
-                    let done = save(&vfs, d, NAMES[n], &text(good));
-                    prop_assert_eq!(done.is_ok(), model.close(NAMES[n], text(good)), "step {}", i);
+                Step::Save(n, good, stranger) => {
+                    let owner = stranger.then_some(STRANGER);
+                    let created = vfs.lookup(d, NAMES[n], TOOL).is_err();
+                    let done = save(&vfs, d, NAMES[n], &text(good), owner);
+                    let expected = model.save(NAMES[n], text(good), created, owner);
+                    prop_assert_eq!(done.is_ok(), expected, "step {}", i);
                 }
                 Step::SaveLarge(n, good) => {
                     let mut large = text(good);
                     large.resize(crate::vfs::buffer::MEMORY_LIMIT + 4096, b'.');
-                    let done = save(&vfs, d, NAMES[n], &large);
+                    let done = save(&vfs, d, NAMES[n], &large, None);
                     prop_assert_eq!(done.is_ok(), model.close(NAMES[n], large), "step {}", i);
                 }
                 Step::Remove(n) => {
@@ -385,16 +483,53 @@ proptest! {
                     d = dir_ino(&vfs);
                     model.remount(crash);
                 }
+                Step::Mkdir(k) => {
+                    let done = vfs.mkdir(d, DIRS[k], TOOL);
+                    prop_assert_eq!(done.is_ok(), model.mkdir(DIRS[k]), "step {}", i);
+                }
+                Step::Rmdir(k) => {
+                    let done = vfs.rmdir(d, DIRS[k]);
+                    prop_assert_eq!(done.is_ok(), model.rmdir(DIRS[k]), "step {}: {:?}", i, done);
+                }
+                Step::SaveIn(k, good, stranger) => {
+                    let Ok((sub, _)) = vfs.lookup(d, DIRS[k], TOOL) else {
+                        continue;
+                    };
+                    let owner = stranger.then_some(STRANGER);
+                    let created = vfs.lookup(sub, "x", TOOL).is_err();
+                    let done = save(&vfs, sub, "x", &text(good), owner);
+                    let expected = model.save(&format!("{}/x", DIRS[k]), text(good), created, owner);
+                    prop_assert_eq!(done.is_ok(), expected, "step {}", i);
+                }
+                Step::RemoveIn(k) => {
+                    let Ok((sub, _)) = vfs.lookup(d, DIRS[k], TOOL) else {
+                        continue;
+                    };
+                    let done = vfs.unlink_as(sub, "x", TOOL);
+                    prop_assert_eq!(done.is_ok(), model.remove(&format!("{}/x", DIRS[k])), "step {}", i);
+                }
             }
             prop_assert_eq!(stored(&tree), model.stored.clone(), "store after step {}: {:?}", i, s);
-            for name in NAMES {
-                let shown = vfs.lookup(d, name, OTHER).ok().map(|(ino, _)| {
-                    let fh = vfs.open(ino, OpenMode::default()).expect("opens");
+            let mut names: Vec<(u64, String, String)> =
+                NAMES.iter().map(|n| (d, n.to_string(), n.to_string())).collect();
+            for k in DIRS {
+                let sub = vfs.lookup(d, k, OTHER).ok().map(|(ino, _)| ino);
+                prop_assert_eq!(sub.is_some(), model.dirs.iter().any(|m| m == k), "folder {} after step {}: {:?}", k, i, s);
+                for file in ["x", "fixed"] {
+                    names.extend(sub.map(|sub| (sub, file.to_string(), format!("{k}/{file}"))));
+                }
+            }
+            for (dir, name, key) in names {
+                let found = vfs.lookup(dir, &name, OTHER).ok();
+                let shown = found.as_ref().map(|(ino, _)| {
+                    let fh = vfs.open(*ino, OpenMode::default()).expect("opens");
                     let text = vfs.read(fh, 0, u32::MAX).expect("reads").to_vec();
                     vfs.release(fh).expect("releases");
                     text
                 });
-                prop_assert_eq!(shown.as_ref(), model.shown(name), "{} after step {}: {:?}", name, i, s);
+                prop_assert_eq!(shown.as_ref(), model.shown(&key), "{} after step {}: {:?}", key, i, s);
+                let owner = found.and_then(|(_, stat)| stat.owner.map(|o| o.uid));
+                prop_assert_eq!(owner, model.owners.get(&key).copied(), "owner of {} after step {}: {:?}", key, i, s);
             }
         }
     }

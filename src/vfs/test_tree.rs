@@ -177,7 +177,25 @@ impl Tree for Files {
         lock(&self.files)?.insert(format!("{key}/fixed"), b"ok fixed".to_vec());
         Ok(())
     }
-    fn rmdir(&self, _: &[String]) -> Result<()> {
+    /// Removes a folder `mkdir` made, with its fixed file (as a block's folder goes with its
+    /// views); one holding other files is not empty. `d` stays: its removal removes nothing.
+    fn rmdir(&self, path: &[String]) -> Result<()> {
+        let key = path.join("/");
+        if key == "d" {
+            return Ok(());
+        }
+        let mut dirs = lock(&self.dirs)?;
+        let at = dirs
+            .iter()
+            .position(|d| *d == key)
+            .ok_or_else(|| Error::not_found("no such folder"))?;
+        let mut files = lock(&self.files)?;
+        let (prefix, fixed) = (format!("{key}/"), format!("{key}/fixed"));
+        if files.keys().any(|k| k.starts_with(&prefix) && *k != fixed) {
+            return Err(Error::not_empty("holds files"));
+        }
+        files.remove(&fixed);
+        dirs.remove(at);
         Ok(())
     }
     fn rename(&self, from: &[String], to: &[String]) -> Result<()> {
