@@ -5,20 +5,21 @@
 # moved by the engine); the node in the most blocks is renamed onto the next one with
 # `mv index/nodes/SRC index/nodes/DST` (a rewrite of most blocks), timed unkilled on a copy of
 # the store, then killed (SIGKILL of the daemon) at N moments spread over that run
-# (N = KILL_SWEEP_RENAME, 3 by default), each on a fresh copy of the store (the folder, a
-# copy of the hash, a database made from the first as template), both cores kept busy by
-# other processes. After each kill `worldfs check` passes, and every block's stored bytes,
-# read from the store itself and not through worldfs (LevelDB through Debian's libleveldb,
-# the library the engine links, from Python; Redis by a script on the server; PostgreSQL
-# with psql), are as before or as the unkilled rename wrote them, and all old or all new
+# (N = KILL_SWEEP_RENAME, 3 by default), and inside its transaction (as soon as the daemon's
+# log, -v, tells the blocks to rename, and tells 1024 of them read, while the edited ones
+# stream into the store's transaction), each on a fresh copy of the store (the folder, a copy
+# of the hash, a database made from the first as template), both cores kept busy by other
+# processes. After each kill `worldfs check` passes, and every block's stored bytes, read
+# from the store itself and not through worldfs (LevelDB through Debian's libleveldb, the
+# library the engine links, from Python; Redis by a script on the server; PostgreSQL with
+# psql), are as before or as the unkilled rename wrote them, and all old or all new
 # (README "Use cases": one transaction; "Backends": a LevelDB commit is one synced write
 # batch, a Redis one a MULTI/EXEC); through a new mount index/nodes/DST lists that state and
 # three sample blocks read it; a second rename completes the work exactly (the stored bytes
 # those of the unkilled rename). On Redis an unkilled rename is also watched with the server's
 # MONITOR: one HSET per changed block, all run by one EXEC, nothing between them, no other
-# transaction. The engine loads the last killed LevelDB and PostgreSQL
-# worlds (it has no Redis) and sees in a sample block the original's nodes with SRC counted
-# as DST.
+# transaction. The engine loads the last killed LevelDB and PostgreSQL worlds (it has no
+# Redis) and sees in a sample block the original's nodes with SRC counted as DST.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/postgres.sh"
 
@@ -195,12 +196,110 @@ print(f"Redis: a monitored rename: {len(writes)} HSETs in one MULTI/EXEC, nothin
 PY
 }
 
+# killed_round WHAT BACKEND WORLD KILL...: the rename on a fresh copy of WORLD's store (in
+# $K), mounted with -v, killed by KILL...; the killed store checked; each block, read from the
+# store, as before or as the unkilled rename wrote it, all old or all new; through a new mount
+# the index and the sample blocks agree with that state; the rename run again where it was
+# undone writes what the unkilled one wrote. The state in $STATE.
+killed_round() {
+  local what=$1 be=$2 w=$3 b
+  shift 3
+  fresh "$be" "$w" "$K"
+  LOGAT=$(stat -c %s "$T/worldfs.log" 2>/dev/null || echo 0)
+  mount_world "$K" "$M" -v
+  "$@"
+  checked "$K" "$what"
+  blobs "$be" "$K" "$T/blobs.killed"
+  STATE=$(python3 - "$T/$be.blobs.old" "$T/$be.blobs.new" "$T/blobs.killed" 2>&1 <<'PY'
+import sys
+old, new, got = (dict(l.split() for l in open(f)) for f in sys.argv[1:4])
+if set(got) != set(old):
+    sys.exit(f"blocks added or lost: {sorted(set(got) ^ set(old))[:10]}")
+states = {"old": 0, "new": 0}
+for pos, h in got.items():
+    if old[pos] == new[pos]:
+        if h != old[pos]:
+            sys.exit(f"block {pos}, which the rename does not change, changed")
+    elif h == old[pos]:
+        states["old"] += 1
+    elif h == new[pos]:
+        states["new"] += 1
+    else:
+        sys.exit(f"block {pos} is neither old nor new")
+if states["old"] and states["new"]:
+    sys.exit(f"{states['old']} blocks old and {states['new']} new: not one transaction")
+print("new" if states["new"] else "old")
+PY
+  ) || fail "$what: $STATE"
+  mount_world "$K" "$M"
+  ls "$M/index/nodes/$DST" | sort | cmp -s - "$T/dst.$STATE" || fail "$what: index/nodes/$DST is not the $STATE list"
+  for b in $SAMPLES; do
+    cmp -s "$M/blocks/$b/nodes.cubeset" "$T/sample.$b.$STATE" || fail "$what: block $b does not read $STATE"
+  done
+  if [ "$STATE" = old ]; then
+    ls "$M/index/nodes/$SRC" | sort | cmp -s - "$T/src.old" || fail "$what: index/nodes/$SRC is not the old list"
+    rename_node || fail "$what: the second rename failed"
+  else
+    [ -e "$M/index/nodes/$SRC" ] && fail "$what: $SRC still listed after the rename"
+  fi
+  unmount_world "$M"
+  blobs "$be" "$K" "$T/blobs.again"
+  cmp -s "$T/blobs.again" "$T/$be.blobs.new" || { diff "$T/$be.blobs.new" "$T/blobs.again" | head; fail "$what: the second pass differs from the unkilled rename"; }
+  checked "$K" "$what, renamed again"
+}
+
+# logged_killed PATTERN: the rename runs against the mount at $M (mounted with -v); the daemon
+# is killed as soon as its log (from $LOGAT on) holds PATTERN, seen by a watcher polling
+# without sleeping; the dead mount is cleared with `worldfs unmount`. $T/watched says "seen",
+# or "missed" when the rename returned before the watcher saw PATTERN (the daemon is killed
+# then, after the rename); $T/when says whether the daemon had logged the rename's commit.
+logged_killed() {
+  local pid watcher i
+  pid=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
+  [ "$(wc -w <<<"$pid")" -eq 1 ] || fail "several daemons: $pid"
+  rm -f "$T/watching" "$T/watched" "$T/renamed"
+  python3 - "$pid" "$T/worldfs.log" "$LOGAT" "$1" "$T/watching" "$T/watched" "$T/renamed" <<'PY' &
+import os, signal, sys, time
+pid, log, at, pattern, ready, result, renamed = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4].encode(), sys.argv[5], sys.argv[6], sys.argv[7]
+seen, text, end = False, b"", time.time() + 60
+with open(log, "rb") as f:
+    f.seek(at)
+    open(ready, "w").close()
+    while time.time() < end:
+        text += f.read()
+        if pattern in text:
+            seen = True
+            break
+        if os.path.exists(renamed):
+            break
+os.kill(pid, signal.SIGKILL)
+open(result, "w").write("seen" if seen else "missed")
+PY
+  watcher=$!
+  while [ ! -e "$T/watching" ]; do sleep 0.01; done
+  rename_node >/dev/null 2>&1 || true
+  : >"$T/renamed"
+  wait "$watcher" || fail "the watcher failed"
+  for ((i = 0; i < 300; i++)); do threads_alive "$pid" || break; sleep 0.1; done
+  threads_alive "$pid" && fail "the daemon still runs 30 s after the kill"
+  if listed "$M"; then
+    "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }
+  fi
+  ! listed "$M" || fail "$M still mounted after the kill"
+  if tail -c +$((LOGAT + 1)) "$T/worldfs.log" | grep -qF "index: renamed node $SRC to $DST in"; then
+    echo "after the commit was logged" >"$T/when"
+  else
+    echo "before the commit was logged" >"$T/when"
+  fi
+}
+
 # sweep WHAT BACKEND WORLD: the rename timed unkilled on a fresh copy of WORLD's store (the new
-# state), then killed at NR moments spread over that run, each on a fresh copy; each killed
-# store checked, compared with the old and new states, read through a new mount, and the
-# rename run again where it was undone. The last killed world in $LAST.
+# state), then killed at NR moments spread over that run, and inside its transaction (when
+# the daemon logs the blocks it will rename, and when it logs 1024 of them read), each on a
+# fresh copy (killed_round). The last killed world in $LAST.
 sweep() {
-  local what=$1 be=$2 w=$3 d at state hot R=$T/ren-$2-ref K=$T/ren-$2-killed b
+  local what=$1 be=$2 w=$3 d at R=$T/ren-$2-ref b i try patterns moment
+  K=$T/ren-$2-killed
   # The store holds the blocks and the index the SQLite original showed.
   mount_world "$w" "$M"
   ls "$M/index/nodes/$SRC" | sort | cmp -s - "$T/src.old" || fail "$what: index/nodes/$SRC is not the original's"
@@ -208,7 +307,7 @@ sweep() {
   unmount_world "$M"
   blobs "$be" "$w" "$T/$be.blobs.old"
   fresh "$be" "$w" "$R"
-  mount_world "$R" "$M"
+  mount_world "$R" "$M" -v
   d=$(seconds rename_node)
   for b in $SAMPLES; do
     if [ -e "$T/sample.$b.new" ]; then
@@ -230,50 +329,30 @@ sweep() {
   echo "$what rename: $d s unkilled; kills at $(moments "$d" "$NR")"
   [ "$be" = redis ] && monitored
   for at in $(moments "$d" "$NR"); do
-    fresh "$be" "$w" "$K"
-    mount_world "$K" "$M"
-    killed_at "$at" rename_node
-    checked "$K" "$what killed $at s in"
-    blobs "$be" "$K" "$T/blobs.killed"
-    # Each block as before or as the unkilled rename wrote it; all old or all new.
-    state=$(python3 - "$T/$be.blobs.old" "$T/$be.blobs.new" "$T/blobs.killed" 2>&1 <<'PY'
-import sys
-old, new, got = (dict(l.split() for l in open(f)) for f in sys.argv[1:4])
-if set(got) != set(old):
-    sys.exit(f"blocks added or lost: {sorted(set(got) ^ set(old))[:10]}")
-states = {"old": 0, "new": 0}
-for pos, h in got.items():
-    if old[pos] == new[pos]:
-        if h != old[pos]:
-            sys.exit(f"block {pos}, which the rename does not change, changed")
-    elif h == old[pos]:
-        states["old"] += 1
-    elif h == new[pos]:
-        states["new"] += 1
-    else:
-        sys.exit(f"block {pos} is neither old nor new")
-if states["old"] and states["new"]:
-    sys.exit(f"{states['old']} blocks old and {states['new']} new: not one transaction")
-print("new" if states["new"] else "old")
-PY
-    ) || fail "$what killed $at s in: $state"
-    mount_world "$K" "$M"
-    # Through the mount: the index and the sample blocks agree with the state.
-    ls "$M/index/nodes/$DST" | sort | cmp -s - "$T/dst.$state" || fail "$what killed $at s in: index/nodes/$DST is not the $state list"
-    for b in $SAMPLES; do
-      cmp -s "$M/blocks/$b/nodes.cubeset" "$T/sample.$b.$state" || fail "$what killed $at s in: block $b does not read $state"
+    killed_round "$what killed $at s in" "$be" "$w" killed_at "$at" rename_node
+    echo "$what killed $at s in: $STATE; the second pass completed the rename exactly"
+  done
+  # Inside the transaction: the blocks to rename are known once it began (README "Use cases":
+  # asked again inside it when another program committed since the question); when 1024
+  # are read, the edited ones stream into it (the daemon logs every 1024 blocks read, so
+  # only when more than 1024 are renamed). A round whose watcher
+  # missed the line is run again, up to three times in all.
+  patterns=("index: renaming node $SRC to $DST in ")
+  moment=("when the transaction knew its blocks")
+  if [ "$(wc -l <"$T/src.old")" -gt 1024 ]; then
+    patterns+=("index: renaming node $SRC to $DST: 1024 of ")
+    moment+=("when 1024 blocks were read")
+  else
+    echo "($SRC is in $(wc -l <"$T/src.old") blocks: no kill after 1024 of them)"
+  fi
+  for i in "${!patterns[@]}"; do
+    for try in 1 2 3; do
+      killed_round "$what killed ${moment[i]}" "$be" "$w" logged_killed "${patterns[i]}"
+      [ "$(cat "$T/watched")" = seen ] && break
+      echo "(the watcher missed [${patterns[i]}], try $try of 3)"
     done
-    if [ "$state" = old ]; then
-      ls "$M/index/nodes/$SRC" | sort | cmp -s - "$T/src.old" || fail "$what killed $at s in: index/nodes/$SRC is not the old list"
-      rename_node || fail "$what killed $at s in: the second rename failed"
-    else
-      [ -e "$M/index/nodes/$SRC" ] && fail "$what killed $at s in: $SRC still listed after the rename"
-    fi
-    unmount_world "$M"
-    blobs "$be" "$K" "$T/blobs.again"
-    cmp -s "$T/blobs.again" "$T/$be.blobs.new" || { diff "$T/$be.blobs.new" "$T/blobs.again" | head; fail "$what killed $at s in: the second pass differs from the unkilled rename"; }
-    checked "$K" "$what killed $at s in, renamed again"
-    echo "$what killed $at s in: $state; the second pass completed the rename exactly"
+    assert_eq "$(cat "$T/watched")" seen "$what: the watcher never saw [${patterns[i]}] before the rename returned, in 3 tries"
+    echo "$what killed ${moment[i]} ($(cat "$T/when")): $STATE; the second pass completed the rename exactly"
   done
   LAST=$K
 }
