@@ -4,8 +4,10 @@
 # --remove-destination (unlink, then create) replace a player or world.mt only with a text that
 # commits; index/ takes no file (create, open for writing, truncation) and a bad new name
 # there is EPERM, not EINVAL; a reader of a world-folder file that is replaced on disk reads
-# the old file whole; a file larger than the memory a buffer takes reads back exactly; a FIFO at map.sqlite is refused at once by mount, info and check
-# instead of hanging them.
+# the old file whole; a file larger than the memory a buffer takes reads back exactly; a
+# world folder nested past the 256 levels the mount shows is refused below them
+# (ENAMETOOLONG) and left as it is; a FIFO at map.sqlite is refused at once by mount, info
+# and check instead of hanging them.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/accounts.sh"
 
@@ -117,6 +119,33 @@ exec 5>&-
 cmp "$W/big.bin" "$T/big.bin" || fail "the 20 MB file stored differs"
 cmp "$M/big.bin" "$T/big.bin" || fail "the 20 MB file read back differs"
 [ -z "$(find "$T/state/held" -type f 2>/dev/null)" ] || fail "the state folder holds a named buffer: $(find "$T/state/held" -type f)"
+
+# 7. A world folder nested 300 levels deep (a hostile world): the mount shows 256 levels, so
+# no request costs more than a path of 256 names; find and rsync name what they cannot reach
+# (ENAMETOOLONG) and fail, and nothing on disk changes.
+python3 - "$W" <<'PY'
+import os, sys
+os.chdir(sys.argv[1])
+os.mkdir("deep")
+os.chdir("deep")
+for i in range(300):
+    os.mkdir("d")
+    os.chdir("d")
+    open("f", "w").write(str(i))
+PY
+( cd "$W" && find deep | sort ) >"$T/deep.disk"
+if find "$M/deep" >"$T/deep.found" 2>"$T/deep.err"; then fail "find below 256 levels exited 0"; fi
+assert_contains "$T/deep.err" "File name too long" "find: $(head -3 "$T/deep.err")"
+found=$(grep -c '/f$' "$T/deep.found" || true)
+[ "$found" -ge 254 ] && [ "$found" -le 256 ] || fail "find reached $found of the files (about 255 expected)"
+cmp -s "$M/deep/d/d/d/f" "$W/deep/d/d/d/f" || fail "a file 4 levels deep reads differently"
+rc=0
+rsync -a "$M/deep/" "$T/deep.copy/" 2>"$T/rsync.err" || rc=$?
+assert_eq "$rc" 23 "rsync of the deep folder (partial transfer)"
+assert_contains "$T/rsync.err" "File name too long"
+( cd "$W" && find deep | sort ) | cmp -s - "$T/deep.disk" || fail "the deep folder changed on disk"
+grep -q "deeper than the 256 levels the mount shows" "$T/worldfs.log" || fail "the log does not say why"
+rm -r "$W/deep"
 unmount_world "$M"
 
 # The removal reached the store; the replaced player holds the new text.

@@ -183,7 +183,8 @@ text that commits (a failed one leaves it stored). What cannot be removed is ref
 rm. A folder the tree cannot move there (players/, blocks/, a block into the world folder)
 is refused with EPERM instead of EXDEV, so mv never copies it and removes the original.
 index/ takes no file: create, open for writing and truncation fail with EPERM. A database
-path holding a FIFO or another special file is refused at once.
+path holding a FIFO or another special file is refused at once. The mount shows 256 levels
+of folders: what a world folder holds deeper answers ENAMETOOLONG.
 .PP
 mkdir blocks/X,Y,Z adds an all-air block; rmdir (rm -r) of a block folder deletes the block
 (the engine regenerates it); cp -r of a block folder copies it; mv renames it. mkdir and

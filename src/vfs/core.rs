@@ -109,7 +109,29 @@ pub fn display_path(path: &[String]) -> String {
     }
 }
 
-pub(super) fn child(dir: &[String], name: &str) -> Vec<String> {
+/// The deepest path the mount shows, in names below its root. The core names what it holds
+/// by path and a world folder's file is opened by its path, so a request costs time in the
+/// length of its path; a bound on depth is a bound on that cost. A world folder nested
+/// deeper (the games' own trees are a few levels) is shown to this depth, and a name below
+/// it answers `ENAMETOOLONG`, as a path longer than `PATH_MAX` does on disk.
+pub const DEEPEST: usize = 256;
+
+/// The path of `name` in folder `dir`; `ENAMETOOLONG` below [`DEEPEST`].
+pub(super) fn child(dir: &[String], name: &str) -> Result<Vec<String>> {
+    if dir.len() >= DEEPEST {
+        return Err(Error::new(
+            libc::ENAMETOOLONG,
+            format!(
+                "{}/{name}: deeper than the {DEEPEST} levels the mount shows (read it in the world folder itself)",
+                display_path(&dir[..3.min(dir.len())]) + "/…"
+            ),
+        ));
+    }
+    Ok(listed_child(dir, name))
+}
+
+/// The path of entry `name` of a listing of `dir` (listed whatever its depth).
+pub(super) fn listed_child(dir: &[String], name: &str) -> Vec<String> {
     let mut p = dir.to_vec();
     p.push(name.to_string());
     p
@@ -227,12 +249,19 @@ impl Vfs {
         &self.tree
     }
 
+    /// The path of `ino`; `ENAMETOOLONG` for an entry a listing named below [`DEEPEST`] (or
+    /// a folder moved there with what the kernel knows in it).
     pub(super) fn path_of(&self, ino: u64) -> Result<Vec<String>> {
-        self.inodes
+        let path = self
+            .inodes
             .read()
             .map_err(|_| Error::corrupt("inode table lock poisoned"))?
             .path(ino)
-            .ok_or_else(|| Error::new(libc::ESTALE, format!("unknown inode {ino}")))
+            .ok_or_else(|| Error::new(libc::ESTALE, format!("unknown inode {ino}")))?;
+        match path.split_last() {
+            Some((name, dir)) if path.len() > DEEPEST => child(dir, name),
+            _ => Ok(path),
+        }
     }
 
     pub(super) fn cookie(&self) -> u64 {
@@ -280,14 +309,13 @@ impl Vfs {
     pub fn lookup(&self, parent: u64, name: &str, pid: u32) -> Result<(u64, Stat)> {
         check_length(name)?;
         let dir = self.path_of(parent)?;
+        let path = child(&dir, name)?;
         if self.fresh.hidden(&dir, name, pid) {
             return Err(Error::not_found(format!(
                 "{}: not written yet into the folder this process made",
-                display_path(&child(&dir, name))
+                display_path(&path)
             )));
         }
-        let mut path = dir;
-        path.push(name.to_string());
         let stat = self.stat_path(&path)?;
         let ino = self
             .inodes
@@ -504,7 +532,7 @@ impl Vfs {
     pub fn symlink(&self, parent: u64, name: &str, target: &[u8], pid: u32) -> Result<(u64, Stat)> {
         check_name(name)?;
         let dir = self.path_of(parent)?;
-        let path = child(&dir, name);
+        let path = child(&dir, name)?;
         self.writable_at(&path)?;
         self.remove_below(&path)?;
         if self.stat_path(&path).is_ok() {
@@ -539,7 +567,7 @@ impl Vfs {
     pub fn mkdir(&self, parent: u64, name: &str, pid: u32) -> Result<(u64, Stat)> {
         check_name(name)?;
         let dir = self.path_of(parent)?;
-        let path = child(&dir, name);
+        let path = child(&dir, name)?;
         if self.removals.holds(&path)? {
             self.writable_at(&path)?;
             self.remove_below(&path)?;
@@ -648,7 +676,7 @@ impl Vfs {
     /// The removal of a stored file is checked now and committed a moment later, unless the
     /// name is created again first (see [`crate::vfs::removals`]).
     pub fn unlink_as(&self, parent: u64, name: &str, pid: u32) -> Result<()> {
-        let path = child(&self.path_of(parent)?, name);
+        let path = child(&self.path_of(parent)?, name)?;
         // Discarding held text changes nothing stored, so a tree that turned read-only while
         // mounted (a damaged TVDA disk) still lets it go; removing what the tree stores (or
         // the only copy of a file moved aside) is a change.
@@ -727,7 +755,7 @@ impl Vfs {
     /// Removes directory `name` from `parent` (and the object it shows).
     pub fn rmdir(&self, parent: u64, name: &str) -> Result<()> {
         self.writable()?;
-        let path = child(&self.path_of(parent)?, name);
+        let path = child(&self.path_of(parent)?, name)?;
         self.remove_below(&path)?;
         let has_held = lock(&self.overlay)?
             .keys()
@@ -875,6 +903,45 @@ mod tests {
         vfs.unlink_as(d, "x~", 7).unwrap();
         assert_eq!(vfs.commit_all(), 0);
         assert_eq!(stored(&tree, "d/x~"), None);
+    }
+
+    /// The mount shows [`DEEPEST`] levels: a request naming a path below answers
+    /// `ENAMETOOLONG` (lookup, mkdir, create, rename into it), while the deepest folder
+    /// still lists its entries, and an entry a listing named is refused when used. So no
+    /// request's cost grows past that of a path of `DEEPEST` names.
+    #[test]
+    fn paths_deeper_than_the_mount_shows_are_refused() {
+        let (_tree, vfs, _) = setup();
+        let mut dir = dir_ino(&vfs);
+        for _ in 1..DEEPEST {
+            dir = vfs.mkdir(dir, "s", 7).unwrap().0;
+        }
+        assert_eq!(vfs.path_of(dir).unwrap().len(), DEEPEST);
+        let too_long = |r: Result<()>| r.unwrap_err().errno();
+        assert_eq!(
+            too_long(vfs.mkdir(dir, "s", 7).map(drop)),
+            libc::ENAMETOOLONG
+        );
+        assert_eq!(
+            too_long(vfs.create(dir, "x", 0o644).map(drop)),
+            libc::ENAMETOOLONG
+        );
+        assert_eq!(
+            too_long(vfs.lookup(dir, "fixed", 8).map(drop)),
+            libc::ENAMETOOLONG
+        );
+        let d = dir_ino(&vfs);
+        assert_eq!(too_long(vfs.rename(d, "f", dir, "f")), libc::ENAMETOOLONG);
+        let mut plus = Vec::new();
+        vfs.readdir(dir, 0, true, 8, &mut |e| {
+            plus.push((e.name.to_string(), e.ino));
+            true
+        })
+        .unwrap();
+        let fixed = plus.iter().find(|(n, _)| n == "fixed").expect("listed");
+        let e = vfs.open(fixed.1, OpenMode::default()).unwrap_err();
+        assert_eq!(e.errno(), libc::ENAMETOOLONG, "{e}");
+        assert!(e.to_string().contains("256 levels"), "{e}");
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! Symbolic links are shown as links and never followed: anyone who can write to a world
 //! folder could point one at any file of the user running worldfs. Every path is walked
 //! from the folder's own descriptor, its sub-folders opened with `openat2` refusing any
-//! link (`RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`, a few KiB of names per call, so a
-//! path's cost does not grow with its depth) or, where the kernel has no `openat2`, one
+//! link (`RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`, a few KiB of names per call, and the
+//! core names no path deeper than [`crate::vfs::core::DEEPEST`]) or, where the kernel has
+//! no `openat2`, one
 //! name at a time with `O_NOFOLLOW | O_DIRECTORY`, and every operation acts on the last name with a `*at` call
 //! in its folder's descriptor that does not follow it (`fstatat`, `openat` with
 //! `O_NOFOLLOW`, `readlinkat`, `unlinkat`, `renameat`, `mkdirat`, `symlinkat`, `utimensat`

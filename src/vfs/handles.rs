@@ -333,7 +333,7 @@ impl Vfs {
     pub fn create(&self, parent: u64, name: &str, mode: u32) -> Result<(u64, Stat, u64)> {
         check_name(name)?;
         let dir = self.path_of(parent)?;
-        let path = child(&dir, name);
+        let path = child(&dir, name)?;
         self.writable_at(&path)?;
         let class = self
             .tree

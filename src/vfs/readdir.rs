@@ -4,7 +4,7 @@
 //! other held files come and go.
 
 use crate::error::{lock, Error, Result};
-use crate::vfs::core::{child, display_path, Vfs};
+use crate::vfs::core::{display_path, listed_child, Vfs};
 use crate::vfs::inodes::ROOT;
 use crate::vfs::overlay::overlay_stat;
 use crate::vfs::tree::{Kind, Stat, MAX_TREE_COOKIE};
@@ -144,7 +144,7 @@ impl Vfs {
             .collect();
         extra.sort_by_key(|e| e.0);
         for (cookie, name, stat, scratch) in extra {
-            if !scratch && self.tree.stat(&child(dir, &name)).is_ok() {
+            if !scratch && self.tree.stat(&listed_child(dir, &name)).is_ok() {
                 continue;
             }
             if !self.offer(listing, &name, cookie, &stat, sink) {
@@ -165,14 +165,14 @@ impl Vfs {
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> bool {
         let child_ino = self.entry_ino(listing.ino, name, listing.plus, stat.file);
-        let shown = self.shown(&child(listing.dir, name), stat.clone());
+        let shown = self.shown(&listed_child(listing.dir, name), stat.clone());
         let stat = &shown;
         // Readdirplus hands the kernel attributes it may keep: those of a file are made exact
         // (a tree may list approximate ones); one that cannot be is not kept.
         let exact;
         let stat = if listing.plus && stat.kind == Kind::File && !stat.volatile {
             exact = self
-                .stat_path(&child(listing.dir, name))
+                .stat_path(&listed_child(listing.dir, name))
                 .unwrap_or_else(|_| Stat {
                     volatile: true,
                     ..stat.clone()

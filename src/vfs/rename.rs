@@ -57,8 +57,8 @@ impl Vfs {
     /// Renames `name` in `parent` to `new_name` in `new_parent`.
     pub fn rename(&self, parent: u64, name: &str, new_parent: u64, new_name: &str) -> Result<()> {
         check_name(new_name)?;
-        let from = child(&self.path_of(parent)?, name);
-        let to = child(&self.path_of(new_parent)?, new_name);
+        let from = child(&self.path_of(parent)?, name)?;
+        let to = child(&self.path_of(new_parent)?, new_name)?;
         let to_dir = &to[..to.len() - 1];
         let (held, new) = match lock(&self.overlay)?.get(&from) {
             Some(o) => (true, o.held == Held::New),
