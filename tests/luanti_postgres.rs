@@ -445,9 +445,28 @@ fn players_auth_and_mod_storage_in_postgresql() {
     assert_eq!(mods.create(m, k, v).unwrap_err().errno(), libc::EEXIST);
     assert_eq!(&mods.read(m, k).unwrap(), v);
     mods.write(m, b"bin\0key", b"\xff\x00value").unwrap();
+    let version = mods.version(m, b"bin\0key").expect("a row version");
+    assert_eq!(mods.version(m, b"bin\0key"), Some(version), "unchanged");
     mods.write(m, b"bin\0key", b"second").unwrap();
     assert_eq!(mods.read(m, b"bin\0key").unwrap(), b"second");
+    assert_ne!(
+        mods.version(m, b"bin\0key"),
+        Some(version),
+        "a write moves it"
+    );
     let mut client = postgres::Client::connect(&accounts, postgres::NoTls).unwrap();
+    let version = mods.version(m, b"bin\0key");
+    client
+        .execute(
+            "UPDATE mod_storage SET value = value WHERE key = $1",
+            &[&b"bin\0key".as_slice()],
+        )
+        .unwrap();
+    assert_ne!(
+        mods.version(m, b"bin\0key"),
+        version,
+        "another program's update, even of the same bytes"
+    );
     let columns: Vec<(String, String)> = client
         .query(
             "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute \

@@ -11,13 +11,32 @@
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::vfs::held::{private_dir, Spill};
 
 /// A file being written stays in memory up to this size.
 pub const MEMORY_LIMIT: usize = 8 << 20;
+
+/// Lets one text past [`MEMORY_LIMIT`] at a time be read back whole for its check and
+/// commit, which hold it about three times over (the bytes, what the tree decodes or
+/// encodes of them, the store's copy): however many large files are closed at once, the
+/// daemon holds that much for one of them. Smaller texts pass at once.
+#[derive(Default)]
+pub struct OneLarge(Mutex<()>);
+
+impl OneLarge {
+    /// Waits for the other large texts to be done when `len` is past [`MEMORY_LIMIT`]; the
+    /// guard lets the next one in. Taken with the file's lock held and before any other of
+    /// the core's locks.
+    pub fn enter(&self, len: usize) -> Result<Option<MutexGuard<'_, ()>>> {
+        if len <= MEMORY_LIMIT {
+            return Ok(None);
+        }
+        lock(&self.0).map(Some)
+    }
+}
 
 /// What a file holds while handles are open on it.
 pub enum Buffer {

@@ -34,6 +34,7 @@ use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::access::Access;
+use crate::vfs::buffer::OneLarge;
 use crate::vfs::fresh::FreshDirs;
 use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
@@ -62,6 +63,8 @@ pub struct Vfs {
     pub(super) overlay: Mutex<HashMap<Vec<String>, Overlay>>,
     pub(super) next_cookie: AtomicU64,
     pub(super) spill: Spill,
+    /// Checks and commits of large texts, one at a time.
+    pub(super) one_large: OneLarge,
     pub(super) fresh: FreshDirs,
     /// Tree files moved aside to a scratch name (an editor's backup), by source path, with
     /// the scratch path holding their text. The source is hidden but stays in the store
@@ -200,6 +203,7 @@ impl Vfs {
             overlay: Mutex::new(HashMap::new()),
             next_cookie: AtomicU64::new(FIRST_HELD_COOKIE),
             spill: Spill::new(held_dir),
+            one_large: OneLarge::default(),
             fresh: FreshDirs::default(),
             aside: Mutex::new(HashMap::new()),
             removals: Removals::default(),

@@ -472,12 +472,15 @@ impl Vfs {
             if f.home == Home::Core {
                 return Ok(());
             }
-            self.tree.check(&f.path, &f.data.bytes()?).map_err(|e| {
-                e.context(format!(
-                    "{}: nothing written before this close",
-                    display_path(&f.path)
-                ))
-            })?;
+            {
+                let _one = self.one_large.enter(f.data.len())?;
+                self.tree.check(&f.path, &f.data.bytes()?).map_err(|e| {
+                    e.context(format!(
+                        "{}: nothing written before this close",
+                        display_path(&f.path)
+                    ))
+                })?;
+            }
             // A new file the tree takes empty exists once its first close returns (its
             // folder's times change then, not at the kernel's later release). Not one made
             // where a stored file was moved aside (`mv auth.txt auth.txt~; echo … >
@@ -504,6 +507,7 @@ impl Vfs {
             let dated = f.set_mtime.take();
             #[cfg(test)]
             self.race_in_hold.run(self);
+            let _one = self.one_large.enter(f.data.len())?;
             let text = self
                 .spill
                 .hold(&f.path, Arc::unwrap_or_clone(f.data.bytes()?));
@@ -532,8 +536,10 @@ impl Vfs {
             return Ok(());
         }
         let set_mtime = f.set_mtime.take();
+        let one = self.one_large.enter(f.data.len())?;
         let text = Arc::unwrap_or_clone(f.data.bytes()?);
         self.commit(&f.path, text, f.perm, f.owner, set_mtime)?;
+        drop(one);
         if f.file.is_some() {
             // Its readers now read what was committed, which is the file at the path.
             f.file = self

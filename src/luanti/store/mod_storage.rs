@@ -60,6 +60,21 @@ impl ModStorage {
         }
     }
 
+    /// A token that changes whenever another program may have changed entry `key` of
+    /// `modname` (the caller notes its own changes): SQLite's data version, the stamp of the
+    /// mod's file, the row's `xmin` in PostgreSQL (the transaction that wrote its version);
+    /// `None` where none can be had. Lets a `stat` of a large value skip reading it.
+    pub fn version(&self, modname: &str, key: &[u8]) -> Option<u64> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match self {
+            ModStorage::Sqlite(s) => s.data_version().ok()?.hash(&mut h),
+            ModStorage::Files(f) => f.stamp(modname)?.hash(&mut h),
+            ModStorage::Postgres(p) => p.row_version(modname, key).ok()?.hash(&mut h),
+        }
+        Some(h.finish())
+    }
+
     /// The value of one entry (`ENOENT` when there is none).
     pub fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
         match self {

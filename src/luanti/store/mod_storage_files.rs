@@ -49,6 +49,17 @@ impl FilesModStorage {
         Ok(mods)
     }
 
+    /// The identity, size and modification time of the mod's file (`None` when it cannot
+    /// be looked at): the engine and the mount replace the whole file at each write.
+    pub fn stamp(&self, modname: &str) -> Option<(u64, u64, u64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::symlink_metadata(self.path(modname).ok()?) {
+            Ok(m) => Some((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some((0, 0, 0, 0, 0)),
+            Err(_) => None,
+        }
+    }
+
     fn path(&self, modname: &str) -> Result<PathBuf> {
         if modname.is_empty() || modname.starts_with('.') || modname.contains(['/', '\0']) {
             return Err(Error::invalid(format!(

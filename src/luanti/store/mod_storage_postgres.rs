@@ -70,6 +70,21 @@ impl PostgresModStorage {
         })
     }
 
+    /// The `xmin` of the entry's row (`None` when there is none): every committed write of
+    /// it makes a row version with a new one.
+    pub fn row_version(&self, modname: &str, key: &[u8]) -> Result<Option<String>> {
+        self.server.read(|c| {
+            match c.query_opt(
+                "SELECT xmin::text FROM mod_storage WHERE modname = $1 AND key = $2::bytea",
+                &[&modname, &key],
+            ) {
+                Ok(row) => Ok(row.map(|r| r.get::<_, String>(0))),
+                Err(e) if no_table(&e) => Ok(None),
+                Err(e) => Err(error(e)),
+            }
+        })
+    }
+
     /// The value of one entry.
     pub fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
         let value = self.server.read(|c| {

@@ -25,8 +25,9 @@
 //! file is empty until the first write creates it. Objects have no stored time, so mtimes come
 //! from [`crate::vfs::mtimes`]: derived from the content, the commit time once edited here.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -90,12 +91,38 @@ pub struct Accounts {
     /// changed (a server's auth data holds a million accounts; `ls -l`, `rsync` and the
     /// kernel stat far more often than anything changes).
     auth_shown: Mutex<Option<AuthShown>>,
+    /// The same for mod-storage entries, by path, with each entry's version
+    /// ([`ModStorage::version`]): the kernel asks for a file's attributes before each read
+    /// of it, and a value of 200 MB must not be read whole for each (up to
+    /// [`ENTRIES_SHOWN`] entries).
+    entries_shown: Mutex<HashMap<Vec<String>, AuthShown>>,
+    /// Moves at the start and the end of every change through the mount, and is part of
+    /// each kept entry's version: the mount's own commits do not change SQLite's data
+    /// version as its own connection sees it, and a stat that read during a change must not
+    /// be kept past it.
+    changes: AtomicU64,
     /// Tests: how many times `auth.txt` was rendered for a stat.
     #[cfg(test)]
     auth_renders: std::sync::atomic::AtomicU64,
+    /// Tests: how many times a mod-storage value was read for a stat.
+    #[cfg(test)]
+    entry_reads: std::sync::atomic::AtomicU64,
 }
 
-/// What a `stat` of `auth.txt` needs, kept with the store version it is true for.
+/// Moves the count of changes again when dropped (the end of a change).
+struct Changing<'a>(&'a AtomicU64);
+
+impl Drop for Changing<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// How many mod-storage entries' sizes are kept (a few hundred bytes each).
+const ENTRIES_SHOWN: usize = 4096;
+
+/// What a `stat` of `auth.txt` (or of a mod-storage entry) needs, kept with the store
+/// version it is true for.
 #[derive(Clone, Copy)]
 struct AuthShown {
     /// The store's version and the identity of the database file it was read from.
@@ -147,8 +174,12 @@ impl Accounts {
             mtimes: Mtimes::open(&identity, read_only),
             read_only,
             auth_shown: Mutex::new(None),
+            entries_shown: Mutex::new(HashMap::new()),
+            changes: AtomicU64::new(0),
             #[cfg(test)]
             auth_renders: Default::default(),
+            #[cfg(test)]
+            entry_reads: Default::default(),
         })
     }
 
@@ -197,6 +228,7 @@ impl Accounts {
     /// metadata kept): each changed player is saved in its own transaction (the player
     /// backend is another database than the map). Returns how many players changed.
     pub fn rename_item(&self, from: &[u8], to: &[u8]) -> Result<usize> {
+        let _changing = self.changing();
         let Some(players) = &self.players else {
             return Ok(0);
         };
@@ -403,11 +435,56 @@ impl Accounts {
             // one is written (which creates the store world.mt names, as the engine would).
             Spot::Auth if !self.auth()?.stored() => Err(not_found(path)),
             Spot::Auth => self.auth_stat(path),
-            Spot::Player(_) | Spot::Entry(..) => {
+            Spot::Entry(m, key) => self.entry_stat(path, m, key),
+            Spot::Player(_) => {
                 let data = self.content(&spot, path)?;
                 Ok(self.file_stat(path, &data, false))
             }
         }
+    }
+
+    /// The stat of a mod-storage entry, whose value is read again only when its version
+    /// changed since.
+    fn entry_stat(&self, path: &TreePath, modname: &str, key: &[u8]) -> Result<Stat> {
+        if !self.mod_exists(modname)? {
+            return Err(not_found(path));
+        }
+        let mods = self.mods()?;
+        // Read before the value: a change in between makes the next stat read again.
+        let changes = self.changes.load(Ordering::SeqCst);
+        let version = mods
+            .with(false, || Ok(None), |s| Ok(s.version(modname, key)))?
+            .map(|v| (v ^ changes.rotate_left(32), mods.database_id()));
+        let known = lock(&self.entries_shown)?.get(path).copied();
+        let shown = match (version, known) {
+            (Some(v), Some(k)) if k.version == v => k,
+            _ => {
+                #[cfg(test)]
+                self.entry_reads
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let data = self.value_text(modname, key)?;
+                let shown = AuthShown {
+                    version: version.unwrap_or_default(),
+                    len: data.len() as u64,
+                    hash: content_hash(&data),
+                };
+                if version.is_some() {
+                    let mut kept = lock(&self.entries_shown)?;
+                    if kept.len() >= ENTRIES_SHOWN {
+                        kept.clear();
+                    }
+                    kept.insert(path.to_vec(), shown);
+                }
+                shown
+            }
+        };
+        Ok(self.stat_of(path, shown.len, shown.hash, false))
+    }
+
+    /// Marks a change through the mount, now and when the guard goes (see `changes`).
+    fn changing(&self) -> Changing<'_> {
+        self.changes.fetch_add(1, Ordering::SeqCst);
+        Changing(&self.changes)
     }
 
     /// The stat of `auth.txt`, rendered again only when the store changed since.
@@ -515,6 +592,7 @@ impl Accounts {
 
     /// Parses and commits a whole file (creating the player or entry when it is new).
     pub fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {
+        let _changing = self.changing();
         let spot = self.spot(path)?;
         if matches!(spot, Spot::Auth) {
             // Its own commits do not change SQLite's data version: the next stat renders.
@@ -648,6 +726,7 @@ impl Accounts {
 
     /// Deletes the player or mod-storage entry at `path` (`auth.txt`: a no-op).
     pub fn remove(&self, path: &TreePath) -> Result<()> {
+        let _changing = self.changing();
         match self.spot(path)? {
             Spot::Player(name) => {
                 self.players()?
@@ -666,6 +745,7 @@ impl Accounts {
 
     /// Creates a mod folder (`mod_storage/MOD`); other folders here are fixed.
     pub fn mkdir(&self, path: &TreePath) -> Result<()> {
+        let _changing = self.changing();
         match self.spot(path) {
             Ok(Spot::Mod(m)) => {
                 check_mod_name(&m)?;
@@ -685,6 +765,7 @@ impl Accounts {
     /// Removes an empty mod folder; the fixed folders accept it as a no-op when empty so
     /// that `rm -r` can proceed.
     pub fn rmdir(&self, path: &TreePath) -> Result<()> {
+        let _changing = self.changing();
         let not_empty = || Error::not_empty(format!("{}: not empty", path.join("/")));
         match self.spot(path)? {
             Spot::Players => {
@@ -726,6 +807,7 @@ impl Accounts {
     /// Renames a player (its stored name follows) or a mod-storage entry (within or across
     /// mods); the target is replaced when it exists.
     pub fn rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
+        let _changing = self.changing();
         match (self.spot(from)?, self.spot(to)?) {
             (Spot::Player(a), Spot::Player(b)) => {
                 if a == b {

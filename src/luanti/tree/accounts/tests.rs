@@ -324,3 +324,37 @@ fn auth_stat_on_leveldb_renders_only_after_the_mounts_writes() {
     assert!(written.size > first.size, "bob is counted");
     assert_eq!(renders(), after_first + 1, "the mount's own write");
 }
+
+/// A stat of a mod-storage entry reads its value only when the store changed: not again for
+/// an unchanged store (the kernel asks before each read of the file), again after the
+/// mount's own write and after another program's commit, and never a size from before.
+#[test]
+fn entry_stat_reads_the_value_only_after_a_change() {
+    let state = tempfile::tempdir().unwrap();
+    std::env::set_var("WORLDFS_STATE_DIR", state.path());
+    let dir = sqlite_world();
+    let a = Accounts::open(dir.path(), &WorldMt::read(dir.path()).unwrap(), false).unwrap();
+    let reads = || a.entry_reads.load(Ordering::Relaxed);
+    a.write(&p(&["mod_storage", "mymod", "big"]), &vec![b'x'; 100_000])
+        .unwrap();
+    let path = p(&["mod_storage", "mymod", "big"]);
+    let first = a.stat(&path).unwrap();
+    assert_eq!(first.size, a.read(&path).unwrap().len() as u64);
+    let after_first = reads();
+    for _ in 0..5 {
+        assert_eq!(a.stat(&path).unwrap(), first);
+    }
+    assert_eq!(reads(), after_first, "an unchanged store is not read again");
+
+    a.write(&path, b"short\n").unwrap();
+    let written = a.stat(&path).unwrap();
+    assert_eq!(written.size, 6, "the mount's own write");
+    assert_eq!(reads(), after_first + 1);
+
+    // Another program's commit (the engine, on its own connection).
+    let mut other = SqliteModStorage::open(&dir.path().join("mod_storage.sqlite"), false).unwrap();
+    other.write("mymod", b"big", b"a longer value").unwrap();
+    assert_eq!(a.stat(&path).unwrap().size, 15, "another program's commit");
+    assert_eq!(a.stat(&path).unwrap().size, 15);
+    assert_eq!(reads(), after_first + 2);
+}
