@@ -95,9 +95,11 @@ pub struct MountArgs {
     /// the kernel's caches.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub max_inodes: usize,
-    /// Request-handling threads.
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub threads: usize,
+    /// Request-handling threads (at least 2: a change's cache invalidation, sent from a
+    /// request thread, can wait for a page that another request, a write, holds).
+    #[arg(long, default_value_t = 4, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(2..))]
+    pub threads: u16,
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,

@@ -254,7 +254,7 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
     } else {
         SessionACL::Owner
     };
-    config.n_threads = Some(args.threads.max(1));
+    config.n_threads = Some(usize::from(args.threads));
     config.clone_fd = true;
     config
 }

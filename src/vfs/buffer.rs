@@ -133,10 +133,19 @@ impl Buffer {
                 buffer[start..end].copy_from_slice(data);
             }
             Buffer::File { file, len } => {
+                // What the write covers of the text now, put back if it fails partway (a
+                // full disk): at most one write request's bytes.
+                let mut old = vec![0; end.min(*len).saturating_sub(start)];
+                file.read_exact_at(&mut old, start as u64)?;
                 if let Err(e) = file.write_all_at(data, start as u64) {
                     // Bytes a partial write left past the end would show through a later
                     // growth instead of zeros.
                     let _ = file.set_len(*len as u64);
+                    if let Err(undo) = file.write_all_at(&old, start as u64) {
+                        log::error!(
+                            "a failed write could not be undone in the buffer's file: {undo}"
+                        );
+                    }
                     return Err(e.into());
                 }
                 *len = (*len).max(end);
