@@ -5,8 +5,11 @@
 //! create), `rm` of a failed text,
 //! `fsync`, unmount and mount again — and after every step the file shows what the model
 //! says to another process, and after every `fsync` (Luanti, Survivalcraft) and unmount a
-//! fresh read-only look at the store shows the last text a close took. Crashes are the kill sweeps' (mount tests 17, 18,
-//! 82, 84, 86): a core dropped in-process keeps its tree's writer threads.
+//! fresh read-only look at the store shows the last text a close took. A crash runs the
+//! steps before it in a child process, killed (SIGKILL) with its core and the tree's writer
+//! threads as they are; the store then loads and holds the text of the last `fsync` or of a
+//! close after it, never an older one nor anything else, and the sequence goes on in a new
+//! mount. (The kill sweeps of the mount tests kill real daemons at any moment.)
 //!
 //! `PROPTEST_CASES=200 cargo test --release --test reftest_games` runs more sequences.
 
@@ -46,6 +49,8 @@ enum Step {
     Fsync,
     /// Unmount and mount again.
     Remount,
+    /// The daemon killed (SIGKILL), then mounted again.
+    Crash,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -56,6 +61,7 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::DropFailed),
         Just(Step::Fsync),
         Just(Step::Remount),
+        Just(Step::Crash),
     ]
 }
 
@@ -135,13 +141,114 @@ fn same(got: &str, expected: &str) -> bool {
     false
 }
 
+/// Runs the sequence; the steps up to each crash run in a child process that is killed.
 fn run(f: &Fixture, steps: &[Step]) -> Result<(), TestCaseError> {
+    let mut start = 0;
+    while let Some(at) = steps[start..].iter().position(|s| matches!(s, Step::Crash)) {
+        let crash = start + at;
+        let kept = killed_after(f, &steps[start..crash], start)?;
+        let now = in_store(f);
+        prop_assert!(
+            kept.contains(&now),
+            "{}: after the crash at step {} the store holds neither the last fsynced text nor one a close took after it",
+            f.name,
+            crash
+        );
+        start = crash + 1;
+    }
+    let (vfs, kept) = run_steps(f, &steps[start..], start)?;
+    vfs.commit_all();
+    vfs.sync().expect("syncs");
+    drop(vfs);
+    let committed = kept.last().expect("the text of the mount at least");
+    prop_assert!(
+        same(&in_store(f), committed),
+        "{}: store at the end",
+        f.name
+    );
+    Ok(())
+}
+
+/// Runs `steps` (the first numbered `offset`) in a child process on the store as it is, and
+/// kills it (SIGKILL) once they are done, its core alive; what a crash may leave: the text
+/// of the last `fsync` (or of the mount) and those closes took after it.
+fn killed_after(f: &Fixture, steps: &[Step], offset: usize) -> Result<Vec<String>, TestCaseError> {
+    use nix::sys::signal::{kill, Signal};
+    use nix::sys::wait::waitpid;
+    use nix::unistd::{fork, ForkResult};
+    let report = tempfile::tempdir().expect("a folder for the child's report");
+    let done = report.path().join("done");
+    // SAFETY: the child runs only this test's code (no lock another thread of the harness
+    // holds is taken: no printing, allocation is fork-safe) and never returns.
+    match unsafe { fork() }.expect("forks") {
+        ForkResult::Child => {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_steps(f, steps, offset)
+            }));
+            let (text, _vfs) = match ran {
+                Ok(Ok((vfs, kept))) => (encode(&kept), Some(vfs)),
+                Ok(Err(e)) => (format!("FAIL {e}"), None),
+                Err(_) => ("FAIL the child panicked".to_string(), None),
+            };
+            let tmp = report.path().join("tmp");
+            let _ = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &done));
+            // Killed here by the parent, the core and its threads as they are.
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+        ForkResult::Parent { child } => {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+            while !done.exists() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            kill(child, Signal::SIGKILL).expect("kills the child");
+            waitpid(child, None).expect("waits for the child");
+            let text =
+                std::fs::read_to_string(&done).unwrap_or_else(|_| "FAIL no report in 120 s".into());
+            if let Some(failure) = text.strip_prefix("FAIL ") {
+                return Err(TestCaseError::fail(format!(
+                    "{}: in the killed child: {failure}",
+                    f.name
+                )));
+            }
+            Ok(decode(&text))
+        }
+    }
+}
+
+/// Texts as `LEN\nTEXT` records.
+fn encode(texts: &[String]) -> String {
+    texts.iter().map(|t| format!("{}\n{t}", t.len())).collect()
+}
+
+fn decode(mut s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Some((len, rest)) = s.split_once('\n') {
+        let len: usize = len.parse().expect("a length");
+        out.push(rest[..len].to_string());
+        s = &rest[len..];
+    }
+    out
+}
+
+/// Runs `steps` (the first numbered `offset`) on a new mount of the store; the core, and the
+/// texts a crash may leave after them (see [`killed_after`]), the last the one the last
+/// good close took.
+fn run_steps(
+    f: &Fixture,
+    steps: &[Step],
+    offset: usize,
+) -> Result<(Vfs, Vec<String>), TestCaseError> {
     let path = f.path();
     let mut vfs = f.vfs(false);
     // The model: the text the last good close took, and the text of a failed one.
     let mut committed = cat(&vfs, &path);
     let mut failed: Option<String> = None;
+    // What a crash may leave: the text of the last fsync and those taken since.
+    let mut kept = vec![committed.clone()];
     for (i, s) in steps.iter().enumerate() {
+        let i = offset + i;
         match *s {
             Step::Save(good) | Step::Sed(good) | Step::Install(good) => {
                 let text = if good {
@@ -156,6 +263,7 @@ fn run(f: &Fixture, steps: &[Step]) -> Result<(), TestCaseError> {
                 };
                 prop_assert_eq!(took, good, "{}: step {} {:?}", f.name, i, s);
                 if good {
+                    kept.push(text.clone());
                     committed = text;
                     failed = None;
                 } else {
@@ -175,6 +283,7 @@ fn run(f: &Fixture, steps: &[Step]) -> Result<(), TestCaseError> {
             }
             Step::Fsync => {
                 vfs.sync().expect("syncs");
+                kept = vec![committed.clone()];
                 // A TVDA disk mounted read-write refuses a second open (its store is looked
                 // at after the unmount); the other stores allow a read-only look beside.
                 if f.game != Game::Tvda {
@@ -198,7 +307,9 @@ fn run(f: &Fixture, steps: &[Step]) -> Result<(), TestCaseError> {
                 );
                 vfs = f.vfs(false);
                 failed = None;
+                kept = vec![committed.clone()];
             }
+            Step::Crash => unreachable!("a crash ends a run of steps"),
         }
         let shown = failed.as_ref().unwrap_or(&committed);
         prop_assert!(
@@ -209,15 +320,7 @@ fn run(f: &Fixture, steps: &[Step]) -> Result<(), TestCaseError> {
             s
         );
     }
-    vfs.commit_all();
-    vfs.sync().expect("syncs");
-    drop(vfs);
-    prop_assert!(
-        same(&in_store(f), &committed),
-        "{}: store at the end",
-        f.name
-    );
-    Ok(())
+    Ok((vfs, kept))
 }
 
 proptest! {
