@@ -19,6 +19,9 @@ use crate::vfs::held::{private_dir, Spill};
 /// A file being written stays in memory up to this size.
 pub const MEMORY_LIMIT: usize = 8 << 20;
 
+/// A large text's turn ([`OneLarge::enter`]): `None` for a small one.
+pub type Large<'a> = Option<MutexGuard<'a, ()>>;
+
 /// Lets one text past [`MEMORY_LIMIT`] at a time be read back whole for its check and
 /// commit, which hold it about three times over (the bytes, what the tree decodes or
 /// encodes of them, the store's copy): however many large files are closed at once, the
@@ -28,9 +31,10 @@ pub struct OneLarge(Mutex<()>);
 
 impl OneLarge {
     /// Waits for the other large texts to be done when `len` is past [`MEMORY_LIMIT`]; the
-    /// guard lets the next one in. Taken with the file's lock held and before any other of
-    /// the core's locks.
-    pub fn enter(&self, len: usize) -> Result<Option<MutexGuard<'_, ()>>> {
+    /// guard lets the next one in. Taken holding at most one open file's lock (and no other
+    /// of the core's locks), and let go before any open file is locked: a thread holding
+    /// it never waits for a file whose lock is held by a thread waiting for it.
+    pub fn enter(&self, len: usize) -> Result<Large<'_>> {
         if len <= MEMORY_LIMIT {
             return Ok(None);
         }

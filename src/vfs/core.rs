@@ -481,6 +481,9 @@ impl Vfs {
         }
         drop(overlay);
         let stat = self.stat_path(path)?;
+        let _one = self
+            .one_large
+            .enter(usize::try_from(stat.size).unwrap_or(usize::MAX))?;
         let mut data = self
             .tree
             .read(path)
@@ -593,6 +596,22 @@ impl Vfs {
         self.fresh.show(&dir, name);
         self.fresh.made(&path, pid);
         self.lookup(parent, name, pid)
+    }
+
+    /// `ENOTEMPTY` when the core holds a file below folder `path` (text a commit did not
+    /// take, a scratch file): `rmdir` and a folder renamed over it would leave that text
+    /// in a folder that is gone or another one.
+    pub(super) fn holds_nothing_below(&self, path: &[String]) -> Result<()> {
+        let has_held = lock(&self.overlay)?
+            .keys()
+            .any(|p| p.len() > path.len() && p.starts_with(path));
+        if has_held {
+            return Err(Error::not_empty(format!(
+                "{} holds unsaved or scratch files",
+                display_path(path)
+            )));
+        }
+        Ok(())
     }
 
     /// The names of folder `dir`'s tree files moved aside or removed a moment ago (hidden
@@ -761,15 +780,7 @@ impl Vfs {
         self.writable()?;
         let path = child(&self.path_of(parent)?, name)?;
         self.remove_below(&path)?;
-        let has_held = lock(&self.overlay)?
-            .keys()
-            .any(|p| p.len() > path.len() && p.starts_with(&path));
-        if has_held {
-            return Err(Error::not_empty(format!(
-                "{} holds unsaved or scratch files",
-                display_path(&path)
-            )));
-        }
+        self.holds_nothing_below(&path)?;
         self.tree
             .rmdir(&path)
             .map_err(|e| e.context(display_path(&path)))?;

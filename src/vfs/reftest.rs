@@ -90,6 +90,8 @@ enum Step {
     SaveIn(usize, bool, bool),
     /// `rm d/DIR/x`.
     RemoveIn(usize),
+    /// `mv d/DIR d/OTHER` of a made folder, over nothing or an empty folder.
+    RenameDir(usize, usize),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -119,6 +121,7 @@ fn step() -> impl Strategy<Value = Step> {
         (0..DIRS.len()).prop_map(Step::Rmdir),
         (0..DIRS.len(), any::<bool>(), any::<bool>()).prop_map(|(k, g, o)| Step::SaveIn(k, g, o)),
         (0..DIRS.len()).prop_map(Step::RemoveIn),
+        (0..DIRS.len(), 0..DIRS.len()).prop_map(|(a, b)| Step::RenameDir(a, b)),
     ]
 }
 
@@ -247,6 +250,55 @@ impl Model {
         self.dirs.push(dir.to_string());
         self.stored
             .insert(format!("{dir}/fixed"), b"ok fixed".to_vec());
+        true
+    }
+
+    /// `mv d/A d/B` of a made folder: the removals held back in either are done first (once
+    /// `A` is there); a `B` holding a file (stored or failed text) is not empty; what `A`
+    /// holds, failed text included, is then in `B`.
+    fn rename_dir(&mut self, a: &str, b: &str) -> bool {
+        if !self.dirs.iter().any(|d| d == a) {
+            return false;
+        }
+        self.removals_done_below(&format!("{a}/"));
+        self.removals_done_below(&format!("{b}/"));
+        let bx = format!("{b}/x");
+        if self.dirs.iter().any(|d| d == b)
+            && (self.stored.contains_key(&bx) || self.failed.contains_key(&bx))
+        {
+            return false;
+        }
+        self.dirs.retain(|d| d != b);
+        self.stored.remove(&format!("{b}/fixed"));
+        for d in &mut self.dirs {
+            if d == a {
+                *d = b.to_string();
+            }
+        }
+        let prefix = format!("{a}/");
+        for map in [&mut self.stored, &mut self.failed] {
+            let moved: Vec<String> = map
+                .keys()
+                .filter(|k| k.starts_with(&prefix))
+                .cloned()
+                .collect();
+            for k in moved {
+                if let Some(v) = map.remove(&k) {
+                    map.insert(format!("{b}/{}", &k[prefix.len()..]), v);
+                }
+            }
+        }
+        let moved: Vec<String> = self
+            .owners
+            .keys()
+            .filter(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect();
+        for k in moved {
+            if let Some(v) = self.owners.remove(&k) {
+                self.owners.insert(format!("{b}/{}", &k[prefix.len()..]), v);
+            }
+        }
         true
     }
 
@@ -500,6 +552,13 @@ proptest! {
                     let done = save(&vfs, sub, "x", &text(good), owner);
                     let expected = model.save(&format!("{}/x", DIRS[k]), text(good), created, owner);
                     prop_assert_eq!(done.is_ok(), expected, "step {}", i);
+                }
+                Step::RenameDir(a, b) => {
+                    if a == b {
+                        continue;
+                    }
+                    let done = vfs.rename(d, DIRS[a], d, DIRS[b]);
+                    prop_assert_eq!(done.is_ok(), model.rename_dir(DIRS[a], DIRS[b]), "step {}: {:?}", i, done);
                 }
                 Step::RemoveIn(k) => {
                     let Ok((sub, _)) = vfs.lookup(d, DIRS[k], TOOL) else {

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use crate::error::{lock, Error, Result};
+use crate::vfs::buffer::Large;
 use crate::vfs::core::{check_name, child, display_path, rebased, Vfs};
 use crate::vfs::handles::{cut_error, Home};
 use crate::vfs::overlay::{Held, Overlay};
@@ -37,19 +38,25 @@ fn refused_rename(e: Error, stat: &Stat) -> Error {
 impl Vfs {
     /// The text held at `from` for a rename: the buffer of a file being written, else the
     /// held text. With `take`, the buffer counts as committed (the rename commits it).
-    pub(super) fn text_of(&self, from: &[String], take: bool) -> Result<Vec<u8>> {
+    pub(super) fn text_of(&self, from: &[String], take: bool) -> Result<(Vec<u8>, Large<'_>)> {
         if let Some(f) = self.open_file(from)? {
             let mut f = lock(&f)?;
             if f.cut {
                 return Err(cut_error(from));
             }
             if f.dirty {
+                let one = self.one_large.enter(f.data.len())?;
                 f.dirty = !take;
-                return Ok(Arc::unwrap_or_clone(f.data.bytes()?));
+                return Ok((Arc::unwrap_or_clone(f.data.bytes()?), one));
             }
         }
+        // Entered with no lock held (a commit holding the guard takes the overlay's).
+        let len = lock(&self.overlay)?.get(from).map_or(0, |o| o.text.len());
+        let one = self
+            .one_large
+            .enter(usize::try_from(len).unwrap_or(usize::MAX))?;
         match lock(&self.overlay)?.get(from) {
-            Some(o) => o.text.bytes(),
+            Some(o) => Ok((o.text.bytes()?, one)),
             None => Err(Error::not_found(display_path(from))),
         }
     }
@@ -96,6 +103,11 @@ impl Vfs {
                 self.writable_at(&from)?;
                 self.move_aside(&from, &to, &stat)?;
             } else {
+                if stat.kind == Kind::Dir
+                    && to_in_tree.as_ref().is_some_and(|s| s.kind == Kind::Dir)
+                {
+                    self.holds_nothing_below(&to)?;
+                }
                 self.rename_in_tree(&from, &to)
                     .map_err(|e| refused_rename(e, &stat))?;
             }
@@ -137,7 +149,7 @@ impl Vfs {
                 // and what it points to is never written. The text is checked first, so a
                 // rename the tree would refuse leaves the link where it was.
                 self.tree
-                    .check(to, &self.text_of(from, false)?)
+                    .check(to, &self.text_of(from, false)?.0)
                     .map_err(|e| e.context(display_path(to)))?;
                 self.tree
                     .remove(to)
@@ -145,17 +157,24 @@ impl Vfs {
             }
             Some(Kind::File) | None => {}
         }
-        let data = self.text_of(from, true)?;
+        let (data, one) = self.text_of(from, true)?;
         if to_in_tree.is_some() || to_class == NewFile::Object {
-            self.commit_held_over(from, to, data)
+            self.commit_held_over(from, to, data, one)
         } else {
-            self.hold_renamed(from, to, data)
+            self.hold_renamed(from, to, data, one)
         }
     }
 
     /// Replaces a tree file's content with the held text renamed over it (rsync, sed -i,
     /// editors): commits it, with the mtime set on the held file.
-    fn commit_held_over(&self, from: &[String], to: &[String], data: Vec<u8>) -> Result<()> {
+    /// `one` (a large text's turn) goes before any open file is locked.
+    fn commit_held_over(
+        &self,
+        from: &[String],
+        to: &[String],
+        data: Vec<u8>,
+        one: Large<'_>,
+    ) -> Result<()> {
         let (set_mtime, perm, owner) = lock(&self.overlay)?
             .get(from)
             .map_or((None, DEFAULT_PERM, None), |o| {
@@ -167,6 +186,7 @@ impl Vfs {
                 .set_mtime(to, m)
                 .map_err(|e| e.context(display_path(to)))?;
         }
+        drop(one);
         lock(&self.overlay)?.remove(from);
         self.detach(to)?;
         self.move_open(from, to, Some(Home::Tree))
@@ -174,7 +194,14 @@ impl Vfs {
 
     /// A held file under another name the tree does not store: held there, as a scratch
     /// file (text no commit took stays marked for recovery).
-    fn hold_renamed(&self, from: &[String], to: &[String], data: Vec<u8>) -> Result<()> {
+    /// `one` (a large text's turn) goes before any open file is locked.
+    fn hold_renamed(
+        &self,
+        from: &[String],
+        to: &[String],
+        data: Vec<u8>,
+        one: Large<'_>,
+    ) -> Result<()> {
         let mut overlay = lock(&self.overlay)?;
         if let Some(mut o) = overlay.remove(from) {
             o.text = self.spill.hold(to, data);
@@ -183,6 +210,7 @@ impl Vfs {
             overlay.insert(to.to_vec(), o);
         }
         drop(overlay);
+        drop(one);
         for v in lock(&self.aside)?.values_mut() {
             if *v == from {
                 *v = to.to_vec();

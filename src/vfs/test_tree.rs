@@ -57,6 +57,47 @@ impl Files {
     }
 }
 
+impl Files {
+    /// Renames a folder `mkdir` made, with what it holds, over nothing or over a made folder
+    /// holding only its fixed file (else `ENOTEMPTY`); whether `from` is such a folder.
+    fn rename_made_folder(&self, from: &[String], to: &[String]) -> Result<bool> {
+        let (fk, tk) = (from.join("/"), to.join("/"));
+        let mut dirs = lock(&self.dirs)?;
+        let Some(at) = dirs.iter().position(|d| *d == fk) else {
+            return Ok(false);
+        };
+        if tk.starts_with(&format!("{fk}/")) {
+            return Err(Error::invalid("a folder moved into itself"));
+        }
+        let mut files = lock(&self.files)?;
+        let (from_prefix, to_prefix) = (format!("{fk}/"), format!("{tk}/"));
+        if let Some(over) = dirs.iter().position(|d| *d == tk) {
+            let fixed = format!("{tk}/fixed");
+            if files
+                .keys()
+                .any(|k| k.starts_with(&to_prefix) && *k != fixed)
+            {
+                return Err(Error::not_empty("holds files"));
+            }
+            files.remove(&fixed);
+            dirs.remove(over);
+        }
+        let at = dirs.iter().position(|d| *d == fk).unwrap_or(at);
+        dirs[at] = tk.clone();
+        let moved: Vec<String> = files
+            .keys()
+            .filter(|k| k.starts_with(&from_prefix))
+            .cloned()
+            .collect();
+        for k in moved {
+            if let Some(v) = files.remove(&k) {
+                files.insert(format!("{to_prefix}{}", &k[from_prefix.len()..]), v);
+            }
+        }
+        Ok(true)
+    }
+}
+
 impl Tree for Files {
     fn source_files(&self, top: Option<&str>) -> &[std::path::PathBuf] {
         self.on_disk
@@ -199,6 +240,9 @@ impl Tree for Files {
         Ok(())
     }
     fn rename(&self, from: &[String], to: &[String]) -> Result<()> {
+        if self.rename_made_folder(from, to)? {
+            return Ok(());
+        }
         let (from, to) = (self.file_key(from)?, self.file_key(to)?);
         let mut links = lock(&self.links)?;
         if let Some(target) = links.remove(&from) {

@@ -97,7 +97,7 @@ pub struct Accounts {
     /// [`ENTRIES_SHOWN`] entries).
     entries_shown: Mutex<HashMap<Vec<String>, AuthShown>>,
     /// Moves at the start and the end of every change through the mount, and is part of
-    /// each kept entry's version: the mount's own commits do not change SQLite's data
+    /// each kept entry's version and of auth.txt's: the mount's own commits do not change SQLite's data
     /// version as its own connection sees it, and a stat that read during a change must not
     /// be kept past it.
     changes: AtomicU64,
@@ -490,10 +490,13 @@ impl Accounts {
     /// The stat of `auth.txt`, rendered again only when the store changed since.
     fn auth_stat(&self, path: &TreePath) -> Result<Stat> {
         let auth = self.auth()?;
-        // Read before the entries: a change in between makes the next stat render again.
+        // Read before the entries: a change in between makes the next stat render again
+        // (the count of the mount's own changes too, which SQLite's data version does not
+        // show to the connection that made them).
+        let changes = self.changes.load(Ordering::SeqCst);
         let version = auth
             .with(false, || Ok(None), |s| Ok(s.version()))?
-            .map(|v| (v, auth.database_id()));
+            .map(|v| (v ^ changes.rotate_left(32), auth.database_id()));
         let known = *lock(&self.auth_shown)?;
         let shown = match (version, known) {
             (Some(v), Some(k)) if k.version == v => k,
