@@ -256,12 +256,21 @@ impl Vfs {
     /// The path of `ino`; `ENAMETOOLONG` for an entry a listing named below [`DEEPEST`] (or
     /// a folder moved there with what the kernel knows in it).
     pub(super) fn path_of(&self, ino: u64) -> Result<Vec<String>> {
-        let path = self
+        let inodes = self
             .inodes
             .read()
-            .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-            .path(ino)
-            .ok_or_else(|| Error::new(libc::ESTALE, format!("unknown inode {ino}")))?;
+            .map_err(|_| Error::corrupt("inode table lock poisoned"))?;
+        let path = match inodes.path(ino) {
+            Some(path) => path,
+            None if inodes.knows(ino) => {
+                return Err(Error::new(
+                    libc::ENAMETOOLONG,
+                    format!("inode {ino}: deeper than the {DEEPEST} levels the mount shows (moved there with its folder)"),
+                ))
+            }
+            None => return Err(Error::new(libc::ESTALE, format!("unknown inode {ino}"))),
+        };
+        drop(inodes);
         match path.split_last() {
             Some((name, dir)) if path.len() > DEEPEST => child(dir, name),
             _ => Ok(path),
@@ -957,6 +966,21 @@ mod tests {
         let e = vfs.open(fixed.1, OpenMode::default()).unwrap_err();
         assert_eq!(e.errno(), libc::ENAMETOOLONG, "{e}");
         assert!(e.to_string().contains("256 levels"), "{e}");
+
+        // A folder moved deeper with what the kernel knows in it: those names are refused
+        // the same way, and no request walks their whole chain.
+        let (a, _) = vfs.mkdir(d, "a", 7).unwrap();
+        let (b, _) = vfs.mkdir(a, "b", 7).unwrap();
+        let (known, _) = vfs.lookup(b, "fixed", 8).unwrap();
+        let mut above = dir_ino(&vfs);
+        for _ in 1..DEEPEST - 1 {
+            above = vfs.lookup(above, "s", 8).unwrap().0;
+        }
+        vfs.rename(d, "a", above, "a").unwrap();
+        for ino in [b, known] {
+            let e = vfs.getattr(ino, None).unwrap_err();
+            assert_eq!(e.errno(), libc::ENAMETOOLONG, "{e}");
+        }
     }
 
     #[test]

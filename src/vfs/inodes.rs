@@ -64,9 +64,11 @@ impl Default for Inodes {
     }
 }
 
-/// The deepest path an inode may have: a deeper chain is a broken table (a loop), not a
-/// path.
-const MAX_DEPTH: usize = 4096;
+/// The deepest path an inode may have: the depth the mount shows
+/// ([`crate::vfs::core::DEEPEST`]) and one more, for the entries a listing of its deepest
+/// folders names. A deeper chain (a folder the kernel knows things in, moved deeper; or a
+/// loop) has no path, so no request walks more than this many names.
+const MAX_DEPTH: usize = crate::vfs::core::DEEPEST + 1;
 
 impl Inodes {
     /// The path of an inode, or `None` when the inode is unknown.
@@ -152,6 +154,11 @@ impl Inodes {
                 self.by_name.remove(&key);
             }
         }
+    }
+
+    /// Whether `ino` is a known inode (with a path or not).
+    pub fn knows(&self, ino: u64) -> bool {
+        ino == ROOT || self.nodes.contains_key(&ino)
     }
 
     /// Whether `ino` still has its name (it loses it to a removal, or to another file put
