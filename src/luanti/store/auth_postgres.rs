@@ -9,10 +9,11 @@
 //! a new one.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 use postgres::GenericClient;
 
-use crate::error::{Error, Result};
+use crate::error::{lock, Error, Result};
 use crate::luanti::codec::auth_line::AuthEntry;
 use crate::luanti::store::auth::{diff, AuthChanges};
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
@@ -35,13 +36,23 @@ const TABLES: [(&str, &str); 2] = [
 /// Auth data in PostgreSQL.
 pub struct PostgresAuth {
     server: Server,
+    /// The last stamp, with the server's snapshot it was computed in (see
+    /// [`PostgresAuth::stamp`]).
+    kept: Mutex<Option<(String, String)>>,
 }
+
+/// The stamp of the tables and the snapshot of the statement that computed it.
+const STAMP: &str = "SELECT txid_current_snapshot()::text, \
+    (SELECT md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' ORDER BY id), '')) \
+     FROM auth) || (SELECT md5(coalesce(string_agg(id::text || ':' || xmin::text || ':' || \
+     privilege, ',' ORDER BY id, privilege), '')) FROM user_privileges)";
 
 impl PostgresAuth {
     /// Connects to the server `pgsql_auth_connection` names.
     pub fn open(world_mt: &WorldMt) -> Result<PostgresAuth> {
         Ok(PostgresAuth {
             server: Server::open(world_mt, "pgsql_auth_connection")?,
+            kept: Mutex::new(None),
         })
     }
 
@@ -61,20 +72,32 @@ impl PostgresAuth {
     /// update or delete changes it (a new row version always has a new `xmin`; a deleted one
     /// is gone from the list), so a stat of auth.txt needs one aggregate query, not the
     /// accounts sent over and rendered. `None` before the tables exist.
+    ///
+    /// The scan runs again only when the server's snapshot moved since the last one (a
+    /// transaction that wrote anything in the cluster ended or began): the kernel asks for
+    /// auth.txt's attributes before each read call, and a server's million accounts must
+    /// not be scanned for each.
     pub fn stamp(&self) -> Result<Option<String>> {
-        self.server.read(|c| {
-            match c.query_one(
-                "SELECT (SELECT md5(coalesce(string_agg(id::text || ':' || xmin::text, ',' \
-                 ORDER BY id), '')) FROM auth) || (SELECT md5(coalesce(string_agg(id::text || \
-                 ':' || xmin::text || ':' || privilege, ',' ORDER BY id, privilege), '')) \
-                 FROM user_privileges)",
-                &[],
-            ) {
-                Ok(row) => Ok(row.get::<_, Option<String>>(0)),
-                Err(e) if no_table(&e) => Ok(None),
-                Err(e) => Err(error(e)),
+        let now: String = self.server.read(|c| {
+            c.query_one("SELECT txid_current_snapshot()::text", &[])
+                .map(|r| r.get(0))
+                .map_err(error)
+        })?;
+        if let Some((snapshot, stamp)) = lock(&self.kept)?.as_ref() {
+            if *snapshot == now {
+                return Ok(Some(stamp.clone()));
             }
-        })
+        }
+        let computed = self.server.read(|c| match c.query_one(STAMP, &[]) {
+            Ok(row) => Ok(row
+                .get::<_, Option<String>>(1)
+                .map(|stamp| (row.get::<_, String>(0), stamp))),
+            Err(e) if no_table(&e) => Ok(None),
+            Err(e) => Err(error(e)),
+        })?;
+        let stamp = computed.as_ref().map(|(_, stamp)| stamp.clone());
+        *lock(&self.kept)? = computed;
+        Ok(stamp)
     }
 
     /// Applies the edited list of entries (already parsed and checked) in one transaction.
