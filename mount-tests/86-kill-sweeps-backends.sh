@@ -240,27 +240,7 @@ rename_round() {
   checked "$K" "$what ($hot)"
   blobs "$K/map.sqlite" "$T/blobs.killed"
   # Each block as before or as the unkilled rename wrote it; all old or all new.
-  state=$(python3 - "$T/blobs.old" "$T/blobs.new" "$T/blobs.killed" 2>&1 <<'PY2'
-import sys
-old, new, got = (dict(l.split() for l in open(f)) for f in sys.argv[1:4])
-if set(got) != set(old):
-    sys.exit(f"blocks added or lost: {sorted(set(got) ^ set(old))[:10]}")
-states = {"old": 0, "new": 0}
-for pos, h in got.items():
-    if old[pos] == new[pos]:
-        if h != old[pos]:
-            sys.exit(f"block {pos}, which the rename does not change, changed")
-    elif h == old[pos]:
-        states["old"] += 1
-    elif h == new[pos]:
-        states["new"] += 1
-    else:
-        sys.exit(f"block {pos} is neither old nor new")
-if states["old"] and states["new"]:
-    sys.exit(f"{states['old']} blocks old and {states['new']} new: not one transaction")
-print("new" if states["new"] else "old")
-PY2
-  ) || fail "$what: $state"
+  state=$(one_transaction "$T/blobs.old" "$T/blobs.new" "$T/blobs.killed") || fail "$what: $state"
   mount_world "$K" "$M"
   # Through the mount: the index and the sample blocks agree with the state.
   ls "$M/index/nodes/$DST" | sort | cmp -s - "$T/dst.$state" || fail "$what: index/nodes/$DST is not the $state list"

@@ -210,27 +210,7 @@ killed_round() {
   "$@"
   checked "$K" "$what"
   blobs "$be" "$K" "$T/blobs.killed"
-  STATE=$(python3 - "$T/$be.blobs.old" "$T/$be.blobs.new" "$T/blobs.killed" 2>&1 <<'PY'
-import sys
-old, new, got = (dict(l.split() for l in open(f)) for f in sys.argv[1:4])
-if set(got) != set(old):
-    sys.exit(f"blocks added or lost: {sorted(set(got) ^ set(old))[:10]}")
-states = {"old": 0, "new": 0}
-for pos, h in got.items():
-    if old[pos] == new[pos]:
-        if h != old[pos]:
-            sys.exit(f"block {pos}, which the rename does not change, changed")
-    elif h == old[pos]:
-        states["old"] += 1
-    elif h == new[pos]:
-        states["new"] += 1
-    else:
-        sys.exit(f"block {pos} is neither old nor new")
-if states["old"] and states["new"]:
-    sys.exit(f"{states['old']} blocks old and {states['new']} new: not one transaction")
-print("new" if states["new"] else "old")
-PY
-  ) || fail "$what: $STATE"
+  STATE=$(one_transaction "$T/$be.blobs.old" "$T/$be.blobs.new" "$T/blobs.killed") || fail "$what: $STATE"
   mount_world "$K" "$M"
   ls "$M/index/nodes/$DST" | sort | cmp -s - "$T/dst.$STATE" || fail "$what: index/nodes/$DST is not the $STATE list"
   for b in $SAMPLES; do
@@ -254,7 +234,7 @@ PY
 # or "missed" when the rename returned before the watcher saw PATTERN (the daemon is killed
 # then, after the rename); $T/when says whether the daemon had logged the rename's commit.
 logged_killed() {
-  local pid watcher job i
+  local pid watcher job
   pid=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
   [ "$(wc -w <<<"$pid")" -eq 1 ] || fail "several daemons: $pid"
   rm -f "$T/watching" "$T/watched" "$T/renamed"
@@ -283,21 +263,7 @@ PY
   while task_alive "/proc/$job" && task_alive "/proc/$watcher"; do sleep 0.01; done
   : >"$T/renamed"
   wait "$watcher" || fail "the watcher failed"
-  for ((i = 0; i < 300; i++)); do
-    task_alive "/proc/$job" || threads_alive "$pid" || break
-    sleep 0.1
-  done
-  if task_alive "/proc/$job" || threads_alive "$pid"; then
-    # As killed_at (lib.sh): a daemon whose thread waits in the kernel is ended by
-    # `worldfs unmount`, which aborts its connection.
-    echo "30 s after the kill, the daemon or the rename still runs: worldfs unmount" >&2
-    "$WORLDFS" unmount "$M" 2>&1 | sed 's/^/  /' >&2 || true
-    for ((i = 0; i < 100; i++)); do
-      task_alive "/proc/$job" || threads_alive "$pid" || break
-      sleep 0.1
-    done
-    if task_alive "/proc/$job" || threads_alive "$pid"; then stuck_after_kill "$pid" "$job" rename_node; fi
-  fi
+  ended_after_kill "$pid" "$job" rename_node
   wait "$job" || true
   if listed "$M"; then
     "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }

@@ -159,7 +159,7 @@ moments() { awk -v d="$1" -v n="${2:-$N}" 'BEGIN { for (k = 1; k <= n; k++) prin
 # the daemon ends, and CMD with it (its calls fail): if either still runs 30 s later, the
 # test fails with what the kernel says of them (see stuck_after_kill).
 killed_at() {
-  local at=$1 pid job i
+  local at=$1 pid job
   shift
   pid=$(pgrep -f -- "--log-file $T/worldfs.log") || fail "daemon not found"
   [ "$(wc -w <<<"$pid")" -eq 1 ] || fail "several daemons: $pid"
@@ -167,27 +167,61 @@ killed_at() {
   job=$!
   sleep "$at"
   kill -9 "$pid"
+  ended_after_kill "$pid" "$job" "$*"
+  wait "$job" || true
+  if listed "$M"; then
+    "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }
+  fi
+  ! listed "$M" || fail "$M still mounted after the kill"
+}
+
+# ended_after_kill DAEMON JOB WHAT: waits for the killed daemon and the command WHAT (JOB)
+# running against its mount to end. A daemon killed while a thread of it waited in the
+# kernel on a page that the command's write holds cannot end, nor can the command: after
+# 30 s `worldfs unmount` aborts the connection of such a daemon; if that does not end them
+# either, the test fails (stuck_after_kill).
+ended_after_kill() {
+  local pid=$1 job=$2 what=$3 i
   for ((i = 0; i < 300; i++)); do
     task_alive "/proc/$job" || threads_alive "$pid" || break
     sleep 0.1
   done
   if task_alive "/proc/$job" || threads_alive "$pid"; then
-    # A daemon killed while a thread of it waited in the kernel on a page that the
-    # command's write holds cannot end, nor can the command: `worldfs unmount` aborts the
-    # connection of such a daemon.
     echo "30 s after the kill, the daemon or the command still runs: worldfs unmount" >&2
     "$WORLDFS" unmount "$M" 2>&1 | sed 's/^/  /' >&2 || true
     for ((i = 0; i < 100; i++)); do
       task_alive "/proc/$job" || threads_alive "$pid" || break
       sleep 0.1
     done
-    if task_alive "/proc/$job" || threads_alive "$pid"; then stuck_after_kill "$pid" "$job" "$*"; fi
+    if task_alive "/proc/$job" || threads_alive "$pid"; then stuck_after_kill "$pid" "$job" "$what"; fi
   fi
-  wait "$job" || true
-  if listed "$M"; then
-    "$WORLDFS" unmount "$M" 2>"$T/unmount.err" || { cat "$T/unmount.err"; fail "worldfs unmount of the dead mount failed"; }
-  fi
-  ! listed "$M" || fail "$M still mounted after the kill"
+}
+
+# one_transaction OLD NEW GOT: GOT, OLD and NEW "pos hash" lists of every block, say whether
+# every block of GOT is as in OLD or as in NEW, all old or all new (one transaction), no
+# block added or lost and none changed that NEW does not change. Prints "old" or "new";
+# else the reason, and fails.
+one_transaction() {
+  python3 - "$1" "$2" "$3" 2>&1 <<'PY'
+import sys
+old, new, got = (dict(l.split() for l in open(f)) for f in sys.argv[1:4])
+if set(got) != set(old):
+    sys.exit(f"blocks added or lost: {sorted(set(got) ^ set(old))[:10]}")
+states = {"old": 0, "new": 0}
+for pos, h in got.items():
+    if old[pos] == new[pos]:
+        if h != old[pos]:
+            sys.exit(f"block {pos}, which the rename does not change, changed")
+    elif h == old[pos]:
+        states["old"] += 1
+    elif h == new[pos]:
+        states["new"] += 1
+    else:
+        sys.exit(f"block {pos} is neither old nor new")
+if states["old"] and states["new"]:
+    sys.exit(f"{states['old']} blocks old and {states['new']} new: not one transaction")
+print("new" if states["new"] else "old")
+PY
 }
 
 # listed DIR: a mount (alive or dead: `mountpoint` does not tell a dead FUSE mount) is at DIR.
