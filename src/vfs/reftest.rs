@@ -92,6 +92,9 @@ enum Step {
     RemoveIn(usize),
     /// `mv d/DIR d/OTHER` of a made folder, over nothing or an empty folder.
     RenameDir(usize, usize),
+    /// `mv d e` of the tree's own folder, which it cannot move: refused, and nothing changes
+    /// but the removals held back below it, done first as for any folder moved.
+    RenameRoot,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -122,6 +125,7 @@ fn step() -> impl Strategy<Value = Step> {
         (0..DIRS.len(), any::<bool>(), any::<bool>()).prop_map(|(k, g, o)| Step::SaveIn(k, g, o)),
         (0..DIRS.len()).prop_map(Step::RemoveIn),
         (0..DIRS.len(), 0..DIRS.len()).prop_map(|(a, b)| Step::RenameDir(a, b)),
+        Just(Step::RenameRoot),
     ]
 }
 
@@ -559,6 +563,11 @@ proptest! {
                     }
                     let done = vfs.rename(d, DIRS[a], d, DIRS[b]);
                     prop_assert_eq!(done.is_ok(), model.rename_dir(DIRS[a], DIRS[b]), "step {}: {:?}", i, done);
+                }
+                Step::RenameRoot => {
+                    let root = crate::vfs::inodes::ROOT;
+                    prop_assert!(vfs.rename(root, "d", root, "e").is_err(), "step {}", i);
+                    model.removals_done();
                 }
                 Step::RemoveIn(k) => {
                     let Ok((sub, _)) = vfs.lookup(d, DIRS[k], TOOL) else {

@@ -293,6 +293,32 @@ mod tests {
     use crate::vfs::test_tree::*;
     use std::time::UNIX_EPOCH;
 
+    /// The reference model's finding (`vfs::reftest`): a folder renamed over a folder that
+    /// holds text a close did not take is refused with `ENOTEMPTY`, as `rmdir` of it is,
+    /// and the held text stays where it was; once it is removed, the rename goes through.
+    #[test]
+    fn a_folder_renamed_over_one_holding_failed_text_is_refused() {
+        let (tree, vfs, _) = setup();
+        let d = dir_ino(&vfs);
+        let (s, _) = vfs.mkdir(d, "s", 7).unwrap();
+        vfs.mkdir(d, "t", 7).unwrap();
+        let (_, _, fh) = vfs.create(s, "x", 0o644).unwrap();
+        vfs.write(fh, 0, b"bad text", false).unwrap();
+        assert!(vfs.release(fh).is_err(), "the close fails");
+        assert_eq!(
+            vfs.rename(d, "t", d, "s").unwrap_err().errno(),
+            libc::ENOTEMPTY
+        );
+        assert_eq!(
+            read_all(&vfs, vfs.lookup(s, "x", 8).unwrap().0),
+            b"bad text"
+        );
+        assert!(lock(&tree.dirs).unwrap().contains(&"d/t".to_string()));
+        vfs.unlink(s, "x").unwrap();
+        vfs.rename(d, "t", d, "s").unwrap();
+        assert!(!lock(&tree.dirs).unwrap().contains(&"d/t".to_string()));
+    }
+
     #[test]
     fn a_file_moved_aside_stays_stored_until_replaced_or_its_copy_is_deleted() {
         let (tree, vfs, _) = setup();
