@@ -22,6 +22,7 @@ pub mod luanti;
 pub mod manpage;
 pub mod mount;
 pub mod names;
+pub mod storekit;
 pub mod survivalcraft;
 pub mod text;
 pub mod tvda;

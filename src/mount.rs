@@ -26,8 +26,8 @@ use crate::cli::MountArgs;
 use crate::error::{Error, Result};
 use crate::fuse::{KernelNotifier, WorldFs};
 use crate::luanti::store::write_back::WINDOW;
-use crate::vfs::lock::StoreLock;
-use crate::vfs::mtimes::{content_hash, state_dir};
+use crate::storekit::lock::StoreLock;
+use crate::storekit::mtimes::{content_hash, state_dir};
 use crate::vfs::overlay::{Leftover, Unsaved};
 use crate::vfs::Vfs;
 use crate::worlds::{self, Game};
@@ -386,7 +386,7 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         &args.source,
         game,
         read_only,
-        crate::vfs::objects::mib(args.cache_size),
+        crate::storekit::objects::mib(args.cache_size),
         (!has_option(args, "sync")).then_some(WINDOW),
     )?;
     if let Some(state) = state_dir() {

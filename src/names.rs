@@ -16,7 +16,7 @@
 //! the stored object, but cannot make a new one.
 
 use crate::error::{Error, Result};
-use crate::vfs::mtimes::content_hash;
+use crate::storekit::mtimes::content_hash;
 
 /// Whether `name` is exactly a temporary that a tool makes next to the file it edits, in a
 /// folder where every other name is a stored key (mod storage, metadata fields): `sed -i`'s

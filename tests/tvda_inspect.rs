@@ -10,13 +10,13 @@ use common::samples::{self, TEVD_V3, TVDA_DIRTY};
 use std::path::Path;
 use std::process::ExitCode;
 
+use worldfs::storekit::lock::StoreLock;
 use worldfs::tvda::codec::chunk::{chunk_entry_id, encode_chunk, Layer, Tile, CHUNK_TILES};
 use worldfs::tvda::codec::compress::{compress, Codec};
 use worldfs::tvda::codec::tvda::{Content, Header};
 use worldfs::tvda::inspect::{check, info};
 use worldfs::tvda::store::compact::compact;
 use worldfs::tvda::store::tvda::{Change, Disk};
-use worldfs::vfs::lock::StoreLock;
 
 fn run(
     f: fn(&Path, &mut dyn std::io::Write) -> worldfs::error::Result<ExitCode>,

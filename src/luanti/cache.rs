@@ -28,9 +28,9 @@ use crate::luanti::store::write_back::{BlockStore, Window};
 use crate::luanti::summaries::{Summaries, Summary};
 use crate::luanti::summary_file::SummaryFile;
 use crate::luanti::views;
-use crate::vfs::mtimes::{content_hash, content_hash_parts, Mtimes};
-use crate::vfs::objects::{Lookup, ObjectCache, Views, Weigh};
-use crate::vfs::throttle::Throttle;
+use crate::storekit::mtimes::{content_hash, content_hash_parts, Mtimes};
+use crate::storekit::objects::{Lookup, ObjectCache, Views, Weigh};
+use crate::storekit::throttle::Throttle;
 use std::time::Duration;
 
 /// The most memory one cached block may take with its rendered views (see [`cost`]).
@@ -441,7 +441,7 @@ impl Blocks {
         self.cache.underneath_seen()
     }
 
-    /// Writes the waiting mtime records (see [`crate::vfs::mtimes`]) and block summaries
+    /// Writes the waiting mtime records (see [`crate::storekit::mtimes`]) and block summaries
     /// (see [`crate::luanti::summary_file`]) to the sidecar now.
     pub fn flush_sidecars(&self) {
         self.mtimes.flush();

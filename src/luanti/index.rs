@@ -674,7 +674,7 @@ impl Index {
         let generation = self.generations.load(std::sync::atomic::Ordering::Relaxed);
         let mut bytes = version.to_le_bytes().to_vec();
         bytes.extend_from_slice(&generation.to_le_bytes());
-        Ok(crate::vfs::mtimes::content_hash(&bytes))
+        Ok(crate::storekit::mtimes::content_hash(&bytes))
     }
 
     /// How many scans ran so far.

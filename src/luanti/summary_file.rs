@@ -31,7 +31,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::summaries::Summary;
-use crate::vfs::mtimes::{content_hash_parts, fold_log, open_sidecar, sidecar_file};
+use crate::storekit::mtimes::{content_hash_parts, fold_log, open_sidecar, sidecar_file};
 
 /// How long a write waits for another mount of the same world writing its summaries: they
 /// are a cache, and a request thread waits.
@@ -290,11 +290,11 @@ mod tests {
             f.put(pos(x), s);
         }
         assert!(
-            crate::vfs::mtimes::tests::log_len(&file) > 0,
+            crate::storekit::mtimes::tests::log_len(&file) > 0,
             "a group went to the log"
         );
         f.flush();
-        assert_eq!(crate::vfs::mtimes::tests::log_len(&file), 0);
+        assert_eq!(crate::storekit::mtimes::tests::log_len(&file), 0);
         drop(f);
         let again = opened(&file, 1);
         assert_eq!(again.get(pos(1999)).map(|r| r.encode()), Some(s.encode()));

@@ -30,9 +30,9 @@ use crate::luanti::store::map::MapStore;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 use crate::luanti::store::write_back::Window;
 use crate::names;
-use crate::vfs::folder::FolderFiles;
-use crate::vfs::mtimes::content_hash;
-use crate::vfs::scratch::looks_like_scratch;
+use crate::storekit::folder::FolderFiles;
+use crate::storekit::mtimes::content_hash;
+use crate::storekit::scratch::looks_like_scratch;
 use crate::vfs::tree::{
     base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Options, Owner,
     Removal, Stat, Tree, TreePath,

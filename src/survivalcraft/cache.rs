@@ -22,13 +22,13 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
+use crate::storekit::mtimes::{content_hash, Mtimes};
+use crate::storekit::objects::{ObjectCache, Views, Weigh};
+use crate::storekit::throttle::Throttle;
 use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
 use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::survivalcraft::codec::project::{self, ProjectInfo};
 use crate::survivalcraft::store::World;
-use crate::vfs::mtimes::{content_hash, Mtimes};
-use crate::vfs::objects::{ObjectCache, Views, Weigh};
-use crate::vfs::throttle::Throttle;
 use std::time::Duration;
 
 /// How often (at most) to look whether another writer changed the world folder.
@@ -141,7 +141,7 @@ fn chunk_not_found(pos: ChunkPos) -> Error {
 }
 
 impl Objects {
-    /// Writes the waiting mtime records now (see [`crate::vfs::mtimes`]).
+    /// Writes the waiting mtime records now (see [`crate::storekit::mtimes`]).
     pub fn flush_times(&self) {
         self.mtimes.flush();
     }

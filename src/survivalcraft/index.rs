@@ -5,7 +5,7 @@
 //! Walking `chunks/*/blocks.cubeset` through the mount costs the kernel's price per file and
 //! renders every chunk as text; reading and decoding the chunks in-process costs a fraction
 //! of that. So the question is answered by one parallel scan of every stored chunk
-//! ([`crate::vfs::scan`], bounded bytes in flight). Nothing is scanned at mount; the first
+//! ([`crate::storekit::scan`], bounded bytes in flight). Nothing is scanned at mount; the first
 //! question scans. Items need no scan: every inventory lives in Project.xml, which the tree
 //! holds parsed.
 //!
@@ -20,10 +20,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::storekit::scan;
 use crate::survivalcraft::cache::{ChunkWatch, Objects};
 use crate::survivalcraft::codec::chunk::{Cell, Chunk, ChunkPos};
 use crate::survivalcraft::views::inventory::ValueLayout;
-use crate::vfs::scan;
 
 /// Chunks per page read by a scan (a page also ends at [`PAGE_BYTES`]).
 const PAGE_CHUNKS: usize = 64;

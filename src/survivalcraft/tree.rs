@@ -29,15 +29,15 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::names;
+use crate::storekit::folder::FolderFiles;
+use crate::storekit::mtimes::content_hash;
+use crate::storekit::scratch::looks_like_scratch;
 use crate::survivalcraft::cache::Objects;
 use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
 use crate::survivalcraft::codec::format::TerrainFormat;
 use crate::survivalcraft::codec::project::{self, Holder, ProjectInfo};
 use crate::survivalcraft::index::Index;
 use crate::survivalcraft::views::{self, inventory::ValueLayout};
-use crate::vfs::folder::FolderFiles;
-use crate::vfs::mtimes::content_hash;
-use crate::vfs::scratch::looks_like_scratch;
 use crate::vfs::tree::{
     base_time, no_link_here, not_a_link, not_found, stream, Entry, NewFile, Options, Owner,
     Removal, Stat, Tree, TreePath, MAX_TREE_COOKIE,

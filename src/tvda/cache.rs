@@ -10,13 +10,13 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::storekit::mtimes::content_hash;
+use crate::storekit::objects::{Lookup, ObjectCache};
 use crate::tvda::codec::chunk::Layer;
 use crate::tvda::codec::compress::gunzip;
 use crate::tvda::views::chunk::{render_stored_chunk, World};
 use crate::tvda::views::inventory::render_inventory;
 use crate::tvda::views::json::render_json;
-use crate::vfs::mtimes::content_hash;
-use crate::vfs::objects::{Lookup, ObjectCache};
 
 /// Largest decoded image shown (Terrarum's thumbnails and screenshots are a few MiB).
 pub const IMAGE_LIMIT: usize = 16 << 20;

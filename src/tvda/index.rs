@@ -4,7 +4,7 @@
 //! Walking `chunks/*/*.cubeset` through the mount renders every chunk as text at the
 //! kernel's price per file; decompressing the chunk entries in-process costs a fraction of
 //! that. So a question is answered by one parallel scan of the disk's entries of its kind
-//! ([`crate::vfs::scan`], bounded bytes in flight): the chunk entries for tiles, entry -1
+//! ([`crate::storekit::scan`], bounded bytes in flight): the chunk entries for tiles, entry -1
 //! and the actor entries for items. Nothing is scanned at mount. Tiles are kept by number
 //! and named at each question from the world JSON, so an edit of `tileNumberToNameMap`
 //! leaves the answer true.
@@ -20,11 +20,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
+use crate::storekit::scan;
 use crate::tvda::codec::chunk::{decode_chunk, parse_chunk_entry_id, Layer};
 use crate::tvda::store::tvda::Change;
 use crate::tvda::views::inventory::item_pairs;
 use crate::tvda::views::names::ACTOR_IDS;
-use crate::vfs::scan;
 
 /// Entries per page read by a scan.
 const PAGE_ENTRIES: usize = 64;

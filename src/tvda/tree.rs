@@ -32,6 +32,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::storekit::lock::StoreLock;
+use crate::storekit::mtimes::{content_hash, derived_mtime, Mtimes};
+use crate::storekit::scratch::looks_like_scratch;
+use crate::storekit::throttle::Throttle;
 use crate::tvda::cache::{Renders, Stored, View, IMAGE_LIMIT};
 use crate::tvda::codec::chunk::{chunk_entry_id, parse_chunk_entry_id, Layer};
 use crate::tvda::codec::compress::{compress, gunzip, Codec};
@@ -45,10 +49,6 @@ use crate::tvda::views::header::{
 use crate::tvda::views::inventory::apply_inventory;
 use crate::tvda::views::json::{parse_actor_json, parse_info_json};
 use crate::tvda::views::names::{self, Presentation, WellKnown};
-use crate::vfs::lock::StoreLock;
-use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
-use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::throttle::Throttle;
 use crate::vfs::tree::{not_found, Entry, NewFile, Options, Removal, Stat, Tree, TreePath};
 use listing::id_cookie;
 

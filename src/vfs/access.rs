@@ -10,7 +10,7 @@
 //! its blocks 0600 and their folders 0700, read and searched only by that user; the owner,
 //! who may change the database's mode at will, keeps what the tree shows), and a file of
 //! the world folder keeps its own owner and mode
-//! ([`crate::vfs::folder`]). Without a file to follow (a tree that names none, a database on
+//! ([`crate::storekit::folder`]). Without a file to follow (a tree that names none, a database on
 //! a server) a path is shown as the tree says, owned by the mount's user.
 //!
 //! The owner and mode of each source are read once, at the first use, and kept for the

@@ -1,19 +1,17 @@
 //! The FUSE-agnostic filesystem core shared by every game: the [`Tree`] contract, inodes,
-//! handles, scratch files and write-back. The FUSE adapter (`crate::fuse`) only translates.
+//! open files and their handles, held text, renames and what the kernel keeps. The FUSE
+//! adapter (`crate::fuse`) only translates; what stores and trees share to keep their files
+//! (atomic replacement, recorded times, object caches, locks, real folders) is the store
+//! toolkit, [`crate::storekit`], which knows nothing of the core.
 
 mod access;
 pub mod buffer;
 pub mod core;
-pub mod folder;
 pub mod fresh;
 pub mod handles;
 pub mod held;
 pub mod inodes;
-pub mod journal;
 pub mod kernel_cache;
-pub mod lock;
-pub mod mtimes;
-pub mod objects;
 pub mod overlay;
 #[cfg(test)]
 pub mod race_hook;
@@ -22,12 +20,8 @@ pub mod readdir;
 mod reftest;
 pub mod removals;
 pub mod rename;
-pub mod replace;
-pub mod scan;
-pub mod scratch;
 #[cfg(test)]
 pub mod test_tree;
-pub mod throttle;
 pub mod tree;
 
 pub use self::core::Vfs;

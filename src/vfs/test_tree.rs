@@ -193,7 +193,7 @@ impl Tree for Files {
         Ok(())
     }
     fn classify(&self, _: &[String], name: &str) -> Result<NewFile> {
-        Ok(if crate::vfs::scratch::looks_like_scratch(name) {
+        Ok(if crate::storekit::scratch::looks_like_scratch(name) {
             NewFile::Scratch
         } else {
             NewFile::Object

@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
-use crate::vfs::mtimes::BASE_SECS;
 
 /// How a game's tree is opened (the mount's options).
 pub struct Options {
@@ -28,8 +27,12 @@ pub fn not_found(path: &TreePath) -> Error {
     Error::not_found(format!("{}: no such file or directory", path.join("/")))
 }
 
+/// 2020-01-01T00:00:00Z: the time of folders that have none of their own; hash-derived
+/// times lie in the 194 days before it.
+pub const BASE_SECS: u64 = 1_577_836_800;
+
 /// The time of folders that have none of their own: the base of the derived times (see
-/// [`derived_mtime`](crate::vfs::mtimes::derived_mtime)).
+/// [`derived_mtime`](crate::storekit::mtimes::derived_mtime)).
 pub fn base_time() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(BASE_SECS)
 }
@@ -188,7 +191,7 @@ pub trait Tree: Send + Sync + 'static {
     /// (`rsync` sets it on its temporary file, then renames that over the file): a store
     /// that keeps a time with each object (a Terrarum disk entry) stamps it with `mtime`
     /// instead of the commit's time. Trees that keep times only beside their stores (see
-    /// [`crate::vfs::mtimes`]) keep this default; the core sets the time after either.
+    /// [`crate::storekit::mtimes`]) keep this default; the core sets the time after either.
     fn write_dated(&self, path: &TreePath, data: &[u8], _mtime: SystemTime) -> Result<()> {
         self.write(path, data)
     }
@@ -247,14 +250,14 @@ pub trait Tree: Send + Sync + 'static {
     /// Gives the file, folder or link at `path` the owner `owner`: the user who created it
     /// through the mount. Trees whose objects live in a store keep this default, which
     /// ignores it (they show the store's owner); the real folders a tree shows
-    /// ([`crate::vfs::folder`]) set it on disk when worldfs runs as root.
+    /// ([`crate::storekit::folder`]) set it on disk when worldfs runs as root.
     fn set_owner(&self, _path: &TreePath, _owner: Owner) -> Result<()> {
         Ok(())
     }
 
     /// Sets the permission bits of the object at `path` (`chmod`, and the mode a file was
     /// created with). Trees whose objects have fixed modes keep this default, which ignores
-    /// it; the real folders a tree shows ([`crate::vfs::folder`]) set it on disk.
+    /// it; the real folders a tree shows ([`crate::storekit::folder`]) set it on disk.
     fn set_perm(&self, _path: &TreePath, _perm: u16) -> Result<()> {
         Ok(())
     }
@@ -298,7 +301,7 @@ pub trait Tree: Send + Sync + 'static {
     fn read_only(&self) -> bool;
 
     /// Commits every change the tree holds back (see `-o sync` in the README), and writes
-    /// the mtime records waiting (see [`crate::vfs::mtimes`]): `fsync` of any file, unmount
+    /// the mtime records waiting (see [`crate::storekit::mtimes`]): `fsync` of any file, unmount
     /// and SIGTERM call it, and return only once it did. Trees that commit each change at
     /// once and record no times keep this default.
     fn sync(&self) -> Result<()> {

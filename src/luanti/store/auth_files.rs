@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::luanti::codec::auth_line::{read_auth_file, render_auth, AuthEntry};
 use crate::luanti::store::auth::{diff, AuthChanges};
-use crate::vfs::replace::{read_no_follow, write_atomic};
+use crate::storekit::replace::{read_no_follow, write_atomic};
 
 /// The mode of a new auth.txt: it holds password hashes.
 const FILE_MODE: u32 = 0o600;

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::luanti::store::mod_storage_sqlite::not_found;
-use crate::vfs::replace::{read_no_follow, remove_durably, write_atomic};
+use crate::storekit::replace::{read_no_follow, remove_durably, write_atomic};
 
 /// The mode of a new mod file.
 const FILE_MODE: u32 = 0o644;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::player::{read_player_file, render_player, Player};
-use crate::vfs::replace::{read_no_follow, remove_durably, write_atomic};
+use crate::storekit::replace::{read_no_follow, remove_durably, write_atomic};
 
 /// How many alternative file names the engine tries (`PLAYER_FILE_ALTERNATE_TRIES`).
 const ALTERNATE_TRIES: usize = 1000;

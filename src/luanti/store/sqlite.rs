@@ -9,7 +9,7 @@ use std::time::Duration;
 use rusqlite::{Connection, DatabaseName, OpenFlags};
 
 use crate::error::{Error, Result};
-use crate::vfs::{journal, replace};
+use crate::storekit::{journal, replace};
 
 /// How long a statement waits for a lock held by another process.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(2);

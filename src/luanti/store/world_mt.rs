@@ -16,7 +16,7 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::settings::{self, Mode, Value};
-use crate::vfs::replace::open_no_follow;
+use crate::storekit::replace::open_no_follow;
 
 /// The settings of a `world.mt` file (last occurrence of a key wins, as in the engine).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

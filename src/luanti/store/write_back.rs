@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{Change, Listed, MapStore, Stream};
-use crate::vfs::mtimes::content_hash;
+use crate::storekit::mtimes::content_hash;
 
 /// When pending changes are committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

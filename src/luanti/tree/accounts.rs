@@ -23,7 +23,7 @@
 //! name is no object, so every object has exactly one path and none reaches outside its
 //! folder. A backend database that does not exist yet is not created by reading: the folder or
 //! file is empty until the first write creates it. Objects have no stored time, so mtimes come
-//! from [`crate::vfs::mtimes`]: derived from the content, the commit time once edited here.
+//! from [`crate::storekit::mtimes`]: derived from the content, the commit time once edited here.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -40,8 +40,8 @@ use crate::luanti::store::mod_storage::ModStorage;
 use crate::luanti::store::players::{render_player, PlayerStore};
 use crate::luanti::store::world_mt::WorldMt;
 use crate::names;
-use crate::vfs::mtimes::{content_hash, Mtimes};
-use crate::vfs::scratch::looks_like_scratch;
+use crate::storekit::mtimes::{content_hash, Mtimes};
+use crate::storekit::scratch::looks_like_scratch;
 use crate::vfs::tree::{base_time, not_found, stream, Entry, Kind, NewFile, Stat, TreePath};
 use files::{check_mod_name, cookie, object_name, parse_player_file, text_name};
 use lazy::Lazy;
@@ -132,7 +132,7 @@ struct AuthShown {
 }
 
 impl Accounts {
-    /// Writes the waiting mtime records now (see [`crate::vfs::mtimes`]).
+    /// Writes the waiting mtime records now (see [`crate::storekit::mtimes`]).
     pub fn flush_times(&self) {
         self.mtimes.flush();
     }

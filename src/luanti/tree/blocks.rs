@@ -20,7 +20,7 @@ use crate::luanti::store::map::LIST_BYTES;
 use crate::luanti::summaries::VIEW_COUNT;
 use crate::luanti::views;
 use crate::names;
-use crate::vfs::mtimes::content_hash;
+use crate::storekit::mtimes::content_hash;
 use crate::vfs::tree::{stream, Entry, Stat, TreePath};
 
 /// The files of a block folder, in listing order, with how each is rendered and parsed.

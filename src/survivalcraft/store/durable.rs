@@ -1,7 +1,7 @@
 //! Crash-safe in-place writes: a redo journal; and a redo journal of whole-file
 //! replacements, for a commit that rewrites several region files at once. (One region file
 //! and Project.xml are replaced alone by the one crash-safe replacement of
-//! [`crate::vfs::replace`].)
+//! [`crate::storekit::replace`].)
 //!
 //! In-place writes to a fixed-size chunk file go through a redo
 //! journal `<file>.worldfs-journal`: every write (offset, bytes) is recorded with a CRC-32
@@ -22,8 +22,8 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::storekit::replace::{open_no_follow, sync_dir};
 use crate::survivalcraft::codec::region::MAX_REGION_BYTES;
-use crate::vfs::replace::{open_no_follow, sync_dir};
 
 const JOURNAL_MAGIC: &[u8; 8] = b"WFSJRNL3";
 /// The journals of worldfs before what a range held was recorded page by page (one CRC-32

@@ -12,12 +12,12 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::storekit::replace::{create_atomic, open_no_follow, remove_leftovers};
 use crate::survivalcraft::codec::chunk::ChunkPos;
 use crate::survivalcraft::codec::fixed::{self, DirectoryEntry};
 use crate::survivalcraft::codec::format::{TerrainFormat, DIRECTORY_BYTES, MAX_DIRECTORY_CHUNKS};
 use crate::survivalcraft::store::blob::Blob;
 use crate::survivalcraft::store::durable;
-use crate::vfs::replace::{create_atomic, open_no_follow, remove_leftovers};
 
 /// Mode of a chunk file worldfs creates (less the umask), as of its other new files.
 const NEW_FILE_MODE: u32 = 0o644;

@@ -17,10 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
+use crate::storekit::replace::{open_no_follow, remove_leftovers, write_atomic};
 use crate::survivalcraft::codec;
 use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
 use crate::survivalcraft::codec::format::TerrainFormat;
-use crate::vfs::replace::{open_no_follow, remove_leftovers, write_atomic};
 use blob::{Archive, Blob};
 use fixed_file::FixedFile;
 use regions::RegionStore;

@@ -21,11 +21,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::storekit::replace::{link_refused, open_no_follow, remove_leftovers, write_atomic};
 use crate::survivalcraft::codec::chunk::ChunkPos;
 use crate::survivalcraft::codec::region::{self, RegionEntry, HEADER_BYTES, MAX_REGION_BYTES};
 use crate::survivalcraft::store::blob::{Archive, Blob};
 use crate::survivalcraft::store::durable;
-use crate::vfs::replace::{link_refused, open_no_follow, remove_leftovers, write_atomic};
 
 /// Mode of a region file worldfs creates (less the umask).
 const NEW_FILE_MODE: u32 = 0o644;

@@ -11,9 +11,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use crate::error::{Error, Result};
+use crate::storekit::lock::StoreLock;
 use crate::tvda::store::format::{sniff, DiskFormat};
 use crate::tvda::store::tvda::Disk;
-use crate::vfs::lock::StoreLock;
 
 fn out_err(e: std::io::Error) -> Error {
     Error::from(e).context("writing the report")

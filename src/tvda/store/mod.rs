@@ -18,7 +18,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::vfs::replace::{open_no_follow, remove_leftovers};
+use crate::storekit::replace::{open_no_follow, remove_leftovers};
 
 /// Mode of a disk file worldfs creates (less the umask).
 pub(super) const NEW_DISK_MODE: u32 = 0o644;

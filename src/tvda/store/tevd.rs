@@ -27,9 +27,9 @@ use std::path::{Path, PathBuf};
 use crate::bytes::{read_vec, ReadAt};
 use crate::error::{Error, Result};
 use crate::names::{escape, unescape};
+use crate::storekit::replace::write_atomic_with;
 use crate::tvda::codec::tvda::disk_crc;
 use crate::tvda::store::{open_disk, Stamp, NEW_DISK_MODE};
-use crate::vfs::replace::write_atomic_with;
 
 use crate::tvda::codec::tevd::{
     decode_dir, dir_content, file_content, scan, tevd_entry_crc, Layout, TevdEntryHeader,

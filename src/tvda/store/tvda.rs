@@ -25,13 +25,13 @@ use std::path::{Path, PathBuf};
 
 use crate::bytes::{put_u48, read_vec, ReadAt};
 use crate::error::{Error, Result};
+use crate::storekit::replace::write_atomic_with;
 use crate::tvda::codec::tvda::{
     disk_crc, encode_entry, entry_crc, live_index, scan, Content, DiskKind, EntryHeader, EntryKind,
     Header, Record, DISCARD_BIT, DISK_CRC_OFFSET, ENTRY_HEADER_LEN, HEADER_LEN, ROOT_ID,
     ROOT_MTIME_OFFSET,
 };
 use crate::tvda::store::{open_disk, Stamp, NEW_DISK_MODE};
-use crate::vfs::replace::write_atomic_with;
 
 /// A live entry as the index knows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,12 +13,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{entry_secs, now_secs};
 use crate::error::{Error, Result};
+use crate::storekit::lock::StoreLock;
+use crate::storekit::mtimes::{content_hash, derived_mtime, Mtimes};
+use crate::storekit::scratch::looks_like_scratch;
+use crate::storekit::throttle::Throttle;
 use crate::tvda::codec::tevd::TevdKind;
 use crate::tvda::store::tevd::{NewNode, NodeInfo, TevdDisk};
-use crate::vfs::lock::StoreLock;
-use crate::vfs::mtimes::{content_hash, derived_mtime, Mtimes};
-use crate::vfs::scratch::looks_like_scratch;
-use crate::vfs::throttle::Throttle;
 use crate::vfs::tree::{not_found, Entry, Kind, NewFile, Removal, Stat, Tree, TreePath};
 
 /// How often (at most) to look whether another program changed the disk file.

@@ -5,7 +5,7 @@
 use crate::error::{Error, Result};
 use crate::luanti::codec::player::{parse_player, Player};
 use crate::names;
-use crate::vfs::mtimes::content_hash;
+use crate::storekit::mtimes::content_hash;
 use crate::vfs::tree::MAX_TREE_COOKIE;
 
 /// The player an edited file `data` of player `name` describes (`stored`: the player as

@@ -405,7 +405,7 @@ mod tests {
     }
 
     fn hash(v: &[u8]) -> u64 {
-        crate::vfs::mtimes::content_hash(v)
+        crate::storekit::mtimes::content_hash(v)
     }
 
     #[test]

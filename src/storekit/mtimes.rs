@@ -31,8 +31,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rusqlite::{params, Connection, DatabaseName, OpenFlags, OptionalExtension};
 
-/// 2020-01-01T00:00:00Z: hash-derived times lie in the 194 days before it.
-pub const BASE_SECS: u64 = 1_577_836_800;
+pub use crate::vfs::tree::BASE_SECS;
 
 /// FNV-1a, 64 bit: a fast, stable hash of stored bytes.
 pub fn content_hash(data: &[u8]) -> u64 {
@@ -163,7 +162,7 @@ pub fn open_sidecar(file: &Path, read_only: bool) -> rusqlite::Result<Option<Con
         }
         // A kill of a read-write mount inside a commit of times leaves a journal only a
         // writer can roll back; where that fails, the read below says why.
-        if let Err(e) = crate::vfs::journal::roll_back_cut_commit(file, BUSY_TIMEOUT) {
+        if let Err(e) = crate::storekit::journal::roll_back_cut_commit(file, BUSY_TIMEOUT) {
             log::warn!("{e}");
         }
         let conn = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY)?;

@@ -1,6 +1,6 @@
 //! A real folder shown in the tree as it is (a Luanti world's `world.mt`, `worldmods/`,
 //! `schems/`, a Survivalcraft `Project.xml`): its files, sub-folders and links, read and
-//! written as they are, files replaced atomically ([`crate::vfs::replace`]) so a crash
+//! written as they are, files replaced atomically ([`crate::storekit::replace`]) so a crash
 //! leaves the old or the new file.
 //!
 //! Files and folders show their own permission bits (a `world.mt` of mode 0600 holding a
@@ -21,7 +21,7 @@
 //! and `fchmodat` without following): a link, at the end of a path or in the middle, is
 //! never gone through. Reading or writing a link's name as a file fails with `ELOOP` (the
 //! kernel resolves links before it opens, so through a mount that only happens by a race),
-//! and a whole-file replacement never follows one ([`crate::vfs::replace`]).
+//! and a whole-file replacement never follows one ([`crate::storekit::replace`]).
 //!
 //! The top level may hide names the tree shows otherwise (a Luanti world's `map.sqlite`,
 //! the `blocks/` and `players/` views): those are neither listed nor reached here.
@@ -44,8 +44,10 @@ use nix::sys::time::TimeSpec;
 use nix::unistd::{symlinkat, unlinkat, UnlinkatFlags};
 
 use crate::error::{lock, Error, Result};
-use crate::vfs::mtimes::content_hash;
-use crate::vfs::replace::{is_temp_name, open_no_follow_at, remove_all_leftovers, write_atomic_at};
+use crate::storekit::mtimes::content_hash;
+use crate::storekit::replace::{
+    is_temp_name, open_no_follow_at, remove_all_leftovers, write_atomic_at,
+};
 use crate::vfs::tree::{Entry, Kind, Owner, Stat, TreePath, MAX_TREE_COOKIE};
 
 /// Mode of a file created through the mount, until the core sets the mode it was created
