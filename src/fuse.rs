@@ -299,7 +299,6 @@ impl Filesystem for WorldFs {
             .vfs
             .mkdir(parent.0, name, self.who(req))
             .map(|(ino, s)| (ino, self.made_by(req, ino, s)));
-        self.vfs.settle();
         match result {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
             Err(e) => reply.error(fail("mkdir", &e)),
@@ -331,7 +330,6 @@ impl Filesystem for WorldFs {
             .vfs
             .symlink(parent.0, name, target, self.who(req))
             .map(|(ino, s)| (ino, self.made_by(req, ino, s)));
-        self.vfs.settle();
         match result {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
             Err(e) => reply.error(fail("symlink", &e)),
@@ -344,7 +342,6 @@ impl Filesystem for WorldFs {
             Err(e) => return reply.error(e),
         };
         let result = self.vfs.unlink_as(parent.0, name, self.who(req));
-        self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("unlink", &e)),
@@ -357,7 +354,6 @@ impl Filesystem for WorldFs {
             Err(e) => return reply.error(e),
         };
         let result = self.vfs.rmdir(parent.0, name);
-        self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("rmdir", &e)),
@@ -382,7 +378,6 @@ impl Filesystem for WorldFs {
             (Err(e), _) | (_, Err(e)) => return reply.error(e),
         };
         let result = self.vfs.rename(parent.0, name, newparent.0, newname);
-        self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("rename", &e)),
@@ -400,7 +395,6 @@ impl Filesystem for WorldFs {
         // FOPEN_KEEP_CACHE where the core keeps the kernel's pages true. An open may find
         // that the kernel keeps attributes of another version: it is told before the reply.
         let result = self.vfs.open_keeping(ino.0, mode);
-        self.vfs.settle();
         match result {
             Ok((fh, keep)) => {
                 let mut open_flags = FopenFlags::empty();
@@ -435,7 +429,6 @@ impl Filesystem for WorldFs {
             .vfs
             .create(parent.0, name, mode)
             .map(|(ino, s, fh)| (ino, self.made_by(req, ino, s), fh));
-        self.vfs.settle();
         match result {
             Ok((ino, s, fh)) => reply.created(
                 &self.ttls(ino, &s, since).0,
@@ -493,7 +486,6 @@ impl Filesystem for WorldFs {
         reply: ReplyEmpty,
     ) {
         let result = self.vfs.flush(fh.0);
-        self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("close", &e)),
@@ -511,7 +503,6 @@ impl Filesystem for WorldFs {
         reply: ReplyEmpty,
     ) {
         let result = self.vfs.release(fh.0);
-        self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("release", &e)),
@@ -527,7 +518,6 @@ impl Filesystem for WorldFs {
         reply: ReplyEmpty,
     ) {
         let result = self.vfs.fsync(fh.0);
-        self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),
@@ -543,7 +533,6 @@ impl Filesystem for WorldFs {
         reply: ReplyEmpty,
     ) {
         let result = self.vfs.sync();
-        self.vfs.settle();
         match result {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(fail("fsync", &e)),

@@ -390,6 +390,7 @@ impl Vfs {
         mtime: Option<SystemTime>,
         mode: Option<u32>,
     ) -> Result<Stat> {
+        let _settled = self.settling();
         let path = self.path_of(ino)?;
         // Held text is the core's, not the tree's: it may change after the tree turned
         // read-only while mounted (see `unlink`).
@@ -523,6 +524,7 @@ impl Vfs {
     /// objects of a store keep the store's owner ([`Tree::set_owner`]).
     /// Returns its attributes then.
     pub fn set_owner(&self, ino: u64, owner: Owner) -> Result<Stat> {
+        let _settled = self.settling();
         let path = self.path_of(ino)?;
         if let Some(f) = self.open_file(&path)? {
             lock(&f)?.owner = Some(owner);
@@ -546,6 +548,7 @@ impl Vfs {
     /// Creates symbolic link `name` in `parent` pointing to `target` (`ln -s`), for process
     /// `pid`.
     pub fn symlink(&self, parent: u64, name: &str, target: &[u8], pid: u32) -> Result<(u64, Stat)> {
+        let _settled = self.settling();
         check_name(name)?;
         let dir = self.path_of(parent)?;
         let path = child(&dir, name)?;
@@ -581,6 +584,7 @@ impl Vfs {
 
     /// Creates directory `name` in `parent` for process `pid`.
     pub fn mkdir(&self, parent: u64, name: &str, pid: u32) -> Result<(u64, Stat)> {
+        let _settled = self.settling();
         check_name(name)?;
         let dir = self.path_of(parent)?;
         let path = child(&dir, name)?;
@@ -680,6 +684,7 @@ impl Vfs {
     /// Commits the removals held back for at least `age` (the watcher's, and all of them
     /// at the unmount); returns how many were due and how many of those failed.
     pub fn remove_held_back(&self, age: std::time::Duration) -> (usize, usize) {
+        let _settled = self.settling();
         let Ok(_committing) = self.removals.committing() else {
             return (0, 1);
         };
@@ -708,6 +713,7 @@ impl Vfs {
     /// The removal of a stored file is checked now and committed a moment later, unless the
     /// name is created again first (see [`crate::vfs::removals`]).
     pub fn unlink_as(&self, parent: u64, name: &str, pid: u32) -> Result<()> {
+        let _settled = self.settling();
         let path = child(&self.path_of(parent)?, name)?;
         // Discarding held text changes nothing stored, so a tree that turned read-only while
         // mounted (a damaged TVDA disk) still lets it go; removing what the tree stores (or
@@ -786,6 +792,7 @@ impl Vfs {
 
     /// Removes directory `name` from `parent` (and the object it shows).
     pub fn rmdir(&self, parent: u64, name: &str) -> Result<()> {
+        let _settled = self.settling();
         self.writable()?;
         let path = child(&self.path_of(parent)?, name)?;
         self.remove_below(&path)?;

@@ -211,6 +211,7 @@ impl Vfs {
     /// opens (read from the tree, whose changes the core reports: see
     /// [`crate::vfs::kernel_cache`]).
     pub fn open_keeping(&self, ino: u64, mode: OpenMode) -> Result<(u64, bool)> {
+        let _settled = self.settling();
         let since = self.kernel_epoch();
         let path = self.path_of(ino)?;
         if mode.write {
@@ -331,6 +332,7 @@ impl Vfs {
 
     /// Creates and opens `name` in `parent` with permission bits `mode`.
     pub fn create(&self, parent: u64, name: &str, mode: u32) -> Result<(u64, Stat, u64)> {
+        let _settled = self.settling();
         check_name(name)?;
         let dir = self.path_of(parent)?;
         let path = child(&dir, name)?;
@@ -435,12 +437,14 @@ impl Vfs {
     /// when the tree takes it empty. The next close, or the release, commits whatever the
     /// file holds.
     pub fn flush(&self, fh: u64) -> Result<()> {
+        let _settled = self.settling();
         self.commit_handle(fh, false)
     }
 
     /// Commits a handle's file if it is dirty, then every change the tree holds back
     /// (fsync: when it returns, what was written before is in the store).
     pub fn fsync(&self, fh: u64) -> Result<()> {
+        let _settled = self.settling();
         self.commit_handle(fh, true)?;
         self.sync()
     }
@@ -449,6 +453,7 @@ impl Vfs {
     /// (one that fails is logged, tried again and reported at the unmount; it does not fail
     /// the `fsync` of another file).
     pub fn sync(&self) -> Result<()> {
+        let _settled = self.settling();
         self.remove_held_back(std::time::Duration::ZERO);
         self.tree.sync()
     }
@@ -548,16 +553,12 @@ impl Vfs {
                 .map_err(|_| Error::corrupt("inode table lock poisoned"))?
                 .file_at(&f.path);
         }
-        match set_mtime {
-            Some(m) => self.tree.set_mtime(&f.path, m),
-            None => Ok(()),
-        }?;
-        self.note_change(&f.path);
         Ok(())
     }
 
     /// Closes a handle, committing what is still unflushed.
     pub fn release(&self, fh: u64) -> Result<()> {
+        let _settled = self.settling();
         self.reader_closed(fh);
         let result = self.commit_handle(fh, true);
         #[cfg(test)]
@@ -588,6 +589,7 @@ impl Vfs {
     /// Commits every open handle's unflushed writes and then every change the tree holds
     /// back (SIGTERM, unmount). Returns the number of commits that failed (each is logged).
     pub fn commit_all(&self) -> usize {
+        let _settled = self.settling();
         let fhs: Vec<u64> = match self.handles.lock() {
             Ok(h) => h.keys().copied().collect(),
             Err(_) => return 1,
@@ -682,6 +684,43 @@ mod tests {
         vfs.release(fh).unwrap();
         assert!(vfs.failed_paths().is_empty());
         assert_eq!(lock(&tree.files).unwrap()["d/f"], b"okd");
+    }
+
+    #[test]
+    fn a_time_set_before_the_close_is_set_once_by_the_commit() {
+        let (tree, vfs, f) = setup();
+        // `cp -a`: writes, sets the time, then closes.
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"ok copied", false).unwrap();
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+        vfs.setattr(f, Some(fh), None, Some(t), None).unwrap();
+        assert_eq!(
+            tree.times_set.load(Ordering::Relaxed),
+            0,
+            "held for the commit"
+        );
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok copied");
+        assert_eq!(lock(&tree.mtimes).unwrap()["d/f"], t);
+        assert_eq!(tree.times_set.load(Ordering::Relaxed), 1, "set once");
+        // Over text a commit did not take, whose time was set too: the later time, once.
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        vfs.release(fh).unwrap_err();
+        vfs.setattr(f, None, None, Some(t), None).unwrap();
+        let later = t + std::time::Duration::from_secs(60);
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"ok fixed", false).unwrap();
+        vfs.setattr(f, Some(fh), None, Some(later), None).unwrap();
+        let before = tree.times_set.load(Ordering::Relaxed);
+        vfs.release(fh).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok fixed");
+        assert_eq!(lock(&tree.mtimes).unwrap()["d/f"], later);
+        assert_eq!(
+            tree.times_set.load(Ordering::Relaxed),
+            before + 1,
+            "set once"
+        );
     }
 
     #[test]

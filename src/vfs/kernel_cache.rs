@@ -63,6 +63,20 @@ pub enum Keeping {
     Never,
 }
 
+/// Settles the core ([`Vfs::settle`]) when dropped. An operation of the core that may
+/// change something takes one as its first statement, so it is dropped last: after every lock
+/// the operation took is released (telling the kernel may wait for requests other threads
+/// serve, see docs/architecture.md "Lock order"), and before the operation returns to the
+/// adapter, which replies after it. The adapter has nothing to remember.
+#[must_use = "the core settles when the guard is dropped, at the end of the operation"]
+pub(super) struct Settling<'a>(&'a Vfs);
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        self.0.settle();
+    }
+}
+
 impl Vfs {
     /// Lets the kernel keep what it is served for long, telling it through `kernel` what
     /// changes (the mount does this once, after mounting).
@@ -159,10 +173,15 @@ impl Vfs {
         }
     }
 
+    /// The guard every operation that may change something takes first (see [`Settling`]).
+    pub(super) fn settling(&self) -> Settling<'_> {
+        Settling(self)
+    }
+
     /// Tells the kernel which of the inodes it keeps changed with the changes noted since the
-    /// last call. The adapter calls it after every operation that may change something and
-    /// before it replies, so the next command sees the change.
-    pub fn settle(&self) {
+    /// last call: at the end of every operation that may change something ([`Settling`]),
+    /// before the adapter replies, so the next command sees the change; and by the watcher.
+    pub(super) fn settle(&self) {
         let stale = match lock(&self.stale_pages) {
             Ok(mut q) => std::mem::take(&mut *q),
             Err(_) => Vec::new(),
@@ -635,14 +654,36 @@ mod tests {
             .insert("d/g".into(), b"ok changed".to_vec());
         let fh = vfs.open(f, TRUNC).unwrap();
         vfs.write(fh, 0, b"ok new text", false).unwrap();
+        // The release tells the kernel itself, before it returns (the adapter replies after).
         vfs.release(fh).unwrap();
-        assert!(told.take().is_empty(), "nothing is told before settle");
-        vfs.settle();
         let mut got = told.take();
         got.sort();
         assert_eq!(got, vec![format!("inode {f}"), format!("inode {g}")]);
         vfs.settle();
         assert!(told.take().is_empty(), "told once");
+    }
+
+    #[test]
+    fn a_truncation_or_a_time_set_by_path_tells_the_kernel_before_it_returns() {
+        let (tree, vfs, told, [f, g, _]) = kept();
+        // `truncate(2)` of the closed file commits it; the commit changes g too.
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok changed".to_vec());
+        vfs.setattr(f, None, Some(4), None, None).unwrap();
+        assert_eq!(stored(&tree, "d/f").unwrap(), b"ok o");
+        let mut got = told.take();
+        got.sort();
+        assert_eq!(got, vec![format!("inode {f}"), format!("inode {g}")]);
+        // `touch -d` of a file the kernel keeps: told before the call returns.
+        let (ino, stat) = vfs.lookup(dir_ino(&vfs), "f", 1).unwrap();
+        assert!((vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()) == Keeping::Kept));
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+        vfs.setattr(f, None, None, Some(t), None).unwrap();
+        assert!(
+            told.take().contains(&format!("inode {f}")),
+            "the time set is told by the setattr itself"
+        );
     }
 
     #[test]

@@ -90,8 +90,9 @@ pub(super) fn overlay_stat(o: &Overlay) -> Stat {
 
 impl Vfs {
     /// Commits `data` as the content of tree path `path` (whose time was set to `dated`
-    /// before, see [`Tree::write_dated`]); on failure keeps it readable as pending text
-    /// (with the mode of what it replaces, else `perm`).
+    /// before, see [`Tree::write_dated`]): the one place a commit to the tree sets the file's
+    /// mode, owner and time and notes the change for the kernel. On failure keeps the text
+    /// readable as pending text (with the mode of what it replaces, else `perm`).
     ///
     /// [`Tree::write_dated`]: crate::vfs::Tree::write_dated
     pub(super) fn commit(
@@ -123,8 +124,12 @@ impl Vfs {
                         .set_owner(path, owner)
                         .map_err(|e| e.context(display_path(path)))?;
                 }
-                if let Some(m) = done.and_then(|o| o.set_mtime) {
-                    self.tree.set_mtime(path, m)?;
+                // The time set on the text committed, else one set on the held text it
+                // replaces: set once, here, after the write (see `Tree::write_dated`).
+                if let Some(m) = dated.or_else(|| done.and_then(|o| o.set_mtime)) {
+                    self.tree
+                        .set_mtime(path, m)
+                        .map_err(|e| e.context(display_path(path)))?;
                 }
                 Ok(())
             }
@@ -244,6 +249,7 @@ impl Vfs {
     /// unknown name in a block folder, a store's own file); and a name another program made
     /// meanwhile, whose held text is then saved for recovery like text no commit took.
     pub fn store_scratch(&self) -> Vec<Leftover> {
+        let _settled = self.settling();
         let paths: Vec<Vec<String>> = match self.overlay.lock() {
             Ok(o) => o
                 .iter()

@@ -63,6 +63,7 @@ impl Vfs {
 
     /// Renames `name` in `parent` to `new_name` in `new_parent`.
     pub fn rename(&self, parent: u64, name: &str, new_parent: u64, new_name: &str) -> Result<()> {
+        let _settled = self.settling();
         check_name(new_name)?;
         let from = child(&self.path_of(parent)?, name)?;
         let to = child(&self.path_of(new_parent)?, new_name)?;
@@ -181,11 +182,6 @@ impl Vfs {
                 (o.set_mtime, o.perm, o.owner)
             });
         self.commit(to, data, perm, owner, set_mtime)?;
-        if let Some(m) = set_mtime {
-            self.tree
-                .set_mtime(to, m)
-                .map_err(|e| e.context(display_path(to)))?;
-        }
         drop(one);
         lock(&self.overlay)?.remove(from);
         self.detach(to)?;

@@ -32,6 +32,8 @@ pub struct Files {
     pub sources: AtomicBool,
     /// How many times [`Tree::stat`] was called.
     pub stats: AtomicU64,
+    /// How many times [`Tree::set_mtime`] was called.
+    pub times_set: AtomicU64,
     /// The text [`Tree::read`] last gave of each file, given again while the file holds the
     /// same bytes (as the trees' caches of rendered text do).
     pub shown: Mutex<HashMap<String, Arc<Vec<u8>>>>,
@@ -259,6 +261,7 @@ impl Tree for Files {
         Ok(())
     }
     fn set_mtime(&self, path: &[String], mtime: SystemTime) -> Result<()> {
+        self.times_set.fetch_add(1, Ordering::Relaxed);
         lock(&self.mtimes)?.insert(self.file_key(path)?, mtime);
         Ok(())
     }
