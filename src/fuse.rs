@@ -17,7 +17,7 @@ use fuser::{
 
 use crate::callers::Callers;
 use crate::error::Error;
-use crate::vfs::kernel_cache::{Keeping, KernelCache};
+use crate::vfs::kernel::{Keeping, KernelCache};
 use crate::vfs::tree::Owner;
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
 

@@ -13,7 +13,7 @@
 //! folder could point one at any file of the user running worldfs. Every path is walked
 //! from the folder's own descriptor, its sub-folders opened with `openat2` refusing any
 //! link (`RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH`, a few KiB of names per call, and the
-//! core names no path deeper than [`crate::vfs::core::DEEPEST`]) or, where the kernel has
+//! core names no path deeper than [`crate::vfs::naming::DEEPEST`]) or, where the kernel has
 //! no `openat2`, one
 //! name at a time with `O_NOFOLLOW | O_DIRECTORY`, and every operation acts on the last name with a `*at` call
 //! in its folder's descriptor that does not follow it (`fstatat`, `openat` with

@@ -35,18 +35,17 @@ use std::time::SystemTime;
 use crate::error::{lock, Error, Result};
 use crate::vfs::access::Access;
 use crate::vfs::buffer::OneLarge;
+use crate::vfs::descriptors::Handle;
 use crate::vfs::fresh::FreshDirs;
-use crate::vfs::handles::{Handle, OpenFile};
 use crate::vfs::held::Spill;
 use crate::vfs::inodes::Inodes;
-use crate::vfs::kernel_cache::{KernelCache, Listing, RecheckLog};
-use crate::vfs::overlay::{overlay_stat, Held, Overlay};
-use crate::vfs::readdir::FIRST_HELD_COOKIE;
+use crate::vfs::kernel::{KernelCache, Listing, RecheckLog};
+use crate::vfs::naming::{
+    check_length, check_name, check_size, child, display_path, permission_bits, DEEPEST,
+};
+use crate::vfs::paths::{overlay_stat, Held, OpenFile, Overlay, FIRST_HELD_COOKIE};
 use crate::vfs::removals::Removals;
 use crate::vfs::tree::{Kind, Owner, Removal, Stat, Tree};
-
-/// The largest file the core holds (writes and truncations past it fail with `EFBIG`).
-pub const MAX_FILE_SIZE: u64 = 256 << 20;
 
 /// The filesystem core over one tree.
 ///
@@ -101,93 +100,6 @@ pub struct Vfs {
     /// text is held, the window another thread's unlink of the name can hit.
     #[cfg(test)]
     pub(super) race_in_hold: crate::vfs::race_hook::RaceHook<Vfs>,
-}
-
-/// The path shown in messages: `blocks/0,0,0/nodes.cubeset`.
-pub fn display_path(path: &[String]) -> String {
-    if path.is_empty() {
-        "/".to_string()
-    } else {
-        path.join("/")
-    }
-}
-
-/// The deepest path the mount shows, in names below its root. The core names what it holds
-/// by path and a world folder's file is opened by its path, so a request costs time in the
-/// length of its path; a bound on depth is a bound on that cost. A world folder nested
-/// deeper (the games' own trees are a few levels) is shown to this depth, and a name below
-/// it answers `ENAMETOOLONG`, as a path longer than `PATH_MAX` does on disk.
-pub const DEEPEST: usize = 256;
-
-/// The path of `name` in folder `dir`; `ENAMETOOLONG` below [`DEEPEST`].
-pub(super) fn child(dir: &[String], name: &str) -> Result<Vec<String>> {
-    if dir.len() >= DEEPEST {
-        return Err(Error::new(
-            libc::ENAMETOOLONG,
-            format!(
-                "{}/{name}: deeper than the {DEEPEST} levels the mount shows (read it in the world folder itself)",
-                display_path(&dir[..3.min(dir.len())]) + "/…"
-            ),
-        ));
-    }
-    Ok(listed_child(dir, name))
-}
-
-/// The path of entry `name` of a listing of `dir` (listed whatever its depth).
-pub(super) fn listed_child(dir: &[String], name: &str) -> Vec<String> {
-    let mut p = dir.to_vec();
-    p.push(name.to_string());
-    p
-}
-
-/// `path` moved from below `from` to below `to`, if it is below `from`.
-pub(super) fn rebased(path: &[String], from: &[String], to: &[String]) -> Option<Vec<String>> {
-    (path.len() > from.len() && path.starts_with(from)).then(|| {
-        let mut p = to.to_vec();
-        p.extend_from_slice(&path[from.len()..]);
-        p
-    })
-}
-
-/// The longest file name (bytes) the kernel's other filesystems accept; longer names are
-/// `ENAMETOOLONG`, as POSIX says, also for names that do not exist.
-pub const NAME_MAX: usize = 255;
-
-/// The permission bits of a mode (`chmod`, `create`), the sticky bit included (a world
-/// folder's sub-folder keeps it, and the kernel enforces it as shown): the file type and the
-/// set-id bits are not kept (the mount is nosuid).
-const PERMISSION_BITS: u32 = 0o1777;
-
-pub(super) fn permission_bits(mode: u32) -> u16 {
-    (mode & PERMISSION_BITS) as u16
-}
-
-pub(super) fn check_length(name: &str) -> Result<()> {
-    if name.len() > NAME_MAX {
-        return Err(Error::new(
-            libc::ENAMETOOLONG,
-            format!("file name of {} bytes (at most {NAME_MAX})", name.len()),
-        ));
-    }
-    Ok(())
-}
-
-pub(super) fn check_name(name: &str) -> Result<()> {
-    check_length(name)?;
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-        return Err(Error::invalid(format!("invalid file name {name:?}")));
-    }
-    Ok(())
-}
-
-pub(super) fn check_size(size: u64) -> Result<usize> {
-    if size > MAX_FILE_SIZE {
-        return Err(Error::new(
-            libc::EFBIG,
-            format!("file too large (limit {} MiB)", MAX_FILE_SIZE >> 20),
-        ));
-    }
-    usize::try_from(size).map_err(|_| Error::new(libc::EFBIG, "file too large"))
 }
 
 impl Vfs {
@@ -821,6 +733,7 @@ impl Vfs {
 mod tests {
     use super::*;
     use crate::vfs::handles::OpenMode;
+    use crate::vfs::naming::NAME_MAX;
     use crate::vfs::test_tree::*;
 
     /// `install`, `mv` from another file system, `cp --remove-destination`: unlink, then

@@ -9,134 +9,14 @@ use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::buffer::{Buffer, Slice};
-use crate::vfs::core::{
-    check_name, check_size, child, display_path, permission_bits, rebased, Vfs, MAX_FILE_SIZE,
-};
+use crate::vfs::core::Vfs;
+use crate::vfs::descriptors::{Handle, HandleState};
 use crate::vfs::held::Text;
-use crate::vfs::kernel_cache::same;
-use crate::vfs::overlay::{overlay_stat, Held, Overlay};
-use crate::vfs::tree::{Kind, NewFile, Owner, Stat};
-
-/// The content of a file while handles are open on it.
-pub(super) struct OpenFile {
-    pub(super) path: Vec<String>,
-    /// Removed or replaced while open: what its handles write goes nowhere.
-    pub(super) detached: bool,
-    /// Shared with the tree's rendered text until a handle writes (copied then).
-    pub(super) data: Buffer,
-    pub(super) dirty: bool,
-    pub(super) mtime: SystemTime,
-    /// A time set on the file while it held unsaved writes (`cp -a` sets it before its
-    /// `close()`): applied after the commit, unless a later write cleared it.
-    pub(super) set_mtime: Option<SystemTime>,
-    pub(super) perm: u16,
-    /// Its owner when known: the file's own (a real folder's file) or its creator's
-    /// ([`Vfs::set_owner`]), given to the file on disk at its commit.
-    pub(super) owner: Option<Owner>,
-    /// A write past [`MAX_FILE_SIZE`] failed: the buffer lacks what came after, so it is
-    /// never stored or held anywhere (its commits fail with `EFBIG` and drop it, a rename
-    /// of it fails) until a truncation says what the file holds.
-    pub(super) cut: bool,
-    /// Which file on disk its text was read from, for a real folder's file (see
-    /// [`Stat::file`]): when the path shows another, its handles keep showing this one.
-    pub(super) file: Option<u64>,
-    /// Where its commits go.
-    pub(super) home: Home,
-    pub(super) handles: usize,
-    pub(super) writers: usize,
-}
-
-/// Why a cut file (see [`OpenFile::cut`]) is not taken.
-pub(super) fn cut_error(path: &[String]) -> Error {
-    Error::new(
-        libc::EFBIG,
-        format!(
-            "{}: a write past {} MiB failed, so the file is not all there",
-            display_path(path),
-            MAX_FILE_SIZE >> 20
-        ),
-    )
-}
-
-impl OpenFile {
-    /// Whether a new handle on its path shares this buffer (it is being written).
-    pub(super) fn shared(&self) -> bool {
-        !self.detached && (self.writers > 0 || self.dirty)
-    }
-
-    pub(super) fn stat(&self) -> Stat {
-        Stat {
-            kind: Kind::File,
-            size: self.data.len() as u64,
-            mtime: self.mtime,
-            perm: self.perm,
-            // While it holds unsaved writes it changes only through the kernel's own requests
-            // on it (which return or drop its attributes) and at its commit (after which the
-            // kernel is told). Once committed and still open (after `fsync`, or one of two
-            // descriptors closed) the tree may hold another form of its text (canonical),
-            // which its last close does not announce: then it is not kept. Scratch text is
-            // committed as it is.
-            volatile: self.home == Home::Tree && !self.dirty,
-            source: None,
-            owner: self.owner,
-            file: None,
-        }
-    }
-}
-
-/// Where the content of an open file is committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Home {
-    /// To the tree, which parses and stores it.
-    Tree,
-    /// To the text the core holds (a scratch file): never to the tree.
-    Core,
-}
-
-/// One open descriptor of a file.
-pub(super) struct Handle {
-    pub(super) file: Arc<Mutex<OpenFile>>,
-    pub(super) state: HandleState,
-}
-
-/// Where a handle is in the close-time commit (see [`Vfs::flush`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum HandleState {
-    /// Opened for reading only: its closes commit nothing.
-    Reading,
-    /// Opened for writing; nothing written or truncated through it and no close yet (an
-    /// open with `O_TRUNC` alone makes the file dirty but writes nothing through it).
-    Opened,
-    /// Created its file (`open(O_CREAT)` of a new name); nothing written and no close yet.
-    Created,
-    /// One close with nothing written was let pass uncommitted.
-    Deferred,
-    /// Something was written or truncated through it: every close commits.
-    Written,
-}
-
-impl HandleState {
-    /// The state of a new handle opened with or without write access.
-    fn opened(write: bool) -> HandleState {
-        if write {
-            HandleState::Opened
-        } else {
-            HandleState::Reading
-        }
-    }
-
-    /// Whether the handle was opened for writing.
-    pub(super) fn writes(self) -> bool {
-        self != HandleState::Reading
-    }
-
-    /// Something was written or truncated through the handle.
-    pub(super) fn wrote(&mut self) {
-        if self.writes() {
-            *self = HandleState::Written;
-        }
-    }
-}
+use crate::vfs::kernel::same;
+use crate::vfs::naming::{check_name, check_size, child, display_path, permission_bits, rebased};
+use crate::vfs::paths::{cut_error, Home, OpenFile};
+use crate::vfs::paths::{overlay_stat, Held, Overlay};
+use crate::vfs::tree::{Kind, NewFile, Stat};
 
 /// How a file is opened.
 #[derive(Debug, Clone, Copy, Default)]
@@ -641,6 +521,7 @@ impl Vfs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vfs::naming::MAX_FILE_SIZE;
     use crate::vfs::test_tree::*;
     use crate::vfs::tree::Tree;
 

@@ -65,10 +65,10 @@ impl Default for Inodes {
 }
 
 /// The deepest path an inode may have: the depth the mount shows
-/// ([`crate::vfs::core::DEEPEST`]) and one more, for the entries a listing of its deepest
+/// ([`crate::vfs::naming::DEEPEST`]) and one more, for the entries a listing of its deepest
 /// folders names. A deeper chain (a folder the kernel knows things in, moved deeper; or a
 /// loop) has no path, so no request walks more than this many names.
-const MAX_DEPTH: usize = crate::vfs::core::DEEPEST + 1;
+const MAX_DEPTH: usize = crate::vfs::naming::DEEPEST + 1;
 
 impl Inodes {
     /// The path of an inode, or `None` when the inode is unknown.

@@ -31,37 +31,17 @@
 //! [`Tree::change_scope`]: crate::vfs::Tree::change_scope
 //! [`Tree::underneath`]: crate::vfs::Tree::underneath
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::Vfs;
 use crate::vfs::inodes::{Inodes, Kept, ROOT};
+use crate::vfs::kernel::{
+    same, Keeping, KernelCache, Listing, LOGGED_RECHECKS, MOST_LISTINGS, WATCH_INTERVAL,
+};
 use crate::vfs::tree::{Kind, Stat};
-
-/// How often the watcher looks for other programs' changes and sends pending name drops.
-pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
-
-/// The kernel's caches, as the FUSE adapter reaches them (fuser's `Notifier`).
-pub trait KernelCache: Send + Sync {
-    /// Drops the kernel's attributes and cached pages of `ino`.
-    fn inval_inode(&self, ino: u64) -> std::io::Result<()>;
-    /// Drops the kernel's name `name` in folder `parent`.
-    fn inval_entry(&self, parent: u64, name: &str) -> std::io::Result<()>;
-}
-
-/// How long the kernel may keep an inode's name and attributes ([`Vfs::kernel_keeps`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Keeping {
-    /// Until it is told they changed: the core keeps them true.
-    Kept,
-    /// A short while at most (the core does not follow them).
-    Briefly,
-    /// Not at all: some process does not see this name.
-    Never,
-}
 
 /// Settles the core ([`Vfs::settle`]) when dropped. An operation of the core that may
 /// change something takes one as its first statement, so it is dropped last: after every lock
@@ -526,49 +506,6 @@ impl Vfs {
     }
 }
 
-/// How many unfinished listings are remembered at most (see [`Vfs::listing_call`]).
-const MOST_LISTINGS: usize = 4096;
-
-/// A listing of a folder under way, as the kernel caches it.
-pub struct Listing {
-    /// [`Vfs::kernel_epoch`] when its first call started.
-    since: u64,
-    /// Whether a call served a view that depends on who asks.
-    personal: bool,
-}
-
-/// How many re-checks [`RecheckLog`] remembers: a stat computed across more is not kept.
-const LOGGED_RECHECKS: usize = 64;
-
-/// Where the latest re-checks looked (see [`Vfs::kernel_keeps`]).
-#[derive(Default)]
-pub struct RecheckLog {
-    /// Each re-check's number and the path of the object it re-checked, whose inodes and
-    /// the folders above it it looked at (`None`: every inode).
-    recent: VecDeque<(u64, Option<Vec<String>>)>,
-}
-
-impl RecheckLog {
-    /// Whether a re-check numbered after `since` (up to `now`) may have concerned the inode
-    /// at `path` (`None`: unknown): one at or below it or above it, or one forgotten.
-    fn may_concern(&self, since: u64, now: u64, path: Option<&[String]>) -> bool {
-        let Some(path) = path else {
-            return true;
-        };
-        let mut seen = 0u64;
-        let concerned = self
-            .recent
-            .iter()
-            .filter(|(n, _)| *n > since)
-            .inspect(|_| seen += 1)
-            .any(|(_, scope)| match scope {
-                None => true,
-                Some(s) => path.starts_with(s) || s.starts_with(path),
-            });
-        concerned || seen < now.saturating_sub(since)
-    }
-}
-
 /// A kept inode as a re-check finds it.
 enum Now {
     Same,
@@ -577,15 +514,6 @@ enum Now {
     /// It no longer exists, is no longer of its kind, or what it derives from changed
     /// (it may be gone: not computed): its name is dropped too, and looked up again.
     Gone,
-}
-
-/// Whether the kernel's copy of the attributes is still right.
-pub(super) fn same(now: &Stat, kept: &Stat) -> bool {
-    now.kind == kept.kind
-        && now.size == kept.size
-        && now.mtime == kept.mtime
-        && now.perm == kept.perm
-        && !now.volatile
 }
 
 #[cfg(test)]

@@ -7,12 +7,16 @@
 mod access;
 pub mod buffer;
 pub mod core;
+pub mod descriptors;
 pub mod fresh;
 pub mod handles;
 pub mod held;
 pub mod inodes;
+pub mod kernel;
 pub mod kernel_cache;
+pub mod naming;
 pub mod overlay;
+pub mod paths;
 #[cfg(test)]
 pub mod race_hook;
 pub mod readdir;

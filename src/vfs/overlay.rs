@@ -6,64 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
-use crate::vfs::core::{display_path, Vfs};
-use crate::vfs::held::{private_dir, Text};
-use crate::vfs::tree::{Kind, Owner, Stat};
-
-/// A file whose content lives in the core rather than in the tree.
-pub(super) struct Overlay {
-    pub(super) text: Text,
-    pub(super) mtime: SystemTime,
-    /// An explicitly set mtime (utimens), carried to the tree when the file is committed.
-    pub(super) set_mtime: Option<SystemTime>,
-    pub(super) perm: u16,
-    /// What it is: a scratch file, a new object, or text a commit did not take.
-    pub(super) held: Held,
-    /// Its listing cookie: assigned once, so a paged listing neither skips nor repeats it
-    /// when other held files come and go.
-    pub(super) cookie: u64,
-    /// Who created it, when that is known ([`Vfs::set_owner`]): given to the file on disk
-    /// when it is committed (a real folder's file; objects of a store have its owner).
-    pub(super) owner: Option<Owner>,
-}
-
-/// What a file the core holds is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Held {
-    /// A scratch file (an editor's swap file, a tool's temporary, a tree file moved aside):
-    /// lives only in the core while mounted; still there at unmount, it is stored under its
-    /// name where the tree can hold it ([`Vfs::store_scratch`]), else dropped.
-    Scratch,
-    /// A new object created and not committed yet: its first commit stores it.
-    New,
-    /// Text a commit did not take, shown at the path of the file it was for (the store
-    /// unchanged): reported, and saved for recovery at unmount.
-    Failed,
-    /// Text a commit did not take, renamed to a name the tree does not store: held there
-    /// like a scratch file, and still saved for recovery at unmount.
-    FailedScratch,
-}
-
-impl Held {
-    /// Lives only in the core: commits update the held text, never the tree.
-    pub(super) fn is_scratch(self) -> bool {
-        matches!(self, Held::Scratch | Held::FailedScratch)
-    }
-
-    /// Holds text no commit took.
-    pub(super) fn is_unsaved(self) -> bool {
-        matches!(self, Held::Failed | Held::FailedScratch)
-    }
-
-    /// What it becomes when renamed to a name the tree does not store.
-    pub(super) fn renamed_to_scratch(self) -> Held {
-        if self.is_unsaved() {
-            Held::FailedScratch
-        } else {
-            Held::Scratch
-        }
-    }
-}
+use crate::vfs::core::Vfs;
+use crate::vfs::held::private_dir;
+use crate::vfs::naming::display_path;
+use crate::vfs::paths::{Held, Overlay};
+use crate::vfs::tree::Owner;
 
 /// Text no commit took, saved at unmount by [`Vfs::save_unsaved`].
 pub struct Unsaved {
@@ -71,21 +18,6 @@ pub struct Unsaved {
     pub path: String,
     /// Where its text was saved, or why it could not be.
     pub saved: Result<PathBuf>,
-}
-
-pub(super) fn overlay_stat(o: &Overlay) -> Stat {
-    Stat {
-        kind: Kind::File,
-        size: o.text.len(),
-        mtime: o.mtime,
-        perm: o.perm,
-        // Like a file being written, it changes only through the kernel's requests and
-        // commits the kernel is told of; text a commit did not take is shown afresh.
-        volatile: o.held.is_unsaved(),
-        source: None,
-        owner: o.owner,
-        file: None,
-    }
 }
 
 impl Vfs {
@@ -345,6 +277,7 @@ pub struct Leftover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vfs::held::Text;
     use crate::vfs::test_tree::*;
     use std::sync::Arc;
 

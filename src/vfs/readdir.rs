@@ -4,13 +4,11 @@
 //! other held files come and go.
 
 use crate::error::{lock, Error, Result};
-use crate::vfs::core::{display_path, listed_child, Vfs};
+use crate::vfs::core::Vfs;
 use crate::vfs::inodes::ROOT;
-use crate::vfs::overlay::overlay_stat;
+use crate::vfs::naming::{display_path, listed_child};
+use crate::vfs::paths::overlay_stat;
 use crate::vfs::tree::{Kind, Stat, MAX_TREE_COOKIE};
-
-/// The listing cookie of the first file held by the core (after the tree's and `.`, `..`).
-pub(super) const FIRST_HELD_COOKIE: u64 = MAX_TREE_COOKIE + 3;
 
 /// The inode number plain readdir shows for a name not looked up yet: a stand-in, since the
 /// kernel looks the name up before any use.

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::buffer::Large;
-use crate::vfs::core::{check_name, child, display_path, rebased, Vfs};
-use crate::vfs::handles::{cut_error, Home};
-use crate::vfs::overlay::{Held, Overlay};
+use crate::vfs::core::Vfs;
+use crate::vfs::naming::{check_name, child, display_path, rebased};
+use crate::vfs::paths::{cut_error, Held, Home, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
 
 /// The mode of a file committed by a rename when the core holds none for it.
