@@ -28,7 +28,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
@@ -43,32 +43,28 @@ use crate::vfs::kernel::{KernelCache, Listing, RecheckLog};
 use crate::vfs::naming::{
     check_length, check_name, check_size, child, display_path, permission_bits, DEEPEST,
 };
-use crate::vfs::paths::{overlay_stat, Held, OpenFile, Overlay, FIRST_HELD_COOKIE};
+use crate::vfs::paths::{Held, HeldAt, OpenFile, Paths};
 use crate::vfs::removals::Removals;
 use crate::vfs::tree::{Kind, Owner, Removal, Stat, Tree};
 
 /// The filesystem core over one tree.
 ///
-/// Locks are taken in this order: a handle, the open-file table, an open file, the overlay,
-/// the moved-aside table (the handle table is only held alone; the inode table is taken
-/// last, under an open file at a commit, and no lock is taken while it is held).
+/// Locks are taken in this order: a handle, the open-file table, an open file, the held
+/// text (the last three are [`Paths`]', whose methods take and release them, see there;
+/// the handle table is only held alone; the inode table is taken last, under an open file
+/// at a commit, and no lock is taken while it is held).
 pub struct Vfs {
     pub(super) tree: Arc<dyn Tree>,
     pub(super) inodes: RwLock<Inodes>,
     pub(super) handles: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
     pub(super) next_fh: AtomicU64,
-    /// Files being written, by path: the buffer new handles on that path share.
-    pub(super) open: Mutex<HashMap<Vec<String>, Arc<Mutex<OpenFile>>>>,
-    pub(super) overlay: Mutex<HashMap<Vec<String>, Overlay>>,
-    pub(super) next_cookie: AtomicU64,
+    /// What each path holds: the file being written there, held text, a file moved aside
+    /// (the one owner of that state, see [`Paths`]).
+    pub(super) paths: Paths,
     pub(super) spill: Spill,
     /// Checks and commits of large texts, one at a time.
     pub(super) one_large: OneLarge,
     pub(super) fresh: FreshDirs,
-    /// Tree files moved aside to a scratch name (an editor's backup), by source path, with
-    /// the scratch path holding their text. The source is hidden but stays in the store
-    /// until new content is committed to it, or until the scratch copy is deleted.
-    pub(super) aside: Mutex<HashMap<Vec<String>, Vec<String>>>,
     /// Removals of stored files held back for a moment (see [`crate::vfs::removals`]).
     pub(super) removals: Removals,
     /// The owners and modes paths show ([`crate::vfs::access`]).
@@ -111,13 +107,10 @@ impl Vfs {
             inodes: RwLock::new(Inodes::default()),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
-            open: Mutex::new(HashMap::new()),
-            overlay: Mutex::new(HashMap::new()),
-            next_cookie: AtomicU64::new(FIRST_HELD_COOKIE),
+            paths: Paths::default(),
             spill: Spill::new(held_dir),
             one_large: OneLarge::default(),
             fresh: FreshDirs::default(),
-            aside: Mutex::new(HashMap::new()),
             removals: Removals::default(),
             access: Access::default(),
             kernel: OnceLock::new(),
@@ -189,10 +182,6 @@ impl Vfs {
         }
     }
 
-    pub(super) fn cookie(&self) -> u64 {
-        self.next_cookie.fetch_add(1, Ordering::Relaxed)
-    }
-
     pub(super) fn stat_path(&self, path: &[String]) -> Result<Stat> {
         self.stat_held_or_stored(path)
             .map(|stat| self.shown(path, stat))
@@ -204,20 +193,21 @@ impl Vfs {
     }
 
     fn stat_held_or_stored(&self, path: &[String]) -> Result<Stat> {
-        if let Some(f) = self.open_file(path)? {
+        if let Some(f) = self.paths.open_file(path)? {
             let f = lock(&f)?;
             if f.shared() {
                 return Ok(f.stat());
             }
         }
-        if let Some(o) = lock(&self.overlay)?.get(path) {
-            return Ok(overlay_stat(o));
-        }
-        if lock(&self.aside)?.contains_key(path) {
-            return Err(Error::not_found(format!(
-                "{}: moved aside (its text is in the scratch copy)",
-                display_path(path)
-            )));
+        match self.paths.held_at(path)? {
+            HeldAt::Text(stat) => return Ok(stat),
+            HeldAt::Aside => {
+                return Err(Error::not_found(format!(
+                    "{}: moved aside (its text is in the scratch copy)",
+                    display_path(path)
+                )))
+            }
+            HeldAt::Nothing => {}
         }
         if self.removals.holds(path)? {
             return Err(Error::not_found(format!(
@@ -306,7 +296,7 @@ impl Vfs {
         let path = self.path_of(ino)?;
         // Held text is the core's, not the tree's: it may change after the tree turned
         // read-only while mounted (see `unlink`).
-        let held = lock(&self.overlay)?.contains_key(&path);
+        let held = self.paths.held_kind(&path)?.is_some();
         if (size.is_some() || mtime.is_some() || mode.is_some()) && !held {
             self.writable()?;
         }
@@ -315,7 +305,7 @@ impl Vfs {
         }
         let file = match fh {
             Some(fh) => Some(lock(&*self.handle(fh)?)?.file.clone()),
-            None => self.open_file(&path)?,
+            None => self.paths.open_file(&path)?,
         };
         if let Some(size) = size {
             self.truncate(&path, fh, file.as_ref(), size)?;
@@ -336,8 +326,9 @@ impl Vfs {
                 f.perm = permission_bits(mode);
             }
         }
-        let held = match lock(&self.overlay)?.get_mut(&path) {
-            Some(o) => {
+        let held = self
+            .paths
+            .with_held(&path, |o| {
                 if let Some(m) = mtime {
                     o.mtime = m;
                     o.set_mtime = Some(m);
@@ -345,10 +336,8 @@ impl Vfs {
                 if let Some(mode) = mode {
                     o.perm = permission_bits(mode);
                 }
-                true
-            }
-            None => false,
-        };
+            })?
+            .is_some();
         if let (Some(m), false, false) = (mtime, held, after_commit) {
             self.tree
                 .set_mtime(&path, m)
@@ -393,15 +382,16 @@ impl Vfs {
 
     /// Truncates a file no handle is writing: held text, or a tree file (committed now).
     pub(super) fn truncate_closed(&self, path: &[String], len: usize) -> Result<()> {
-        let mut overlay = lock(&self.overlay)?;
-        if let Some(o) = overlay.get_mut(path) {
+        let truncated = self.paths.with_held(path, |o| {
             let mut data = o.text.bytes()?;
             data.resize(len, 0);
             o.text = self.spill.hold(path, data);
             o.mtime = SystemTime::now();
-            return Ok(());
+            Ok::<(), Error>(())
+        })?;
+        if let Some(done) = truncated {
+            return done;
         }
-        drop(overlay);
         let stat = self.stat_path(path)?;
         let _one = self
             .one_large
@@ -438,16 +428,13 @@ impl Vfs {
     pub fn set_owner(&self, ino: u64, owner: Owner) -> Result<Stat> {
         let _settled = self.settling();
         let path = self.path_of(ino)?;
-        if let Some(f) = self.open_file(&path)? {
+        if let Some(f) = self.paths.open_file(&path)? {
             lock(&f)?.owner = Some(owner);
         }
-        let held = match lock(&self.overlay)?.get_mut(&path) {
-            Some(o) => {
-                o.owner = Some(owner);
-                true
-            }
-            None => false,
-        };
+        let held = self
+            .paths
+            .with_held(&path, |o| o.owner = Some(owner))?
+            .is_some();
         if !held {
             self.tree
                 .set_owner(&path, owner)
@@ -527,10 +514,7 @@ impl Vfs {
     /// take, a scratch file): `rmdir` and a folder renamed over it would leave that text
     /// in a folder that is gone or another one.
     pub(super) fn holds_nothing_below(&self, path: &[String]) -> Result<()> {
-        let has_held = lock(&self.overlay)?
-            .keys()
-            .any(|p| p.len() > path.len() && p.starts_with(path));
-        if has_held {
+        if self.paths.holds_below(path)? {
             return Err(Error::not_empty(format!(
                 "{} holds unsaved or scratch files",
                 display_path(path)
@@ -542,11 +526,7 @@ impl Vfs {
     /// The names of folder `dir`'s tree files moved aside or removed a moment ago (hidden
     /// from every listing of it, and making its listing depend on who asks).
     pub(super) fn aside_in(&self, dir: &[String]) -> Result<Vec<String>> {
-        let mut names: Vec<String> = lock(&self.aside)?
-            .keys()
-            .filter(|p| p.len() == dir.len() + 1 && p.starts_with(dir))
-            .filter_map(|p| p.last().cloned())
-            .collect();
+        let mut names = self.paths.aside_in(dir)?;
         names.extend(self.removals.names_in(dir)?);
         Ok(names)
     }
@@ -608,10 +588,7 @@ impl Vfs {
 
     /// The tree file `copy` holds the text of, when `copy` is a copy moved aside from it.
     pub(super) fn aside_source(&self, copy: &[String]) -> Result<Option<Vec<String>>> {
-        Ok(lock(&self.aside)?
-            .iter()
-            .find(|(_, c)| c.as_slice() == copy)
-            .map(|(source, _)| source.clone()))
+        self.paths.aside_source(copy)
     }
 
     /// Removes file `name` from `parent`, for no process in particular (see
@@ -630,7 +607,7 @@ impl Vfs {
         // Discarding held text changes nothing stored, so a tree that turned read-only while
         // mounted (a damaged TVDA disk) still lets it go; removing what the tree stores (or
         // the only copy of a file moved aside) is a change.
-        let held = lock(&self.overlay)?.get(&path).map(|o| o.held);
+        let held = self.paths.held_kind(&path)?;
         let moved_aside = || Ok::<_, Error>(self.aside_source(&path)?.is_some());
         match held {
             Some(h) if !h.is_scratch() => {}
@@ -642,17 +619,12 @@ impl Vfs {
         // comes after the close returns) either holds it first, and it goes here, or finds
         // the file cut off and holds nothing.
         if held.is_some() {
-            self.detach(&path)?;
+            self.paths.detach(&path)?;
         }
-        let removed = lock(&self.overlay)?.remove(&path);
-        match removed {
-            Some(o) if o.held.is_scratch() => {
+        match self.paths.discard(&path)? {
+            Some((o, source)) if o.held.is_scratch() => {
                 // The only copy of a file moved aside and never replaced: deleting it
                 // deletes the object (`mv a a~ && rm a~` removes a).
-                let source = self.aside_source(&path)?;
-                if let Some(src) = &source {
-                    lock(&self.aside)?.remove(src);
-                }
                 if let Some(src) = source {
                     self.tree
                         .remove(&src)
@@ -664,7 +636,7 @@ impl Vfs {
             // --remove-destination` creates it with `O_EXCL`).
             // A new file that took the place of a removal, removed before it committed: the
             // removal goes on (`rm f; exec 3>f; rm f` removes f).
-            Some(o) if o.held == Held::New && self.removals.replaced_done(&path)? => {
+            Some((o, _)) if o.held == Held::New && self.removals.replaced_done(&path)? => {
                 self.removals.add(&path, pid)?;
             }
             Some(_) => {
@@ -695,7 +667,7 @@ impl Vfs {
             }
         }
         self.note_change(&path);
-        self.detach(&path)?;
+        self.paths.detach(&path)?;
         if let Ok(mut t) = self.inodes.write() {
             t.unlink(parent, name);
         }
@@ -713,14 +685,7 @@ impl Vfs {
             .rmdir(&path)
             .map_err(|e| e.context(display_path(&path)))?;
         self.note_change(&path);
-        let below: Vec<Vec<String>> = lock(&self.open)?
-            .keys()
-            .filter(|p| p.starts_with(&path))
-            .cloned()
-            .collect();
-        for p in below {
-            self.detach(&p)?;
-        }
+        self.paths.detach_below(&path)?;
         self.fresh.removed(&path);
         if let Ok(mut t) = self.inodes.write() {
             t.unlink(parent, name);
@@ -732,8 +697,8 @@ impl Vfs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vfs::handles::OpenMode;
     use crate::vfs::naming::NAME_MAX;
+    use crate::vfs::paths::OpenMode;
     use crate::vfs::test_tree::*;
 
     /// `install`, `mv` from another file system, `cp --remove-destination`: unlink, then

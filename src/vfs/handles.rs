@@ -2,7 +2,6 @@
 //! handle opened on it meanwhile, and the commits of `flush`, `fsync` and `release` (see
 //! [`Vfs::flush`] for why a first close with nothing written commits nothing).
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -13,34 +12,12 @@ use crate::vfs::core::Vfs;
 use crate::vfs::descriptors::{Handle, HandleState};
 use crate::vfs::held::Text;
 use crate::vfs::kernel::same;
-use crate::vfs::naming::{check_name, check_size, child, display_path, permission_bits, rebased};
-use crate::vfs::paths::{cut_error, Home, OpenFile};
+use crate::vfs::naming::{check_name, check_size, child, display_path, permission_bits};
+use crate::vfs::paths::{cut_error, Home, OpenFile, OpenMode};
 use crate::vfs::paths::{overlay_stat, Held, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
 
-/// How a file is opened.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct OpenMode {
-    pub write: bool,
-    pub truncate: bool,
-    pub append: bool,
-}
-
 impl Vfs {
-    /// The open file being written at `path`, if any.
-    pub(super) fn open_file(&self, path: &[String]) -> Result<Option<Arc<Mutex<OpenFile>>>> {
-        Ok(lock(&self.open)?.get(path).cloned())
-    }
-
-    /// Detaches the open file at `path` (removed or replaced): its handles write nowhere.
-    pub(super) fn detach(&self, path: &[String]) -> Result<()> {
-        let removed = lock(&self.open)?.remove(path);
-        if let Some(f) = removed {
-            lock(&f)?.detached = true;
-        }
-        Ok(())
-    }
-
     pub(super) fn add_handle(&self, file: Arc<Mutex<OpenFile>>, state: HandleState) -> Result<u64> {
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         let h = Handle { file, state };
@@ -53,33 +30,6 @@ impl Vfs {
             .get(&fh)
             .cloned()
             .ok_or_else(|| Error::new(libc::EBADF, format!("unknown file handle {fh}")))
-    }
-
-    /// Joins the file being written at `path`, if any: one more handle on its buffer.
-    pub(super) fn join(
-        open: &HashMap<Vec<String>, Arc<Mutex<OpenFile>>>,
-        path: &[String],
-        mode: OpenMode,
-    ) -> Result<Option<Arc<Mutex<OpenFile>>>> {
-        let Some(f) = open.get(path) else {
-            return Ok(None);
-        };
-        let mut g = lock(f)?;
-        if !g.shared() {
-            return Ok(None);
-        }
-        g.handles += 1;
-        if mode.write {
-            g.writers += 1;
-        }
-        if mode.truncate {
-            g.data = Buffer::default();
-            g.cut = false;
-            g.dirty = true;
-            g.mtime = SystemTime::now();
-            g.set_mtime = None;
-        }
-        Ok(Some(f.clone()))
     }
 
     /// Opens the file `ino`.
@@ -97,12 +47,12 @@ impl Vfs {
         if mode.write {
             self.writable_at(&path)?;
         }
-        let joined = Self::join(&*lock(&self.open)?, &path, mode)?;
+        let joined = self.paths.join(&path, mode)?;
         if let Some(f) = joined {
             return Ok((self.add_handle(f, HandleState::opened(mode.write))?, false));
         }
         let mut reading = None;
-        let held = lock(&self.overlay)?.get(&path).map(|o| {
+        let held = self.paths.with_held(&path, |o| {
             let data = if mode.truncate {
                 Ok(Arc::default())
             } else {
@@ -114,7 +64,7 @@ impl Vfs {
                 Home::Tree
             };
             (data, home, o.perm, o.mtime, o.owner)
-        });
+        })?;
         let (data, home, perm, mtime, owner, disk_file) = match held {
             Some((data, home, perm, mtime, owner)) => (data?, home, perm, mtime, owner, None),
             None => {
@@ -174,14 +124,10 @@ impl Vfs {
             writers: usize::from(mode.write),
         }));
         if mode.write {
-            let mut open = lock(&self.open)?;
             // Another handle may have started writing meanwhile: then share its buffer.
-            if let Some(other) = Self::join(&open, &path, mode)? {
-                drop(open);
+            if let Some(other) = self.paths.start_writing(&file, mode)? {
                 return Ok((self.add_handle(other, HandleState::Opened)?, false));
             }
-            open.insert(path.clone(), file.clone());
-            drop(open);
             self.attach_readers(&path, &file)?;
         }
         let fh = self.add_handle(file, HandleState::opened(mode.write))?;
@@ -242,7 +188,7 @@ impl Vfs {
             set_mtime: None,
             perm: permission_bits(mode),
             held,
-            cookie: self.cookie(),
+            cookie: self.paths.cookie(),
             owner: None,
         };
         let stat = self.shown(&path, overlay_stat(&o));
@@ -261,9 +207,7 @@ impl Vfs {
             handles: 1,
             writers: 1,
         }));
-        self.detach(&path)?;
-        lock(&self.open)?.insert(path.clone(), file.clone());
-        lock(&self.overlay)?.insert(path, o);
+        self.paths.create(&path, &file, o)?;
         self.fresh.show(&dir, name);
         let fh = self.add_handle(file, HandleState::Created)?;
         let ino = self
@@ -371,7 +315,7 @@ impl Vfs {
             // where a stored file was moved aside (`mv auth.txt auth.txt~; echo … >
             // auth.txt`): that replaces the stored file, and an empty one (no accounts) must
             // not replace it before the text written next.
-            if !created || lock(&self.aside)?.contains_key(&f.path) {
+            if !created || self.paths.is_aside(&f.path)? {
                 return Ok(());
             }
         }
@@ -396,29 +340,18 @@ impl Vfs {
             let text = self
                 .spill
                 .hold(&f.path, Arc::unwrap_or_clone(f.data.bytes()?));
-            let mut overlay = lock(&self.overlay)?;
-            match overlay.get_mut(&f.path) {
-                Some(o) => {
-                    o.text = text;
-                    o.mtime = f.mtime;
-                    o.set_mtime = dated;
-                }
-                None => {
-                    overlay.insert(
-                        f.path.clone(),
-                        Overlay {
-                            text,
-                            mtime: f.mtime,
-                            set_mtime: dated,
-                            perm: f.perm,
-                            held: Held::Scratch,
-                            cookie: self.cookie(),
-                            owner: f.owner,
-                        },
-                    );
-                }
-            }
-            return Ok(());
+            let (perm, owner) = (f.perm, f.owner);
+            return self
+                .paths
+                .hold_scratch(&f.path, text, f.mtime, dated, |text| Overlay {
+                    text,
+                    mtime: f.mtime,
+                    set_mtime: dated,
+                    perm,
+                    held: Held::Scratch,
+                    cookie: self.paths.cookie(),
+                    owner,
+                });
         }
         let set_mtime = f.set_mtime.take();
         let one = self.one_large.enter(f.data.len())?;
@@ -447,16 +380,7 @@ impl Vfs {
             return result;
         };
         let h = lock(&h)?;
-        let mut open = lock(&self.open)?;
-        let mut f = lock(&h.file)?;
-        f.handles = f.handles.saturating_sub(1);
-        if h.state.writes() {
-            f.writers = f.writers.saturating_sub(1);
-        }
-        if f.handles == 0 && open.get(&f.path).is_some_and(|o| Arc::ptr_eq(o, &h.file)) {
-            open.remove(&f.path);
-        }
-        drop(open);
+        let mut f = self.paths.release(&h.file, h.state.writes())?;
         // A change that reached the buffer after the commit above and before it left the
         // table of open files (a truncation by path, racing this release) would be dropped
         // with it: it is committed now.
@@ -486,35 +410,6 @@ impl Vfs {
                 failed + 1
             }
         }
-    }
-
-    /// Moves the open file at `from` (and, for a folder, those below it) to `to`; `home`,
-    /// when given, is where the moved file's commits go from now on.
-    pub(super) fn move_open(
-        &self,
-        from: &[String],
-        to: &[String],
-        home: Option<Home>,
-    ) -> Result<()> {
-        let mut open = lock(&self.open)?;
-        let moving: Vec<Vec<String>> = open
-            .keys()
-            .filter(|p| p.starts_with(from))
-            .cloned()
-            .collect();
-        for p in moving {
-            let Some(f) = open.remove(&p) else { continue };
-            let dest = rebased(&p, from, to).unwrap_or_else(|| to.to_vec());
-            {
-                let mut g = lock(&f)?;
-                g.path = dest.clone();
-                if let (Some(home), true) = (home, p == from) {
-                    g.home = home;
-                }
-            }
-            open.insert(dest, f);
-        }
-        Ok(())
     }
 }
 
@@ -809,9 +704,10 @@ mod tests {
         vfs.release(fh).unwrap();
         done_rx.recv().unwrap().join().unwrap().unwrap();
         assert!(
-            !lock(&vfs.overlay)
+            vfs.paths
+                .held_kind(&["d".to_string(), ".f.swpx".to_string()])
                 .unwrap()
-                .contains_key(&vec!["d".to_string(), ".f.swpx".to_string()]),
+                .is_none(),
             "the removed scratch file is held again"
         );
         assert!(vfs.lookup(d, ".f.swpx", 1).is_err());

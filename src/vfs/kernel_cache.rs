@@ -519,7 +519,7 @@ enum Now {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vfs::handles::OpenMode;
+    use crate::vfs::paths::OpenMode;
     use crate::vfs::test_tree::*;
     use std::sync::Mutex;
 

@@ -29,6 +29,6 @@ pub mod test_tree;
 pub mod tree;
 
 pub use self::core::Vfs;
-pub use self::handles::OpenMode;
+pub use self::paths::OpenMode;
 pub use self::readdir::DirEntry;
 pub use self::tree::{Entry, Kind, NewFile, Removal, Stat, Tree, TreePath};

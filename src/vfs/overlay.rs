@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use crate::error::{lock, Error, Result};
+use crate::error::{Error, Result};
 use crate::vfs::core::Vfs;
 use crate::vfs::held::private_dir;
 use crate::vfs::naming::display_path;
@@ -48,9 +48,8 @@ impl Vfs {
                     .map_err(|e| e.context(display_path(path)))?;
                 self.took_file(path);
                 self.note_change(path);
-                lock(&self.aside)?.remove(path);
+                let done = self.paths.committed(path)?;
                 self.removals.replaced_done(path)?;
-                let done = lock(&self.overlay)?.remove(path);
                 if let Some(owner) = owner.or_else(|| done.as_ref().and_then(|o| o.owner)) {
                     self.tree
                         .set_owner(path, owner)
@@ -72,21 +71,19 @@ impl Vfs {
                 self.removals.replaced_done(path)?;
                 let stored = self.tree.stat(path).ok();
                 let stored_perm = stored.as_ref().map(|s| s.perm);
-                let mut overlay = lock(&self.overlay)?;
-                let old = overlay.get(path);
-                let o = Overlay {
+                let text = self.spill.hold(path, data);
+                self.paths.fail(path, |old| Overlay {
                     set_mtime: old.and_then(|o| o.set_mtime),
                     perm: old.map(|o| o.perm).or(stored_perm).unwrap_or(perm),
-                    cookie: old.map_or_else(|| self.cookie(), |o| o.cookie),
-                    text: self.spill.hold(path, data),
+                    cookie: old.map_or_else(|| self.paths.cookie(), |o| o.cookie),
+                    text,
                     mtime: SystemTime::now(),
                     held: Held::Failed,
                     owner: old
                         .and_then(|o| o.owner)
                         .or(owner)
                         .or(stored.and_then(|s| s.owner)),
-                };
-                overlay.insert(path.to_vec(), o);
+                })?;
                 Err(e.logged())
             }
         }
@@ -94,14 +91,13 @@ impl Vfs {
 
     /// Paths holding text no commit took (kept readable in the mount), sorted.
     pub fn failed_paths(&self) -> Vec<String> {
-        let mut paths: Vec<String> = match self.overlay.lock() {
-            Ok(o) => o
-                .iter()
-                .filter(|(_, v)| v.held.is_unsaved())
-                .map(|(k, _)| display_path(k))
-                .collect(),
-            Err(_) => Vec::new(),
-        };
+        let mut paths: Vec<String> = self
+            .paths
+            .failed_paths()
+            .unwrap_or_default()
+            .iter()
+            .map(|p| display_path(p))
+            .collect();
         paths.sort();
         paths
     }
@@ -111,10 +107,7 @@ impl Vfs {
     /// uncommitted ([`Tree::uncommitted`](crate::vfs::tree::Tree::uncommitted)) come with
     /// an error. Called once, at unmount.
     pub fn save_unsaved(&self, dir: &Path) -> Vec<Unsaved> {
-        let held: Vec<(Vec<String>, Overlay)> = match self.overlay.lock() {
-            Ok(mut o) => o.drain().collect(),
-            Err(_) => Vec::new(),
-        };
+        let held = self.paths.drain().unwrap_or_default();
         let mut unsaved: Vec<Unsaved> = held
             .into_iter()
             .filter(|(_, o)| o.held.is_unsaved())
@@ -182,13 +175,8 @@ impl Vfs {
     /// meanwhile, whose held text is then saved for recovery like text no commit took.
     pub fn store_scratch(&self) -> Vec<Leftover> {
         let _settled = self.settling();
-        let paths: Vec<Vec<String>> = match self.overlay.lock() {
-            Ok(o) => o
-                .iter()
-                .filter(|(_, v)| v.held == Held::Scratch)
-                .map(|(p, _)| p.clone())
-                .collect(),
-            Err(_) => return Vec::new(),
+        let Ok(paths) = self.paths.scratch_paths() else {
+            return Vec::new();
         };
         let mut left: Vec<Leftover> = paths
             .into_iter()
@@ -205,11 +193,9 @@ impl Vfs {
                     // Not a name the tree refuses but a store that could not take it (its
                     // folder renamed away on disk, a full disk): saved for recovery and
                     // reported like text no commit took.
-                    if let Ok(mut o) = lock(&self.overlay) {
-                        if let Some(o) = o.get_mut(&path) {
-                            o.held = Held::FailedScratch;
-                        }
-                    }
+                    let _ = self
+                        .paths
+                        .with_held(&path, |o| o.held = Held::FailedScratch);
                 }
                 Leftover {
                     path: display_path(&path),
@@ -231,29 +217,27 @@ impl Vfs {
             )));
         }
         if self.tree.stat(path).is_ok() {
-            if let Some(o) = lock(&self.overlay)?.get_mut(path) {
-                o.held = Held::FailedScratch;
-            }
+            self.paths
+                .with_held(path, |o| o.held = Held::FailedScratch)?;
             return Err(Error::new(
                 libc::EEXIST,
                 "another program made this name meanwhile: it keeps its content, and the \
                  mount's is saved for recovery",
             ));
         }
-        let (text, perm, dated, mtime, owner) = {
-            let overlay = lock(&self.overlay)?;
-            let o = overlay
-                .get(path)
-                .ok_or_else(|| Error::not_found("no longer held"))?;
-            (o.text.bytes()?, o.perm, o.set_mtime, o.mtime, o.owner)
-        };
+        let (text, perm, dated, mtime, owner) = self
+            .paths
+            .with_held(path, |o| {
+                Ok::<_, Error>((o.text.bytes()?, o.perm, o.set_mtime, o.mtime, o.owner))
+            })?
+            .ok_or_else(|| Error::not_found("no longer held"))??;
         let folder = &path[..path.len().saturating_sub(1)];
         let folder_time = self.tree.stat(folder).ok().map(|s| s.mtime);
         match dated {
             Some(m) => self.tree.write_dated(path, &text, m)?,
             None => self.tree.write(path, &text)?,
         }
-        lock(&self.overlay)?.remove(path);
+        self.paths.take_held(path)?;
         self.tree.set_perm(path, perm)?;
         if let Some(owner) = owner {
             self.tree.set_owner(path, owner)?;
@@ -277,6 +261,7 @@ pub struct Leftover {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::lock;
     use crate::vfs::held::Text;
     use crate::vfs::test_tree::*;
     use std::sync::Arc;
@@ -503,10 +488,14 @@ mod tests {
             1,
             "the text is in a file"
         );
-        assert!(matches!(
-            lock(&vfs.overlay).unwrap()[&["d".to_string(), "f".to_string()][..]].text,
-            Text::File { .. }
-        ));
+        assert!(vfs
+            .paths
+            .with_held(&["d".to_string(), "f".to_string()], |o| matches!(
+                o.text,
+                Text::File { .. }
+            ))
+            .unwrap()
+            .unwrap());
         assert_eq!(read_all(&vfs, f), big, "and still readable");
         // A scratch file is not saved; the unsaved text is, at the same path.
         let (_, _, fh) = vfs.create(d, "f.swp", 0o600).unwrap();

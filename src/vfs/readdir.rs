@@ -3,11 +3,10 @@
 //! each under a cookie assigned once, so a paged listing neither skips nor repeats one while
 //! other held files come and go.
 
-use crate::error::{lock, Error, Result};
+use crate::error::{Error, Result};
 use crate::vfs::core::Vfs;
 use crate::vfs::inodes::ROOT;
 use crate::vfs::naming::{display_path, listed_child};
-use crate::vfs::paths::overlay_stat;
 use crate::vfs::tree::{Kind, Stat, MAX_TREE_COOKIE};
 
 /// The inode number plain readdir shows for a name not looked up yet: a stand-in, since the
@@ -130,17 +129,7 @@ impl Vfs {
         sink: &mut dyn FnMut(DirEntry<'_>) -> bool,
     ) -> Result<()> {
         let dir = listing.dir;
-        let mut extra: Vec<(u64, String, Stat, bool)> = lock(&self.overlay)?
-            .iter()
-            .filter(|(p, o)| {
-                p.len() == dir.len() + 1 && p.starts_with(dir) && o.cookie > listing.offset
-            })
-            .filter_map(|(p, o)| {
-                p.last()
-                    .map(|n| (o.cookie, n.clone(), overlay_stat(o), o.held.is_scratch()))
-            })
-            .collect();
-        extra.sort_by_key(|e| e.0);
+        let extra = self.paths.held_in(dir, listing.offset)?;
         for (cookie, name, stat, scratch) in extra {
             if !scratch && self.tree.stat(&listed_child(dir, &name)).is_ok() {
                 continue;

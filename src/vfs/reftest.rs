@@ -21,7 +21,7 @@ use proptest::prelude::*;
 
 use crate::error::lock;
 use crate::vfs::core::Vfs;
-use crate::vfs::handles::OpenMode;
+use crate::vfs::paths::OpenMode;
 use crate::vfs::test_tree::{dir_ino, setup, Files};
 use crate::vfs::tree::Owner;
 

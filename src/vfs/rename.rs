@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::error::{lock, Error, Result};
 use crate::vfs::buffer::Large;
 use crate::vfs::core::Vfs;
-use crate::vfs::naming::{check_name, child, display_path, rebased};
+use crate::vfs::naming::{check_name, child, display_path};
 use crate::vfs::paths::{cut_error, Held, Home, Overlay};
 use crate::vfs::tree::{Kind, NewFile, Stat};
 
@@ -39,7 +39,7 @@ impl Vfs {
     /// The text held at `from` for a rename: the buffer of a file being written, else the
     /// held text. With `take`, the buffer counts as committed (the rename commits it).
     pub(super) fn text_of(&self, from: &[String], take: bool) -> Result<(Vec<u8>, Large<'_>)> {
-        if let Some(f) = self.open_file(from)? {
+        if let Some(f) = self.paths.open_file(from)? {
             let mut f = lock(&f)?;
             if f.cut {
                 return Err(cut_error(from));
@@ -50,13 +50,13 @@ impl Vfs {
                 return Ok((Arc::unwrap_or_clone(f.data.bytes()?), one));
             }
         }
-        // Entered with no lock held (a commit holding the guard takes the overlay's).
-        let len = lock(&self.overlay)?.get(from).map_or(0, |o| o.text.len());
+        // Entered with no lock held (a commit holding the guard takes the held text's).
+        let len = self.paths.with_held(from, |o| o.text.len())?.unwrap_or(0);
         let one = self
             .one_large
             .enter(usize::try_from(len).unwrap_or(usize::MAX))?;
-        match lock(&self.overlay)?.get(from) {
-            Some(o) => Ok((o.text.bytes()?, one)),
+        match self.paths.with_held(from, |o| o.text.bytes())? {
+            Some(bytes) => Ok((bytes?, one)),
             None => Err(Error::not_found(display_path(from))),
         }
     }
@@ -68,8 +68,8 @@ impl Vfs {
         let from = child(&self.path_of(parent)?, name)?;
         let to = child(&self.path_of(new_parent)?, new_name)?;
         let to_dir = &to[..to.len() - 1];
-        let (held, new) = match lock(&self.overlay)?.get(&from) {
-            Some(o) => (true, o.held == Held::New),
+        let (held, new) = match self.paths.held_kind(&from)? {
+            Some(h) => (true, h == Held::New),
             None => (false, false),
         };
         let to_class = self
@@ -176,16 +176,15 @@ impl Vfs {
         data: Vec<u8>,
         one: Large<'_>,
     ) -> Result<()> {
-        let (set_mtime, perm, owner) = lock(&self.overlay)?
-            .get(from)
-            .map_or((None, DEFAULT_PERM, None), |o| {
-                (o.set_mtime, o.perm, o.owner)
-            });
+        let (set_mtime, perm, owner) = self
+            .paths
+            .with_held(from, |o| (o.set_mtime, o.perm, o.owner))?
+            .unwrap_or((None, DEFAULT_PERM, None));
         self.commit(to, data, perm, owner, set_mtime)?;
         drop(one);
-        lock(&self.overlay)?.remove(from);
-        self.detach(to)?;
-        self.move_open(from, to, Some(Home::Tree))
+        self.paths.take_held(from)?;
+        self.paths.detach(to)?;
+        self.paths.move_open(from, to, Some(Home::Tree))
     }
 
     /// A held file under another name the tree does not store: held there, as a scratch
@@ -198,22 +197,11 @@ impl Vfs {
         data: Vec<u8>,
         one: Large<'_>,
     ) -> Result<()> {
-        let mut overlay = lock(&self.overlay)?;
-        if let Some(mut o) = overlay.remove(from) {
-            o.text = self.spill.hold(to, data);
-            o.held = o.held.renamed_to_scratch();
-            o.cookie = self.cookie();
-            overlay.insert(to.to_vec(), o);
-        }
-        drop(overlay);
+        self.paths
+            .rename_held(from, to, self.spill.hold(to, data))?;
         drop(one);
-        for v in lock(&self.aside)?.values_mut() {
-            if *v == from {
-                *v = to.to_vec();
-            }
-        }
-        self.detach(to)?;
-        self.move_open(from, to, Some(Home::Core))
+        self.paths.detach(to)?;
+        self.paths.move_open(from, to, Some(Home::Core))
     }
 
     /// A tree file moved aside (an editor's backup copy): its text becomes a scratch file and
@@ -225,19 +213,18 @@ impl Vfs {
             .read(from)
             .map_err(|e| e.context(display_path(from)))?
             .to_vec();
-        lock(&self.aside)?.insert(from.to_vec(), to.to_vec());
         let o = Overlay {
             text: self.spill.hold(to, data),
             mtime: stat.mtime,
             set_mtime: None,
             perm: stat.perm,
             held: Held::Scratch,
-            cookie: self.cookie(),
+            cookie: self.paths.cookie(),
             owner: stat.owner,
         };
-        self.detach(to)?;
-        lock(&self.overlay)?.insert(to.to_vec(), o);
-        self.move_open(from, to, Some(Home::Core))
+        self.paths.detach(to)?;
+        self.paths.move_aside(from, to, o)?;
+        self.paths.move_open(from, to, Some(Home::Core))
     }
 
     /// A rename inside the tree; what replaced `to` replaces the text held for it too.
@@ -245,47 +232,19 @@ impl Vfs {
         self.tree
             .rename(from, to)
             .map_err(|e| e.context(format!("{} -> {}", display_path(from), display_path(to))))?;
-        lock(&self.overlay)?.remove(to);
         // A file moved aside from `to` (`mv -b new f` moves `f` to `f~` first) is replaced,
         // as by a commit: `to` shows again, with what was renamed there.
-        lock(&self.aside)?.remove(to);
-        self.detach(to)?;
-        self.move_open(from, to, None)?;
-        self.move_held_below(from, to)
-    }
-
-    /// After a folder moved from `from` to `to`, moves the held files below it along.
-    pub(super) fn move_held_below(&self, from: &[String], to: &[String]) -> Result<()> {
-        let mut overlay = lock(&self.overlay)?;
-        let below: Vec<Vec<String>> = overlay
-            .keys()
-            .filter(|p| p.starts_with(from))
-            .cloned()
-            .collect();
-        for p in below {
-            if let (Some(mut o), Some(dest)) = (overlay.remove(&p), rebased(&p, from, to)) {
-                o.text.move_to(&dest);
-                overlay.insert(dest, o);
-            }
-        }
-        drop(overlay);
-        let mut aside = lock(&self.aside)?;
-        *aside = aside
-            .drain()
-            .map(|(k, v)| {
-                let k = rebased(&k, from, to).unwrap_or(k);
-                let v = rebased(&v, from, to).unwrap_or(v);
-                (k, v)
-            })
-            .collect();
-        Ok(())
+        self.paths.replaced(to)?;
+        self.paths.detach(to)?;
+        self.paths.move_open(from, to, None)?;
+        self.paths.move_below(from, to)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vfs::handles::OpenMode;
+    use crate::vfs::paths::OpenMode;
     use crate::vfs::test_tree::*;
     use std::time::UNIX_EPOCH;
 

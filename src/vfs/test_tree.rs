@@ -7,8 +7,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::Vfs;
-use crate::vfs::handles::OpenMode;
 pub use crate::vfs::inodes::ROOT;
+use crate::vfs::paths::OpenMode;
 use crate::vfs::race_hook::RaceHook;
 use crate::vfs::tree::{stream, Entry, Kind, NewFile, Removal, Stat, Tree};
 
