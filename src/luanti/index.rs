@@ -26,14 +26,15 @@
 //! kept, so a listing of that name's blocks (many calls) costs one scan.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::mpsc;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, Inventory, MapBlock};
 use crate::luanti::store::map::{too_large, Change};
 use crate::luanti::store::write_back::{BlockStore, CommitWatch};
+use crate::storekit::answers::{self, Answers, Start};
+use crate::storekit::scan;
 
 /// Blocks per page read from the store by a scan.
 const SCAN_PAGE: usize = 256;
@@ -42,9 +43,6 @@ const SCAN_PAGE: usize = 256;
 /// (a page of [`BlockStore::list`] is itself bounded): memory stays bounded at any world
 /// size, whatever the blobs weigh.
 const SCAN_BYTES: usize = 16 << 20;
-
-/// Scans tried before an answer is given that the store changed under (it is then not kept).
-const SCAN_TRIES: usize = 3;
 
 /// A block position packed into an integer ordered by x, then y, then z (never 0, at most
 /// 2⁴⁸): the listing cookie of the block in every answer.
@@ -467,65 +465,9 @@ impl Answer {
     }
 }
 
-/// What one worker makes of a page: per block, its facts or why it does not decode.
-type Decoded = Vec<(u64, std::result::Result<Facts, String>)>;
-
-/// The bytes of blobs a scan holds in flight: the reader waits while a page would take
-/// them past the limit (a page always goes when nothing else is in flight).
-struct InFlight {
-    limit: usize,
-    state: Mutex<(usize, bool)>,
-    freed: Condvar,
-    /// The most bytes held at once (for the tests).
-    peak: std::sync::atomic::AtomicUsize,
-}
-
-impl InFlight {
-    fn new(limit: usize) -> InFlight {
-        InFlight {
-            limit,
-            state: Mutex::new((0, false)),
-            freed: Condvar::new(),
-            peak: Default::default(),
-        }
-    }
-
-    /// Takes `n` bytes, waiting for room; false once the scan ended (no one decodes).
-    fn take(&self, n: usize) -> bool {
-        let Ok(mut st) = self.state.lock() else {
-            return false;
-        };
-        while !st.1 && st.0 > 0 && st.0 + n > self.limit {
-            st = match self.freed.wait(st) {
-                Ok(st) => st,
-                Err(_) => return false,
-            };
-        }
-        st.0 += n;
-        self.peak
-            .fetch_max(st.0, std::sync::atomic::Ordering::Relaxed);
-        !st.1
-    }
-
-    fn give(&self, n: usize) {
-        if let Ok(mut st) = self.state.lock() {
-            st.0 = st.0.saturating_sub(n);
-        }
-        self.freed.notify_all();
-    }
-
-    /// No more decoding: a waiting reader stops.
-    fn close(&self) {
-        if let Ok(mut st) = self.state.lock() {
-            st.1 = true;
-        }
-        self.freed.notify_all();
-    }
-}
-
 /// Scans every block of `store` for `kind` into `answer` (which holds what other scans of
 /// the same store version found): pages are read here and decoded by `workers` threads,
-/// with at most `max_bytes` of blobs in flight (see [`InFlight`]). Returns the most bytes
+/// with at most `max_bytes` of blobs in flight ([`scan::run`]). Returns the most bytes
 /// held at once.
 fn scan(
     store: &BlockStore,
@@ -544,95 +486,61 @@ fn scan(
         weight: answer.weight(),
         partial: false,
     };
-    type Page = (usize, Vec<(BlockPos, Option<Vec<u8>>)>);
-    let (page_tx, page_rx) = mpsc::sync_channel::<Page>(workers);
-    let page_rx = Mutex::new(page_rx);
-    let (out_tx, out_rx) = mpsc::sync_channel::<Decoded>(workers);
-    let in_flight = InFlight::new(max_bytes);
-    let in_flight = &in_flight;
-    std::thread::scope(|s| -> Result<usize> {
-        for _ in 0..workers {
-            let out_tx = out_tx.clone();
-            let page_rx = &page_rx;
-            s.spawn(move || loop {
-                let page = match page_rx.lock() {
-                    Ok(rx) => rx.recv(),
-                    Err(_) => return,
-                };
-                let Ok((bytes, page)) = page else { return };
-                let decoded: Decoded = page
-                    .into_iter()
-                    .map(|(pos, blob)| {
-                        let packed = pack(pos);
-                        // A row listed without its data is too large to read: broken too.
-                        let facts = match blob {
-                            Some(blob) => codec::decode_block(&blob)
-                                .map(|b| facts(kind, packed, &b))
-                                .map_err(|e| e.to_string()),
-                            None => Err(too_large(pos, None).to_string()),
-                        };
-                        (packed, facts)
-                    })
-                    .collect();
-                in_flight.give(bytes);
-                if out_tx.send(decoded).is_err() {
-                    return;
-                }
-            });
-        }
-        drop(out_tx);
-        let reader = s.spawn(move || -> Result<()> {
-            let mut after = 0;
-            loop {
-                let listed = store.list(after, SCAN_PAGE, true)?;
-                let Some(last) = listed.last() else {
-                    return Ok(());
-                };
-                after = last.key;
-                let page: Vec<_> = listed.into_iter().map(|l| (l.pos, l.data)).collect();
-                let bytes = page
-                    .iter()
-                    .filter_map(|(_, b)| b.as_ref())
-                    .map(Vec::len)
-                    .sum();
-                if !in_flight.take(bytes) || page_tx.send((bytes, page)).is_err() {
-                    return Ok(());
-                }
+    let mut after = 0;
+    // A row listed without its data is too large to read (broken too): its key says so.
+    let pages = move || -> Result<Option<scan::Page<(BlockPos, bool)>>> {
+        let listed = store.list(after, SCAN_PAGE, true)?;
+        let Some(last) = listed.last() else {
+            return Ok(None);
+        };
+        after = last.key;
+        Ok(Some(
+            listed
+                .into_iter()
+                .map(|l| ((l.pos, l.data.is_none()), l.data.unwrap_or_default()))
+                .collect(),
+        ))
+    };
+    let decode = |(pos, unread): (BlockPos, bool), blob: Vec<u8>| {
+        let facts = if unread {
+            Err(too_large(pos, None).to_string())
+        } else {
+            codec::decode_block(&blob)
+                .map(|b| facts(kind, pack(pos), &b))
+                .map_err(|e| e.to_string())
+        };
+        (pack(pos), facts)
+    };
+    scan::run(
+        workers,
+        max_bytes,
+        pages,
+        decode,
+        |(packed, facts)| match facts {
+            Ok(Facts::Nodes(names)) => answer.add_nodes(names, packed, &mut keeping),
+            Ok(f) => answer.add(f, packed),
+            Err(reason) => {
+                answer.broken.insert(packed, reason);
             }
-        });
-        for decoded in out_rx {
-            for (packed, facts) in decoded {
-                match facts {
-                    Ok(Facts::Nodes(names)) => answer.add_nodes(names, packed, &mut keeping),
-                    Ok(f) => answer.add(f, packed),
-                    Err(reason) => {
-                        answer.broken.insert(packed, reason);
-                    }
-                }
-            }
-        }
-        in_flight.close();
-        reader
-            .join()
-            .map_err(|_| Error::corrupt("the scanning thread panicked"))??;
-        Ok(in_flight.peak.load(std::sync::atomic::Ordering::Relaxed))
-    })
+        },
+    )
 }
 
 /// The whole-world questions of one map store.
 pub struct Index {
     store: Arc<BlockStore>,
-    /// The kept answer (its `version` is `None` when none is kept).
-    kept: Mutex<Arc<Answer>>,
-    /// One scan at a time (questions asked during a scan wait for its answer).
-    scanning: Mutex<()>,
+    /// The kept answer; its generation (each scan, each commit of ours makes one) and the
+    /// store's `data_version` make the folders' mtime ([`Index::stamp`]), since the kernel
+    /// keeps a folder's listing until its mtime changes.
+    answers: Answers<Answer>,
     budget: usize,
     workers: usize,
-    scans: std::sync::atomic::AtomicU64,
-    /// Counts the changes of answers (each scan, each commit of ours): with the store's
-    /// `data_version`, the folders of `index/` show it in their mtime ([`Index::stamp`]),
-    /// since the kernel keeps a folder's listing until its mtime changes.
-    generations: std::sync::atomic::AtomicU64,
+}
+
+impl answers::Answer for Answer {
+    fn stamp(&mut self, version: u64, _generation: u64) {
+        self.version = Some(version as i64);
+    }
 }
 
 impl Index {
@@ -644,26 +552,12 @@ impl Index {
             .max(2);
         let index = Arc::new(Index {
             store: store.clone(),
-            kept: Mutex::new(Arc::default()),
-            scanning: Mutex::new(()),
+            answers: Answers::default(),
             budget,
             workers,
-            scans: Default::default(),
-            generations: Default::default(),
         });
         store.watch(Arc::downgrade(&index) as std::sync::Weak<dyn CommitWatch>);
         index
-    }
-
-    fn kept(&self) -> Result<MutexGuard<'_, Arc<Answer>>> {
-        self.kept
-            .lock()
-            .map_err(|_| Error::corrupt("index lock poisoned"))
-    }
-
-    fn next_generation(&self) {
-        self.generations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A number that changes whenever an answer may (the store's `data_version`, pending
@@ -671,7 +565,7 @@ impl Index {
     pub fn stamp(&self) -> Result<u64> {
         self.store.flush()?;
         let version = self.store.map().data_version()?;
-        let generation = self.generations.load(std::sync::atomic::Ordering::Relaxed);
+        let generation = self.answers.generation();
         let mut bytes = version.to_le_bytes().to_vec();
         bytes.extend_from_slice(&generation.to_le_bytes());
         Ok(crate::storekit::mtimes::content_hash(&bytes))
@@ -679,7 +573,7 @@ impl Index {
 
     /// How many scans ran so far.
     pub fn scans(&self) -> u64 {
-        self.scans.load(std::sync::atomic::Ordering::Relaxed)
+        self.answers.scans()
     }
 
     /// The answer holding `kind`, true for the store as committed now (pending changes are
@@ -696,72 +590,42 @@ impl Index {
     }
 
     fn answer_with(&self, kind: Kind, focus: Focus<'_>, must_know: bool) -> Result<Arc<Answer>> {
-        let _one = self
-            .scanning
-            .lock()
-            .map_err(|_| Error::corrupt("index scan lock poisoned"))?;
         self.store.flush()?;
-        for _ in 0..SCAN_TRIES {
-            let version = self.store.map().data_version()?;
-            let mut base = {
-                let kept = self.kept()?;
-                if kept.version == Some(version) {
-                    if kept.has(kind) && (!must_know || kept.knows(focus)) {
-                        return Ok(kept.clone());
-                    }
-                    Answer::clone(&kept)
-                } else {
-                    Answer::default()
+        let version = || Ok(self.store.map().data_version()? as u64);
+        self.answers.answer(
+            "the map",
+            || Ok((version()?, ())),
+            |kept| match kept {
+                Some(kept) if kept.has(kind) && (!must_know || kept.knows(focus)) => {
+                    Start::Answered(kept.clone())
                 }
-            };
-            let started = std::time::Instant::now();
-            self.scans
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            scan(
-                &self.store,
-                kind,
-                &mut base,
-                self.workers,
-                SCAN_BYTES,
-                self.budget,
-                focus,
-            )?;
-            crate::luanti::cache::return_freed_memory();
-            self.next_generation();
-            base.version = Some(version);
-            log::info!(
-                "index: scanned the map for {kind:?} in {:.3} s",
-                started.elapsed().as_secs_f64()
-            );
-            let answer = Arc::new(base);
-            let mut kept = self.kept()?;
-            if self.store.map().data_version()? != version {
-                log::debug!("index: the map changed during the scan; scanning again");
-                continue;
-            }
-            if answer.partial() {
-                log::info!(
-                    "index: the blocks of every node name would pass the cache budget; only \
-                     the names and the blocks of the name asked about are kept"
-                );
-            }
+                Some(kept) => Start::From(Answer::clone(kept)),
+                None => Start::From(Answer::default()),
+            },
+            |answer, ()| {
+                scan(
+                    &self.store,
+                    kind,
+                    answer,
+                    self.workers,
+                    SCAN_BYTES,
+                    self.budget,
+                    focus,
+                )?;
+                crate::luanti::cache::return_freed_memory();
+                if answer.partial() {
+                    log::info!(
+                        "index: the blocks of every node name would pass the cache budget; \
+                         only the names and the blocks of the name asked about are kept"
+                    );
+                }
+                Ok(())
+            },
+            version,
             // The blocks of the name asked about are kept beyond the budget: they are what
             // is being answered (a listing of them is read in many calls).
-            if answer.weight_beyond(focus) <= self.budget {
-                *kept = answer.clone();
-            } else {
-                log::info!(
-                    "index: the answer ({} bytes) is larger than the cache budget; not kept",
-                    answer.weight()
-                );
-                *kept = Arc::default();
-            }
-            return Ok(answer);
-        }
-        Err(Error::new(
-            libc::EAGAIN,
-            "the map kept changing while it was scanned; try again",
-        ))
+            |answer| answers::fits(answer.weight_beyond(focus), self.budget),
+        )
     }
 }
 
@@ -770,35 +634,18 @@ impl Index {
     /// `follow` brings the kept answer up to date when it was true before (else it is
     /// dropped, unless a question already made it for `after`).
     pub fn edited(&self, before: i64, after: i64, follow: impl FnOnce(&mut Answer)) {
-        let Ok(mut kept) = self.kept() else { return };
-        if kept.version != Some(before) {
-            if kept.version != Some(after) {
-                *kept = Arc::default();
-            }
-            return;
-        }
-        // Copied only while a question still holds the previous answer.
-        let answer = Arc::make_mut(&mut kept);
-        follow(answer);
-        self.next_generation();
-        answer.version = Some(after);
+        self.answers.committed(before as u64, after as u64, follow);
     }
 }
 
 impl CommitWatch for Index {
     fn committed(&self, before: i64, after: i64, changes: &[Change]) {
-        let Ok(mut kept) = self.kept() else { return };
-        if kept.version != Some(before) {
-            *kept = Arc::default();
-            return;
-        }
-        // Copied only while a question still holds the previous answer.
-        let answer = Arc::make_mut(&mut kept);
-        for (pos, blob) in changes {
-            answer.update(*pos, blob.as_deref());
-        }
-        self.next_generation();
-        answer.version = Some(after);
+        self.answers
+            .committed(before as u64, after as u64, |answer| {
+                for (pos, blob) in changes {
+                    answer.update(*pos, blob.as_deref());
+                }
+            });
     }
 }
 

@@ -2,7 +2,7 @@
 //! core and apart from it. Atomic replacement of a file and the clean-up of what a crash left
 //! ([`replace`]), SQLite journals ([`journal`]), the times recorded beside a store
 //! ([`mtimes`]), the cache of decoded objects ([`objects`]), scans that retry until stable
-//! ([`scan`]), the lock a writer takes on a store ([`lock`]), a world's real folder shown as
+//! ([`scan`]), the whole-store answers of `index/` kept between questions ([`answers`]), the lock a writer takes on a store ([`lock`]), a world's real folder shown as
 //! it is on disk ([`folder`]), a rate limit for "did the store change?" checks
 //! ([`throttle`]) and the names tools use for temporaries ([`scratch`]).
 //!
@@ -11,6 +11,7 @@
 //!
 //! [`Tree`]: crate::vfs::Tree
 
+pub mod answers;
 pub mod folder;
 pub mod journal;
 pub mod lock;

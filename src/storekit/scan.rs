@@ -1,14 +1,12 @@
 //! One parallel pass over every object of a store, with bounded memory: what the `index/`
-//! trees of Survivalcraft and Terrarum answer their whole-world questions from (README
-//! "index/").
+//! trees of every game answer their whole-world questions from (README "index/").
 //!
 //! Walking the mount's files costs the kernel's price per file; reading and decoding the
 //! objects in-process costs a fraction of that. So one thread reads pages of stored bytes
 //! (the caller's page source, the only access to the store), worker threads (one per core,
 //! at least two) decode them into facts, and the calling thread merges the facts into its
 //! answer. At most a byte limit of stored bytes is held at once (plus one page), so a scan's
-//! memory does not grow with the world. (Luanti's index has its own copy of this loop, fed by
-//! its backends' paged listing.)
+//! memory does not grow with the world.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;

@@ -17,9 +17,10 @@
 //! answer larger than the cache budget is used for the question that made it and not kept.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::storekit::answers::{self, Answers, Start};
 use crate::storekit::scan;
 use crate::survivalcraft::cache::{ChunkWatch, Objects};
 use crate::survivalcraft::codec::chunk::{Cell, Chunk, ChunkPos};
@@ -30,9 +31,6 @@ const PAGE_CHUNKS: usize = 64;
 
 /// Stored bytes per page read by a scan, about.
 const PAGE_BYTES: usize = 2 << 20;
-
-/// Scans tried before an answer is given that the world changed under (it is then not kept).
-const SCAN_TRIES: usize = 3;
 
 /// The block ids a chunk's cells hold, ascending.
 pub fn block_ids(chunk: &Chunk) -> Vec<u16> {
@@ -129,21 +127,17 @@ impl Answer {
     }
 }
 
-/// The kept answer and the generation of the world it is true for.
-#[derive(Default)]
-struct Kept {
-    version: Option<u64>,
-    answer: Arc<Answer>,
-}
-
 /// The whole-world questions of one world.
 pub struct Index {
-    kept: Mutex<Kept>,
-    /// One scan at a time (questions asked during a scan wait for its answer).
-    scanning: Mutex<()>,
+    answers: Answers<Answer>,
     budget: usize,
-    scans: std::sync::atomic::AtomicU64,
-    generations: std::sync::atomic::AtomicU64,
+}
+
+impl answers::Answer for Answer {
+    fn stamp(&mut self, version: u64, generation: u64) {
+        self.version = version;
+        self.generation = generation;
+    }
 }
 
 /// A chunk a scan read: its position, and why its bytes could not be read.
@@ -204,100 +198,47 @@ impl Index {
     /// The index of `objects`, keeping answers up to `budget` bytes. Nothing is scanned yet.
     pub fn new(objects: &Objects, budget: usize) -> Arc<Index> {
         let index = Arc::new(Index {
-            kept: Mutex::new(Kept::default()),
-            scanning: Mutex::new(()),
+            answers: Answers::default(),
             budget,
-            scans: Default::default(),
-            generations: Default::default(),
         });
         objects.watch(Arc::downgrade(&index) as std::sync::Weak<dyn ChunkWatch>);
         index
     }
 
-    fn kept(&self) -> Result<MutexGuard<'_, Kept>> {
-        self.kept
-            .lock()
-            .map_err(|_| Error::corrupt("index lock poisoned"))
-    }
-
-    fn next_generation(&self) -> u64 {
-        self.generations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1
-    }
-
     /// How many scans ran so far.
     pub fn scans(&self) -> u64 {
-        self.scans.load(std::sync::atomic::Ordering::Relaxed)
+        self.answers.scans()
     }
 
     /// The answer, true for the world as stored now (looking first whether another program
     /// changed it, at most every [`crate::survivalcraft::cache::REFRESH_INTERVAL_MS`]).
     pub fn answer(&self, objects: &Objects) -> Result<Arc<Answer>> {
-        let _one = self
-            .scanning
-            .lock()
-            .map_err(|_| Error::corrupt("index scan lock poisoned"))?;
         objects.underneath();
-        for _ in 0..SCAN_TRIES {
-            let version = objects.generation();
-            {
-                let kept = self.kept()?;
-                if kept.version == Some(version) {
-                    return Ok(kept.answer.clone());
-                }
-            }
-            let started = std::time::Instant::now();
-            self.scans
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let mut answer = scan_all(objects)?;
-            answer.generation = self.next_generation();
-            answer.version = version;
-            log::info!(
-                "index: scanned the world's chunks in {:.3} s",
-                started.elapsed().as_secs_f64()
-            );
-            let answer = Arc::new(answer);
-            let mut kept = self.kept()?;
-            if objects.generation() != version {
-                log::debug!("index: the world changed during the scan; scanning again");
-                continue;
-            }
-            if answer.weight() <= self.budget {
-                kept.version = Some(version);
-                kept.answer = answer.clone();
-            } else {
-                log::info!(
-                    "index: the answer ({} bytes) is larger than the cache budget; not kept",
-                    answer.weight()
-                );
-                *kept = Kept::default();
-            }
-            return Ok(answer);
-        }
-        Err(Error::new(
-            libc::EAGAIN,
-            "the world kept changing while it was scanned; try again",
-        ))
+        self.answers.answer(
+            "the world's chunks",
+            || Ok((objects.generation(), ())),
+            |kept| match kept {
+                Some(answer) => Start::Answered(answer.clone()),
+                None => Start::From(Answer::default()),
+            },
+            |answer, ()| {
+                *answer = scan_all(objects)?;
+                Ok(())
+            },
+            || Ok(objects.generation()),
+            |answer| answers::fits(answer.weight(), self.budget),
+        )
     }
 }
 
 impl ChunkWatch for Index {
     fn committed(&self, before: u64, after: u64, chunks: &[(ChunkPos, Vec<u16>)]) {
-        let Ok(mut kept) = self.kept() else { return };
-        if kept.version != Some(before) {
-            *kept = Kept::default();
-            return;
-        }
-        // Copied only while a question still holds the previous answer.
-        let answer = Arc::make_mut(&mut kept.answer);
-        for (pos, ids) in chunks {
-            answer.remove(*pos);
-            answer.add(*pos, ids);
-        }
-        answer.generation = self.next_generation();
-        answer.version = after;
-        kept.version = Some(after);
+        self.answers.committed(before, after, |answer| {
+            for (pos, ids) in chunks {
+                answer.remove(*pos);
+                answer.add(*pos, ids);
+            }
+        });
     }
 }
 

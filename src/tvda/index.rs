@@ -17,9 +17,10 @@
 //! used for the question that made it and not kept.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::storekit::answers::{self, Answers, Start};
 use crate::storekit::scan;
 use crate::tvda::codec::chunk::{decode_chunk, parse_chunk_entry_id, Layer};
 use crate::tvda::store::tvda::Change;
@@ -28,9 +29,6 @@ use crate::tvda::views::names::ACTOR_IDS;
 
 /// Entries per page read by a scan.
 const PAGE_ENTRIES: usize = 64;
-
-/// Scans tried before an answer is given that the disk changed under (it is then not kept).
-const SCAN_TRIES: usize = 3;
 
 /// The kinds of question a scan answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -248,126 +246,63 @@ fn scan_into(source: &dyn EntrySource, kind: Kind, ids: &[i64], answer: &mut Ans
     Ok(())
 }
 
-/// The kept answer and the disk generation it is true for.
-#[derive(Default)]
-struct Kept {
-    version: Option<u64>,
-    answer: Arc<Answer>,
-}
-
 /// The whole-world questions of one disk.
 pub struct Index {
-    kept: Mutex<Kept>,
-    /// One scan at a time (questions asked during a scan wait for its answer).
-    scanning: Mutex<()>,
+    answers: Answers<Answer>,
     budget: usize,
-    scans: std::sync::atomic::AtomicU64,
-    generations: std::sync::atomic::AtomicU64,
+}
+
+impl answers::Answer for Answer {
+    fn stamp(&mut self, version: u64, generation: u64) {
+        self.version = version;
+        self.generation = generation;
+    }
 }
 
 impl Index {
     /// An index keeping answers up to `budget` bytes. Nothing is scanned yet.
     pub fn new(budget: usize) -> Index {
         Index {
-            kept: Mutex::new(Kept::default()),
-            scanning: Mutex::new(()),
+            answers: Answers::default(),
             budget,
-            scans: Default::default(),
-            generations: Default::default(),
         }
-    }
-
-    fn kept(&self) -> Result<MutexGuard<'_, Kept>> {
-        self.kept
-            .lock()
-            .map_err(|_| Error::corrupt("index lock poisoned"))
-    }
-
-    fn next_generation(&self) -> u64 {
-        self.generations
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1
     }
 
     /// How many scans ran so far.
     pub fn scans(&self) -> u64 {
-        self.scans.load(std::sync::atomic::Ordering::Relaxed)
+        self.answers.scans()
     }
 
     /// The answer holding `kind`, true for the disk as stored now.
     pub fn answer(&self, source: &dyn EntrySource, kind: Kind) -> Result<Arc<Answer>> {
-        let _one = self
-            .scanning
-            .lock()
-            .map_err(|_| Error::corrupt("index scan lock poisoned"))?;
-        for _ in 0..SCAN_TRIES {
-            let (version, ids) = source.entry_ids()?;
-            let mut base = {
-                let kept = self.kept()?;
-                if kept.version == Some(version) {
-                    if kept.answer.has(kind) {
-                        return Ok(kept.answer.clone());
-                    }
-                    Answer::clone(&kept.answer)
-                } else {
-                    Answer::default()
-                }
-            };
-            let ids: Vec<i64> = ids.into_iter().filter(|&id| holds(kind, id)).collect();
-            let started = std::time::Instant::now();
-            self.scans
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            scan_into(source, kind, &ids, &mut base)?;
-            base.generation = self.next_generation();
-            base.version = version;
-            log::info!(
-                "index: scanned {} entries for {kind:?} in {:.3} s",
-                ids.len(),
-                started.elapsed().as_secs_f64()
-            );
-            let answer = Arc::new(base);
-            let mut kept = self.kept()?;
-            if source.generation()? != version {
-                log::debug!("index: the disk changed during the scan; scanning again");
-                continue;
-            }
-            if answer.weight() <= self.budget {
-                kept.version = Some(version);
-                kept.answer = answer.clone();
-            } else {
-                log::info!(
-                    "index: the answer ({} bytes) is larger than the cache budget; not kept",
-                    answer.weight()
-                );
-                *kept = Kept::default();
-            }
-            return Ok(answer);
-        }
-        Err(Error::new(
-            libc::EAGAIN,
-            "the disk kept changing while it was scanned; try again",
-        ))
+        self.answers.answer(
+            "the disk's entries",
+            || source.entry_ids(),
+            |kept| match kept {
+                Some(answer) if answer.has(kind) => Start::Answered(answer.clone()),
+                Some(answer) => Start::From(Answer::clone(answer)),
+                None => Start::From(Answer::default()),
+            },
+            |answer, ids: Vec<i64>| {
+                let ids: Vec<i64> = ids.into_iter().filter(|&id| holds(kind, id)).collect();
+                scan_into(source, kind, &ids, answer)
+            },
+            || source.generation(),
+            |answer| answers::fits(answer.weight(), self.budget),
+        )
     }
 
     /// Our commit of `changes` took the disk from generation `before` to `after`: an
     /// answer true before it is updated for the changed entries, any other dropped.
     pub fn committed(&self, before: u64, after: u64, changes: &[Change]) {
-        let Ok(mut kept) = self.kept() else { return };
-        if kept.version != Some(before) {
-            *kept = Kept::default();
-            return;
-        }
-        // Copied only while a question still holds the previous answer.
-        let answer = Arc::make_mut(&mut kept.answer);
-        for change in changes {
-            match change {
-                Change::Put { id, data } => answer.update(*id, Some(data)),
-                Change::Remove { id } => answer.update(*id, None),
+        self.answers.committed(before, after, |answer| {
+            for change in changes {
+                match change {
+                    Change::Put { id, data } => answer.update(*id, Some(data)),
+                    Change::Remove { id } => answer.update(*id, None),
+                }
             }
-        }
-        answer.generation = self.next_generation();
-        answer.version = after;
-        kept.version = Some(after);
+        });
     }
 }
 
