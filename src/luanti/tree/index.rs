@@ -10,7 +10,6 @@
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use crate::luanti::index::{
     pack, rename_item, rename_node, unpack, valid_name, Answer, Focus, Kind,
 };
 use crate::names;
+use crate::storekit::answers;
 use crate::vfs::tree::{stream, Entry, Stat, TreePath};
 
 /// The top-level folder of the answers.
@@ -401,7 +401,7 @@ impl LuantiTree {
                 Ok(Stat::file(len as u64, base_time(), true))
             }
             At::Top => Ok(self.dir_stat(base_time())),
-            At::Folder("items") => Ok(self.items_dir_stat(&self.item_lines()?)),
+            At::Folder("items") => Ok(self.dir_stat(answers::items_time(&self.item_lines()?))),
             _ => self.answer_dir_stat(),
         }
     }
@@ -416,18 +416,6 @@ impl LuantiTree {
         Ok(self.dir_stat(base_time() + Duration::new(0, nanos)))
     }
 
-    /// `items/`, which also lists the players' items (read afresh, not in the answer): its
-    /// mtime changes with its names and their sizes.
-    fn items_dir_stat(&self, items: &BTreeMap<Vec<u8>, Vec<u8>>) -> Stat {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for (name, text) in items {
-            name.hash(&mut h);
-            text.len().hash(&mut h);
-        }
-        let nanos = (h.finish() % 1_000_000_000) as u32;
-        self.dir_stat(base_time() + Duration::new(0, nanos))
-    }
-
     pub(super) fn index_read(&self, path: &TreePath, at: &At) -> Result<Arc<Vec<u8>>> {
         match at {
             At::Item(item) => self
@@ -435,10 +423,9 @@ impl LuantiTree {
                 .remove(item)
                 .map(Arc::new)
                 .ok_or_else(|| not_found(path)),
-            At::NodeLink(..) | At::FieldLink(..) | At::Broken(_) => Err(Error::new(
-                libc::ELOOP,
-                format!("{}: a symbolic link", path.join("/")),
-            )),
+            At::NodeLink(..) | At::FieldLink(..) | At::Broken(_) => {
+                Err(answers::read_of_link(path))
+            }
             _ => Err(Error::is_dir("is a directory")),
         }
     }

@@ -14,12 +14,11 @@
 //! commit of Project.xml.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{chunk_cookie, holders, HolderKind, SurvivalcraftTree, INVENTORY};
 use crate::error::{Error, Result};
+use crate::storekit::answers;
 use crate::survivalcraft::codec::chunk::ChunkPos;
 use crate::survivalcraft::codec::project::{self, Inventory, ProjectInfo};
 use crate::survivalcraft::index::{item_id, parse_id, replace_block, with_item_id, Answer};
@@ -270,7 +269,7 @@ impl SurvivalcraftTree {
                 let len = self.item_lines()?.get(id).map_or(0, Vec::len);
                 Stat::file(len as u64, base_time(), true)
             }
-            At::Folder("items") => self.items_dir_stat(&self.item_lines()?),
+            At::Folder("items") => self.dir_stat(answers::items_time(&self.item_lines()?)),
             At::Top => self.dir_stat(base_time()),
             _ => self.answer_dir_stat(&*self.index_answer()?),
         };
@@ -280,18 +279,7 @@ impl SurvivalcraftTree {
 
     /// A folder listing part of `answer`: its mtime changes with the answer.
     fn answer_dir_stat(&self, answer: &Answer) -> Stat {
-        self.dir_stat(base_time() + Duration::from_secs(answer.generation))
-    }
-
-    /// `items/`, read afresh from the project: its mtime changes with its names and sizes.
-    fn items_dir_stat(&self, items: &BTreeMap<u16, Vec<u8>>) -> Stat {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for (id, text) in items {
-            id.hash(&mut h);
-            text.len().hash(&mut h);
-        }
-        let nanos = (h.finish() % 1_000_000_000) as u32;
-        self.dir_stat(base_time() + Duration::new(0, nanos))
+        self.dir_stat(answers::answer_time(answer.generation))
     }
 
     pub(super) fn index_read(&self, path: &TreePath, at: &At) -> Result<Arc<Vec<u8>>> {
@@ -301,10 +289,7 @@ impl SurvivalcraftTree {
                 .remove(id)
                 .map(Arc::new)
                 .ok_or_else(|| not_found(path)),
-            At::BlockLink(_) => Err(Error::new(
-                libc::ELOOP,
-                format!("{}: a symbolic link", path.join("/")),
-            )),
+            At::BlockLink(_) => Err(answers::read_of_link(path)),
             _ => Err(Error::is_dir("is a directory")),
         }
     }

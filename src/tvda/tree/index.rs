@@ -16,14 +16,13 @@
 //! new file renamed over the old one, all or nothing.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::{State, TvdaTree, ENTRY_LIMIT};
 use crate::error::{Error, Result};
 use crate::names;
+use crate::storekit::answers;
 use crate::tvda::codec::chunk::{chunk_entry_id, decode_chunk, encode_chunk, Layer};
 use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
 use crate::tvda::index::{chunk_of, Answer, EntrySource, Kind};
@@ -363,7 +362,7 @@ impl TvdaTree {
                 Stat::file(len as u64, base_time(), true)
             }
             At::Top => self.dir_stat(base_time()),
-            At::Folder("items") => self.items_dir_stat(&self.item_lines()?),
+            At::Folder("items") => self.dir_stat(answers::items_time(&self.item_lines()?)),
             _ => self.answer_dir_stat(&*self.index_answer(Kind::Tiles)?),
         };
         s.volatile = true;
@@ -371,18 +370,7 @@ impl TvdaTree {
     }
 
     fn answer_dir_stat(&self, answer: &Answer) -> Stat {
-        self.dir_stat(base_time() + Duration::from_secs(answer.generation))
-    }
-
-    /// `items/`: its mtime changes with its names and their sizes.
-    fn items_dir_stat(&self, items: &BTreeMap<String, Vec<u8>>) -> Stat {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        for (name, text) in items {
-            name.hash(&mut h);
-            text.len().hash(&mut h);
-        }
-        let nanos = (h.finish() % 1_000_000_000) as u32;
-        self.dir_stat(base_time() + Duration::new(0, nanos))
+        self.dir_stat(answers::answer_time(answer.generation))
     }
 
     pub(super) fn index_read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
@@ -392,10 +380,7 @@ impl TvdaTree {
                 .remove(&item)
                 .map(Arc::new)
                 .ok_or_else(|| not_found(path)),
-            At::TileLink(..) => Err(Error::new(
-                libc::ELOOP,
-                format!("{}: a symbolic link", path.join("/")),
-            )),
+            At::TileLink(..) => Err(answers::read_of_link(path)),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
