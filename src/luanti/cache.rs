@@ -494,7 +494,7 @@ impl Blocks {
             views: Views::default(),
             view_hashes: Mutex::default(),
             weight,
-            from_seed: self.store.map().from_seed(pos)?,
+            from_seed: self.store.map().seeded_at(pos)?,
         })
     }
 
@@ -551,7 +551,7 @@ impl Blocks {
         let stored = Stored {
             mtime: self.mtime_of(pos, &blob),
             hash: content_hash(&blob),
-            from_seed: self.store.map().from_seed(pos)?,
+            from_seed: self.store.map().seeded_at(pos)?,
         };
         match summary {
             Some(mut s) if s.hash == stored.hash => {
@@ -614,7 +614,7 @@ impl Blocks {
             .get(pos)
             .is_some_and(|s| s.hash == c.hash && s.checked == Some(generation));
         let from_seed = (fresh && !known)
-            .then(|| self.store.map().from_seed(pos).ok())
+            .then(|| self.store.map().seeded_at(pos).ok())
             .flatten();
         let checked = match from_seed {
             Some(seed) if self.generation() == generation => Some((generation, seed)),
@@ -700,7 +700,7 @@ impl Blocks {
     /// ([`BlockStore::commit_stream`]): at most [`EDIT_JOBS_PER_WORKER`] jobs of
     /// [`EDIT_JOB`] blocks per worker are held at once, whatever the number of blocks
     /// (what the store holds until the commit is the backend's: see
-    /// [`MapStore::commit_stream`]). `progress` is told how many blocks of how many were
+    /// [`MapBackend::commit_stream`](crate::luanti::store::map::MapBackend::commit_stream)). `progress` is told how many blocks of how many were
     /// looked at; `committed` is told what was committed, before the locks are released.
     /// Returns how many blocks changed.
     pub fn edit_many(

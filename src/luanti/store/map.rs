@@ -21,7 +21,7 @@ use crate::luanti::store::world_mt::{Backend, WorldMt};
 /// One stored block as listed: its position, its ordering key and optionally its blob.
 pub struct Listed {
     pub pos: BlockPos,
-    /// A stable key in listing order, usable as a resume point for [`MapStore::list`].
+    /// A stable key in listing order, usable as a resume point for [`MapBackend::list`].
     pub key: u64,
     pub data: Option<Vec<u8>>,
     /// Shown from a `readonly_backend` seed: it cannot be changed.
@@ -32,7 +32,7 @@ pub struct Listed {
 pub type Change = (BlockPos, Option<Vec<u8>>);
 
 /// A transaction open on the map that takes new blobs one at a time (see
-/// [`MapStore::commit_stream`]), so that a change of many blocks never holds them all.
+/// [`MapBackend::commit_stream`]), so that a change of many blocks never holds them all.
 pub trait Stream {
     /// The stored blob of one block, as the store held it when the transaction began (a
     /// blob [`Stream::put`] into this transaction is not seen before the commit).
@@ -57,7 +57,7 @@ pub fn too_large(pos: BlockPos, length: Option<u64>) -> Error {
     ))
 }
 
-/// The most data bytes one [`MapStore::list`] call returns: a page stops early past it, so a
+/// The most data bytes one [`MapBackend::list`] call returns: a page stops early past it, so a
 /// listing holds at most this much of a store's rows at once (512 hostile rows of 8 MiB each
 /// would otherwise take 4 GiB).
 pub const LIST_BYTES: usize = 32 << 20;
@@ -104,26 +104,111 @@ pub(crate) fn is_last_page(listed: &[Listed], limit: usize) -> bool {
     listed.len() < limit && bytes < LIST_BYTES
 }
 
-/// The map of a world, in whichever backend holds it (one per mount: the variants' sizes
-/// do not matter).
-#[allow(clippy::large_enum_variant)]
-pub enum MapStore {
-    Sqlite(SqliteMap),
-    LevelDb(LevelDbMap),
-    Redis(RedisMap),
-    Postgres(PostgresMap),
-    /// A map with a `readonly_backend` seed under it.
-    Seeded(SeededMap),
+/// What every backend of the map does, each in its own way (one implementation per backend:
+/// `map_sqlite.rs`, `map_leveldb.rs`, `map_redis.rs`, `map_postgres.rs`, and
+/// `map_seeded.rs` for a map with a `readonly_backend` seed under it).
+pub trait MapBackend: Send + Sync {
+    /// `key: value` lines for `worldfs info`: the backend, where the map is and its layout.
+    /// Never a password.
+    fn describe(&self) -> Vec<(&'static str, String)>;
+
+    /// A path naming this map for the sidecars kept per store (times of blocks): the
+    /// database file, or a name made of where a server keeps it.
+    fn identity(&self) -> PathBuf;
+
+    /// The stored blob of one block.
+    fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>>;
+
+    /// The stored blob of one block, for showing it: may come from what was read ahead of a
+    /// walk (SQLite and PostgreSQL, see [`read_ahead`](super::read_ahead)), as fresh as the
+    /// last look at [`MapBackend::data_version`]. Checks before a commit use
+    /// [`MapBackend::get`].
+    fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.get(pos)
+    }
+
+    /// Whether the block at `pos` is shown from a `readonly_backend` seed (and so cannot be
+    /// changed).
+    fn seeded_at(&self, _pos: BlockPos) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// The listing key of a position (for resuming a listing just after it).
+    fn key_of(&self, pos: BlockPos) -> u64;
+
+    /// Up to `limit` blocks with a key greater than `after` (0 = from the start), in key
+    /// order; with their blobs when `with_data`. One short read per call, so a listing
+    /// streams with bounded memory and never holds a lock long.
+    ///
+    /// A page holding [`LIST_BYTES`] of data ends early, before `limit` rows: the listing
+    /// goes on after its last key.
+    fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>>;
+
+    /// The number of stored entries whose key is no block the engine can load (left out of
+    /// listings).
+    fn out_of_range(&self) -> Result<u64>;
+
+    /// Number of stored blocks.
+    fn count(&self) -> Result<u64>;
+
+    /// A token that changes whenever the store may have changed: another writer (another
+    /// process, or our own writer) committed. It may also change when nothing did.
+    fn data_version(&self) -> Result<i64>;
+
+    /// A token that changes whenever another program may have committed; `None` when it
+    /// cannot be told now (ask again later). Only SQLite (with or without a seed map) tells
+    /// our own commits from others' (see `SqliteMap::others_version`); the other backends
+    /// give [`MapBackend::data_version`], which changes for ours too.
+    fn others_version(&self) -> Result<Option<i64>> {
+        self.data_version().map(Some)
+    }
+
+    /// Whether the store refuses every change.
+    fn read_only(&self) -> bool;
+
+    /// Runs `produce` inside one transaction that takes blobs as they are produced: when it
+    /// returns `Ok`, every blob it put is committed together; when it fails (or the commit
+    /// does), nothing is changed. Other writers are kept out from the start (as far as the
+    /// backend can: see each one's), so what `produce` reads stays true until the commit.
+    /// How much of the put blobs is held in memory until the commit depends on the
+    /// backend: SQLite keeps them in a temporary file, Redis and PostgreSQL on the server
+    /// (each is sent as it comes); a LevelDB write batch holds them.
+    fn commit_stream(&self, produce: Produce<'_>) -> Result<()>;
+
+    /// Commits in one transaction the changes `select` keeps, and returns them. `select`
+    /// runs once the transaction keeps every other writer out until it ends, so what it
+    /// reads of the store (`get`, `data_version`) stays true until the commit.
+    fn commit_selected(&self, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>>;
+}
+
+/// What [`MapBackend::commit_selected`] runs inside its transaction.
+pub type Select<'a> = Box<dyn FnOnce(Vec<Change>) -> Result<Vec<Change>> + 'a>;
+
+/// The map of a world, in whichever backend holds it: every question of [`MapBackend`] is
+/// asked of it directly (it dereferences to its backend).
+pub struct MapStore(Box<dyn MapBackend>);
+
+impl std::ops::Deref for MapStore {
+    type Target = dyn MapBackend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
 }
 
 impl MapStore {
+    /// The map kept by `backend`.
+    pub fn new(backend: impl MapBackend + 'static) -> MapStore {
+        MapStore(Box::new(backend))
+    }
+
     /// Opens the map of `source`: a map database file (SQLite), or a world folder whose
     /// `world.mt` names the backend (`backend`; missing: `sqlite3`, the engine's default).
     /// A world folder without `map.sqlite` yet is an empty SQLite map until the first
     /// commit creates it (a restore starts from a folder holding the backup's `world.mt`).
     pub fn open(source: &Path, read_only: bool) -> Result<MapStore> {
         if !source.is_dir() {
-            return Ok(MapStore::Sqlite(SqliteMap::open(source, read_only)?));
+            return Ok(MapStore::new(SqliteMap::open(source, read_only)?));
         }
         let world_mt = WorldMt::read(source)?;
         let main = Self::open_backend(source, &world_mt, &world_mt.map_backend(), read_only)?;
@@ -142,7 +227,7 @@ impl MapStore {
                     .context(format!("{}: world.mt", source.display())))
             }
         };
-        Ok(MapStore::Seeded(SeededMap::new(
+        Ok(MapStore::new(SeededMap::new(
             main,
             seed,
             format!("{} ({name})", dir.display()),
@@ -157,163 +242,22 @@ impl MapStore {
         read_only: bool,
     ) -> Result<MapStore> {
         match backend {
-            Backend::Sqlite3 => Ok(MapStore::Sqlite(SqliteMap::open(
+            Backend::Sqlite3 => Ok(MapStore::new(SqliteMap::open(
                 &source.join("map.sqlite"),
                 read_only,
             )?)),
-            Backend::LevelDb => Ok(MapStore::LevelDb(LevelDbMap::open(
+            Backend::LevelDb => Ok(MapStore::new(LevelDbMap::open(
                 &source.join("map.db"),
                 read_only,
             )?)),
-            Backend::Redis => Ok(MapStore::Redis(
+            Backend::Redis => Ok(MapStore::new(
                 RedisMap::open(world_mt, read_only)
                     .map_err(|e| e.context(format!("{}: world.mt", source.display())))?,
             )),
-            Backend::Postgresql => Ok(MapStore::Postgres(PostgresMap::open(world_mt, read_only)?)),
+            Backend::Postgresql => Ok(MapStore::new(PostgresMap::open(world_mt, read_only)?)),
             other => Err(other
                 .unsupported("map")
                 .context(format!("{}: world.mt", source.display()))),
-        }
-    }
-
-    /// `key: value` lines for `worldfs info`: the backend, where the map is and its layout.
-    /// Never a password.
-    pub fn describe(&self) -> Vec<(&'static str, String)> {
-        match self {
-            MapStore::Sqlite(s) => s.describe(),
-            MapStore::LevelDb(s) => s.describe(),
-            MapStore::Redis(s) => s.describe(),
-            MapStore::Postgres(p) => p.describe(),
-            MapStore::Seeded(p) => p.describe(),
-        }
-    }
-
-    /// A path naming this map for the sidecars kept per store (times of blocks): the
-    /// database file, or a name made of where a server keeps it.
-    pub fn identity(&self) -> PathBuf {
-        match self {
-            MapStore::Sqlite(s) => s.path().to_path_buf(),
-            MapStore::LevelDb(s) => s.path().to_path_buf(),
-            MapStore::Redis(s) => s.identity(),
-            MapStore::Postgres(p) => PathBuf::from(format!("postgresql {}", p.shown())),
-            MapStore::Seeded(p) => p.identity(),
-        }
-    }
-
-    /// The stored blob of one block.
-    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        match self {
-            MapStore::Sqlite(s) => s.get(pos),
-            MapStore::LevelDb(s) => s.get(pos),
-            MapStore::Redis(s) => s.get(pos),
-            MapStore::Postgres(p) => p.get(pos),
-            MapStore::Seeded(p) => p.get(pos),
-        }
-    }
-
-    /// The stored blob of one block, for showing it: may come from what was read ahead of a
-    /// walk (SQLite and PostgreSQL, see [`read_ahead`](super::read_ahead)), as fresh as the last look at
-    /// [`MapStore::data_version`]. Checks before a commit use [`MapStore::get`].
-    pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        match self {
-            MapStore::Postgres(p) => p.read_ahead(pos),
-            MapStore::Seeded(p) => p.read_ahead(pos),
-            MapStore::Sqlite(s) => s.read_ahead(pos),
-            _ => self.get(pos),
-        }
-    }
-
-    /// Whether the block at `pos` is shown from a `readonly_backend` seed (and so cannot be
-    /// changed).
-    pub fn from_seed(&self, pos: BlockPos) -> Result<bool> {
-        match self {
-            MapStore::Seeded(p) => p.from_seed(pos),
-            _ => Ok(false),
-        }
-    }
-
-    /// The listing key of a position (for resuming a listing just after it).
-    pub fn key_of(&self, pos: BlockPos) -> u64 {
-        match self {
-            MapStore::Sqlite(s) => s.key_of(pos),
-            MapStore::LevelDb(s) => s.key_of(pos),
-            MapStore::Redis(s) => s.key_of(pos),
-            MapStore::Postgres(p) => p.key_of(pos),
-            MapStore::Seeded(p) => p.key_of(pos),
-        }
-    }
-
-    /// Up to `limit` blocks with a key greater than `after` (0 = from the start), in key
-    /// order; with their blobs when `with_data`. One short read per call, so a listing
-    /// streams with bounded memory and never holds a lock long.
-    ///
-    /// A page holding [`LIST_BYTES`] of data ends early, before `limit` rows: the listing
-    /// goes on after its last key.
-    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
-        match self {
-            MapStore::Sqlite(s) => s.list(after, limit, with_data),
-            MapStore::LevelDb(s) => s.list(after, limit, with_data),
-            MapStore::Redis(s) => s.list(after, limit, with_data),
-            MapStore::Postgres(p) => p.list(after, limit, with_data),
-            MapStore::Seeded(p) => p.list(after, limit, with_data),
-        }
-    }
-
-    /// The number of stored entries whose key is no block the engine can load (left out of
-    /// listings).
-    pub fn out_of_range(&self) -> Result<u64> {
-        match self {
-            MapStore::Sqlite(s) => s.out_of_range(),
-            MapStore::LevelDb(s) => s.out_of_range(),
-            MapStore::Redis(s) => s.out_of_range(),
-            MapStore::Postgres(p) => p.out_of_range(),
-            MapStore::Seeded(p) => p.out_of_range(),
-        }
-    }
-
-    /// Number of stored blocks.
-    pub fn count(&self) -> Result<u64> {
-        match self {
-            MapStore::Sqlite(s) => s.count(),
-            MapStore::LevelDb(s) => s.count(),
-            MapStore::Redis(s) => s.count(),
-            MapStore::Postgres(p) => p.count(),
-            MapStore::Seeded(p) => p.count(),
-        }
-    }
-
-    /// A token that changes whenever the store may have changed: another writer (another
-    /// process, or our own writer) committed. It may also change when nothing did.
-    pub fn data_version(&self) -> Result<i64> {
-        match self {
-            MapStore::Sqlite(s) => s.data_version(),
-            MapStore::LevelDb(s) => s.data_version(),
-            MapStore::Redis(s) => s.data_version(),
-            MapStore::Postgres(p) => p.data_version(),
-            MapStore::Seeded(p) => p.data_version(),
-        }
-    }
-
-    /// A token that changes whenever another program may have committed; `None` when it
-    /// cannot be told now (ask again later). Only SQLite (with or without a seed map) tells
-    /// our own commits from others' (see [`SqliteMap::others_version`]); the other backends give
-    /// [`MapStore::data_version`], which changes for ours too.
-    pub fn others_version(&self) -> Result<Option<i64>> {
-        match self {
-            MapStore::Sqlite(s) => s.others_version(),
-            MapStore::Seeded(s) => s.others_version(),
-            _ => self.data_version().map(Some),
-        }
-    }
-
-    /// Whether the store refuses every change.
-    pub fn read_only(&self) -> bool {
-        match self {
-            MapStore::Sqlite(s) => s.read_only(),
-            MapStore::LevelDb(s) => s.read_only(),
-            MapStore::Redis(s) => s.read_only(),
-            MapStore::Postgres(p) => p.read_only(),
-            MapStore::Seeded(p) => p.read_only(),
         }
     }
 
@@ -323,39 +267,16 @@ impl MapStore {
             .map(drop)
     }
 
-    /// Runs `produce` inside one transaction that takes blobs as they are produced: when it
-    /// returns `Ok`, every blob it put is committed together; when it fails (or the commit
-    /// does), nothing is changed. Other writers are kept out from the start (as far as the
-    /// backend can: see each one's `commit_stream`), so what `produce` reads stays true
-    /// until the commit. How much of the put blobs is held in memory until the commit
-    /// depends on the backend: SQLite keeps them in a temporary file, Redis and PostgreSQL
-    /// on the server (each is sent as it comes); a LevelDB write batch holds them.
-    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
-        match self {
-            MapStore::Sqlite(s) => s.commit_stream(produce),
-            MapStore::LevelDb(s) => s.commit_stream(produce),
-            MapStore::Redis(s) => s.commit_stream(produce),
-            MapStore::Postgres(p) => p.commit_stream(produce),
-            MapStore::Seeded(p) => p.commit_stream(produce),
-        }
-    }
-
     /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
     /// once the transaction keeps every other writer out until it ends, so what `select`
-    /// reads of the store ([`MapStore::get`], `data_version`) stays true until the commit.
+    /// reads of the store ([`MapBackend::get`], `data_version`) stays true until the commit.
     pub fn commit_selected(
         &self,
         changes: Vec<Change>,
         select: impl FnOnce(&MapStore, Vec<Change>) -> Result<Vec<Change>>,
     ) -> Result<Vec<Change>> {
-        let select = |changes| select(self, changes);
-        match self {
-            MapStore::Sqlite(s) => s.commit_selected(changes, select),
-            MapStore::LevelDb(s) => s.commit_selected(changes, select),
-            MapStore::Redis(s) => s.commit_selected(changes, select),
-            MapStore::Postgres(p) => p.commit_selected(changes, select),
-            MapStore::Seeded(p) => p.commit_selected(changes, select),
-        }
+        self.0
+            .commit_selected(changes, Box::new(|changes| select(self, changes)))
     }
 }
 

@@ -38,6 +38,7 @@ use crate::luanti::store::leveldb::{Batch, Db};
 use crate::luanti::store::map::{
     int_to_pos, pos_to_int, too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
 };
+use crate::luanti::store::map::{MapBackend, Select};
 
 /// The smallest and largest `getBlockAsInteger` of a position.
 const POS_MIN: i64 = -2048 * 0x100_0000 - 2048 * 0x1000 - 2048;
@@ -114,22 +115,22 @@ impl LevelDbMap {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
 
+impl MapBackend for LevelDbMap {
+    fn identity(&self) -> PathBuf {
+        self.path().to_path_buf()
+    }
     /// `key: value` lines for `worldfs info`.
-    pub fn describe(&self) -> Vec<(&'static str, String)> {
+    fn describe(&self) -> Vec<(&'static str, String)> {
         vec![
             ("format", "Luanti world (LevelDB map.db)".to_string()),
             ("map", self.path.display().to_string()),
         ]
     }
 
-    /// Whether the store refuses every change.
-    pub fn read_only(&self) -> bool {
-        self.read_only
-    }
-
     /// The stored blob of one block.
-    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+    fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         let Some(db) = self.db.get() else {
             return Ok(None);
         };
@@ -141,14 +142,14 @@ impl LevelDbMap {
     }
 
     /// The listing key of a position.
-    pub fn key_of(&self, pos: BlockPos) -> u64 {
+    fn key_of(&self, pos: BlockPos) -> u64 {
         listing_key(block_key(pos).as_bytes()).unwrap_or(0)
     }
 
     /// Up to `limit` blocks with a listing key greater than `after` (0 = from the start),
     /// in key order, with their blobs when `with_data` (`None` for one longer than
     /// [`MAX_STORED`]); a page stops early past [`LIST_BYTES`] of data.
-    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+    fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         let Some(db) = self.db.get() else {
             return Ok(Vec::new());
         };
@@ -178,7 +179,7 @@ impl LevelDbMap {
     }
 
     /// The number of keys that are no block the engine can load (left out of listings).
-    pub fn out_of_range(&self) -> Result<u64> {
+    fn out_of_range(&self) -> Result<u64> {
         let mut n = 0;
         if let Some(db) = self.db.get() {
             db.scan(None, false, |key, _| {
@@ -190,7 +191,7 @@ impl LevelDbMap {
     }
 
     /// The number of keys.
-    pub fn count(&self) -> Result<u64> {
+    fn count(&self) -> Result<u64> {
         let mut n = 0;
         if let Some(db) = self.db.get() {
             db.scan(None, false, |_, _| {
@@ -202,50 +203,23 @@ impl LevelDbMap {
     }
 
     /// Never changes: while we hold the database, no other process can write it.
-    pub fn data_version(&self) -> Result<i64> {
+    fn data_version(&self) -> Result<i64> {
         Ok(0)
     }
 
-    /// Commits in one write batch the changes `select` keeps, and returns them; no other
-    /// commit runs between `select` and the write.
-    pub fn commit_selected(
-        &self,
-        changes: Vec<Change>,
-        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
-    ) -> Result<Vec<Change>> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
-        let _guard = self
-            .writer
-            .lock()
-            .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
-        if self.db.get().is_none() {
-            let _ = self.db.set(Db::open(&self.path, true)?);
-        }
-        let db = self
-            .db
-            .get()
-            .ok_or_else(|| Error::corrupt("map store unavailable"))?;
-        let changes = select(changes)?;
-        let keys: Vec<String> = changes.iter().map(|(pos, _)| block_key(*pos)).collect();
-        let writes: Vec<(&[u8], Option<&[u8]>)> = keys
-            .iter()
-            .zip(&changes)
-            .map(|(k, (_, data))| (k.as_bytes(), data.as_deref()))
-            .collect();
-        db.write(&writes)?;
-        Ok(changes)
+    /// Whether the store refuses every change.
+    fn read_only(&self) -> bool {
+        self.read_only
     }
 
-    /// A streamed commit (see [`MapStore::commit_stream`]): the blobs put go into one write
+    /// A streamed commit (see [`MapBackend::commit_stream`]): the blobs put go into one write
     /// batch, applied atomically at the end. LevelDB has no larger atomic unit than a batch,
     /// and a batch lives in memory: it holds a copy of every blob put (as stored, compressed)
     /// until the write. No other process can write the database while we hold it, and no
     /// other commit of ours runs meanwhile.
     ///
-    /// [`MapStore::commit_stream`]: crate::luanti::store::map::MapStore::commit_stream
-    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+    /// [`MapBackend::commit_stream`]: crate::luanti::store::map::MapBackend::commit_stream
+    fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
@@ -279,6 +253,34 @@ impl LevelDbMap {
             .get()
             .ok_or_else(|| Error::corrupt("map store unavailable"))?;
         db.write_batch(batched.batch)
+    }
+
+    /// Commits in one write batch the changes `select` keeps, and returns them; no other
+    /// commit runs between `select` and the write.
+    fn commit_selected(&self, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let _guard = self
+            .writer
+            .lock()
+            .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
+        if self.db.get().is_none() {
+            let _ = self.db.set(Db::open(&self.path, true)?);
+        }
+        let db = self
+            .db
+            .get()
+            .ok_or_else(|| Error::corrupt("map store unavailable"))?;
+        let changes = select(changes)?;
+        let keys: Vec<String> = changes.iter().map(|(pos, _)| block_key(*pos)).collect();
+        let writes: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .zip(&changes)
+            .map(|(k, (_, data))| (k.as_bytes(), data.as_deref()))
+            .collect();
+        db.write(&writes)?;
+        Ok(changes)
     }
 }
 
@@ -340,7 +342,7 @@ mod tests {
             .iter()
             .map(|&(x, y, z)| (pos(x, y, z), Some(vec![x as u8, y as u8, z as u8])))
             .collect();
-        store.commit_selected(blocks, Ok).unwrap();
+        store.commit_selected(blocks, Box::new(Ok)).unwrap();
         assert_eq!(store.count().unwrap(), 5);
         assert_eq!(store.get(pos(5, -7, -1)).unwrap(), Some(vec![5, 249, 255]));
         assert_eq!(store.get(pos(9, 9, 9)).unwrap(), None);
@@ -361,14 +363,14 @@ mod tests {
         assert_eq!(seen, sorted, "bytewise order");
         assert_eq!(seen.len(), 5);
         store
-            .commit_selected(vec![(pos(0, 0, 0), None)], Ok)
+            .commit_selected(vec![(pos(0, 0, 0), None)], Box::new(Ok))
             .unwrap();
         assert_eq!(store.count().unwrap(), 4);
         drop(store);
         let ro = LevelDbMap::open(&path, true).unwrap();
         assert_eq!(ro.get(pos(-1, 0, 0)).unwrap(), Some(vec![255, 0, 0]));
         assert_eq!(
-            ro.commit_selected(vec![(pos(0, 0, 0), None)], Ok)
+            ro.commit_selected(vec![(pos(0, 0, 0), None)], Box::new(Ok))
                 .unwrap_err()
                 .errno(),
             libc::EROFS

@@ -24,6 +24,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{ToSql, Type};
 use postgres::Client;
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Error, Result};
@@ -31,6 +32,7 @@ use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
     is_last_page, push_listed, too_large, Change, Listed, Produce, Stream, MAX_STORED,
 };
+use crate::luanti::store::map::{MapBackend, Select};
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, MAX_BYTES};
 use crate::luanti::store::world_mt::WorldMt;
@@ -133,51 +135,9 @@ impl PostgresMap {
         })
     }
 
-    /// What `worldfs info` shows of this map (never the password).
-    pub fn describe(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("format", "Luanti world (PostgreSQL)".to_string()),
-            ("map", format!("postgresql {}", self.server.shown())),
-            ("schema", format!("posX,posY,posZ ({})", self.coordinates)),
-        ]
-    }
-
     /// The server and database, without the password.
     pub fn shown(&self) -> &str {
         self.server.shown()
-    }
-
-    /// The stored blob of one block, read now.
-    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        let sql = format!(
-            "SELECT {}, octet_length(data) FROM blocks \
-             WHERE posX = $1::int4 AND posY = $2::int4 AND posZ = $3::int4",
-            data_column()
-        );
-        let row = self.server.read(|c| {
-            let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
-            let params: [(&(dyn ToSql + Sync), Type); 3] =
-                [(&x, Type::INT4), (&y, Type::INT4), (&z, Type::INT4)];
-            match c.query_typed_opt(sql.as_str(), &params) {
-                Ok(row) => {
-                    Ok(row.map(|r| (r.get::<_, Option<Vec<u8>>>(0), r.get::<_, Option<i32>>(1))))
-                }
-                Err(e) if no_table(&e) => Ok(None),
-                Err(e) => Err(error(e)),
-            }
-        })?;
-        match row {
-            None => Ok(None),
-            Some((Some(data), _)) => Ok(Some(data)),
-            Some((None, length)) => Err(too_large(pos, length.map(|n| n as u64))),
-        }
-    }
-
-    /// The stored blob of one block, for showing it: as fresh as the last look at
-    /// [`PostgresMap::data_version`], read ahead of a walk.
-    pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        self.ahead
-            .get(key(pos), |from, rows| self.fill(from_key(from), rows))
     }
 
     /// Up to `rows` blocks from `pos` on in key order, in one round trip, cut after
@@ -241,47 +201,6 @@ impl PostgresMap {
         })
     }
 
-    /// The listing key of a position.
-    pub fn key_of(&self, pos: BlockPos) -> u64 {
-        key(pos)
-    }
-
-    /// Up to `limit` blocks after the key `after`, streamed and cut at `LIST_BYTES`.
-    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
-        let data = if with_data {
-            data_column()
-        } else {
-            "NULL::bytea".to_string()
-        };
-        let sql = format!(
-            "SELECT posX::int4, posY::int4, posZ::int4, {data} FROM blocks \
-             WHERE (posX, posY, posZ) > ($1::int4, $2::int4, $3::int4) AND {LOADABLE} \
-             ORDER BY posX, posY, posZ LIMIT $4::int8"
-        );
-        let start = if after == 0 {
-            (i32::MIN, i32::MIN, i32::MIN)
-        } else {
-            let p = from_key(after);
-            (i32::from(p.x), i32::from(p.y), i32::from(p.z))
-        };
-        let rows = i64::try_from(limit).unwrap_or(i64::MAX);
-        let listed = self.server.read(|c| list_page(c, &sql, start, rows))?;
-        if is_last_page(&listed, limit) {
-            self.report_out_of_range();
-        }
-        Ok(listed)
-    }
-
-    /// The number of rows whose position is no block the engine can load.
-    pub fn out_of_range(&self) -> Result<u64> {
-        self.count_where(&format!("NOT ({LOADABLE})"))
-    }
-
-    /// Number of stored blocks.
-    pub fn count(&self) -> Result<u64> {
-        self.count_where("true")
-    }
-
     fn count_where(&self, condition: &str) -> Result<u64> {
         let sql = format!("SELECT count(*) FROM blocks WHERE {condition}");
         self.server.read(|c| match c.query_one(sql.as_str(), &[]) {
@@ -304,85 +223,6 @@ impl PostgresMap {
             ),
             Err(e) => log::warn!("counting unusable rows: {e}"),
         }
-    }
-
-    /// The server's write-ahead log position: it moves with every commit to the cluster
-    /// (ours, the engine's, another database's), so it tells when the map may have changed.
-    pub fn data_version(&self) -> Result<i64> {
-        self.server
-            .read(|c| {
-                let r = c
-                    .query_one(
-                        "SELECT ((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
-                     ELSE pg_current_wal_lsn() END) - '0/0'::pg_lsn)::int8",
-                        &[],
-                    )
-                    .map_err(error)?;
-                Ok(r.get::<_, Option<i64>>(0).unwrap_or(0))
-            })
-            .inspect(|v| self.ahead.seen_version(*v))
-    }
-
-    /// Whether the store refuses every change.
-    pub fn read_only(&self) -> bool {
-        self.read_only
-    }
-
-    /// Runs `produce` inside one transaction that first locks other writers out; each blob
-    /// it puts is written at once with the engine's upsert, so the server, not this process,
-    /// holds them until the commit (see [`MapStore::commit_stream`](super::map::MapStore)).
-    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
-        let committed = self.server.write(move |c| {
-            let mut tx = c.transaction().map_err(error)?;
-            create_tables(&mut tx, &[("blocks", MAP_SCHEMA)])?;
-            tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
-                .map_err(error)?;
-            let write = tx.prepare(WRITE).map_err(error)?;
-            produce(&mut PgStream {
-                map: self,
-                tx: &mut tx,
-                write,
-            })?;
-            tx.commit().map_err(error)
-        });
-        self.ahead.committed();
-        committed
-    }
-
-    /// Commits in one transaction the changes `select` keeps (run once other writers are
-    /// locked out), and returns them.
-    pub fn commit_selected(
-        &self,
-        changes: Vec<Change>,
-        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
-    ) -> Result<Vec<Change>> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
-        let committed = self.server.write(|c| {
-            let mut tx = c.transaction().map_err(error)?;
-            create_tables(&mut tx, &[("blocks", MAP_SCHEMA)])?;
-            tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
-                .map_err(error)?;
-            let changes = select(changes)?;
-            let write = tx.prepare(WRITE).map_err(error)?;
-            let delete = tx.prepare(DELETE).map_err(error)?;
-            for (pos, data) in &changes {
-                let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
-                match data {
-                    Some(d) => tx.execute(&write, &[&x, &y, &z, d]),
-                    None => tx.execute(&delete, &[&x, &y, &z]),
-                }
-                .map_err(error)?;
-            }
-            tx.commit().map_err(error)?;
-            Ok(changes)
-        });
-        self.ahead.committed();
-        committed
     }
 }
 
@@ -446,6 +286,169 @@ fn list_page(c: &mut Client, sql: &str, start: (i32, i32, i32), rows: i64) -> Re
         }
     }
     Ok(out)
+}
+
+impl MapBackend for PostgresMap {
+    fn identity(&self) -> PathBuf {
+        PathBuf::from(format!("postgresql {}", self.shown()))
+    }
+    /// What `worldfs info` shows of this map (never the password).
+    fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("format", "Luanti world (PostgreSQL)".to_string()),
+            ("map", format!("postgresql {}", self.server.shown())),
+            ("schema", format!("posX,posY,posZ ({})", self.coordinates)),
+        ]
+    }
+
+    /// The stored blob of one block, read now.
+    fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        let sql = format!(
+            "SELECT {}, octet_length(data) FROM blocks \
+             WHERE posX = $1::int4 AND posY = $2::int4 AND posZ = $3::int4",
+            data_column()
+        );
+        let row = self.server.read(|c| {
+            let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
+            let params: [(&(dyn ToSql + Sync), Type); 3] =
+                [(&x, Type::INT4), (&y, Type::INT4), (&z, Type::INT4)];
+            match c.query_typed_opt(sql.as_str(), &params) {
+                Ok(row) => {
+                    Ok(row.map(|r| (r.get::<_, Option<Vec<u8>>>(0), r.get::<_, Option<i32>>(1))))
+                }
+                Err(e) if no_table(&e) => Ok(None),
+                Err(e) => Err(error(e)),
+            }
+        })?;
+        match row {
+            None => Ok(None),
+            Some((Some(data), _)) => Ok(Some(data)),
+            Some((None, length)) => Err(too_large(pos, length.map(|n| n as u64))),
+        }
+    }
+
+    /// The stored blob of one block, for showing it: as fresh as the last look at
+    /// [`PostgresMap::data_version`], read ahead of a walk.
+    fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.ahead
+            .get(key(pos), |from, rows| self.fill(from_key(from), rows))
+    }
+
+    /// The listing key of a position.
+    fn key_of(&self, pos: BlockPos) -> u64 {
+        key(pos)
+    }
+
+    /// Up to `limit` blocks after the key `after`, streamed and cut at `LIST_BYTES`.
+    fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+        let data = if with_data {
+            data_column()
+        } else {
+            "NULL::bytea".to_string()
+        };
+        let sql = format!(
+            "SELECT posX::int4, posY::int4, posZ::int4, {data} FROM blocks \
+             WHERE (posX, posY, posZ) > ($1::int4, $2::int4, $3::int4) AND {LOADABLE} \
+             ORDER BY posX, posY, posZ LIMIT $4::int8"
+        );
+        let start = if after == 0 {
+            (i32::MIN, i32::MIN, i32::MIN)
+        } else {
+            let p = from_key(after);
+            (i32::from(p.x), i32::from(p.y), i32::from(p.z))
+        };
+        let rows = i64::try_from(limit).unwrap_or(i64::MAX);
+        let listed = self.server.read(|c| list_page(c, &sql, start, rows))?;
+        if is_last_page(&listed, limit) {
+            self.report_out_of_range();
+        }
+        Ok(listed)
+    }
+
+    /// The number of rows whose position is no block the engine can load.
+    fn out_of_range(&self) -> Result<u64> {
+        self.count_where(&format!("NOT ({LOADABLE})"))
+    }
+
+    /// Number of stored blocks.
+    fn count(&self) -> Result<u64> {
+        self.count_where("true")
+    }
+
+    /// The server's write-ahead log position: it moves with every commit to the cluster
+    /// (ours, the engine's, another database's), so it tells when the map may have changed.
+    fn data_version(&self) -> Result<i64> {
+        self.server
+            .read(|c| {
+                let r = c
+                    .query_one(
+                        "SELECT ((CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() \
+                     ELSE pg_current_wal_lsn() END) - '0/0'::pg_lsn)::int8",
+                        &[],
+                    )
+                    .map_err(error)?;
+                Ok(r.get::<_, Option<i64>>(0).unwrap_or(0))
+            })
+            .inspect(|v| self.ahead.seen_version(*v))
+    }
+
+    /// Whether the store refuses every change.
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Runs `produce` inside one transaction that first locks other writers out; each blob
+    /// it puts is written at once with the engine's upsert, so the server, not this process,
+    /// holds them until the commit (see [`MapBackend::commit_stream`](super::map::MapStore)).
+    fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let committed = self.server.write(move |c| {
+            let mut tx = c.transaction().map_err(error)?;
+            create_tables(&mut tx, &[("blocks", MAP_SCHEMA)])?;
+            tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
+                .map_err(error)?;
+            let write = tx.prepare(WRITE).map_err(error)?;
+            produce(&mut PgStream {
+                map: self,
+                tx: &mut tx,
+                write,
+            })?;
+            tx.commit().map_err(error)
+        });
+        self.ahead.committed();
+        committed
+    }
+
+    /// Commits in one transaction the changes `select` keeps (run once other writers are
+    /// locked out), and returns them.
+    fn commit_selected(&self, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let committed = self.server.write(|c| {
+            let mut tx = c.transaction().map_err(error)?;
+            create_tables(&mut tx, &[("blocks", MAP_SCHEMA)])?;
+            tx.batch_execute("LOCK TABLE blocks IN SHARE ROW EXCLUSIVE MODE")
+                .map_err(error)?;
+            let changes = select(changes)?;
+            let write = tx.prepare(WRITE).map_err(error)?;
+            let delete = tx.prepare(DELETE).map_err(error)?;
+            for (pos, data) in &changes {
+                let (x, y, z) = (i32::from(pos.x), i32::from(pos.y), i32::from(pos.z));
+                match data {
+                    Some(d) => tx.execute(&write, &[&x, &y, &z, d]),
+                    None => tx.execute(&delete, &[&x, &y, &z]),
+                }
+                .map_err(error)?;
+            }
+            tx.commit().map_err(error)?;
+            Ok(changes)
+        });
+        self.ahead.committed();
+        committed
+    }
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
     int_to_pos, pos_to_int, too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
 };
+use crate::luanti::store::map::{MapBackend, Select};
 use crate::luanti::store::map_leveldb::{block_key, parse_block_key};
 use crate::luanti::store::world_mt::WorldMt;
 
@@ -147,31 +148,6 @@ impl RedisMap {
         Ok(store)
     }
 
-    /// `key: value` lines for `worldfs info` (never the password).
-    pub fn describe(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("format", "Luanti world (Redis)".to_string()),
-            (
-                "map",
-                format!("redis {} hash {}", self.place.server(), self.place.hash),
-            ),
-        ]
-    }
-
-    /// A name for the sidecars kept per store: the server and the hash.
-    pub fn identity(&self) -> PathBuf {
-        PathBuf::from(format!(
-            "redis://{}#{}",
-            self.place.server(),
-            self.place.hash
-        ))
-    }
-
-    /// Whether the store refuses every change.
-    pub fn read_only(&self) -> bool {
-        self.read_only
-    }
-
     /// An error of the server, the password scrubbed in case it ever appears.
     fn error(&self, what: &str, e: &redis::RedisError) -> Error {
         let mut text = e.to_string();
@@ -231,26 +207,6 @@ impl RedisMap {
                 Err(err)
             }
         }
-    }
-
-    /// The stored blob of one block.
-    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        let field = block_key(pos);
-        let hash = &self.place.hash;
-        let len: usize = self.with("HSTRLEN", |c| {
-            redis::cmd("HSTRLEN").arg(hash).arg(&field).query(c)
-        })?;
-        if len > MAX_STORED {
-            return Err(too_large(pos, Some(len as u64)));
-        }
-        self.with("HGET", |c| {
-            redis::cmd("HGET").arg(hash).arg(&field).query(c)
-        })
-    }
-
-    /// The listing key of a position.
-    pub fn key_of(&self, pos: BlockPos) -> u64 {
-        (pos_to_int(pos) + KEY_OFFSET) as u64
     }
 
     /// Calls `each(field)` for every field of the hash (some more than once), one `HSCAN`
@@ -328,10 +284,110 @@ impl RedisMap {
         Ok(w.keys.iter().skip(from).take(limit).copied().collect())
     }
 
+    fn exists(&self, field: &str) -> Result<bool> {
+        let hash = &self.place.hash;
+        self.with("HEXISTS", |c| {
+            redis::cmd("HEXISTS").arg(hash).arg(field).query(c)
+        })
+    }
+}
+
+/// The most bytes of blobs a streamed commit gathers before sending them to the server.
+const STREAM_BATCH: usize = 1 << 20;
+
+/// The transaction of a streamed commit of [`RedisMap`], between `MULTI` and `EXEC`.
+struct Queued<'a> {
+    map: &'a RedisMap,
+    con: &'a mut redis::Connection,
+    /// `HSET`s not sent yet, of `bytes` bytes of blobs.
+    pipe: redis::Pipeline,
+    bytes: usize,
+    /// Whether a send failed (the connection is then in an unknown state: dropped).
+    broken: bool,
+}
+
+impl Queued<'_> {
+    /// Sends the gathered `HSET`s, which the server queues.
+    fn send(&mut self) -> Result<()> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        let pipe = std::mem::replace(&mut self.pipe, redis::pipe());
+        self.bytes = 0;
+        pipe.query::<()>(self.con).map_err(|e| {
+            self.broken = true;
+            let err = self.map.error("HSET (queued)", &e);
+            log::warn!("{err}; the connection is dropped and made anew on next use");
+            err
+        })
+    }
+}
+
+impl Stream for Queued<'_> {
+    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.map.get(pos)
+    }
+
+    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
+        self.pipe
+            .cmd("HSET")
+            .arg(&self.map.place.hash)
+            .arg(block_key(pos))
+            .arg(data)
+            .ignore();
+        self.bytes += data.len().max(1);
+        if self.bytes >= STREAM_BATCH {
+            self.send()?;
+        }
+        Ok(())
+    }
+}
+
+impl MapBackend for RedisMap {
+    /// `key: value` lines for `worldfs info` (never the password).
+    fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("format", "Luanti world (Redis)".to_string()),
+            (
+                "map",
+                format!("redis {} hash {}", self.place.server(), self.place.hash),
+            ),
+        ]
+    }
+
+    /// A name for the sidecars kept per store: the server and the hash.
+    fn identity(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "redis://{}#{}",
+            self.place.server(),
+            self.place.hash
+        ))
+    }
+
+    /// The stored blob of one block.
+    fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        let field = block_key(pos);
+        let hash = &self.place.hash;
+        let len: usize = self.with("HSTRLEN", |c| {
+            redis::cmd("HSTRLEN").arg(hash).arg(&field).query(c)
+        })?;
+        if len > MAX_STORED {
+            return Err(too_large(pos, Some(len as u64)));
+        }
+        self.with("HGET", |c| {
+            redis::cmd("HGET").arg(hash).arg(&field).query(c)
+        })
+    }
+
+    /// The listing key of a position.
+    fn key_of(&self, pos: BlockPos) -> u64 {
+        (pos_to_int(pos) + KEY_OFFSET) as u64
+    }
+
     /// Up to `limit` blocks with a listing key greater than `after` (0 = from the start),
     /// in key order, with their blobs when `with_data`; a page stops early past
     /// [`LIST_BYTES`] of data.
-    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+    fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         let keys = self.page_keys(after, limit)?;
         let positions: Vec<BlockPos> = keys
             .iter()
@@ -400,17 +456,10 @@ impl RedisMap {
         Ok(out)
     }
 
-    fn exists(&self, field: &str) -> Result<bool> {
-        let hash = &self.place.hash;
-        self.with("HEXISTS", |c| {
-            redis::cmd("HEXISTS").arg(hash).arg(field).query(c)
-        })
-    }
-
     /// The number of fields that are no block the engine can load (left out of listings),
     /// counted up to [`WINDOW`] (`HSCAN` may return a field twice: they are told apart by
     /// name, in bounded memory).
-    pub fn out_of_range(&self) -> Result<u64> {
+    fn out_of_range(&self) -> Result<u64> {
         let mut fields = BTreeSet::new();
         let mut n = 0u64;
         self.scan(|field| {
@@ -425,13 +474,13 @@ impl RedisMap {
     }
 
     /// The number of fields of the hash.
-    pub fn count(&self) -> Result<u64> {
+    fn count(&self) -> Result<u64> {
         let hash = &self.place.hash;
         self.with("HLEN", |c| redis::cmd("HLEN").arg(hash).query(c))
     }
 
     /// Changes whenever the server wrote anything (see the module doc).
-    pub fn data_version(&self) -> Result<i64> {
+    fn data_version(&self) -> Result<i64> {
         let info: String = self.with("INFO", |c| redis::cmd("INFO").arg("persistence").query(c))?;
         let field = |name: &str| {
             info.lines()
@@ -444,13 +493,78 @@ impl RedisMap {
         Ok(saved.wrapping_mul(1_000_000_007).wrapping_add(changes))
     }
 
+    /// Whether the store refuses every change.
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// A streamed commit (see [`MapBackend::commit_stream`]): the hash is `WATCH`ed, `MULTI`
+    /// begins, and each blob put is sent at once as an `HSET` the server queues (in
+    /// pipelines of at most `STREAM_BATCH` bytes, so this process holds no more than
+    /// that); blocks are read through other connections. `EXEC` applies them all, or none
+    /// when another writer changed the hash meanwhile (the commit then fails with `EAGAIN`);
+    /// a failure before it sends `DISCARD`. Redis keeps a transaction's queued commands in
+    /// the server's memory until `EXEC`: the server holds every blob put until then.
+    ///
+    /// [`MapBackend::commit_stream`]: crate::luanti::store::map::MapBackend::commit_stream
+    fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        if self.read_only {
+            return Err(Error::read_only("the mount is read-only"));
+        }
+        let pooled = self.pool.lock().map(|mut p| p.pop()).unwrap_or(None);
+        let mut con = match pooled {
+            Some(c) => c,
+            None => self.connect()?,
+        };
+        let begun = redis::cmd("WATCH")
+            .arg(&self.place.hash)
+            .query::<()>(&mut con)
+            .and_then(|()| redis::cmd("MULTI").query::<()>(&mut con));
+        if let Err(e) = begun {
+            return Err(self.error("WATCH/MULTI", &e));
+        }
+        let mut queued = Queued {
+            map: self,
+            con: &mut con,
+            pipe: redis::pipe(),
+            bytes: 0,
+            broken: false,
+        };
+        let produced = produce(&mut queued).and_then(|()| queued.send());
+        if let Err(e) = produced {
+            if !queued.broken && redis::cmd("DISCARD").query::<()>(&mut con).is_ok() {
+                self.release(con);
+            }
+            return Err(e);
+        }
+        match redis::cmd("EXEC").query::<Value>(&mut con) {
+            Ok(Value::Nil) => {
+                self.release(con);
+                Err(Error::new(
+                    libc::EAGAIN,
+                    format!(
+                        "redis {}: another writer changed hash {} during the commit; nothing \
+                         was written",
+                        self.place.server(),
+                        self.place.hash
+                    ),
+                ))
+            }
+            Ok(_) => {
+                self.release(con);
+                Ok(())
+            }
+            Err(e) => {
+                let err = self.error("EXEC", &e);
+                log::warn!("{err}; the connection is dropped and made anew on next use");
+                Err(err)
+            }
+        }
+    }
+
     /// Commits in one `MULTI`/`EXEC` the changes `select` keeps, and returns them; fails
     /// with `EAGAIN`, writing nothing, when another writer changed the hash meanwhile.
-    pub fn commit_selected(
-        &self,
-        changes: Vec<Change>,
-        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
-    ) -> Result<Vec<Change>> {
+    fn commit_selected(&self, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>> {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
@@ -508,120 +622,5 @@ impl RedisMap {
                 Err(err)
             }
         }
-    }
-
-    /// A streamed commit (see [`MapStore::commit_stream`]): the hash is `WATCH`ed, `MULTI`
-    /// begins, and each blob put is sent at once as an `HSET` the server queues (in
-    /// pipelines of at most `STREAM_BATCH` bytes, so this process holds no more than
-    /// that); blocks are read through other connections. `EXEC` applies them all, or none
-    /// when another writer changed the hash meanwhile (the commit then fails with `EAGAIN`);
-    /// a failure before it sends `DISCARD`. Redis keeps a transaction's queued commands in
-    /// the server's memory until `EXEC`: the server holds every blob put until then.
-    ///
-    /// [`MapStore::commit_stream`]: crate::luanti::store::map::MapStore::commit_stream
-    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
-        if self.read_only {
-            return Err(Error::read_only("the mount is read-only"));
-        }
-        let pooled = self.pool.lock().map(|mut p| p.pop()).unwrap_or(None);
-        let mut con = match pooled {
-            Some(c) => c,
-            None => self.connect()?,
-        };
-        let begun = redis::cmd("WATCH")
-            .arg(&self.place.hash)
-            .query::<()>(&mut con)
-            .and_then(|()| redis::cmd("MULTI").query::<()>(&mut con));
-        if let Err(e) = begun {
-            return Err(self.error("WATCH/MULTI", &e));
-        }
-        let mut queued = Queued {
-            map: self,
-            con: &mut con,
-            pipe: redis::pipe(),
-            bytes: 0,
-            broken: false,
-        };
-        let produced = produce(&mut queued).and_then(|()| queued.send());
-        if let Err(e) = produced {
-            if !queued.broken && redis::cmd("DISCARD").query::<()>(&mut con).is_ok() {
-                self.release(con);
-            }
-            return Err(e);
-        }
-        match redis::cmd("EXEC").query::<Value>(&mut con) {
-            Ok(Value::Nil) => {
-                self.release(con);
-                Err(Error::new(
-                    libc::EAGAIN,
-                    format!(
-                        "redis {}: another writer changed hash {} during the commit; nothing \
-                         was written",
-                        self.place.server(),
-                        self.place.hash
-                    ),
-                ))
-            }
-            Ok(_) => {
-                self.release(con);
-                Ok(())
-            }
-            Err(e) => {
-                let err = self.error("EXEC", &e);
-                log::warn!("{err}; the connection is dropped and made anew on next use");
-                Err(err)
-            }
-        }
-    }
-}
-
-/// The most bytes of blobs a streamed commit gathers before sending them to the server.
-const STREAM_BATCH: usize = 1 << 20;
-
-/// The transaction of a streamed commit of [`RedisMap`], between `MULTI` and `EXEC`.
-struct Queued<'a> {
-    map: &'a RedisMap,
-    con: &'a mut redis::Connection,
-    /// `HSET`s not sent yet, of `bytes` bytes of blobs.
-    pipe: redis::Pipeline,
-    bytes: usize,
-    /// Whether a send failed (the connection is then in an unknown state: dropped).
-    broken: bool,
-}
-
-impl Queued<'_> {
-    /// Sends the gathered `HSET`s, which the server queues.
-    fn send(&mut self) -> Result<()> {
-        if self.bytes == 0 {
-            return Ok(());
-        }
-        let pipe = std::mem::replace(&mut self.pipe, redis::pipe());
-        self.bytes = 0;
-        pipe.query::<()>(self.con).map_err(|e| {
-            self.broken = true;
-            let err = self.map.error("HSET (queued)", &e);
-            log::warn!("{err}; the connection is dropped and made anew on next use");
-            err
-        })
-    }
-}
-
-impl Stream for Queued<'_> {
-    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        self.map.get(pos)
-    }
-
-    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
-        self.pipe
-            .cmd("HSET")
-            .arg(&self.map.place.hash)
-            .arg(block_key(pos))
-            .arg(data)
-            .ignore();
-        self.bytes += data.len().max(1);
-        if self.bytes >= STREAM_BATCH {
-            self.send()?;
-        }
-        Ok(())
     }
 }

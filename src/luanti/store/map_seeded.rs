@@ -19,6 +19,7 @@ use std::path::PathBuf;
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{Change, Listed, MapStore, Produce, Stream, LIST_BYTES};
+use crate::luanti::store::map::{MapBackend, Select};
 
 /// A main map over a read-only seed map.
 pub struct SeededMap {
@@ -65,9 +66,22 @@ impl SeededMap {
             seed_name,
         })
     }
+}
 
+impl SeededMap {
+    /// The error of a change of a block read from the read-only map.
+    fn seed_block(&self, pos: BlockPos) -> Error {
+        Error::read_only(format!(
+            "block {},{},{} is read from the read-only map {} (readonly_backend): the engine \
+             never writes that one",
+            pos.x, pos.y, pos.z, self.seed_name
+        ))
+    }
+}
+
+impl MapBackend for SeededMap {
     /// `key: value` lines for `worldfs info`.
-    pub fn describe(&self) -> Vec<(&'static str, String)> {
+    fn describe(&self) -> Vec<(&'static str, String)> {
         let mut lines = self.main.describe();
         for (k, v) in self.seed.describe() {
             if k == "map" {
@@ -78,12 +92,12 @@ impl SeededMap {
     }
 
     /// The main map's identity.
-    pub fn identity(&self) -> PathBuf {
+    fn identity(&self) -> PathBuf {
         self.main.identity()
     }
 
     /// The block as the engine loads it: the main map's, else the seed's.
-    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+    fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         let main = self.main.get(pos)?;
         if has_data(&main) {
             return Ok(main);
@@ -92,8 +106,8 @@ impl SeededMap {
         Ok(if has_data(&seed) { seed } else { main })
     }
 
-    /// As [`SeededMap::get`], for showing a block (see [`MapStore::read_ahead`]).
-    pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+    /// As [`SeededMap::get`], for showing a block (see [`MapBackend::read_ahead`]).
+    fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         let main = self.main.read_ahead(pos)?;
         if has_data(&main) {
             return Ok(main);
@@ -103,19 +117,19 @@ impl SeededMap {
     }
 
     /// Whether `pos` is shown from the seed (and so cannot be changed).
-    pub fn from_seed(&self, pos: BlockPos) -> Result<bool> {
+    fn seeded_at(&self, pos: BlockPos) -> Result<bool> {
         Ok(!has_data(&self.main.get(pos)?) && has_data(&self.seed.get(pos)?))
     }
 
     /// The main map's listing key.
-    pub fn key_of(&self, pos: BlockPos) -> u64 {
+    fn key_of(&self, pos: BlockPos) -> u64 {
         self.main.key_of(pos)
     }
 
     /// Up to `limit` blocks of either map after `after`, in key order, the main map's where
     /// both hold one. Each round reads one bounded page of each and keeps only what both
     /// pages cover, so a page of the result is full unless the listing ends.
-    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+    fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         let mut out: Vec<Listed> = Vec::new();
         let mut bytes = 0usize;
         let mut cursor = after;
@@ -175,54 +189,37 @@ impl SeededMap {
     }
 
     /// Both maps' entries the engine never loads.
-    pub fn out_of_range(&self) -> Result<u64> {
+    fn out_of_range(&self) -> Result<u64> {
         Ok(self.main.out_of_range()? + self.seed.out_of_range()?)
     }
 
     /// Both maps' counts added (a block in both counts twice: this is for progress bars).
-    pub fn count(&self) -> Result<u64> {
+    fn count(&self) -> Result<u64> {
         Ok(self.main.count()? + self.seed.count()?)
     }
 
     /// Changes when either map changed.
-    pub fn data_version(&self) -> Result<i64> {
+    fn data_version(&self) -> Result<i64> {
         Ok(self.main.data_version()? ^ self.seed.data_version()?.rotate_left(32))
     }
 
-    /// As [`MapStore::others_version`], of both maps (each drops what it read ahead when its
+    /// As [`MapBackend::others_version`], of both maps (each drops what it read ahead when its
     /// own token moves).
-    pub fn others_version(&self) -> Result<Option<i64>> {
+    fn others_version(&self) -> Result<Option<i64>> {
         let main = self.main.others_version()?;
         let seed = self.seed.others_version()?;
         Ok(main.zip(seed).map(|(m, s)| m ^ s.rotate_left(32)))
     }
 
     /// Whether the main map refuses every change.
-    pub fn read_only(&self) -> bool {
+    fn read_only(&self) -> bool {
         self.main.read_only()
     }
 
-    /// Commits to the main map; a change of a block only the seed holds fails with `EROFS`
-    /// before anything is written.
-    pub fn commit_selected(
-        &self,
-        changes: Vec<Change>,
-        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
-    ) -> Result<Vec<Change>> {
-        for (pos, _) in &changes {
-            if self.from_seed(*pos)? {
-                return Err(self.seed_block(*pos));
-            }
-        }
-        commit_main(&self.main, changes, Box::new(select))
-    }
-}
-
-impl SeededMap {
-    /// A streamed commit of the main map (see [`MapStore::commit_stream`]): a block read
+    /// A streamed commit of the main map (see [`MapBackend::commit_stream`]): a block read
     /// from the read-only map cannot be put (the commit fails with `EROFS`, nothing
     /// changed); reads see the main map, then the read-only one.
-    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+    fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
         struct Over<'a> {
             map: &'a SeededMap,
             main: &'a mut dyn Stream,
@@ -247,22 +244,16 @@ impl SeededMap {
             .commit_stream(Box::new(|main| produce(&mut Over { map: self, main })))
     }
 
-    /// The error of a change of a block read from the read-only map.
-    fn seed_block(&self, pos: BlockPos) -> Error {
-        Error::read_only(format!(
-            "block {},{},{} is read from the read-only map {} (readonly_backend): the engine \
-             never writes that one",
-            pos.x, pos.y, pos.z, self.seed_name
-        ))
+    /// Commits to the main map; a change of a block only the seed holds fails with `EROFS`
+    /// before anything is written.
+    fn commit_selected(&self, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>> {
+        for (pos, _) in &changes {
+            if self.seeded_at(*pos)? {
+                return Err(self.seed_block(*pos));
+            }
+        }
+        MapBackend::commit_selected(&**self.main, changes, select)
     }
-}
-
-/// The main map's commit, not generic (the map's own `commit_selected` is, and it holds
-/// this one).
-type Select<'a> = Box<dyn FnOnce(Vec<Change>) -> Result<Vec<Change>> + 'a>;
-
-fn commit_main(main: &MapStore, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>> {
-    main.commit_selected(changes, |_, c| select(c))
 }
 
 #[cfg(test)]
@@ -290,7 +281,7 @@ mod tests {
         let blocks: Vec<Change> = (0..8).map(|x| (at(x), Some(vec![x as u8]))).collect();
         let main = map(dir.path(), "main.sqlite", &blocks[..4]);
         let seed = map(dir.path(), "seed.sqlite", &blocks[4..]);
-        let store = MapStore::Seeded(
+        let store = MapStore::new(
             SeededMap::new(
                 MapStore::open(&main, false).expect("main"),
                 MapStore::open(&seed, true).expect("seed"),

@@ -25,6 +25,7 @@ use crate::luanti::store::map::{
     int_to_pos, is_last_page, pos_to_int, push_listed, too_large, Change, Listed, Produce, Stream,
     MAX_STORED,
 };
+use crate::luanti::store::map::{MapBackend, Select};
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, LOCAL, MAX_BYTES};
 use crate::luanti::store::sqlite::{self, file_id};
 
@@ -374,15 +375,6 @@ impl SqliteMap {
         &self.path
     }
 
-    /// What `worldfs info` shows of this map.
-    pub fn describe(&self) -> Vec<(&'static str, String)> {
-        vec![
-            ("format", "Luanti world (map.sqlite)".to_string()),
-            ("map", self.path.display().to_string()),
-            ("schema", self.schema.name().to_string()),
-        ]
-    }
-
     fn connect(&self, read_only: bool) -> Result<Connection> {
         let conn = sqlite::open(&self.path, read_only)?;
         // Several pooled readers each keep a page cache; blobs are read once and decoded
@@ -543,14 +535,6 @@ impl SqliteMap {
         }
     }
 
-    /// The stored blob of one block.
-    pub fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        if self.is_absent() {
-            return Ok(None);
-        }
-        self.with_reader(|c| self.get_on(c, pos))
-    }
-
     /// The stored blob of one block, read on the connection `c`.
     fn get_on(&self, c: &Connection, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         let row = match self.schema {
@@ -579,26 +563,6 @@ impl SqliteMap {
             Some((Some(data), _)) => Ok(Some(data)),
             Some((None, length)) => Err(too_large(pos, length.map(|n: i64| n as u64))),
         }
-    }
-
-    /// The stored blob of one block, for showing it: as fresh as the last look at
-    /// [`SqliteMap::others_version`], read ahead of a walk. A position with no key of its own
-    /// (beyond the engine's limits in the `pos` schema), or any block of a table not keyed as
-    /// the engine keys its tables, is read alone.
-    pub fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        if self.is_absent() {
-            return Ok(None);
-        }
-        if !self.keyed || (self.schema == Schema::Pos && int_to_pos(pos_to_int(pos)) != pos) {
-            return self.get(pos);
-        }
-        // A failure reading the rows after it (a damaged page further on) must not fail this
-        // block: `get` reads it alone, and fails exactly as it fails.
-        self.ahead
-            .get(self.key_of(pos), |_, rows| {
-                self.with_reader(|c| self.fill(c, pos, rows))
-            })
-            .or_else(|_| self.get(pos))
     }
 
     /// Up to `rows` loadable blocks from `pos` on in key order, in one statement, cut after
@@ -669,58 +633,6 @@ impl SqliteMap {
         }
     }
 
-    /// The listing key of a position (for resuming a listing just after it).
-    pub fn key_of(&self, pos: BlockPos) -> u64 {
-        match self.schema {
-            Schema::Pos => (pos_to_int(pos) + POS_KEY_OFFSET) as u64,
-            Schema::Xyz => xyz_key(pos),
-        }
-    }
-
-    /// Up to `limit` blocks with a key greater than `after` (0 = from the start), in key order;
-    /// with their blobs when `with_data`. One short statement per call.
-    ///
-    /// A page holding [`LIST_BYTES`](crate::luanti::store::map::LIST_BYTES) of data ends early, before `limit` rows: the listing
-    /// goes on after its last key.
-    pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
-        if self.is_absent() {
-            return Ok(Vec::new());
-        }
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let data = if with_data {
-            data_column()
-        } else {
-            "NULL".to_string()
-        };
-        let listed = self.with_reader(|c| {
-            let (mut out, mut bytes) = (Vec::new(), 0);
-            self.rows(c, after, limit, &data, &mut |l| {
-                !push_listed(&mut out, &mut bytes, l)
-            })?;
-            Ok(out)
-        })?;
-        if is_last_page(&listed, usize::try_from(limit).unwrap_or(usize::MAX)) {
-            self.report_out_of_range();
-        }
-        Ok(listed)
-    }
-
-    /// The number of rows whose key is no block the engine can load (left out of listings).
-    pub fn out_of_range(&self) -> Result<u64> {
-        if self.is_absent() {
-            return Ok(0);
-        }
-        let rows = loadable_rows(self.schema);
-        self.with_reader(|c| {
-            let n: i64 = c.query_row(
-                &format!("SELECT COUNT(*) FROM blocks WHERE NOT {rows}"),
-                [],
-                |r| r.get(0),
-            )?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        })
-    }
-
     /// Logs once, when a listing first reaches its end, how many rows it left out.
     fn report_out_of_range(&self) {
         if self.reported.swap(true, Ordering::Relaxed) {
@@ -737,99 +649,11 @@ impl SqliteMap {
         }
     }
 
-    /// Number of stored blocks.
-    pub fn count(&self) -> Result<u64> {
-        if self.is_absent() {
-            return Ok(0);
-        }
-        self.with_reader(|c| {
-            let n: i64 = c.query_row("SELECT COUNT(*) FROM blocks", [], |r| r.get(0))?;
-            Ok(u64::try_from(n).unwrap_or(0))
-        })
-    }
-
-    /// SQLite's `PRAGMA data_version` on a dedicated connection: changes whenever another
-    /// connection (another process, or our own writer) has committed.
-    pub fn data_version(&self) -> Result<i64> {
-        self.refused()?;
-        if self.is_absent() {
-            return Ok(0);
-        }
-        let mut guard = self
-            .version
-            .lock()
-            .map_err(|_| Error::corrupt("map store version lock poisoned"))?;
-        if guard.is_none() {
-            *guard = Some(self.connect(true)?);
-        }
-        let conn = guard
-            .as_ref()
-            .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
-        Ok(self.with_generation(sqlite::data_version(conn)?))
-    }
-
     /// A change token made to differ after each replacement of the file (the new file's
     /// connections count from their own start).
     fn with_generation(&self, token: i64) -> i64 {
         let generation = self.generation.load(Ordering::SeqCst) as i64;
         token.wrapping_add(generation.wrapping_shl(40))
-    }
-
-    /// A token that changes when another program committed, and not for our own commits;
-    /// SQLite's `data_version` on a connection does not change for that connection's own
-    /// commits, so it is asked of the writer's connection. While our writer commits, the
-    /// token read when its transaction took the write lock is answered: no other program
-    /// can commit until it ends (`None` before the writer's first read: ask again later;
-    /// nothing is missed, the token then tells of every other commit since). It is asked of
-    /// the dedicated connection on a read-only mount, which makes no
-    /// commits, and until our first commit creates a database that did not exist at open
-    /// (making the writer's connection on a look would create it); the token tells which
-    /// connection it came from, so it changes once then. What was read ahead is dropped
-    /// when it changes.
-    pub fn others_version(&self) -> Result<Option<i64>> {
-        if self.is_absent() {
-            // Unlike any `data_version` (never negative) doubled.
-            return Ok(Some(-1));
-        }
-        let token = if self.read_only || self.absent.load(Ordering::Relaxed) {
-            // Not while our first commit creates the database (it then follows it itself).
-            if let Ok(mut writer) = self.writer.try_lock() {
-                if let Some(token) = self.follow_for_look(&mut writer)? {
-                    return Ok(Some(token));
-                }
-            }
-            if self.is_absent() {
-                return Ok(Some(-1));
-            }
-            self.data_version()?.wrapping_mul(2)
-        } else {
-            match self.writer.try_lock() {
-                Ok(mut g) => {
-                    if let Some(token) = self.follow_for_look(&mut g)? {
-                        return Ok(Some(token));
-                    }
-                    if self.is_absent() {
-                        return Ok(Some(-1));
-                    }
-                    let guard = self.open_writer(g)?;
-                    let conn = guard
-                        .as_ref()
-                        .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
-                    self.with_generation(self.read_writer_token(conn)?)
-                }
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    match self.writer_token.load(Ordering::SeqCst) {
-                        NO_TOKEN => return Ok(None),
-                        token => self.with_generation(token),
-                    }
-                }
-                Err(std::sync::TryLockError::Poisoned(_)) => {
-                    return Err(Error::corrupt("map store writer lock poisoned"))
-                }
-            }
-        };
-        self.ahead.seen_version(token);
-        Ok(Some(token))
     }
 
     /// [`SqliteMap::follow_file`] for [`SqliteMap::others_version`]: a database that cannot
@@ -844,11 +668,6 @@ impl SqliteMap {
             }
             Err(e) => Err(e),
         }
-    }
-
-    /// Whether the store refuses every change.
-    pub fn read_only(&self) -> bool {
-        self.read_only
     }
 
     /// The writer's connection (made on first use, creating the database if it does not
@@ -917,16 +736,269 @@ impl SqliteMap {
             format!("{}: replaced under the mount {what}", self.path.display()),
         ))
     }
+}
+
+/// The transaction of a streamed commit of [`SqliteMap`] (a failure drops it: rolled back,
+/// temporary table included).
+struct SqliteStream<'a> {
+    map: &'a SqliteMap,
+    tx: &'a rusqlite::Transaction<'a>,
+}
+
+impl Stream for SqliteStream<'_> {
+    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        self.map.get_on(self.tx, pos)
+    }
+
+    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
+        match self.map.schema {
+            Schema::Pos => self
+                .tx
+                .prepare_cached("REPLACE INTO temp.worldfs_stream (pos, data) VALUES (?1, ?2)")?
+                .execute(params![pos_to_int(pos), data])?,
+            Schema::Xyz => self
+                .tx
+                .prepare_cached(
+                    "REPLACE INTO temp.worldfs_stream (x, y, z, data) VALUES (?1, ?2, ?3, ?4)",
+                )?
+                .execute(params![pos.x, pos.y, pos.z, data])?,
+        };
+        Ok(())
+    }
+}
+
+impl MapBackend for SqliteMap {
+    fn identity(&self) -> PathBuf {
+        self.path().to_path_buf()
+    }
+    /// What `worldfs info` shows of this map.
+    fn describe(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("format", "Luanti world (map.sqlite)".to_string()),
+            ("map", self.path.display().to_string()),
+            ("schema", self.schema.name().to_string()),
+        ]
+    }
+
+    /// The stored blob of one block.
+    fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        if self.is_absent() {
+            return Ok(None);
+        }
+        self.with_reader(|c| self.get_on(c, pos))
+    }
+
+    /// The stored blob of one block, for showing it: as fresh as the last look at
+    /// [`SqliteMap::others_version`], read ahead of a walk. A position with no key of its own
+    /// (beyond the engine's limits in the `pos` schema), or any block of a table not keyed as
+    /// the engine keys its tables, is read alone.
+    fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
+        if self.is_absent() {
+            return Ok(None);
+        }
+        if !self.keyed || (self.schema == Schema::Pos && int_to_pos(pos_to_int(pos)) != pos) {
+            return self.get(pos);
+        }
+        // A failure reading the rows after it (a damaged page further on) must not fail this
+        // block: `get` reads it alone, and fails exactly as it fails.
+        self.ahead
+            .get(self.key_of(pos), |_, rows| {
+                self.with_reader(|c| self.fill(c, pos, rows))
+            })
+            .or_else(|_| self.get(pos))
+    }
+
+    /// The listing key of a position (for resuming a listing just after it).
+    fn key_of(&self, pos: BlockPos) -> u64 {
+        match self.schema {
+            Schema::Pos => (pos_to_int(pos) + POS_KEY_OFFSET) as u64,
+            Schema::Xyz => xyz_key(pos),
+        }
+    }
+
+    /// Up to `limit` blocks with a key greater than `after` (0 = from the start), in key order;
+    /// with their blobs when `with_data`. One short statement per call.
+    ///
+    /// A page holding [`LIST_BYTES`](crate::luanti::store::map::LIST_BYTES) of data ends early, before `limit` rows: the listing
+    /// goes on after its last key.
+    fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
+        if self.is_absent() {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let data = if with_data {
+            data_column()
+        } else {
+            "NULL".to_string()
+        };
+        let listed = self.with_reader(|c| {
+            let (mut out, mut bytes) = (Vec::new(), 0);
+            self.rows(c, after, limit, &data, &mut |l| {
+                !push_listed(&mut out, &mut bytes, l)
+            })?;
+            Ok(out)
+        })?;
+        if is_last_page(&listed, usize::try_from(limit).unwrap_or(usize::MAX)) {
+            self.report_out_of_range();
+        }
+        Ok(listed)
+    }
+
+    /// The number of rows whose key is no block the engine can load (left out of listings).
+    fn out_of_range(&self) -> Result<u64> {
+        if self.is_absent() {
+            return Ok(0);
+        }
+        let rows = loadable_rows(self.schema);
+        self.with_reader(|c| {
+            let n: i64 = c.query_row(
+                &format!("SELECT COUNT(*) FROM blocks WHERE NOT {rows}"),
+                [],
+                |r| r.get(0),
+            )?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
+    /// Number of stored blocks.
+    fn count(&self) -> Result<u64> {
+        if self.is_absent() {
+            return Ok(0);
+        }
+        self.with_reader(|c| {
+            let n: i64 = c.query_row("SELECT COUNT(*) FROM blocks", [], |r| r.get(0))?;
+            Ok(u64::try_from(n).unwrap_or(0))
+        })
+    }
+
+    /// SQLite's `PRAGMA data_version` on a dedicated connection: changes whenever another
+    /// connection (another process, or our own writer) has committed.
+    fn data_version(&self) -> Result<i64> {
+        self.refused()?;
+        if self.is_absent() {
+            return Ok(0);
+        }
+        let mut guard = self
+            .version
+            .lock()
+            .map_err(|_| Error::corrupt("map store version lock poisoned"))?;
+        if guard.is_none() {
+            *guard = Some(self.connect(true)?);
+        }
+        let conn = guard
+            .as_ref()
+            .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
+        Ok(self.with_generation(sqlite::data_version(conn)?))
+    }
+
+    /// A token that changes when another program committed, and not for our own commits;
+    /// SQLite's `data_version` on a connection does not change for that connection's own
+    /// commits, so it is asked of the writer's connection. While our writer commits, the
+    /// token read when its transaction took the write lock is answered: no other program
+    /// can commit until it ends (`None` before the writer's first read: ask again later;
+    /// nothing is missed, the token then tells of every other commit since). It is asked of
+    /// the dedicated connection on a read-only mount, which makes no
+    /// commits, and until our first commit creates a database that did not exist at open
+    /// (making the writer's connection on a look would create it); the token tells which
+    /// connection it came from, so it changes once then. What was read ahead is dropped
+    /// when it changes.
+    fn others_version(&self) -> Result<Option<i64>> {
+        if self.is_absent() {
+            // Unlike any `data_version` (never negative) doubled.
+            return Ok(Some(-1));
+        }
+        let token = if self.read_only || self.absent.load(Ordering::Relaxed) {
+            // Not while our first commit creates the database (it then follows it itself).
+            if let Ok(mut writer) = self.writer.try_lock() {
+                if let Some(token) = self.follow_for_look(&mut writer)? {
+                    return Ok(Some(token));
+                }
+            }
+            if self.is_absent() {
+                return Ok(Some(-1));
+            }
+            self.data_version()?.wrapping_mul(2)
+        } else {
+            match self.writer.try_lock() {
+                Ok(mut g) => {
+                    if let Some(token) = self.follow_for_look(&mut g)? {
+                        return Ok(Some(token));
+                    }
+                    if self.is_absent() {
+                        return Ok(Some(-1));
+                    }
+                    let guard = self.open_writer(g)?;
+                    let conn = guard
+                        .as_ref()
+                        .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
+                    self.with_generation(self.read_writer_token(conn)?)
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    match self.writer_token.load(Ordering::SeqCst) {
+                        NO_TOKEN => return Ok(None),
+                        token => self.with_generation(token),
+                    }
+                }
+                Err(std::sync::TryLockError::Poisoned(_)) => {
+                    return Err(Error::corrupt("map store writer lock poisoned"))
+                }
+            }
+        };
+        self.ahead.seen_version(token);
+        Ok(Some(token))
+    }
+
+    /// Whether the store refuses every change.
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// A streamed commit (see [`MapBackend::commit_stream`]): one transaction that holds the
+    /// write lock from the start (other writers wait; readers go on), reads through the
+    /// writer's connection, and keeps each blob put into it in a temporary table, which
+    /// SQLite keeps in a file of its own and removes itself. The commit copies that table
+    /// into `blocks` in one statement: only then does the transaction write the database
+    /// (and, in rollback-journal mode, keep readers out until it commits), as long as an
+    /// ordinary commit of the same blocks would.
+    ///
+    /// [`MapBackend::commit_stream`]: crate::luanti::store::map::MapBackend::commit_stream
+    fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
+        let mut guard = self.writer()?;
+        let conn = guard
+            .as_mut()
+            .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // Other programs are kept out until the commit: this token stays true through it.
+        self.read_writer_token(&tx)?;
+        self.still_the_file(true)?;
+        let (table, copy) = match self.schema {
+            Schema::Pos => (
+                "CREATE TEMP TABLE worldfs_stream (pos INTEGER PRIMARY KEY, data BLOB)",
+                "REPLACE INTO main.blocks (pos, data) SELECT pos, data FROM temp.worldfs_stream",
+            ),
+            Schema::Xyz => (
+                "CREATE TEMP TABLE worldfs_stream (x INTEGER, y INTEGER, z INTEGER, \
+                 data BLOB, PRIMARY KEY (x, z, y))",
+                "REPLACE INTO main.blocks (x, y, z, data) \
+                 SELECT x, y, z, data FROM temp.worldfs_stream",
+            ),
+        };
+        tx.execute_batch(table)?;
+        produce(&mut SqliteStream { map: self, tx: &tx })?;
+        tx.execute_batch(copy)?;
+        tx.execute_batch("DROP TABLE temp.worldfs_stream")?;
+        let committed = tx.commit();
+        self.ahead.committed();
+        committed?;
+        self.still_the_file(false)?;
+        Ok(())
+    }
 
     /// Commits in one transaction the changes `select` keeps, and returns them. `select` runs
     /// once the transaction holds the write lock: no other connection can commit until it
     /// ends, so what `select` reads of the store ([`SqliteMap::get`], `data_version`) stays
     /// true until the commit.
-    pub fn commit_selected(
-        &self,
-        changes: Vec<Change>,
-        select: impl FnOnce(Vec<Change>) -> Result<Vec<Change>>,
-    ) -> Result<Vec<Change>> {
+    fn commit_selected(&self, changes: Vec<Change>, select: Select<'_>) -> Result<Vec<Change>> {
         let mut guard = self.writer()?;
         let conn = guard
             .as_mut()
@@ -964,76 +1036,6 @@ impl SqliteMap {
         self.still_the_file(false)?;
         Ok(changes)
     }
-
-    /// A streamed commit (see [`MapStore::commit_stream`]): one transaction that holds the
-    /// write lock from the start (other writers wait; readers go on), reads through the
-    /// writer's connection, and keeps each blob put into it in a temporary table, which
-    /// SQLite keeps in a file of its own and removes itself. The commit copies that table
-    /// into `blocks` in one statement: only then does the transaction write the database
-    /// (and, in rollback-journal mode, keep readers out until it commits), as long as an
-    /// ordinary commit of the same blocks would.
-    ///
-    /// [`MapStore::commit_stream`]: crate::luanti::store::map::MapStore::commit_stream
-    pub fn commit_stream(&self, produce: Produce<'_>) -> Result<()> {
-        let mut guard = self.writer()?;
-        let conn = guard
-            .as_mut()
-            .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        // Other programs are kept out until the commit: this token stays true through it.
-        self.read_writer_token(&tx)?;
-        self.still_the_file(true)?;
-        let (table, copy) = match self.schema {
-            Schema::Pos => (
-                "CREATE TEMP TABLE worldfs_stream (pos INTEGER PRIMARY KEY, data BLOB)",
-                "REPLACE INTO main.blocks (pos, data) SELECT pos, data FROM temp.worldfs_stream",
-            ),
-            Schema::Xyz => (
-                "CREATE TEMP TABLE worldfs_stream (x INTEGER, y INTEGER, z INTEGER, \
-                 data BLOB, PRIMARY KEY (x, z, y))",
-                "REPLACE INTO main.blocks (x, y, z, data) \
-                 SELECT x, y, z, data FROM temp.worldfs_stream",
-            ),
-        };
-        tx.execute_batch(table)?;
-        produce(&mut SqliteStream { map: self, tx: &tx })?;
-        tx.execute_batch(copy)?;
-        tx.execute_batch("DROP TABLE temp.worldfs_stream")?;
-        let committed = tx.commit();
-        self.ahead.committed();
-        committed?;
-        self.still_the_file(false)?;
-        Ok(())
-    }
-}
-
-/// The transaction of a streamed commit of [`SqliteMap`] (a failure drops it: rolled back,
-/// temporary table included).
-struct SqliteStream<'a> {
-    map: &'a SqliteMap,
-    tx: &'a rusqlite::Transaction<'a>,
-}
-
-impl Stream for SqliteStream<'_> {
-    fn get(&mut self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        self.map.get_on(self.tx, pos)
-    }
-
-    fn put(&mut self, pos: BlockPos, data: &[u8]) -> Result<()> {
-        match self.map.schema {
-            Schema::Pos => self
-                .tx
-                .prepare_cached("REPLACE INTO temp.worldfs_stream (pos, data) VALUES (?1, ?2)")?
-                .execute(params![pos_to_int(pos), data])?,
-            Schema::Xyz => self
-                .tx
-                .prepare_cached(
-                    "REPLACE INTO temp.worldfs_stream (x, y, z, data) VALUES (?1, ?2, ?3, ?4)",
-                )?
-                .execute(params![pos.x, pos.y, pos.z, data])?,
-        };
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -1047,7 +1049,9 @@ mod tests {
     }
 
     fn commit(store: &SqliteMap, changes: &[Change]) -> Result<()> {
-        store.commit_selected(changes.to_vec(), Ok).map(drop)
+        store
+            .commit_selected(changes.to_vec(), Box::new(Ok))
+            .map(drop)
     }
 
     proptest! {
@@ -1236,10 +1240,13 @@ mod tests {
             // just before it is told at once.
             commit(&other, &[(pos(8, 0, 0), Some(vec![8]))]).unwrap();
             let mut during = None;
-            ours.commit_selected(vec![(pos(9, 0, 0), Some(vec![9]))], |c| {
-                during = ours.others_version()?;
-                Ok(c)
-            })
+            ours.commit_selected(
+                vec![(pos(9, 0, 0), Some(vec![9]))],
+                Box::new(|c| {
+                    during = ours.others_version()?;
+                    Ok(c)
+                }),
+            )
             .unwrap();
             assert!(during.is_some_and(|d| d != v4), "{schema:?}: {during:?}");
             assert_eq!(ours.others_version().unwrap(), during);
@@ -1705,10 +1712,13 @@ mod tests {
         // Replaced once the transaction holds the old file: SQLite itself refuses to write
         // a file moved since it was opened, or the check after the commit fails it.
         let err = store
-            .commit_selected(vec![(pos(2, 0, 0), Some(b"lost".to_vec()))], |changes| {
-                replace_with_copy(&path, pos(3, 0, 0), b"restored");
-                Ok(changes)
-            })
+            .commit_selected(
+                vec![(pos(2, 0, 0), Some(b"lost".to_vec()))],
+                Box::new(|changes| {
+                    replace_with_copy(&path, pos(3, 0, 0), b"restored");
+                    Ok(changes)
+                }),
+            )
             .unwrap_err();
         assert_eq!(err.errno(), libc::EIO, "{}", err.message());
         assert!(err.message().contains("replaced"), "{}", err.message());

@@ -15,7 +15,7 @@
 //! `MAX_BYTES` after it; a larger first row is answered, not kept), so memory stays bounded.
 //!
 //! What is read ahead is as fresh as a block cached decoded: it is dropped when the store's
-//! change token ([`MapStore::others_version`](super::map::MapStore::others_version), which
+//! change token ([`MapBackend::others_version`](super::map::MapBackend::others_version), which
 //! the cache looks at before reads, at most every 50 ms) moves or when we commit, and a range
 //! read across either is not kept. Only reads that show blocks use it; the write path (the
 //! checks before a commit) reads the store itself.

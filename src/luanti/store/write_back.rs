@@ -81,7 +81,7 @@ pub struct BlockStore {
     /// The thread that commits when the window closes.
     committer: OnceLock<Thread>,
     /// The token last looked at by [`BlockStore::others_committed`]
-    /// ([`MapStore::others_version`]). Where the backend cannot tell our commits from
+    /// ([`MapBackend::others_version`](crate::luanti::store::map::MapBackend::others_version)). Where the backend cannot tell our commits from
     /// others', a commit of ours changes it too (another writer may commit just before or
     /// just after ours, so ours never advances it): the next look then reports a change, and
     /// cached blocks are checked against their stored bytes (read and hashed, not decoded)
@@ -182,7 +182,7 @@ impl BlockStore {
     }
 
     /// The blob of one block for showing it: pending, or stored as
-    /// [`MapStore::read_ahead`] reads it.
+    /// [`MapBackend::read_ahead`](crate::luanti::store::map::MapBackend::read_ahead) reads it.
     pub fn read(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
         if let Some(p) = self.queue()?.blocks.get(&pos) {
             return Ok(p.data.clone());
@@ -291,7 +291,7 @@ impl BlockStore {
         Ok(())
     }
 
-    /// A streamed commit (see [`MapStore::commit_stream`]), pending changes committed
+    /// A streamed commit (see [`MapBackend::commit_stream`](crate::luanti::store::map::MapBackend::commit_stream)), pending changes committed
     /// first: `produce` is given the store's `data_version` as of just before the
     /// transaction (read once other writers are kept out) and the open transaction.
     /// Returns that `data_version` and the one just after the commit. The [`CommitWatch`]
@@ -331,7 +331,7 @@ impl BlockStore {
         Some(due.saturating_duration_since(Instant::now()))
     }
 
-    /// Up to `limit` blocks after `after`, as [`MapStore::list`] lists them, pending changes
+    /// Up to `limit` blocks after `after`, as [`MapBackend::list`](crate::luanti::store::map::MapBackend::list) lists them, pending changes
     /// committed first.
     pub fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
         self.flush()?;
