@@ -653,16 +653,12 @@ impl CommitWatch for Index {
 mod tests {
     use super::*;
     use crate::luanti::store::map::MapStore;
+    use crate::luanti::store::map_memory::MemoryMap;
 
     /// A scan holds at most its byte limit of blobs at once (one page when the limit is
     /// smaller than a page), and answers the same whatever the limit.
     #[test]
     fn a_scan_keeps_its_blobs_in_flight_within_the_limit() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("map.sqlite");
-        rusqlite::Connection::open(&path)
-            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
-            .expect("a map database");
         let changes: Vec<Change> = (0..SCAN_PAGE as i16 * 4)
             .map(|i| {
                 let mut b = crate::luanti::cache::new_block();
@@ -676,11 +672,9 @@ mod tests {
             .map(|(_, b)| b.as_ref().map_or(0, Vec::len))
             .sum();
         let page = total / 4;
-        MapStore::open(&path, false)
-            .expect("writer")
-            .commit(&changes)
-            .expect("commit");
-        let store = BlockStore::new(MapStore::open(&path, true).expect("reader"));
+        let map = MapStore::new(MemoryMap::default());
+        map.commit(&changes).expect("commit");
+        let store = BlockStore::new(map);
         let mut wide = Answer::default();
         scan(
             &store,

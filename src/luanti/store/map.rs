@@ -67,6 +67,27 @@ pub fn pos_to_int(p: BlockPos) -> i64 {
     i64::from(p.z) * 0x100_0000 + i64::from(p.y) * 0x1000 + i64::from(p.x)
 }
 
+/// The smallest and largest `pos` of a block the engine can load: `pos` is a balanced
+/// base-4096 number of three digits, so exactly the integers between these two are the
+/// `getBlockAsInteger` of some position, each of exactly one. Any other row (out of range,
+/// or not an integer) is never loaded by the engine, and `getIntegerAsBlock` would wrap it
+/// onto the position of another block.
+pub const POS_MIN: i64 = -2048 * 0x100_0000 - 2048 * 0x1000 - 2048;
+pub const POS_MAX: i64 = 2047 * 0x100_0000 + 2047 * 0x1000 + 2047;
+
+/// The engine's key of a block in LevelDB and Redis: `i64tos(getBlockAsInteger(pos))`.
+pub fn block_key(pos: BlockPos) -> String {
+    pos_to_int(pos).to_string()
+}
+
+/// The block whose LevelDB or Redis key is exactly `key` (the decimal text the engine
+/// writes, nothing else: no sign on 0, no leading zeros, within range), if any.
+pub fn parse_block_key(key: &[u8]) -> Option<BlockPos> {
+    let text = std::str::from_utf8(key).ok()?;
+    let n: i64 = text.parse().ok()?;
+    (n.to_string() == text && (POS_MIN..=POS_MAX).contains(&n)).then(|| int_to_pos(n))
+}
+
 /// The engine's `getIntegerAsBlock`.
 pub fn int_to_pos(i: i64) -> BlockPos {
     fn unsigned_to_signed(i: i64, max_positive: i64) -> i64 {

@@ -35,26 +35,11 @@ use std::sync::{Mutex, OnceLock};
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::leveldb::{Batch, Db};
+use crate::luanti::store::map::{block_key, parse_block_key};
 use crate::luanti::store::map::{
-    int_to_pos, pos_to_int, too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
+    too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
 };
 use crate::luanti::store::map::{MapBackend, Select};
-
-/// The smallest and largest `getBlockAsInteger` of a position.
-const POS_MIN: i64 = -2048 * 0x100_0000 - 2048 * 0x1000 - 2048;
-const POS_MAX: i64 = 2047 * 0x100_0000 + 2047 * 0x1000 + 2047;
-
-/// The engine's key of a block: `i64tos(getBlockAsInteger(pos))`.
-pub fn block_key(pos: BlockPos) -> String {
-    pos_to_int(pos).to_string()
-}
-
-/// The block whose key is exactly `key`, if any (see the module doc).
-pub fn parse_block_key(key: &[u8]) -> Option<BlockPos> {
-    let text = std::str::from_utf8(key).ok()?;
-    let n: i64 = text.parse().ok()?;
-    (n.to_string() == text && (POS_MIN..=POS_MAX).contains(&n)).then(|| int_to_pos(n))
-}
 
 /// The listing key of a block key's text: its characters as nibbles, in the same order.
 /// `None` for a text that is no block key (longer than 12 characters or other characters).

@@ -44,11 +44,11 @@ use redis::{ConnectionAddr, ConnectionInfo, RedisConnectionInfo, Value};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map::{block_key, parse_block_key};
 use crate::luanti::store::map::{
     int_to_pos, pos_to_int, too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
 };
 use crate::luanti::store::map::{MapBackend, Select};
-use crate::luanti::store::map_leveldb::{block_key, parse_block_key};
 use crate::luanti::store::world_mt::WorldMt;
 
 /// The most keys one listing pass keeps.

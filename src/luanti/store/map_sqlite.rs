@@ -26,6 +26,7 @@ use crate::luanti::store::map::{
     MAX_STORED,
 };
 use crate::luanti::store::map::{MapBackend, Select};
+use crate::luanti::store::map::{POS_MAX, POS_MIN};
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, LOCAL, MAX_BYTES};
 use crate::luanti::store::sqlite::{self, file_id};
 
@@ -276,14 +277,6 @@ fn xyz_from_key(k: u64) -> BlockPos {
 
 /// Offset that makes every `pos` integer (|pos| < 2³⁶) a positive key.
 const POS_KEY_OFFSET: i64 = 1 << 40;
-
-/// The smallest and largest `pos` of a block the engine can load: `pos` is a balanced
-/// base-4096 number of three digits, so exactly the integers between these two are the
-/// `getBlockAsInteger` of some position, each of exactly one. Any other row (out of range,
-/// or not an integer) is never loaded by the engine, and `getIntegerAsBlock` would wrap it
-/// onto the position of another block.
-const POS_MIN: i64 = -2048 * 0x100_0000 - 2048 * 0x1000 - 2048;
-const POS_MAX: i64 = 2047 * 0x100_0000 + 2047 * 0x1000 + 2047;
 
 /// The condition on the rows of `schema` whose key is a block the engine can load (for the
 /// `x, y, z` schema: each an `s16`). The unary `+` keeps SQLite seeking the listing's resume

@@ -14,6 +14,8 @@ pub mod auth_sqlite;
 pub mod leveldb;
 pub mod map;
 pub mod map_leveldb;
+#[cfg(test)]
+pub mod map_memory;
 pub mod map_postgres;
 pub mod map_redis;
 pub mod map_seeded;
