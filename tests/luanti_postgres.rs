@@ -14,6 +14,7 @@ use common::postgres::{database, engine_world, set, OwnServer};
 use common::scratch::state_dir;
 use worldfs::luanti::codec::block::BlockPos;
 use worldfs::luanti::store::map::{MapStore, LIST_BYTES};
+use worldfs::luanti::store::players::PlayerBackend;
 use worldfs::vfs::inodes::ROOT;
 use worldfs::vfs::{OpenMode, Vfs};
 use worldfs::worlds::{self, Game};
@@ -366,7 +367,7 @@ fn players_auth_and_mod_storage_in_postgresql() {
     assert_eq!(mt.get("auth_backend"), Some("postgresql"));
 
     let mut players = PlayerStore::open(&world, &mt, false).unwrap();
-    assert!(matches!(players, PlayerStore::Postgres(_)));
+    assert_eq!(players.backend(), "postgresql");
     let sqlite_players = SqlitePlayers::open(&copy.join("players.sqlite"), true).unwrap();
     assert_eq!(players.list().unwrap(), ["celeron55"]);
     let stored = players.load("celeron55").unwrap();

@@ -16,22 +16,57 @@ use crate::luanti::store::players_postgres::PostgresPlayers;
 use crate::luanti::store::players_sqlite::SqlitePlayers;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
-/// The players of a world, in whichever backend holds them.
-pub enum PlayerStore {
-    Sqlite(SqlitePlayers),
-    Files(FilesPlayers),
-    LevelDb(LevelDbPlayers),
-    Postgres(PostgresPlayers),
+/// What every backend of the players does (one implementation per backend:
+/// `players_sqlite.rs`, `players_files.rs`, `players_leveldb.rs`, `players_postgres.rs`).
+pub trait PlayerBackend: Send {
+    /// The backend's name in `world.mt` (`sqlite3`, `files`, `leveldb`, `postgresql`).
+    fn backend(&self) -> &'static str;
+
+    /// The names of all players, sorted.
+    fn list(&self) -> Result<Vec<String>>;
+
+    /// Loads one player (`ENOENT` when there is none of that name).
+    fn load(&self, name: &str) -> Result<Player>;
+
+    /// Replaces an existing player (`ENOENT` when there is none of that name).
+    fn save(&mut self, player: &Player) -> Result<()>;
+
+    /// Adds a new player (`EEXIST` when the name is taken).
+    fn create(&mut self, player: &Player) -> Result<()>;
+
+    /// Deletes a player with everything stored for it.
+    fn delete(&mut self, name: &str) -> Result<()>;
+}
+
+/// The players of a world, in whichever backend `world.mt` names: every question of
+/// [`PlayerBackend`] is asked of it directly (it dereferences to its backend).
+pub struct PlayerStore(Box<dyn PlayerBackend>);
+
+impl std::ops::Deref for PlayerStore {
+    type Target = dyn PlayerBackend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl std::ops::DerefMut for PlayerStore {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut *self.0
+    }
 }
 
 impl PlayerStore {
+    /// The players kept by `backend`.
+    pub fn new(backend: impl PlayerBackend + 'static) -> PlayerStore {
+        PlayerStore(Box::new(backend))
+    }
+
     /// Opens the backend `world.mt` names. A missing `players.sqlite` is created only when
     /// writing is allowed (the engine would create it on start, too).
     pub fn open(world: &Path, world_mt: &WorldMt, read_only: bool) -> Result<PlayerStore> {
         match world_mt.backend("player_backend") {
-            Backend::Files => Ok(PlayerStore::Files(FilesPlayers::new(
-                &world.join("players"),
-            ))),
+            Backend::Files => Ok(PlayerStore::new(FilesPlayers::new(&world.join("players")))),
             Backend::Sqlite3 => {
                 let path = world.join("players.sqlite");
                 let store = if read_only || path.exists() {
@@ -39,65 +74,15 @@ impl PlayerStore {
                 } else {
                     SqlitePlayers::open_or_create(&path)?
                 };
-                Ok(PlayerStore::Sqlite(store))
+                Ok(PlayerStore::new(store))
             }
-            Backend::LevelDb => Ok(PlayerStore::LevelDb(LevelDbPlayers::open(
+            Backend::LevelDb => Ok(PlayerStore::new(LevelDbPlayers::open(
                 &world.join("players.db"),
                 read_only,
                 !read_only,
             )?)),
-            Backend::Postgresql => Ok(PlayerStore::Postgres(PostgresPlayers::open(world_mt)?)),
+            Backend::Postgresql => Ok(PlayerStore::new(PostgresPlayers::open(world_mt)?)),
             other => Err(other.unsupported("player")),
-        }
-    }
-
-    /// The names of all players, sorted.
-    pub fn list(&self) -> Result<Vec<String>> {
-        match self {
-            PlayerStore::Sqlite(s) => s.list(),
-            PlayerStore::Files(f) => f.list(),
-            PlayerStore::LevelDb(l) => l.list(),
-            PlayerStore::Postgres(p) => p.list(),
-        }
-    }
-
-    /// Loads one player (`ENOENT` when there is none of that name).
-    pub fn load(&self, name: &str) -> Result<Player> {
-        match self {
-            PlayerStore::Sqlite(s) => s.load(name),
-            PlayerStore::Files(f) => f.load(name),
-            PlayerStore::LevelDb(l) => l.load(name),
-            PlayerStore::Postgres(p) => p.load(name),
-        }
-    }
-
-    /// Replaces an existing player (`ENOENT` when there is none of that name).
-    pub fn save(&mut self, player: &Player) -> Result<()> {
-        match self {
-            PlayerStore::Sqlite(s) => s.save(player),
-            PlayerStore::Files(f) => f.save(player),
-            PlayerStore::LevelDb(l) => l.save(player),
-            PlayerStore::Postgres(p) => p.save(player),
-        }
-    }
-
-    /// Adds a new player (`EEXIST` when the name is taken).
-    pub fn create(&mut self, player: &Player) -> Result<()> {
-        match self {
-            PlayerStore::Sqlite(s) => s.create(player),
-            PlayerStore::Files(f) => f.create(player),
-            PlayerStore::LevelDb(l) => l.create(player),
-            PlayerStore::Postgres(p) => p.create(player),
-        }
-    }
-
-    /// Deletes a player with everything stored for it.
-    pub fn delete(&mut self, name: &str) -> Result<()> {
-        match self {
-            PlayerStore::Sqlite(s) => s.delete(name),
-            PlayerStore::Files(f) => f.delete(name),
-            PlayerStore::LevelDb(l) => l.delete(name),
-            PlayerStore::Postgres(p) => p.delete(name),
         }
     }
 }

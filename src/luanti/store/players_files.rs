@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::player::{read_player_file, render_player, Player};
+use crate::luanti::store::players::PlayerBackend;
 use crate::storekit::replace::{read_no_follow, remove_durably, write_atomic};
 
 /// How many alternative file names the engine tries (`PLAYER_FILE_ALTERNATE_TRIES`).
@@ -67,11 +68,6 @@ impl FilesPlayers {
         Ok(found)
     }
 
-    /// The names of all players, sorted.
-    pub fn list(&self) -> Result<Vec<String>> {
-        Ok(self.list_files()?.into_keys().collect())
-    }
-
     fn read(&self, file_name: &str) -> Result<Player> {
         let path = self.dir.join(file_name);
         let bytes = read_no_follow(&path)?;
@@ -90,46 +86,6 @@ impl FilesPlayers {
             }
         }
         Ok(self.list_files()?.remove(name))
-    }
-
-    /// Loads one player.
-    pub fn load(&self, name: &str) -> Result<Player> {
-        let file = self
-            .file_of(name)?
-            .ok_or_else(|| Error::no_such_object(format!("no player {name:?}")))?;
-        self.read(&file)
-    }
-
-    /// Replaces an existing player's file.
-    pub fn save(&self, player: &Player) -> Result<()> {
-        player.validate()?;
-        let file = self
-            .file_of(&player.name)?
-            .ok_or_else(|| Error::no_such_object(format!("no player {:?}", player.name)))?;
-        write_atomic(&self.dir.join(file), &render_player(player), FILE_MODE)
-    }
-
-    /// Writes a new player's file under the first free name the engine would use.
-    pub fn create(&self, player: &Player) -> Result<()> {
-        player.validate()?;
-        check_file_name(&player.name)?;
-        if self.file_of(&player.name)?.is_some() {
-            return Err(Error::exists(format!("player {:?} exists", player.name)));
-        }
-        let file = candidates(&player.name)
-            .find(|c| !self.dir.join(c).exists())
-            .ok_or_else(|| Error::exists(format!("no free file name for {:?}", player.name)))?;
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| Error::from(e).context(self.dir.display()))?;
-        write_atomic(&self.dir.join(file), &render_player(player), FILE_MODE)
-    }
-
-    /// Deletes a player's file.
-    pub fn delete(&self, name: &str) -> Result<()> {
-        let file = self
-            .file_of(name)?
-            .ok_or_else(|| Error::no_such_object(format!("no player {name:?}")))?;
-        remove_durably(&self.dir.join(file))
     }
 }
 
@@ -162,6 +118,57 @@ fn check_file_name(name: &str) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+impl PlayerBackend for FilesPlayers {
+    fn backend(&self) -> &'static str {
+        "files"
+    }
+
+    /// The names of all players, sorted.
+    fn list(&self) -> Result<Vec<String>> {
+        Ok(self.list_files()?.into_keys().collect())
+    }
+
+    /// Loads one player.
+    fn load(&self, name: &str) -> Result<Player> {
+        let file = self
+            .file_of(name)?
+            .ok_or_else(|| Error::no_such_object(format!("no player {name:?}")))?;
+        self.read(&file)
+    }
+
+    /// Replaces an existing player's file.
+    fn save(&mut self, player: &Player) -> Result<()> {
+        player.validate()?;
+        let file = self
+            .file_of(&player.name)?
+            .ok_or_else(|| Error::no_such_object(format!("no player {:?}", player.name)))?;
+        write_atomic(&self.dir.join(file), &render_player(player), FILE_MODE)
+    }
+
+    /// Writes a new player's file under the first free name the engine would use.
+    fn create(&mut self, player: &Player) -> Result<()> {
+        player.validate()?;
+        check_file_name(&player.name)?;
+        if self.file_of(&player.name)?.is_some() {
+            return Err(Error::exists(format!("player {:?} exists", player.name)));
+        }
+        let file = candidates(&player.name)
+            .find(|c| !self.dir.join(c).exists())
+            .ok_or_else(|| Error::exists(format!("no free file name for {:?}", player.name)))?;
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::from(e).context(self.dir.display()))?;
+        write_atomic(&self.dir.join(file), &render_player(player), FILE_MODE)
+    }
+
+    /// Deletes a player's file.
+    fn delete(&mut self, name: &str) -> Result<()> {
+        let file = self
+            .file_of(name)?
+            .ok_or_else(|| Error::no_such_object(format!("no player {name:?}")))?;
+        remove_durably(&self.dir.join(file))
+    }
 }
 
 #[cfg(test)]

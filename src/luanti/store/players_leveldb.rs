@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::luanti::codec::leveldb_records::{decode_player, encode_player};
 use crate::luanti::codec::player::Player;
 use crate::luanti::store::leveldb::Db;
+use crate::luanti::store::players::PlayerBackend;
 
 /// An open `players.db`.
 pub struct LevelDbPlayers {
@@ -35,9 +36,22 @@ impl LevelDbPlayers {
         Ok(())
     }
 
+    fn put(&self, player: &Player) -> Result<()> {
+        player.validate()?;
+        let record = encode_player(player)?;
+        self.db
+            .write(&[(player.name.as_bytes(), Some(record.as_slice()))])
+    }
+}
+
+impl PlayerBackend for LevelDbPlayers {
+    fn backend(&self) -> &'static str {
+        "leveldb"
+    }
+
     /// The names of all players, sorted (LevelDB's order). A key that is not UTF-8 is no
     /// name the engine can log in with: it is left out, with a warning.
-    pub fn list(&self) -> Result<Vec<String>> {
+    fn list(&self) -> Result<Vec<String>> {
         let mut names = Vec::new();
         self.db.scan(None, false, |key, _| {
             match std::str::from_utf8(key) {
@@ -53,7 +67,7 @@ impl LevelDbPlayers {
     }
 
     /// Loads one player (`ENOENT` when there is none of that name).
-    pub fn load(&self, name: &str) -> Result<Player> {
+    fn load(&self, name: &str) -> Result<Player> {
         let record = self
             .db
             .get(name.as_bytes())?
@@ -62,15 +76,8 @@ impl LevelDbPlayers {
             .map_err(|e| e.context(format!("{}: player {name:?}", self.db.path().display())))
     }
 
-    fn put(&self, player: &Player) -> Result<()> {
-        player.validate()?;
-        let record = encode_player(player)?;
-        self.db
-            .write(&[(player.name.as_bytes(), Some(record.as_slice()))])
-    }
-
     /// Replaces an existing player (`ENOENT` when there is none of that name).
-    pub fn save(&self, player: &Player) -> Result<()> {
+    fn save(&mut self, player: &Player) -> Result<()> {
         self.writable()?;
         if self.db.get(player.name.as_bytes())?.is_none() {
             return Err(Error::no_such_object(format!(
@@ -82,7 +89,7 @@ impl LevelDbPlayers {
     }
 
     /// Adds a new player (`EEXIST` when the name is taken).
-    pub fn create(&self, player: &Player) -> Result<()> {
+    fn create(&mut self, player: &Player) -> Result<()> {
         self.writable()?;
         if self.db.get(player.name.as_bytes())?.is_some() {
             return Err(Error::exists(format!("player {:?} exists", player.name)));
@@ -91,7 +98,7 @@ impl LevelDbPlayers {
     }
 
     /// Deletes a player.
-    pub fn delete(&self, name: &str) -> Result<()> {
+    fn delete(&mut self, name: &str) -> Result<()> {
         self.writable()?;
         if self.db.get(name.as_bytes())?.is_none() {
             return Err(Error::no_such_object(format!("no player {name:?}")));

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
 use crate::luanti::codec::inventory::{parse_itemstring, serialize_itemstring, MAX_SLOTS};
 use crate::luanti::codec::player::Player;
+use crate::luanti::store::players::PlayerBackend;
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::world_mt::WorldMt;
 
@@ -78,37 +79,6 @@ impl PostgresPlayers {
         self.server.shown()
     }
 
-    /// The names of all players, sorted.
-    pub fn list(&self) -> Result<Vec<String>> {
-        self.server
-            .read(|c| match c.query("SELECT name::text FROM player", &[]) {
-                Ok(rows) => {
-                    let mut names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-                    names.sort();
-                    Ok(names)
-                }
-                Err(e) if no_table(&e) => Ok(Vec::new()),
-                Err(e) => Err(error(e)),
-            })
-    }
-
-    /// Loads one player.
-    pub fn load(&self, name: &str) -> Result<Player> {
-        self.server
-            .read(|c| load(c, name))
-            .map_err(|e| e.context(format!("player {name:?}")))
-    }
-
-    /// Replaces an existing player, all tables in one transaction.
-    pub fn save(&mut self, player: &Player) -> Result<()> {
-        self.write(player, true)
-    }
-
-    /// Adds a new player, all tables in one transaction.
-    pub fn create(&mut self, player: &Player) -> Result<()> {
-        self.write(player, false)
-    }
-
     fn write(&mut self, player: &Player, existing: bool) -> Result<()> {
         player.validate()?;
         self.server.write(|c| {
@@ -149,33 +119,6 @@ impl PostgresPlayers {
             )
             .map_err(error)?;
             write_children(&mut tx, player)?;
-            tx.commit().map_err(error)
-        })
-    }
-
-    /// Deletes a player; its rows go with it (`ON DELETE CASCADE`, deleted here as well).
-    pub fn delete(&mut self, name: &str) -> Result<()> {
-        self.server.write(|c| {
-            let mut tx = c.transaction().map_err(error)?;
-            for table in [
-                "player_inventories",
-                "player_inventory_items",
-                "player_metadata",
-            ] {
-                match tx.execute(&format!("DELETE FROM {table} WHERE player = $1"), &[&name]) {
-                    Ok(_) => {}
-                    Err(e) if no_table(&e) => {
-                        return Err(Error::no_such_object(format!("no player {name:?}")))
-                    }
-                    Err(e) => return Err(error(e)),
-                }
-            }
-            let deleted = tx
-                .execute("DELETE FROM player WHERE name = $1", &[&name])
-                .map_err(error)?;
-            if deleted == 0 {
-                return Err(Error::no_such_object(format!("no player {name:?}")));
-            }
             tx.commit().map_err(error)
         })
     }
@@ -336,4 +279,68 @@ fn load_inventory(c: &mut Client, name: &str) -> Result<Inventory> {
         inventory.lists.push(list);
     }
     Ok(inventory)
+}
+
+impl PlayerBackend for PostgresPlayers {
+    fn backend(&self) -> &'static str {
+        "postgresql"
+    }
+
+    /// The names of all players, sorted.
+    fn list(&self) -> Result<Vec<String>> {
+        self.server
+            .read(|c| match c.query("SELECT name::text FROM player", &[]) {
+                Ok(rows) => {
+                    let mut names: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+                    names.sort();
+                    Ok(names)
+                }
+                Err(e) if no_table(&e) => Ok(Vec::new()),
+                Err(e) => Err(error(e)),
+            })
+    }
+
+    /// Loads one player.
+    fn load(&self, name: &str) -> Result<Player> {
+        self.server
+            .read(|c| load(c, name))
+            .map_err(|e| e.context(format!("player {name:?}")))
+    }
+
+    /// Replaces an existing player, all tables in one transaction.
+    fn save(&mut self, player: &Player) -> Result<()> {
+        self.write(player, true)
+    }
+
+    /// Adds a new player, all tables in one transaction.
+    fn create(&mut self, player: &Player) -> Result<()> {
+        self.write(player, false)
+    }
+
+    /// Deletes a player; its rows go with it (`ON DELETE CASCADE`, deleted here as well).
+    fn delete(&mut self, name: &str) -> Result<()> {
+        self.server.write(|c| {
+            let mut tx = c.transaction().map_err(error)?;
+            for table in [
+                "player_inventories",
+                "player_inventory_items",
+                "player_metadata",
+            ] {
+                match tx.execute(&format!("DELETE FROM {table} WHERE player = $1"), &[&name]) {
+                    Ok(_) => {}
+                    Err(e) if no_table(&e) => {
+                        return Err(Error::no_such_object(format!("no player {name:?}")))
+                    }
+                    Err(e) => return Err(error(e)),
+                }
+            }
+            let deleted = tx
+                .execute("DELETE FROM player WHERE name = $1", &[&name])
+                .map_err(error)?;
+            if deleted == 0 {
+                return Err(Error::no_such_object(format!("no player {name:?}")));
+            }
+            tx.commit().map_err(error)
+        })
+    }
 }

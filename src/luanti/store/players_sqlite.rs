@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
 use crate::luanti::codec::inventory::{parse_itemstring, serialize_itemstring, MAX_SLOTS};
 use crate::luanti::codec::player::Player;
+use crate::luanti::store::players::PlayerBackend;
 use crate::luanti::store::sqlite;
 
 /// The schema a new `players.sqlite` gets (the engine's current one).
@@ -51,17 +52,6 @@ impl SqlitePlayers {
         sqlite::data_version(&self.conn)
     }
 
-    /// The names of all players, sorted.
-    pub fn list(&self) -> Result<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT `name` FROM `player` ORDER BY `name`")?;
-        let names = stmt
-            .query_map([], |r| r.get::<_, String>(0))?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        Ok(names)
-    }
-
     /// Whether a player of that name exists.
     pub fn exists(&self, name: &str) -> Result<bool> {
         Ok(self
@@ -71,91 +61,6 @@ impl SqlitePlayers {
             })
             .optional()?
             .is_some())
-    }
-
-    /// Loads one player.
-    pub fn load(&self, name: &str) -> Result<Player> {
-        load(&self.conn, name).map_err(|e| e.context(format!("player {name:?}")))
-    }
-
-    /// Replaces an existing player, all tables in one transaction.
-    pub fn save(&mut self, player: &Player) -> Result<()> {
-        player.validate()?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let changed = tx.execute(
-            "UPDATE `player` SET `pitch` = ?1, `yaw` = ?2, `posX` = ?3, `posY` = ?4, `posZ` = ?5, \
-             `hp` = ?6, `breath` = ?7, `modification_date` = CURRENT_TIMESTAMP WHERE `name` = ?8",
-            params![
-                f64::from(player.pitch),
-                f64::from(player.yaw),
-                f64::from(player.position[0]),
-                f64::from(player.position[1]),
-                f64::from(player.position[2]),
-                player.hp,
-                player.breath,
-                player.name
-            ],
-        )?;
-        if changed == 0 {
-            return Err(Error::no_such_object(format!(
-                "no player {:?}",
-                player.name
-            )));
-        }
-        write_children(&tx, player)?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Adds a new player, all tables in one transaction.
-    pub fn create(&mut self, player: &Player) -> Result<()> {
-        player.validate()?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let exists = tx
-            .query_row(
-                "SELECT 1 FROM `player` WHERE `name` = ?1",
-                [&player.name],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some();
-        if exists {
-            return Err(Error::exists(format!("player {:?} exists", player.name)));
-        }
-        tx.execute(
-            "INSERT INTO `player` (`name`, `pitch`, `yaw`, `posX`, `posY`, `posZ`, `hp`, `breath`) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                player.name,
-                f64::from(player.pitch),
-                f64::from(player.yaw),
-                f64::from(player.position[0]),
-                f64::from(player.position[1]),
-                f64::from(player.position[2]),
-                player.hp,
-                player.breath
-            ],
-        )?;
-        write_children(&tx, player)?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Deletes a player and all its rows in one transaction.
-    pub fn delete(&mut self, name: &str) -> Result<()> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        delete_children(&tx, name)?;
-        if tx.execute("DELETE FROM `player` WHERE `name` = ?1", [name])? == 0 {
-            return Err(Error::no_such_object(format!("no player {name:?}")));
-        }
-        tx.commit()?;
-        Ok(())
     }
 }
 
@@ -325,4 +230,106 @@ fn load_inventory(conn: &Connection, name: &str) -> Result<Inventory> {
         inventory.lists.push(list);
     }
     Ok(inventory)
+}
+
+impl PlayerBackend for SqlitePlayers {
+    fn backend(&self) -> &'static str {
+        "sqlite3"
+    }
+
+    /// The names of all players, sorted.
+    fn list(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT `name` FROM `player` ORDER BY `name`")?;
+        let names = stmt
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<rusqlite::Result<Vec<_>>>()?;
+        Ok(names)
+    }
+
+    /// Loads one player.
+    fn load(&self, name: &str) -> Result<Player> {
+        load(&self.conn, name).map_err(|e| e.context(format!("player {name:?}")))
+    }
+
+    /// Replaces an existing player, all tables in one transaction.
+    fn save(&mut self, player: &Player) -> Result<()> {
+        player.validate()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let changed = tx.execute(
+            "UPDATE `player` SET `pitch` = ?1, `yaw` = ?2, `posX` = ?3, `posY` = ?4, `posZ` = ?5, \
+             `hp` = ?6, `breath` = ?7, `modification_date` = CURRENT_TIMESTAMP WHERE `name` = ?8",
+            params![
+                f64::from(player.pitch),
+                f64::from(player.yaw),
+                f64::from(player.position[0]),
+                f64::from(player.position[1]),
+                f64::from(player.position[2]),
+                player.hp,
+                player.breath,
+                player.name
+            ],
+        )?;
+        if changed == 0 {
+            return Err(Error::no_such_object(format!(
+                "no player {:?}",
+                player.name
+            )));
+        }
+        write_children(&tx, player)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Adds a new player, all tables in one transaction.
+    fn create(&mut self, player: &Player) -> Result<()> {
+        player.validate()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let exists = tx
+            .query_row(
+                "SELECT 1 FROM `player` WHERE `name` = ?1",
+                [&player.name],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if exists {
+            return Err(Error::exists(format!("player {:?} exists", player.name)));
+        }
+        tx.execute(
+            "INSERT INTO `player` (`name`, `pitch`, `yaw`, `posX`, `posY`, `posZ`, `hp`, `breath`) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                player.name,
+                f64::from(player.pitch),
+                f64::from(player.yaw),
+                f64::from(player.position[0]),
+                f64::from(player.position[1]),
+                f64::from(player.position[2]),
+                player.hp,
+                player.breath
+            ],
+        )?;
+        write_children(&tx, player)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Deletes a player and all its rows in one transaction.
+    fn delete(&mut self, name: &str) -> Result<()> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        delete_children(&tx, name)?;
+        if tx.execute("DELETE FROM `player` WHERE `name` = ?1", [name])? == 0 {
+            return Err(Error::no_such_object(format!("no player {name:?}")));
+        }
+        tx.commit()?;
+        Ok(())
+    }
 }

@@ -7,6 +7,7 @@ use crate::luanti::store::auth::AuthEntry;
 use crate::luanti::store::auth_sqlite::SqliteAuth;
 use crate::luanti::store::mod_storage_sqlite::SqliteModStorage;
 use crate::luanti::store::players::Player;
+use crate::luanti::store::players::PlayerBackend;
 use crate::luanti::store::players_sqlite::SqlitePlayers;
 
 fn p(parts: &[&str]) -> Vec<String> {
