@@ -13,6 +13,7 @@ use common::engine::{probe, ENGINE_RUNS};
 use common::postgres::{database, engine_world, set, OwnServer};
 use common::scratch::state_dir;
 use worldfs::luanti::codec::block::BlockPos;
+use worldfs::luanti::store::auth::AuthBackend;
 use worldfs::luanti::store::map::{MapStore, LIST_BYTES};
 use worldfs::luanti::store::players::PlayerBackend;
 use worldfs::vfs::inodes::ROOT;

@@ -62,20 +62,57 @@ pub fn diff(current: &[AuthEntry], edited: &[AuthEntry]) -> AuthChanges {
     changes
 }
 
-/// The auth data of a world, in whichever backend holds it.
-pub enum AuthStore {
-    Sqlite(SqliteAuth),
-    Files(FilesAuth),
-    LevelDb(LevelDbAuth),
-    Postgres(PostgresAuth),
+/// What every backend of the auth data does (one implementation per backend:
+/// `auth_sqlite.rs`, `auth_files.rs`, `auth_leveldb.rs`, `auth_postgres.rs`).
+pub trait AuthBackend: Send {
+    /// The backend's name in `world.mt` (`sqlite3`, `files`, `leveldb`, `postgresql`).
+    fn backend(&self) -> &'static str;
+
+    /// Every player's entry: sorted by name from auth.sqlite, in file order from auth.txt.
+    fn entries(&self) -> Result<Vec<AuthEntry>>;
+
+    /// A token that changes whenever the entries may have changed by another program's
+    /// hand (the caller notes its own changes): SQLite's data version, the auth file's
+    /// stamp, the LevelDB folder's files' stamp, a hash of the PostgreSQL rows' versions
+    /// computed by the server; `None` where none can be had (PostgreSQL before its tables
+    /// exist or when the query fails: the caller renders).
+    fn version(&self) -> Option<u64>;
+
+    /// Applies the difference between the stored entries and `edited`.
+    fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges>;
+}
+
+/// A backend's change token as a number ([`AuthBackend::version`]).
+pub fn token(t: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    t.hash(&mut h);
+    h.finish()
+}
+
+/// The auth data of a world, in whichever backend `world.mt` names: every question of
+/// [`AuthBackend`] is asked of it directly (it dereferences to its backend).
+pub struct AuthStore(Box<dyn AuthBackend>);
+
+impl std::ops::Deref for AuthStore {
+    type Target = dyn AuthBackend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
 }
 
 impl AuthStore {
+    /// The auth data kept by `backend`.
+    pub fn new(backend: impl AuthBackend + 'static) -> AuthStore {
+        AuthStore(Box::new(backend))
+    }
+
     /// Opens the backend `world.mt` names. A missing `auth.sqlite` is created only when
     /// writing is allowed.
     pub fn open(world: &Path, world_mt: &WorldMt, read_only: bool) -> Result<AuthStore> {
         match world_mt.backend("auth_backend") {
-            Backend::Files => Ok(AuthStore::Files(FilesAuth::new(&world.join("auth.txt")))),
+            Backend::Files => Ok(AuthStore::new(FilesAuth::new(&world.join("auth.txt")))),
             Backend::Sqlite3 => {
                 let path = world.join("auth.sqlite");
                 let store = if read_only || path.exists() {
@@ -83,43 +120,16 @@ impl AuthStore {
                 } else {
                     SqliteAuth::open_or_create(&path)?
                 };
-                Ok(AuthStore::Sqlite(store))
+                Ok(AuthStore::new(store))
             }
-            Backend::LevelDb => Ok(AuthStore::LevelDb(LevelDbAuth::open(
+            Backend::LevelDb => Ok(AuthStore::new(LevelDbAuth::open(
                 &world.join("auth.db"),
                 read_only,
                 !read_only,
             )?)),
-            Backend::Postgresql => Ok(AuthStore::Postgres(PostgresAuth::open(world_mt)?)),
+            Backend::Postgresql => Ok(AuthStore::new(PostgresAuth::open(world_mt)?)),
             other => Err(other.unsupported("auth")),
         }
-    }
-
-    /// Every player's entry: sorted by name from auth.sqlite, in file order from auth.txt.
-    pub fn entries(&self) -> Result<Vec<AuthEntry>> {
-        match self {
-            AuthStore::Sqlite(s) => s.entries(),
-            AuthStore::Files(f) => f.entries(),
-            AuthStore::LevelDb(l) => l.entries(),
-            AuthStore::Postgres(p) => p.entries(),
-        }
-    }
-
-    /// A token that changes whenever the entries may have changed by another program's
-    /// hand (the caller notes its own changes): SQLite's data version, the auth file's
-    /// stamp, the LevelDB folder's files' stamp, a hash of the PostgreSQL rows' versions
-    /// computed by the server; `None` where none can be had (PostgreSQL before its tables
-    /// exist or when the query fails: the caller renders).
-    pub fn version(&self) -> Option<u64> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        match self {
-            AuthStore::Sqlite(s) => s.data_version().ok()?.hash(&mut h),
-            AuthStore::Files(f) => f.stamp().hash(&mut h),
-            AuthStore::LevelDb(l) => l.stamp()?.hash(&mut h),
-            AuthStore::Postgres(p) => p.stamp().ok()??.hash(&mut h),
-        }
-        Some(h.finish())
     }
 
     /// The auth.txt view.
@@ -130,11 +140,6 @@ impl AuthStore {
     /// Parses an edited auth.txt and applies the difference to the store.
     pub fn apply(&mut self, text: &[u8]) -> Result<AuthChanges> {
         let edited = parse_auth(text)?;
-        match self {
-            AuthStore::Sqlite(s) => s.apply(&edited),
-            AuthStore::Files(f) => f.apply(&edited),
-            AuthStore::LevelDb(l) => l.apply(&edited),
-            AuthStore::Postgres(p) => p.apply(&edited),
-        }
+        self.0.apply(&edited)
     }
 }

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::error::Result;
 use crate::luanti::codec::auth_line::{read_auth_file, render_auth, AuthEntry};
 use crate::luanti::store::auth::{diff, AuthChanges};
+use crate::luanti::store::auth::{token, AuthBackend};
 use crate::storekit::replace::{read_no_follow, write_atomic};
 
 /// The mode of a new auth.txt: it holds password hashes.
@@ -32,9 +33,19 @@ impl FilesAuth {
         let m = std::fs::symlink_metadata(&self.path).ok()?;
         Some((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
     }
+}
+
+impl AuthBackend for FilesAuth {
+    fn backend(&self) -> &'static str {
+        "files"
+    }
+
+    fn version(&self) -> Option<u64> {
+        self.stamp().map(token)
+    }
 
     /// The entries in file order.
-    pub fn entries(&self) -> Result<Vec<AuthEntry>> {
+    fn entries(&self) -> Result<Vec<AuthEntry>> {
         match read_no_follow(&self.path) {
             Ok(bytes) => read_auth_file(&bytes).map_err(|e| e.context(self.path.display())),
             Err(e) if e.errno() == libc::ENOENT => Ok(Vec::new()),
@@ -43,7 +54,7 @@ impl FilesAuth {
     }
 
     /// Writes the edited entries (already parsed and checked) when they differ from the file.
-    pub fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
+    fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
         let current = self.entries()?;
         let changes = diff(&current, edited);
         if current.as_slice() != edited {

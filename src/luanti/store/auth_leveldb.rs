@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::luanti::codec::auth_line::AuthEntry;
 use crate::luanti::codec::leveldb_records::{decode_auth, encode_auth};
 use crate::luanti::store::auth::{diff, AuthChanges};
+use crate::luanti::store::auth::{token, AuthBackend};
 use crate::luanti::store::leveldb::Db;
 
 /// An open `auth.db`.
@@ -48,9 +49,19 @@ impl LevelDbAuth {
         files.hash(&mut h);
         Some(h.finish())
     }
+}
+
+impl AuthBackend for LevelDbAuth {
+    fn backend(&self) -> &'static str {
+        "leveldb"
+    }
+
+    fn version(&self) -> Option<u64> {
+        self.stamp().map(token)
+    }
 
     /// Every entry, sorted by name (LevelDB's order).
-    pub fn entries(&self) -> Result<Vec<AuthEntry>> {
+    fn entries(&self) -> Result<Vec<AuthEntry>> {
         let mut out = Vec::new();
         let path = self.db.path();
         self.db.scan(None, true, |key, value| {
@@ -69,7 +80,7 @@ impl LevelDbAuth {
     }
 
     /// Applies the edited list of entries (already parsed and checked) in one write batch.
-    pub fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
+    fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }

@@ -16,6 +16,7 @@ use postgres::GenericClient;
 use crate::error::{lock, Error, Result};
 use crate::luanti::codec::auth_line::AuthEntry;
 use crate::luanti::store::auth::{diff, AuthChanges};
+use crate::luanti::store::auth::{token, AuthBackend};
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::world_mt::WorldMt;
 
@@ -61,12 +62,6 @@ impl PostgresAuth {
         self.server.shown()
     }
 
-    /// Every player, sorted by name, privileges sorted.
-    pub fn entries(&self) -> Result<Vec<AuthEntry>> {
-        let entries = self.server.read(read_entries)?;
-        Ok(entries.into_iter().map(|(_, e)| e).collect())
-    }
-
     /// A token of the tables' content: a hash, computed by the server, of every row's id and
     /// `xmin` (the transaction that wrote that version of the row). Any committed insert,
     /// update or delete changes it (a new row version always has a new `xmin`; a deleted one
@@ -99,9 +94,65 @@ impl PostgresAuth {
         *lock(&self.kept)? = computed;
         Ok(stamp)
     }
+}
+
+/// `(id, entry)` for every row, sorted by name; privileges sorted.
+fn read_entries(c: &mut impl GenericClient) -> Result<Vec<(i32, AuthEntry)>> {
+    let privileges = match c.query(
+        "SELECT id, privilege FROM user_privileges ORDER BY id, privilege",
+        &[],
+    ) {
+        Ok(rows) => rows,
+        Err(e) if no_table(&e) => return Ok(Vec::new()),
+        Err(e) => return Err(error(e)),
+    };
+    let mut by_id: HashMap<i32, Vec<String>> = HashMap::new();
+    for r in privileges {
+        let privilege: Option<String> = r.get(1);
+        by_id
+            .entry(r.get(0))
+            .or_default()
+            .push(privilege.unwrap_or_default());
+    }
+    let rows = c
+        .query("SELECT id, name, password, last_login FROM auth", &[])
+        .map_err(error)?;
+    let mut out = Vec::new();
+    for r in rows {
+        let id: i32 = r.get(0);
+        let text = |i: usize| r.get::<_, Option<String>>(i).unwrap_or_default();
+        let entry = AuthEntry {
+            name: text(1),
+            password: text(2),
+            privileges: by_id.remove(&id).unwrap_or_default(),
+            last_login: i64::from(r.get::<_, i32>(3)),
+        };
+        entry
+            .validate()
+            .map_err(|m| Error::corrupt(format!("auth id {id}: {m}")))?;
+        out.push((id, entry));
+    }
+    out.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+    Ok(out)
+}
+
+impl AuthBackend for PostgresAuth {
+    fn backend(&self) -> &'static str {
+        "postgresql"
+    }
+
+    fn version(&self) -> Option<u64> {
+        self.stamp().ok()?.map(token)
+    }
+
+    /// Every player, sorted by name, privileges sorted.
+    fn entries(&self) -> Result<Vec<AuthEntry>> {
+        let entries = self.server.read(read_entries)?;
+        Ok(entries.into_iter().map(|(_, e)| e).collect())
+    }
 
     /// Applies the edited list of entries (already parsed and checked) in one transaction.
-    pub fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
+    fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
         self.server.write(|c| {
             let mut tx = c.transaction().map_err(error)?;
             create_tables(&mut tx, &TABLES)?;
@@ -159,44 +210,4 @@ impl PostgresAuth {
             Ok(changes)
         })
     }
-}
-
-/// `(id, entry)` for every row, sorted by name; privileges sorted.
-fn read_entries(c: &mut impl GenericClient) -> Result<Vec<(i32, AuthEntry)>> {
-    let privileges = match c.query(
-        "SELECT id, privilege FROM user_privileges ORDER BY id, privilege",
-        &[],
-    ) {
-        Ok(rows) => rows,
-        Err(e) if no_table(&e) => return Ok(Vec::new()),
-        Err(e) => return Err(error(e)),
-    };
-    let mut by_id: HashMap<i32, Vec<String>> = HashMap::new();
-    for r in privileges {
-        let privilege: Option<String> = r.get(1);
-        by_id
-            .entry(r.get(0))
-            .or_default()
-            .push(privilege.unwrap_or_default());
-    }
-    let rows = c
-        .query("SELECT id, name, password, last_login FROM auth", &[])
-        .map_err(error)?;
-    let mut out = Vec::new();
-    for r in rows {
-        let id: i32 = r.get(0);
-        let text = |i: usize| r.get::<_, Option<String>>(i).unwrap_or_default();
-        let entry = AuthEntry {
-            name: text(1),
-            password: text(2),
-            privileges: by_id.remove(&id).unwrap_or_default(),
-            last_login: i64::from(r.get::<_, i32>(3)),
-        };
-        entry
-            .validate()
-            .map_err(|m| Error::corrupt(format!("auth id {id}: {m}")))?;
-        out.push((id, entry));
-    }
-    out.sort_by(|a, b| a.1.name.cmp(&b.1.name));
-    Ok(out)
 }

@@ -16,6 +16,7 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use crate::error::{Error, Result};
 use crate::luanti::codec::auth_line::AuthEntry;
 use crate::luanti::store::auth::{diff, AuthChanges};
+use crate::luanti::store::auth::{token, AuthBackend};
 use crate::luanti::store::sqlite;
 
 /// The schema a new `auth.sqlite` gets (the engine's current one).
@@ -47,62 +48,6 @@ impl SqliteAuth {
     /// SQLite's `PRAGMA data_version`: changes when another connection commits.
     pub fn data_version(&self) -> Result<i64> {
         sqlite::data_version(&self.conn)
-    }
-
-    /// Every player, sorted by name, privileges sorted.
-    pub fn entries(&self) -> Result<Vec<AuthEntry>> {
-        Ok(read_entries(&self.conn)?
-            .into_iter()
-            .map(|(_, entry)| entry)
-            .collect())
-    }
-
-    /// Applies the edited list of entries (already parsed and checked) in one transaction.
-    pub fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let current = read_entries(&tx)?;
-        let ids: HashMap<&str, i64> = current
-            .iter()
-            .map(|(id, e)| (e.name.as_str(), *id))
-            .collect();
-        let entries: Vec<AuthEntry> = current.iter().map(|(_, e)| e.clone()).collect();
-        let changes = diff(&entries, edited);
-        for name in &changes.removed {
-            if let Some(id) = ids.get(name.as_str()) {
-                tx.execute("DELETE FROM `user_privileges` WHERE `id` = ?1", [id])?;
-                tx.execute("DELETE FROM `auth` WHERE `id` = ?1", [id])?;
-            }
-        }
-        for entry in edited {
-            let id = match ids.get(entry.name.as_str()) {
-                Some(&id) if changes.changed.contains(&entry.name) => {
-                    tx.execute(
-                        "UPDATE `auth` SET `password` = ?1, `last_login` = ?2 WHERE `id` = ?3",
-                        params![entry.password, entry.last_login, id],
-                    )?;
-                    tx.execute("DELETE FROM `user_privileges` WHERE `id` = ?1", [id])?;
-                    id
-                }
-                Some(_) => continue,
-                None => {
-                    tx.execute(
-                        "INSERT INTO `auth` (`name`, `password`, `last_login`) VALUES (?1, ?2, ?3)",
-                        params![entry.name, entry.password, entry.last_login],
-                    )?;
-                    tx.last_insert_rowid()
-                }
-            };
-            for privilege in &entry.privileges {
-                tx.execute(
-                    "INSERT OR IGNORE INTO `user_privileges` (`id`, `privilege`) VALUES (?1, ?2)",
-                    params![id, privilege],
-                )?;
-            }
-        }
-        tx.commit()?;
-        Ok(changes)
     }
 }
 
@@ -149,4 +94,70 @@ fn read_entries(conn: &Connection) -> Result<Vec<(i64, AuthEntry)>> {
         out.push((id, entry));
     }
     Ok(out)
+}
+
+impl AuthBackend for SqliteAuth {
+    fn backend(&self) -> &'static str {
+        "sqlite3"
+    }
+
+    fn version(&self) -> Option<u64> {
+        self.data_version().ok().map(token)
+    }
+
+    /// Every player, sorted by name, privileges sorted.
+    fn entries(&self) -> Result<Vec<AuthEntry>> {
+        Ok(read_entries(&self.conn)?
+            .into_iter()
+            .map(|(_, entry)| entry)
+            .collect())
+    }
+
+    /// Applies the edited list of entries (already parsed and checked) in one transaction.
+    fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let current = read_entries(&tx)?;
+        let ids: HashMap<&str, i64> = current
+            .iter()
+            .map(|(id, e)| (e.name.as_str(), *id))
+            .collect();
+        let entries: Vec<AuthEntry> = current.iter().map(|(_, e)| e.clone()).collect();
+        let changes = diff(&entries, edited);
+        for name in &changes.removed {
+            if let Some(id) = ids.get(name.as_str()) {
+                tx.execute("DELETE FROM `user_privileges` WHERE `id` = ?1", [id])?;
+                tx.execute("DELETE FROM `auth` WHERE `id` = ?1", [id])?;
+            }
+        }
+        for entry in edited {
+            let id = match ids.get(entry.name.as_str()) {
+                Some(&id) if changes.changed.contains(&entry.name) => {
+                    tx.execute(
+                        "UPDATE `auth` SET `password` = ?1, `last_login` = ?2 WHERE `id` = ?3",
+                        params![entry.password, entry.last_login, id],
+                    )?;
+                    tx.execute("DELETE FROM `user_privileges` WHERE `id` = ?1", [id])?;
+                    id
+                }
+                Some(_) => continue,
+                None => {
+                    tx.execute(
+                        "INSERT INTO `auth` (`name`, `password`, `last_login`) VALUES (?1, ?2, ?3)",
+                        params![entry.name, entry.password, entry.last_login],
+                    )?;
+                    tx.last_insert_rowid()
+                }
+            };
+            for privilege in &entry.privileges {
+                tx.execute(
+                    "INSERT OR IGNORE INTO `user_privileges` (`id`, `privilege`) VALUES (?1, ?2)",
+                    params![id, privilege],
+                )?;
+            }
+        }
+        tx.commit()?;
+        Ok(changes)
+    }
 }
