@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 mod common;
 
 use worldfs::luanti::store::mod_storage::ModStorage;
+use worldfs::luanti::store::mod_storage::ModStorageBackend;
 use worldfs::luanti::store::mod_storage_files::FilesModStorage;
 use worldfs::luanti::store::mod_storage_sqlite::SqliteModStorage;
 use worldfs::luanti::store::world_mt::WorldMt;
@@ -32,7 +33,7 @@ fn sample_database_entries_read_write_and_delete() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("mod_storage.sqlite");
     std::fs::copy(samples::path(samples::MTDB_MOD_STORAGE), &db).unwrap();
-    let mut store = ModStorage::Sqlite(SqliteModStorage::open(&db, false).unwrap());
+    let mut store = ModStorage::new(SqliteModStorage::open(&db, false).unwrap());
     assert_eq!(store.list_mods().unwrap(), ["i3"]);
     assert_eq!(
         store.list_keys("i3").unwrap(),
@@ -106,7 +107,7 @@ fn engine_migrates_what_both_backends_stored() {
     let world = mkworld_with(dir.path(), "w", "sqlite3", "sqlite3");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = ModStorage::open(&world, &mt, false).unwrap();
-    assert!(matches!(store, ModStorage::Sqlite(_)));
+    assert_eq!(store.backend(), "sqlite3");
     assert_eq!(
         store.read("mkworld", b"greeting").unwrap(),
         b"hello storage"
@@ -126,7 +127,7 @@ fn engine_migrates_what_both_backends_stored() {
     migrate(&world, "mod-storage", "files");
     let mt = WorldMt::read(&world).unwrap();
     let mut store = ModStorage::open(&world, &mt, false).unwrap();
-    assert!(matches!(store, ModStorage::Files(_)));
+    assert_eq!(store.backend(), "files");
     assert_eq!(dump(&store), expected);
 
     // Edits through the files backend, then files → sqlite3 by the engine.
@@ -141,9 +142,8 @@ fn engine_migrates_what_both_backends_stored() {
     // The engine merges into an existing database: remove the one left from before.
     std::fs::remove_file(world.join("mod_storage.sqlite")).unwrap();
     migrate(&world, "mod-storage", "sqlite3");
-    let store = ModStorage::Sqlite(
-        SqliteModStorage::open(&world.join("mod_storage.sqlite"), true).unwrap(),
-    );
+    let store =
+        ModStorage::new(SqliteModStorage::open(&world.join("mod_storage.sqlite"), true).unwrap());
     assert_eq!(dump(&store), expected);
 }
 

@@ -15,6 +15,7 @@ use worldfs::luanti::cache::new_block;
 use worldfs::luanti::codec::block::{BlockPos, MetaVar, NodeMeta, RelPos};
 use worldfs::luanti::codec::{decode_block, encode_block};
 use worldfs::luanti::store::map::pos_to_int;
+use worldfs::luanti::store::mod_storage::ModStorageBackend;
 use worldfs::luanti::store::mod_storage_sqlite::SqliteModStorage;
 use worldfs::luanti::tree::LuantiTree;
 use worldfs::names::NAME_MAX;

@@ -15,6 +15,7 @@ use common::scratch::state_dir;
 use worldfs::luanti::codec::block::BlockPos;
 use worldfs::luanti::store::auth::AuthBackend;
 use worldfs::luanti::store::map::{MapStore, LIST_BYTES};
+use worldfs::luanti::store::mod_storage::ModStorageBackend;
 use worldfs::luanti::store::players::PlayerBackend;
 use worldfs::vfs::inodes::ROOT;
 use worldfs::vfs::{OpenMode, Vfs};
@@ -431,7 +432,7 @@ fn players_auth_and_mod_storage_in_postgresql() {
     set(&world, "pgsql_mod_storage_connection", &accounts);
     let mt = WorldMt::read(&world).unwrap();
     let mut mods = ModStorage::open(&world, &mt, false).unwrap();
-    assert!(matches!(mods, ModStorage::Postgres(_)));
+    assert_eq!(mods.backend(), "postgresql");
     assert!(mods.list_mods().unwrap().is_empty(), "no table yet");
     let sqlite_mods = SqliteModStorage::open(&copy.join("mod_storage.sqlite"), true).unwrap();
     let mut entries = Vec::new();

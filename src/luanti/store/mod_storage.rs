@@ -13,19 +13,78 @@ use crate::luanti::store::mod_storage_postgres::PostgresModStorage;
 use crate::luanti::store::mod_storage_sqlite::SqliteModStorage;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
-/// The mod storage of a world, in whichever backend holds it.
-pub enum ModStorage {
-    Sqlite(SqliteModStorage),
-    Files(FilesModStorage),
-    Postgres(PostgresModStorage),
+/// What every backend of the mod storage does (one implementation per backend:
+/// `mod_storage_sqlite.rs`, `mod_storage_files.rs`, `mod_storage_postgres.rs`).
+pub trait ModStorageBackend: Send {
+    /// The backend's name in `world.mt` (`sqlite3`, `files`, `postgresql`).
+    fn backend(&self) -> &'static str;
+
+    /// The mods that have entries, sorted.
+    fn list_mods(&self) -> Result<Vec<String>>;
+
+    /// The keys of one mod's entries, sorted.
+    fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>>;
+
+    /// A token that changes whenever another program may have changed entry `key` of
+    /// `modname` (the caller notes its own changes): SQLite's data version, the stamp of the
+    /// mod's file, the row's `xmin` in PostgreSQL (the transaction that wrote its version);
+    /// `None` where none can be had. Lets a `stat` of a large value skip reading it.
+    fn version(&self, modname: &str, key: &[u8]) -> Option<u64>;
+
+    /// The value of one entry (`ENOENT` when there is none).
+    fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>>;
+
+    /// Sets an entry, creating or replacing it.
+    fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Adds an entry that must not exist yet (`EEXIST`).
+    fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Deletes one entry (`ENOENT` when there is none).
+    fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()>;
+
+    /// Forgets a mod that has no entries left (the files backend removes its empty file);
+    /// in a database a mod without rows does not exist anyway.
+    fn remove_mod(&mut self, modname: &str) -> Result<()> {
+        if self.list_keys(modname)?.is_empty() {
+            Ok(())
+        } else {
+            Err(crate::error::Error::not_empty(format!(
+                "mod storage {modname}: has entries"
+            )))
+        }
+    }
+}
+
+/// The mod storage of a world, in whichever backend `world.mt` names: every question of
+/// [`ModStorageBackend`] is asked of it directly (it dereferences to its backend).
+pub struct ModStorage(Box<dyn ModStorageBackend>);
+
+impl std::ops::Deref for ModStorage {
+    type Target = dyn ModStorageBackend;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl std::ops::DerefMut for ModStorage {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut *self.0
+    }
 }
 
 impl ModStorage {
+    /// The mod storage kept by `backend`.
+    pub fn new(backend: impl ModStorageBackend + 'static) -> ModStorage {
+        ModStorage(Box::new(backend))
+    }
+
     /// Opens the backend `world.mt` names. A missing `mod_storage.sqlite` is created only when
     /// writing is allowed.
     pub fn open(world: &Path, world_mt: &WorldMt, read_only: bool) -> Result<ModStorage> {
         match world_mt.backend("mod_storage_backend") {
-            Backend::Files => Ok(ModStorage::Files(FilesModStorage::new(
+            Backend::Files => Ok(ModStorage::new(FilesModStorage::new(
                 &world.join("mod_storage"),
             ))),
             Backend::Sqlite3 => {
@@ -35,95 +94,10 @@ impl ModStorage {
                 } else {
                     SqliteModStorage::open_or_create(&path)?
                 };
-                Ok(ModStorage::Sqlite(store))
+                Ok(ModStorage::new(store))
             }
-            Backend::Postgresql => Ok(ModStorage::Postgres(PostgresModStorage::open(world_mt)?)),
+            Backend::Postgresql => Ok(ModStorage::new(PostgresModStorage::open(world_mt)?)),
             other => Err(other.unsupported("mod storage")),
-        }
-    }
-
-    /// The mods that have entries (files backend: a file), sorted.
-    pub fn list_mods(&self) -> Result<Vec<String>> {
-        match self {
-            ModStorage::Sqlite(s) => s.list_mods(),
-            ModStorage::Files(f) => f.list_mods(),
-            ModStorage::Postgres(p) => p.list_mods(),
-        }
-    }
-
-    /// One mod's keys, sorted by their bytes.
-    pub fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
-        match self {
-            ModStorage::Sqlite(s) => s.list_keys(modname),
-            ModStorage::Files(f) => f.list_keys(modname),
-            ModStorage::Postgres(p) => p.list_keys(modname),
-        }
-    }
-
-    /// A token that changes whenever another program may have changed entry `key` of
-    /// `modname` (the caller notes its own changes): SQLite's data version, the stamp of the
-    /// mod's file, the row's `xmin` in PostgreSQL (the transaction that wrote its version);
-    /// `None` where none can be had. Lets a `stat` of a large value skip reading it.
-    pub fn version(&self, modname: &str, key: &[u8]) -> Option<u64> {
-        use std::hash::{Hash, Hasher};
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        match self {
-            ModStorage::Sqlite(s) => s.data_version().ok()?.hash(&mut h),
-            ModStorage::Files(f) => f.stamp(modname)?.hash(&mut h),
-            ModStorage::Postgres(p) => p.row_version(modname, key).ok()?.hash(&mut h),
-        }
-        Some(h.finish())
-    }
-
-    /// The value of one entry (`ENOENT` when there is none).
-    pub fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
-        match self {
-            ModStorage::Sqlite(s) => s.read(modname, key),
-            ModStorage::Files(f) => f.read(modname, key),
-            ModStorage::Postgres(p) => p.read(modname, key),
-        }
-    }
-
-    /// Sets an entry, creating or replacing it.
-    pub fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        match self {
-            ModStorage::Sqlite(s) => s.write(modname, key, value),
-            ModStorage::Files(f) => f.write(modname, key, value),
-            ModStorage::Postgres(p) => p.write(modname, key, value),
-        }
-    }
-
-    /// Adds an entry that must not exist yet (`EEXIST`).
-    pub fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        match self {
-            ModStorage::Sqlite(s) => s.create(modname, key, value),
-            ModStorage::Files(f) => f.create(modname, key, value),
-            ModStorage::Postgres(p) => p.create(modname, key, value),
-        }
-    }
-
-    /// Deletes one entry (`ENOENT` when there is none).
-    pub fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
-        match self {
-            ModStorage::Sqlite(s) => s.delete(modname, key),
-            ModStorage::Files(f) => f.delete(modname, key),
-            ModStorage::Postgres(p) => p.delete(modname, key),
-        }
-    }
-    /// Forgets a mod that has no entries left: the files backend removes its (empty) file;
-    /// in a database a mod without rows does not exist anyway.
-    pub fn remove_mod(&mut self, modname: &str) -> Result<()> {
-        match self {
-            ModStorage::Sqlite(_) | ModStorage::Postgres(_) => {
-                if self.list_keys(modname)?.is_empty() {
-                    Ok(())
-                } else {
-                    Err(crate::error::Error::not_empty(format!(
-                        "mod storage {modname}: has entries"
-                    )))
-                }
-            }
-            ModStorage::Files(f) => f.remove_mod(modname),
         }
     }
 }

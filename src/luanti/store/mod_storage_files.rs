@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::luanti::store::auth::token;
+use crate::luanti::store::mod_storage::ModStorageBackend;
 use crate::luanti::store::mod_storage_sqlite::not_found;
 use crate::storekit::replace::{read_no_follow, remove_durably, write_atomic};
 
@@ -26,27 +28,6 @@ impl FilesModStorage {
         FilesModStorage {
             dir: dir.to_path_buf(),
         }
-    }
-
-    /// Mods that have a file, sorted.
-    pub fn list_mods(&self) -> Result<Vec<String>> {
-        let entries = match std::fs::read_dir(&self.dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(Error::from(e).context(self.dir.display())),
-        };
-        let mut mods = Vec::new();
-        for entry in entries {
-            let entry = entry?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            if !name.starts_with('.') && entry.file_type()?.is_file() {
-                mods.push(name);
-            }
-        }
-        mods.sort();
-        Ok(mods)
     }
 
     /// The identity, size and modification time of the mod's file (`None` when it cannot
@@ -95,8 +76,59 @@ impl FilesModStorage {
         write_atomic(&self.path(modname)?, &bytes, FILE_MODE)
     }
 
+    fn set(&mut self, modname: &str, key: &[u8], value: &[u8], exclusive: bool) -> Result<()> {
+        let text = |b: &[u8], what: &str| {
+            String::from_utf8(b.to_vec()).map_err(|_| {
+                Error::invalid(format!(
+                    "mod storage {modname}: the files backend stores only UTF-8 text ({what})"
+                ))
+            })
+        };
+        let key = text(key, "key")?;
+        let value = text(value, "value")?;
+        let mut map = self.load(modname)?.unwrap_or_default();
+        if exclusive && map.contains_key(&key) {
+            return Err(Error::exists(format!(
+                "mod storage {modname}: key {key:?} exists"
+            )));
+        }
+        map.insert(key, Value::String(value));
+        self.store(modname, &map)
+    }
+}
+
+impl ModStorageBackend for FilesModStorage {
+    fn backend(&self) -> &'static str {
+        "files"
+    }
+
+    fn version(&self, modname: &str, _key: &[u8]) -> Option<u64> {
+        self.stamp(modname).map(token)
+    }
+
+    /// Mods that have a file, sorted.
+    fn list_mods(&self) -> Result<Vec<String>> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::from(e).context(self.dir.display())),
+        };
+        let mut mods = Vec::new();
+        for entry in entries {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            if !name.starts_with('.') && entry.file_type()?.is_file() {
+                mods.push(name);
+            }
+        }
+        mods.sort();
+        Ok(mods)
+    }
+
     /// The keys of one mod, sorted.
-    pub fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
+    fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
         let mut keys: Vec<Vec<u8>> = self
             .load(modname)?
             .unwrap_or_default()
@@ -108,7 +140,7 @@ impl FilesModStorage {
     }
 
     /// The value of one entry.
-    pub fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
+    fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
         let map = self.load(modname)?.unwrap_or_default();
         let value = std::str::from_utf8(key)
             .ok()
@@ -129,37 +161,17 @@ impl FilesModStorage {
     }
 
     /// Sets an entry (creating or replacing it).
-    pub fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+    fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
         self.set(modname, key, value, false)
     }
 
     /// Adds an entry that must not exist yet.
-    pub fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+    fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
         self.set(modname, key, value, true)
     }
 
-    fn set(&mut self, modname: &str, key: &[u8], value: &[u8], exclusive: bool) -> Result<()> {
-        let text = |b: &[u8], what: &str| {
-            String::from_utf8(b.to_vec()).map_err(|_| {
-                Error::invalid(format!(
-                    "mod storage {modname}: the files backend stores only UTF-8 text ({what})"
-                ))
-            })
-        };
-        let key = text(key, "key")?;
-        let value = text(value, "value")?;
-        let mut map = self.load(modname)?.unwrap_or_default();
-        if exclusive && map.contains_key(&key) {
-            return Err(Error::exists(format!(
-                "mod storage {modname}: key {key:?} exists"
-            )));
-        }
-        map.insert(key, Value::String(value));
-        self.store(modname, &map)
-    }
-
     /// Deletes one entry (the mod's file stays, possibly as `{}`, as the engine leaves it).
-    pub fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
+    fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
         let mut map = self.load(modname)?.unwrap_or_default();
         let removed = std::str::from_utf8(key)
             .ok()
@@ -172,7 +184,7 @@ impl FilesModStorage {
     }
 
     /// Removes the file of a mod that has no entries left (`ENOTEMPTY` while it has some).
-    pub fn remove_mod(&mut self, modname: &str) -> Result<()> {
+    fn remove_mod(&mut self, modname: &str) -> Result<()> {
         match self.load(modname)? {
             None => Ok(()),
             Some(map) if map.is_empty() => remove_durably(&self.path(modname)?),

@@ -8,6 +8,8 @@
 //! UPDATE SET value = …`) and deleted with its `remove`. Keys and values are bytes.
 
 use crate::error::{Error, Result};
+use crate::luanti::store::auth::token;
+use crate::luanti::store::mod_storage::ModStorageBackend;
 use crate::luanti::store::mod_storage_sqlite::not_found;
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::world_mt::WorldMt;
@@ -37,39 +39,6 @@ impl PostgresModStorage {
         })
     }
 
-    /// Mods with at least one entry, sorted.
-    pub fn list_mods(&self) -> Result<Vec<String>> {
-        self.server.read(
-            |c| match c.query("SELECT DISTINCT modname FROM mod_storage", &[]) {
-                Ok(rows) => {
-                    let mut mods: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
-                    mods.sort();
-                    Ok(mods)
-                }
-                Err(e) if no_table(&e) => Ok(Vec::new()),
-                Err(e) => Err(error(e)),
-            },
-        )
-    }
-
-    /// The keys of one mod, sorted by their bytes.
-    pub fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
-        self.server.read(|c| {
-            match c.query(
-                "SELECT key FROM mod_storage WHERE modname = $1",
-                &[&modname],
-            ) {
-                Ok(rows) => {
-                    let mut keys: Vec<Vec<u8>> = rows.iter().map(|r| r.get(0)).collect();
-                    keys.sort();
-                    Ok(keys)
-                }
-                Err(e) if no_table(&e) => Ok(Vec::new()),
-                Err(e) => Err(error(e)),
-            }
-        })
-    }
-
     /// The `xmin` of the entry's row (`None` when there is none): every committed write of
     /// it makes a row version with a new one.
     pub fn row_version(&self, modname: &str, key: &[u8]) -> Result<Option<String>> {
@@ -83,31 +52,6 @@ impl PostgresModStorage {
                 Err(e) => Err(error(e)),
             }
         })
-    }
-
-    /// The value of one entry.
-    pub fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
-        let value = self.server.read(|c| {
-            match c.query_opt(
-                "SELECT value FROM mod_storage WHERE modname = $1 AND key = $2::bytea",
-                &[&modname, &key],
-            ) {
-                Ok(row) => Ok(row.map(|r| r.get::<_, Vec<u8>>(0))),
-                Err(e) if no_table(&e) => Ok(None),
-                Err(e) => Err(error(e)),
-            }
-        })?;
-        value.ok_or_else(|| not_found(modname, key))
-    }
-
-    /// Sets an entry (creating or replacing it) in one transaction.
-    pub fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        self.set(modname, key, value, false)
-    }
-
-    /// Adds an entry that must not exist yet.
-    pub fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        self.set(modname, key, value, true)
     }
 
     fn set(&mut self, modname: &str, key: &[u8], value: &[u8], exclusive: bool) -> Result<()> {
@@ -133,9 +77,77 @@ impl PostgresModStorage {
             tx.commit().map_err(error)
         })
     }
+}
+
+impl ModStorageBackend for PostgresModStorage {
+    fn backend(&self) -> &'static str {
+        "postgresql"
+    }
+
+    fn version(&self, modname: &str, key: &[u8]) -> Option<u64> {
+        self.row_version(modname, key).ok().map(token)
+    }
+
+    /// Mods with at least one entry, sorted.
+    fn list_mods(&self) -> Result<Vec<String>> {
+        self.server.read(
+            |c| match c.query("SELECT DISTINCT modname FROM mod_storage", &[]) {
+                Ok(rows) => {
+                    let mut mods: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+                    mods.sort();
+                    Ok(mods)
+                }
+                Err(e) if no_table(&e) => Ok(Vec::new()),
+                Err(e) => Err(error(e)),
+            },
+        )
+    }
+
+    /// The keys of one mod, sorted by their bytes.
+    fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
+        self.server.read(|c| {
+            match c.query(
+                "SELECT key FROM mod_storage WHERE modname = $1",
+                &[&modname],
+            ) {
+                Ok(rows) => {
+                    let mut keys: Vec<Vec<u8>> = rows.iter().map(|r| r.get(0)).collect();
+                    keys.sort();
+                    Ok(keys)
+                }
+                Err(e) if no_table(&e) => Ok(Vec::new()),
+                Err(e) => Err(error(e)),
+            }
+        })
+    }
+
+    /// The value of one entry.
+    fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
+        let value = self.server.read(|c| {
+            match c.query_opt(
+                "SELECT value FROM mod_storage WHERE modname = $1 AND key = $2::bytea",
+                &[&modname, &key],
+            ) {
+                Ok(row) => Ok(row.map(|r| r.get::<_, Vec<u8>>(0))),
+                Err(e) if no_table(&e) => Ok(None),
+                Err(e) => Err(error(e)),
+            }
+        })?;
+        value.ok_or_else(|| not_found(modname, key))
+    }
+
+    /// Sets an entry (creating or replacing it) in one transaction.
+    fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.set(modname, key, value, false)
+    }
+
+    /// Adds an entry that must not exist yet.
+    fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.set(modname, key, value, true)
+    }
 
     /// Deletes one entry.
-    pub fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
+    fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
         let removed = self
             .server
             .write(|c| match c.execute(REMOVE, &[&modname, &key]) {

@@ -9,6 +9,8 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
+use crate::luanti::store::auth::token;
+use crate::luanti::store::mod_storage::ModStorageBackend;
 use crate::luanti::store::sqlite;
 
 /// The schema a new `mod_storage.sqlite` gets (the engine's).
@@ -57,62 +59,6 @@ impl SqliteModStorage {
         sqlite::data_version(&self.conn)
     }
 
-    /// Mods with at least one entry, sorted.
-    pub fn list_mods(&self) -> Result<Vec<String>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT DISTINCT `modname` FROM `entries` ORDER BY `modname`")?;
-        let mut rows = stmt.query([])?;
-        let mut mods = Vec::new();
-        while let Some(row) = rows.next()? {
-            let name = String::from_utf8(bytes(row.get_ref(0)?)?)
-                .map_err(|_| Error::corrupt("mod_storage.sqlite: a mod name is not UTF-8"))?;
-            mods.push(name);
-        }
-        Ok(mods)
-    }
-
-    /// The keys of one mod, sorted by their bytes.
-    pub fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT `key` FROM `entries` WHERE `modname` = ?1")?;
-        let mut rows = stmt.query([modname])?;
-        let mut keys = Vec::new();
-        while let Some(row) = rows.next()? {
-            keys.push(bytes(row.get_ref(0)?)?);
-        }
-        keys.sort();
-        keys.dedup();
-        Ok(keys)
-    }
-
-    /// The value of one entry.
-    pub fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
-        let value = self
-            .conn
-            .query_row(
-                &format!("SELECT `value` FROM `entries` WHERE {KEY_MATCH} LIMIT 1"),
-                params![modname, key],
-                |r| Ok(bytes(r.get_ref(0)?)),
-            )
-            .optional()?;
-        match value {
-            Some(v) => v,
-            None => Err(not_found(modname, key)),
-        }
-    }
-
-    /// Sets an entry (creating or replacing it) in one transaction.
-    pub fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write_checked(modname, key, value, false)
-    }
-
-    /// Adds an entry that must not exist yet.
-    pub fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
-        self.write_checked(modname, key, value, true)
-    }
-
     fn write_checked(
         &mut self,
         modname: &str,
@@ -140,9 +86,82 @@ impl SqliteModStorage {
         tx.commit()?;
         Ok(())
     }
+}
+
+pub(crate) fn not_found(modname: &str, key: &[u8]) -> Error {
+    Error::no_such_object(format!(
+        "mod storage {modname}: no key {:?}",
+        String::from_utf8_lossy(key)
+    ))
+}
+
+impl ModStorageBackend for SqliteModStorage {
+    fn backend(&self) -> &'static str {
+        "sqlite3"
+    }
+
+    fn version(&self, _modname: &str, _key: &[u8]) -> Option<u64> {
+        self.data_version().ok().map(token)
+    }
+
+    /// Mods with at least one entry, sorted.
+    fn list_mods(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT DISTINCT `modname` FROM `entries` ORDER BY `modname`")?;
+        let mut rows = stmt.query([])?;
+        let mut mods = Vec::new();
+        while let Some(row) = rows.next()? {
+            let name = String::from_utf8(bytes(row.get_ref(0)?)?)
+                .map_err(|_| Error::corrupt("mod_storage.sqlite: a mod name is not UTF-8"))?;
+            mods.push(name);
+        }
+        Ok(mods)
+    }
+
+    /// The keys of one mod, sorted by their bytes.
+    fn list_keys(&self, modname: &str) -> Result<Vec<Vec<u8>>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT `key` FROM `entries` WHERE `modname` = ?1")?;
+        let mut rows = stmt.query([modname])?;
+        let mut keys = Vec::new();
+        while let Some(row) = rows.next()? {
+            keys.push(bytes(row.get_ref(0)?)?);
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// The value of one entry.
+    fn read(&self, modname: &str, key: &[u8]) -> Result<Vec<u8>> {
+        let value = self
+            .conn
+            .query_row(
+                &format!("SELECT `value` FROM `entries` WHERE {KEY_MATCH} LIMIT 1"),
+                params![modname, key],
+                |r| Ok(bytes(r.get_ref(0)?)),
+            )
+            .optional()?;
+        match value {
+            Some(v) => v,
+            None => Err(not_found(modname, key)),
+        }
+    }
+
+    /// Sets an entry (creating or replacing it) in one transaction.
+    fn write(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write_checked(modname, key, value, false)
+    }
+
+    /// Adds an entry that must not exist yet.
+    fn create(&mut self, modname: &str, key: &[u8], value: &[u8]) -> Result<()> {
+        self.write_checked(modname, key, value, true)
+    }
 
     /// Deletes one entry.
-    pub fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
+    fn delete(&mut self, modname: &str, key: &[u8]) -> Result<()> {
         let removed = self.conn.execute(
             &format!("DELETE FROM `entries` WHERE {KEY_MATCH}"),
             params![modname, key],
@@ -152,11 +171,4 @@ impl SqliteModStorage {
         }
         Ok(())
     }
-}
-
-pub(crate) fn not_found(modname: &str, key: &[u8]) -> Error {
-    Error::no_such_object(format!(
-        "mod storage {modname}: no key {:?}",
-        String::from_utf8_lossy(key)
-    ))
 }

@@ -5,6 +5,7 @@ use super::*;
 use crate::luanti::codec::block::{Inventory, InventoryList, ItemStack};
 use crate::luanti::store::auth::{AuthBackend, AuthEntry};
 use crate::luanti::store::auth_sqlite::SqliteAuth;
+use crate::luanti::store::mod_storage::ModStorageBackend;
 use crate::luanti::store::mod_storage_sqlite::SqliteModStorage;
 use crate::luanti::store::players::Player;
 use crate::luanti::store::players::PlayerBackend;
