@@ -82,14 +82,6 @@ pub trait AuthBackend: Send {
     fn apply(&mut self, edited: &[AuthEntry]) -> Result<AuthChanges>;
 }
 
-/// A backend's change token as a number ([`AuthBackend::version`]).
-pub fn token(t: impl std::hash::Hash) -> u64 {
-    use std::hash::Hasher;
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    t.hash(&mut h);
-    h.finish()
-}
-
 /// The auth data of a world, in whichever backend `world.mt` names: every question of
 /// [`AuthBackend`] is asked of it directly (it dereferences to its backend).
 pub struct AuthStore(Box<dyn AuthBackend>);

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use crate::error::Result;
 use crate::luanti::codec::auth_line::{read_auth_file, render_auth, AuthEntry};
+use crate::luanti::store::auth::AuthBackend;
 use crate::luanti::store::auth::{diff, AuthChanges};
-use crate::luanti::store::auth::{token, AuthBackend};
+use crate::luanti::store::token;
 use crate::storekit::replace::{read_no_follow, write_atomic};
 
 /// The mode of a new auth.txt: it holds password hashes.

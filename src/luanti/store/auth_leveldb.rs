@@ -10,9 +10,10 @@ use std::path::Path;
 use crate::error::{Error, Result};
 use crate::luanti::codec::auth_line::AuthEntry;
 use crate::luanti::codec::leveldb_records::{decode_auth, encode_auth};
+use crate::luanti::store::auth::AuthBackend;
 use crate::luanti::store::auth::{diff, AuthChanges};
-use crate::luanti::store::auth::{token, AuthBackend};
 use crate::luanti::store::leveldb::Db;
+use crate::luanti::store::token;
 
 /// An open `auth.db`.
 pub struct LevelDbAuth {

@@ -15,9 +15,10 @@ use postgres::GenericClient;
 
 use crate::error::{lock, Error, Result};
 use crate::luanti::codec::auth_line::AuthEntry;
+use crate::luanti::store::auth::AuthBackend;
 use crate::luanti::store::auth::{diff, AuthChanges};
-use crate::luanti::store::auth::{token, AuthBackend};
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
+use crate::luanti::store::token;
 use crate::luanti::store::world_mt::WorldMt;
 
 /// The engine's tables (`AuthDatabasePostgreSQL::createDatabase`).

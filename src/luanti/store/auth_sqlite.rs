@@ -15,9 +15,10 @@ use rusqlite::{params, Connection, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::auth_line::AuthEntry;
+use crate::luanti::store::auth::AuthBackend;
 use crate::luanti::store::auth::{diff, AuthChanges};
-use crate::luanti::store::auth::{token, AuthBackend};
 use crate::luanti::store::sqlite;
+use crate::luanti::store::token;
 
 /// The schema a new `auth.sqlite` gets (the engine's current one).
 const CREATE_SCHEMA: &str = "

@@ -34,3 +34,12 @@ pub mod read_ahead;
 pub mod sqlite;
 pub mod world_mt;
 pub mod write_back;
+
+/// A backend's change token as a number (the `version` of the auth data and of a
+/// mod-storage entry: equal while the token is).
+pub fn token(t: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    t.hash(&mut h);
+    h.finish()
+}

@@ -8,10 +8,10 @@
 //! UPDATE SET value = …`) and deleted with its `remove`. Keys and values are bytes.
 
 use crate::error::{Error, Result};
-use crate::luanti::store::auth::token;
 use crate::luanti::store::mod_storage::ModStorageBackend;
 use crate::luanti::store::mod_storage_sqlite::not_found;
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
+use crate::luanti::store::token;
 use crate::luanti::store::world_mt::WorldMt;
 
 /// The engine's table (`ModStorageDatabasePostgreSQL::createDatabase`).

@@ -9,9 +9,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
-use crate::luanti::store::auth::token;
 use crate::luanti::store::mod_storage::ModStorageBackend;
 use crate::luanti::store::sqlite;
+use crate::luanti::store::token;
 
 /// The schema a new `mod_storage.sqlite` gets (the engine's).
 const CREATE_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS `entries` (
