@@ -56,6 +56,14 @@ pub trait ModStorageBackend: Send {
     }
 }
 
+/// The error of a key no entry has (`ENOENT`, as a store's "no such object").
+pub fn not_found(modname: &str, key: &[u8]) -> crate::error::Error {
+    crate::error::Error::no_such_object(format!(
+        "mod storage {modname}: no key {:?}",
+        String::from_utf8_lossy(key)
+    ))
+}
+
 /// The mod storage of a world, in whichever backend `world.mt` names: every question of
 /// [`ModStorageBackend`] is asked of it directly (it dereferences to its backend).
 pub struct ModStorage(Box<dyn ModStorageBackend>);

@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::luanti::store::mod_storage::ModStorageBackend;
-use crate::luanti::store::mod_storage_sqlite::not_found;
+use crate::luanti::store::mod_storage::{not_found, ModStorageBackend};
 use crate::luanti::store::token;
 use crate::storekit::replace::{read_no_follow, remove_durably, write_atomic};
 

@@ -8,8 +8,7 @@
 //! UPDATE SET value = …`) and deleted with its `remove`. Keys and values are bytes.
 
 use crate::error::{Error, Result};
-use crate::luanti::store::mod_storage::ModStorageBackend;
-use crate::luanti::store::mod_storage_sqlite::not_found;
+use crate::luanti::store::mod_storage::{not_found, ModStorageBackend};
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::token;
 use crate::luanti::store::world_mt::WorldMt;

@@ -9,7 +9,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use crate::error::{Error, Result};
-use crate::luanti::store::mod_storage::ModStorageBackend;
+use crate::luanti::store::mod_storage::{not_found, ModStorageBackend};
 use crate::luanti::store::sqlite;
 use crate::luanti::store::token;
 
@@ -86,13 +86,6 @@ impl SqliteModStorage {
         tx.commit()?;
         Ok(())
     }
-}
-
-pub(crate) fn not_found(modname: &str, key: &[u8]) -> Error {
-    Error::no_such_object(format!(
-        "mod storage {modname}: no key {:?}",
-        String::from_utf8_lossy(key)
-    ))
 }
 
 impl ModStorageBackend for SqliteModStorage {
