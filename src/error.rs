@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// An error with its errno and a human-readable message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,11 +60,41 @@ fn cut(text: &str, max: usize) -> Cow<'_, str> {
 /// The result type used throughout worldfs.
 pub type Result<T> = std::result::Result<T, Error>;
 
+// The one lock-poisoning policy. A lock is poisoned only when a thread panicked holding it,
+// and the daemon does not panic outside tests (lib.rs denies unwrap, expect and panic), so a
+// poisoned lock is a bug met: the operation that meets it fails with `EIO` naming the lock
+// ([`lock`], [`lock_named`], [`read`], [`write`]), and the daemon goes on serving the rest.
+// One exception, [`recover`]: a lock whose state is whole between any two statements (a
+// cache's map, a sidecar's connection, a counter) is taken as it is.
+
 /// Locks `m`; a lock poisoned by a panicking thread is an error (`EIO`) for this operation,
 /// not a panic of the daemon.
 pub fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    lock_named(m, "internal")
+}
+
+/// [`lock`], the error naming the lock (`what`: "block", "index scan").
+pub fn lock_named<'a, T>(m: &'a Mutex<T>, what: &str) -> Result<MutexGuard<'a, T>> {
     m.lock()
-        .map_err(|_| Error::corrupt("internal lock poisoned"))
+        .map_err(|_| Error::corrupt(format!("{what} lock poisoned")))
+}
+
+/// Takes `l` for reading, as [`lock_named`].
+pub fn read<'a, T>(l: &'a RwLock<T>, what: &str) -> Result<RwLockReadGuard<'a, T>> {
+    l.read()
+        .map_err(|_| Error::corrupt(format!("{what} lock poisoned")))
+}
+
+/// Takes `l` for writing, as [`lock_named`].
+pub fn write<'a, T>(l: &'a RwLock<T>, what: &str) -> Result<RwLockWriteGuard<'a, T>> {
+    l.write()
+        .map_err(|_| Error::corrupt(format!("{what} lock poisoned")))
+}
+
+/// Locks `m` whatever a panicking thread left: only for state that is whole between any two
+/// statements (see the policy above).
+pub fn recover<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Error {

@@ -81,18 +81,11 @@ impl Cached {
     /// compared with), hashed once per decoded block: every stat of a file with a recorded
     /// time asks for it, and each commit re-checks every file of its block.
     pub fn view_hash(&self, name: &'static str, render: impl FnOnce(&MapBlock) -> Vec<u8>) -> u64 {
-        if let Some(h) = self
-            .view_hashes
-            .lock()
-            .ok()
-            .and_then(|m| m.get(name).copied())
-        {
+        if let Some(&h) = crate::error::recover(&self.view_hashes).get(name) {
             return h;
         }
         let h = content_hash(&self.view(name, render));
-        if let Ok(mut m) = self.view_hashes.lock() {
-            m.insert(name, h);
-        }
+        crate::error::recover(&self.view_hashes).insert(name, h);
         h
     }
 }
@@ -102,11 +95,7 @@ impl Cached {
     /// position) that `same` names, with their hashes: the caller knows they render the
     /// same for this block. Views rendered here already are kept.
     pub fn keep_views_of(&self, before: &Cached, same: impl Fn(&'static str) -> bool) {
-        let hashes = before
-            .view_hashes
-            .lock()
-            .map(|h| h.clone())
-            .unwrap_or_default();
+        let hashes = crate::error::recover(&before.view_hashes).clone();
         for (name, data) in before.views.rendered() {
             if !same(name) {
                 continue;
@@ -260,7 +249,7 @@ static HEAVY_WORK: Mutex<()> = Mutex::new(());
 
 /// Waits for [`HEAVY_WORK`] (it guards no data, so a panic elsewhere does not stop it).
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    HEAVY_WORK.lock().unwrap_or_else(|e| e.into_inner())
+    crate::error::recover(&HEAVY_WORK)
 }
 
 /// Gives memory freed by a large block, a whole-map scan or a rename back to the system.
@@ -635,15 +624,11 @@ impl Blocks {
     /// was set meanwhile (rsync sets a folder's time while it still writes in the block).
     /// Taken before the block's own lock, never while holding it.
     pub fn times_lock(&self, pos: BlockPos) -> Result<std::sync::MutexGuard<'_, ()>> {
-        self.time_locks[shard(pos)]
-            .lock()
-            .map_err(|_| Error::corrupt("block times lock poisoned"))
+        crate::error::lock_named(&self.time_locks[shard(pos)], "block times")
     }
 
     fn lock(&self, pos: BlockPos) -> Result<std::sync::MutexGuard<'_, ()>> {
-        self.locks[shard(pos)]
-            .lock()
-            .map_err(|_| Error::corrupt("block lock poisoned"))
+        crate::error::lock_named(&self.locks[shard(pos)], "block")
     }
 
     fn commit(&self, changes: Vec<(BlockPos, Option<MapBlock>)>, mtime: SystemTime) -> Result<()> {
@@ -713,7 +698,7 @@ impl Blocks {
         let _all = self
             .locks
             .iter()
-            .map(|l| l.lock().map_err(|_| Error::corrupt("block lock poisoned")))
+            .map(|l| crate::error::lock_named(l, "block"))
             .collect::<Result<Vec<_>>>()?;
         #[cfg(test)]
         self.before_edit.run(self);

@@ -157,7 +157,7 @@ impl SummaryFile {
         }
         // Taken after `unwritten` was asked: a group taken from it is written under this
         // lock, so what was not waiting any more is on disk once the lock is ours.
-        let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let c = crate::error::recover(&self.conn);
         let row = c
             .prepare_cached("SELECT hash, data FROM summaries WHERE pos = ?1 AND build = ?2")
             .and_then(|mut st| {
@@ -202,17 +202,14 @@ impl SummaryFile {
     /// unmount).
     pub fn flush(&self) {
         self.write();
-        fold_log(
-            &self.conn.lock().unwrap_or_else(|p| p.into_inner()),
-            BUSY_TIMEOUT,
-        );
+        fold_log(&crate::error::recover(&self.conn), BUSY_TIMEOUT);
     }
 
     /// Writes the waiting summaries now.
     pub fn write(&self) {
         // A panic under the lock leaves at worst a transaction open: this write then fails
         // and is logged, and the waiting summaries are let go all the same.
-        let mut c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = crate::error::recover(&self.conn);
         let rows = match self.unwritten.lock() {
             Ok(mut u) if !u.is_empty() => std::mem::take(&mut *u),
             _ => return,

@@ -72,9 +72,7 @@ impl<A: Answer> Default for Answers<A> {
 
 impl<A: Answer> Answers<A> {
     fn kept(&self) -> Result<MutexGuard<'_, Kept<A>>> {
-        self.kept
-            .lock()
-            .map_err(|_| Error::corrupt("index lock poisoned"))
+        crate::error::lock_named(&self.kept, "index")
     }
 
     fn next_generation(&self) -> u64 {
@@ -105,10 +103,7 @@ impl<A: Answer> Answers<A> {
         mut now: impl FnMut() -> Result<u64>,
         keep: impl Fn(&A) -> bool,
     ) -> Result<Arc<A>> {
-        let _one = self
-            .scanning
-            .lock()
-            .map_err(|_| Error::corrupt("index scan lock poisoned"))?;
+        let _one = crate::error::lock_named(&self.scanning, "index scan")?;
         for _ in 0..SCAN_TRIES {
             let (at, needs) = version()?;
             let mut base = {

@@ -338,10 +338,7 @@ impl Mtimes {
     pub fn flush(&self) {
         self.shared.write();
         if let Some(conn) = &self.shared.conn {
-            fold_log(
-                &conn.lock().unwrap_or_else(|p| p.into_inner()),
-                BUSY_TIMEOUT,
-            );
+            fold_log(&crate::error::recover(conn), BUSY_TIMEOUT);
         }
     }
 }
@@ -423,7 +420,7 @@ impl Shared {
         let Some(conn) = &self.conn else { return };
         // A panic under the lock leaves at worst a transaction open: the write below then
         // fails and is logged, and the records still leave `unwritten`.
-        let mut c = conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut c = crate::error::recover(conn);
         let records: Vec<(u64, Record)> = match self.unwritten.lock() {
             Ok(u) if !u.records.is_empty() => u.records.iter().map(|(k, r)| (*k, *r)).collect(),
             _ => return,

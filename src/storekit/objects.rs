@@ -171,7 +171,7 @@ impl<K: Hash + Eq + Clone, V: Weigh> ObjectCache<K, V> {
     fn lock(&self) -> MutexGuard<'_, Inner<K, V>> {
         // A panic while holding this lock leaves the map consistent (no user code runs
         // under it), so a poisoned lock is still usable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::error::recover(&self.inner)
     }
 
     /// Takes a ticket, then looks `key` up. Take it before reading the store.
@@ -354,10 +354,10 @@ impl Views {
 
     /// The views rendered so far.
     pub fn rendered(&self) -> Vec<(&'static str, Arc<Vec<u8>>)> {
-        self.0
-            .lock()
-            .map(|v| v.iter().map(|(&n, d)| (n, d.clone())).collect())
-            .unwrap_or_default()
+        crate::error::recover(&self.0)
+            .iter()
+            .map(|(&n, d)| (n, d.clone()))
+            .collect()
     }
 
     /// Keeps `data` as the view `name` unless it is rendered already.

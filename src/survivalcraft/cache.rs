@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
@@ -129,11 +129,6 @@ pub struct Objects {
     /// Runs once between reading a chunk's bytes and caching it (tests of the interleaving).
     #[cfg(test)]
     after_read: crate::vfs::race_hook::RaceHook<Objects>,
-}
-
-fn guard<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
-    m.lock()
-        .map_err(|_| Error::corrupt("internal lock poisoned"))
 }
 
 fn chunk_not_found(pos: ChunkPos) -> Error {
@@ -282,21 +277,17 @@ impl Objects {
     }
 
     fn world(&self) -> Result<std::sync::RwLockReadGuard<'_, World>> {
-        self.world
-            .read()
-            .map_err(|_| Error::corrupt("world lock poisoned"))
+        crate::error::read(&self.world, "world")
     }
 
     fn world_mut(&self) -> Result<std::sync::RwLockWriteGuard<'_, World>> {
-        self.world
-            .write()
-            .map_err(|_| Error::corrupt("world lock poisoned"))
+        crate::error::write(&self.world, "world")
     }
 
     /// Every stored chunk, sorted by (cx, cz).
     pub fn sorted_chunks(&self) -> Result<Arc<Vec<ChunkPos>>> {
         self.refresh();
-        let mut sorted = guard(&self.sorted)?;
+        let mut sorted = crate::error::lock(&self.sorted)?;
         if let Some(s) = sorted.as_ref() {
             return Ok(s.clone());
         }
@@ -417,7 +408,7 @@ impl Objects {
         keep: &[(&'static str, Render)],
         progress: impl Fn(usize),
     ) -> Result<usize> {
-        let _writer = guard(&self.writer)?;
+        let _writer = crate::error::lock(&self.writer)?;
         // The positions are right for the world as of `asked`: looked at now, not after
         // the refresh interval, so a save of the game just before is not missed.
         self.look();
@@ -483,7 +474,7 @@ impl Objects {
         pos: ChunkPos,
         edit: impl FnOnce(&Chunk) -> Result<Chunk>,
     ) -> Result<()> {
-        let _writer = guard(&self.writer)?;
+        let _writer = crate::error::lock(&self.writer)?;
         let current = self.chunk(pos)?;
         let changed = edit(&current.chunk)?;
         if changed == current.chunk {
@@ -494,19 +485,19 @@ impl Objects {
 
     /// Stores a new all-air chunk at `pos`; fails if one exists.
     pub fn create_chunk(&self, pos: ChunkPos) -> Result<()> {
-        let _writer = guard(&self.writer)?;
+        let _writer = crate::error::lock(&self.writer)?;
         if self.contains(pos)? {
             return Err(Error::exists(format!("chunk {pos} exists")));
         }
         self.commit_chunk(pos, &Chunk::empty(self.format), SystemTime::now())?;
-        *guard(&self.sorted)? = None;
+        *crate::error::lock(&self.sorted)? = None;
         Ok(())
     }
 
     /// Project.xml, parsed; `None` when the world has none (e.g. a JSON project).
     pub fn project(&self) -> Result<Option<Arc<Project>>> {
         self.refresh();
-        let mut slot = guard(&self.project)?;
+        let mut slot = crate::error::lock(&self.project)?;
         if let Some(p) = slot.as_ref() {
             return Ok(Some(p.clone()));
         }
@@ -549,7 +540,7 @@ impl Objects {
         edit: impl FnOnce(&Project) -> Result<Vec<u8>>,
         renders: impl Fn(&ProjectInfo) -> Vec<(String, Vec<u8>)>,
     ) -> Result<()> {
-        let _writer = guard(&self.writer)?;
+        let _writer = crate::error::lock(&self.writer)?;
         let current = self.require_project()?;
         let xml = edit(&current)?;
         if xml == *current.xml {
@@ -567,16 +558,16 @@ impl Objects {
             }
         }
         self.set_mtime_of(PROJECT_PATH, &xml, now);
-        *guard(&self.project)? = None;
+        *crate::error::lock(&self.project)? = None;
         Ok(())
     }
 
     /// Records an explicit mtime for Project.xml.
     pub fn set_project_mtime(&self, mtime: SystemTime) -> Result<()> {
-        let _writer = guard(&self.writer)?;
+        let _writer = crate::error::lock(&self.writer)?;
         let p = self.require_project()?;
         self.set_mtime_of(PROJECT_PATH, &p.xml, mtime);
-        *guard(&self.project)? = None;
+        *crate::error::lock(&self.project)? = None;
         Ok(())
     }
 

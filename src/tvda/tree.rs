@@ -274,10 +274,7 @@ impl TvdaTree {
 
     /// The disk's state, re-read first when `look` and another program changed the disk.
     fn state_looking(&self, look: bool) -> Result<MutexGuard<'_, State>> {
-        let mut s = self
-            .state
-            .lock()
-            .map_err(|_| Error::corrupt("disk lock poisoned"))?;
+        let mut s = crate::error::lock_named(&self.state, "disk")?;
         if look && s.disk.changed_on_disk()? {
             log::info!("{} changed on disk; re-reading it", s.disk.path().display());
             s.disk.reload()?;

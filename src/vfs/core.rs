@@ -161,10 +161,7 @@ impl Vfs {
     /// The path of `ino`; `ENAMETOOLONG` for an entry a listing named below [`DEEPEST`] (or
     /// a folder moved there with what the kernel knows in it).
     pub(super) fn path_of(&self, ino: u64) -> Result<Vec<String>> {
-        let inodes = self
-            .inodes
-            .read()
-            .map_err(|_| Error::corrupt("inode table lock poisoned"))?;
+        let inodes = crate::error::read(&self.inodes, "inode table")?;
         let path = match inodes.path(ino) {
             Some(path) => path,
             None if inodes.knows(ino) => {
@@ -232,11 +229,7 @@ impl Vfs {
             )));
         }
         let stat = self.stat_path(&path)?;
-        let ino = self
-            .inodes
-            .write()
-            .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-            .lookup(parent, name, stat.file);
+        let ino = crate::error::write(&self.inodes, "inode table")?.lookup(parent, name, stat.file);
         Ok((ino, stat))
     }
 
@@ -264,16 +257,9 @@ impl Vfs {
                 && !own
                 && matches!(self.stat_path(&path), Ok(now) if now.file.is_some() && now.file != read_from);
             if replaced {
-                self.inodes
-                    .write()
-                    .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-                    .unname(ino);
+                crate::error::write(&self.inodes, "inode table")?.unname(ino);
             }
-            let named = self
-                .inodes
-                .read()
-                .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-                .named(ino);
+            let named = crate::error::read(&self.inodes, "inode table")?.named(ino);
             if own || !named {
                 return Ok(self.shown(&path, stat));
             }

@@ -210,11 +210,7 @@ impl Vfs {
         self.paths.create(&path, &file, o)?;
         self.fresh.show(&dir, name);
         let fh = self.add_handle(file, HandleState::Created)?;
-        let ino = self
-            .inodes
-            .write()
-            .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-            .lookup(parent, name, stat.file);
+        let ino = crate::error::write(&self.inodes, "inode table")?.lookup(parent, name, stat.file);
         Ok((ino, stat, fh))
     }
 
@@ -360,11 +356,7 @@ impl Vfs {
         drop(one);
         if f.file.is_some() {
             // Its readers now read what was committed, which is the file at the path.
-            f.file = self
-                .inodes
-                .read()
-                .map_err(|_| Error::corrupt("inode table lock poisoned"))?
-                .file_at(&f.path);
+            f.file = crate::error::read(&self.inodes, "inode table")?.file_at(&f.path);
         }
         Ok(())
     }

@@ -208,10 +208,7 @@ impl MapBackend for LevelDbMap {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        let _guard = self
-            .writer
-            .lock()
-            .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
+        let _guard = crate::error::lock_named(&self.writer, "map store writer")?;
         struct Batched<'a> {
             map: &'a LevelDbMap,
             batch: Batch,
@@ -246,10 +243,7 @@ impl MapBackend for LevelDbMap {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        let _guard = self
-            .writer
-            .lock()
-            .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
+        let _guard = crate::error::lock_named(&self.writer, "map store writer")?;
         if self.db.get().is_none() {
             let _ = self.db.set(Db::open(&self.path, true)?);
         }

@@ -265,10 +265,7 @@ impl RedisMap {
     /// Up to `limit` keys above `after`, in order, from the window or a new pass.
     fn page_keys(&self, after: u64, limit: usize) -> Result<Vec<u64>> {
         let version = self.data_version()?;
-        let mut guard = self
-            .window
-            .lock()
-            .map_err(|_| Error::corrupt("listing window lock poisoned"))?;
+        let mut guard = crate::error::lock_named(&self.window, "listing window")?;
         let serves = |w: &Window| {
             w.version == version
                 && w.after <= after

@@ -669,10 +669,7 @@ impl SqliteMap {
         if self.read_only {
             return Err(Error::read_only("the mount is read-only"));
         }
-        let mut guard = self
-            .writer
-            .lock()
-            .map_err(|_| Error::corrupt("map store writer lock poisoned"))?;
+        let mut guard = crate::error::lock_named(&self.writer, "map store writer")?;
         self.follow_file(&mut guard)?;
         self.open_writer(guard)
     }
@@ -871,10 +868,7 @@ impl MapBackend for SqliteMap {
         if self.is_absent() {
             return Ok(0);
         }
-        let mut guard = self
-            .version
-            .lock()
-            .map_err(|_| Error::corrupt("map store version lock poisoned"))?;
+        let mut guard = crate::error::lock_named(&self.version, "map store version")?;
         if guard.is_none() {
             *guard = Some(self.connect(true)?);
         }

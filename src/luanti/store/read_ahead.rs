@@ -115,7 +115,7 @@ impl ReadAhead {
     }
 
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        crate::error::recover(&self.inner)
     }
 
     /// The blob stored under `key`: from a stream holding `key`, or read with `fill(key,

@@ -158,9 +158,7 @@ impl BlockStore {
     }
 
     fn queue(&self) -> Result<MutexGuard<'_, Queue>> {
-        self.queue
-            .lock()
-            .map_err(|_| Error::corrupt("pending blocks lock poisoned"))
+        crate::error::lock_named(&self.queue, "pending blocks")
     }
 
     /// The blocks whose changes are pending, sorted.

@@ -403,10 +403,9 @@ impl LuantiTree {
 
     /// Whether node folders made by `mkdir` (not stored yet) are in the block at `pos`.
     fn made_meta_in(&self, pos: BlockPos) -> bool {
-        self.empty_meta
-            .lock()
-            .map(|s| s.iter().any(|(p, _)| *p == pos))
-            .unwrap_or(true)
+        crate::error::recover(&self.empty_meta)
+            .iter()
+            .any(|(p, _)| *p == pos)
     }
 
     /// Stat of the folder `sub` inside the block folder; the hash of the stored nodes'
@@ -542,11 +541,7 @@ impl LuantiTree {
 
     pub(super) fn meta_exists(&self, pos: BlockPos, c: &Cached, rel: RelPos) -> bool {
         meta_at(&c.block, rel).is_some()
-            || self
-                .empty_meta
-                .lock()
-                .map(|s| s.contains(&(pos, rel.index())))
-                .unwrap_or(false)
+            || crate::error::recover(&self.empty_meta).contains(&(pos, rel.index()))
     }
 
     pub(super) fn block_listing(

@@ -71,10 +71,7 @@ impl TevdTree {
 
     /// The locked disk, re-read first when another program changed the file.
     fn disk(&self) -> Result<MutexGuard<'_, TevdDisk>> {
-        let mut d = self
-            .disk
-            .lock()
-            .map_err(|_| Error::corrupt("disk lock poisoned"))?;
+        let mut d = crate::error::lock_named(&self.disk, "disk")?;
         if self.changes.due() && d.changed_on_disk()? {
             d.rollback()?;
         }
@@ -121,10 +118,7 @@ impl TevdTree {
         let result = stage(&mut d, now_secs()).and_then(|ids| d.commit().map(|_| ids));
         match result {
             Ok(ids) => {
-                self.lock
-                    .lock()
-                    .map_err(|_| Error::corrupt("disk lock poisoned"))?
-                    .follow(&self.path)?;
+                crate::error::lock_named(&self.lock, "disk")?.follow(&self.path)?;
                 for id in ids {
                     if let Ok(info) = d.info(id) {
                         self.mtimes.record(id as u32 as u64, node_hash(&info), now);
