@@ -99,12 +99,14 @@ echo "Terrarum editing loop: $d s unkilled"
 for at in $(moments "$d"); do
   rm -f "$T/counts"
   mount_world "$D" "$M"
+  # Each round starts from the count the previous one (or the timed run) left.
+  start=$(sed -n 's/^name = "count \([0-9]*\).*/\1/p' "$M/header.txt")
   killed_at "$at" edit_tvda
   "$WORLDFS" check "$D" >"$T/check.out" 2>&1 || { cat "$T/check.out"; fail "Terrarum edits killed $at s in: check fails"; }
   mount_world "$D" "$M"
   old_or_new "$M/$TILE" "$T/tile.old" "$T/tile.new" "Terrarum tile killed $at s in"
   grep '^name = ' "$M/header.txt" | sed 's/^name = "//' >"$T/name"
-  fsynced_or_next "$T/name" "$T/counts" "Terrarum header killed $at s in"
+  fsynced_or_next "$T/name" "$T/counts" "Terrarum header killed $at s in" "$start"
   unmount_world "$M"
   check_ok "$D"
 done
@@ -183,12 +185,13 @@ echo "Luanti editing loop: $d s unkilled"
 for at in $(moments "$d"); do
   rm -f "$T/counts"
   mount_world "$W" "$M"
+  start=$(sed -n 's/^count \([0-9]*\).*/\1/p' "$M/$SIGN")
   killed_at "$at" edit_luanti
   for db in "$W"/*.sqlite; do
     assert_eq "$(sqlite3 "$db" 'PRAGMA integrity_check')" "ok" "integrity of $db killed $at s in"
   done
   mount_world "$W" "$M"
-  fsynced_or_next "$M/$SIGN" "$T/counts" "Luanti sign killed $at s in"
+  fsynced_or_next "$M/$SIGN" "$T/counts" "Luanti sign killed $at s in" "$start"
   hp=$(sed -n 's/^hp = //p' "$M/$P")
   [[ "$hp" =~ ^[0-9]+$ ]] && [ "$hp" -ge 1 ] && [ "$hp" -le 20 ] || fail "Luanti player killed $at s in: hp [$hp]"
   unmount_world "$M"

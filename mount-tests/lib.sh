@@ -275,15 +275,18 @@ old_or_new() {
   cmp -s "$1" "$2" || cmp -s "$1" "$3" || { diff "$2" "$1" | head -10; fail "$4: neither old nor new"; }
 }
 
-# fsynced_or_next FILE COUNTS WHAT: FILE holds "count K" where K is the last count in COUNTS
-# (whose write an fsync returned for) or the one after it; "" stands for no count yet.
+# fsynced_or_next FILE COUNTS WHAT [START]: FILE holds "count K" where K is the last count in
+# COUNTS (whose write an fsync returned for) or the one after it; "" stands for no count.
+# With nothing fsynced yet, the last count is START, the count FILE held before the run
+# (a round that starts from the state the previous one left and is killed before its first
+# fsync returned shows that state).
 fsynced_or_next() {
   local last shown
   last=$(tail -n1 "$2" 2>/dev/null || true)
   shown=$(sed -n 's/^count \([0-9]*\).*/\1/p' "$1" | head -1)
   [ -n "$shown" ] || shown=""
   case "$shown" in
-    "${last}") ;;
+    "${last:-${4:-}}") ;;
     "$((${last:-0} + 1))") ;;
     *) fail "$3: shows count [$shown], the last fsynced count was [$last]" ;;
   esac
