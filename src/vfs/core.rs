@@ -278,7 +278,11 @@ impl Vfs {
         mtime: Option<SystemTime>,
         mode: Option<u32>,
     ) -> Result<Stat> {
-        let _settled = self.settling();
+        // A truncation is told at the next operation, not before this reply: while the
+        // kernel waits for a truncating SETATTR it holds the file's write-back, and dropping
+        // the file's pages then (dirty ones of a shared mapping) would wait for it for ever.
+        // The reply carries the new size, and the kernel drops the pages past it itself.
+        let _settled = size.is_none().then(|| self.settling());
         let path = self.path_of(ino)?;
         // Held text is the core's, not the tree's: it may change after the tree turned
         // read-only while mounted (see `unlink`).
@@ -561,8 +565,10 @@ impl Vfs {
 
     /// Commits the removals held back for at least `age` (the watcher's, and all of them
     /// at the unmount); returns how many were due and how many of those failed.
+    /// Not settled here: the watcher settles when any was due, and `sync` settles itself
+    /// (a settle every watch would take the queue of changes other operations noted and
+    /// tell the kernel after they replied).
     pub fn remove_held_back(&self, age: std::time::Duration) -> (usize, usize) {
-        let _settled = self.settling();
         let Ok(_committing) = self.removals.committing() else {
             return (0, 1);
         };

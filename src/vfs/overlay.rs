@@ -47,7 +47,6 @@ impl Vfs {
                     .set_perm(path, perm)
                     .map_err(|e| e.context(display_path(path)))?;
                 self.took_file(path);
-                self.note_change(path);
                 let done = self.paths.committed(path)?;
                 self.removals.replaced_done(path)?;
                 if let Some(owner) = owner.or_else(|| done.as_ref().and_then(|o| o.owner)) {
@@ -62,6 +61,9 @@ impl Vfs {
                         .set_mtime(path, m)
                         .map_err(|e| e.context(display_path(path)))?;
                 }
+                // Noted once the time is set: a settle meanwhile would re-check the file
+                // with its time still the commit's.
+                self.note_change(path);
                 Ok(())
             }
             Err(e) => {
