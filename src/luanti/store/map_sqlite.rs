@@ -14,7 +14,7 @@
 //! that file (and its rollback journal, named by path, would belong to the new one).
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension};
@@ -50,37 +50,96 @@ impl Schema {
 }
 
 /// An open `map.sqlite`.
+///
+/// Lock order: `writer`, then `followed`, then `readers` or `version`; none is taken while
+/// a later one is held.
 pub struct SqliteMap {
     path: PathBuf,
     schema: Schema,
     read_only: bool,
-    /// Reading connections, each with the [`SqliteMap::generation`] it was opened in.
+    /// Reading connections, each with the [`Followed::generation`] it was opened in.
     readers: Mutex<Vec<(u64, Connection)>>,
     writer: Mutex<Option<Connection>>,
-    /// [`SqliteMap::others_version`]'s token as last read on the writer's connection
-    /// ([`NO_TOKEN`]: none yet), answered while the writer commits.
-    writer_token: AtomicI64,
     /// `PRAGMA data_version` is per connection: one connection is kept for asking it.
     version: Mutex<Option<Connection>>,
     /// Whether the rows left out of the listing were counted and reported.
     reported: AtomicBool,
-    /// Whether the database did not exist at open and no commit has created it yet: reads
-    /// see no blocks and create nothing, the first commit creates it ([`MAP_SCHEMA`]).
-    absent: AtomicBool,
     /// Whether the table is keyed as the engine's are (see [`keyed_as_the_engine_keys`]): only
     /// then is what is read ahead what [`SqliteMap::get`] reads.
     keyed: bool,
     /// Blocks read ahead of walks.
     ahead: ReadAhead,
-    /// The file the connections are open on ([`file_id`]); `None` while there is none.
-    file: Mutex<Option<(u64, u64)>>,
-    /// How many times the database was found replaced or removed (see
-    /// [`SqliteMap::follow_file`]); part of every change token, so each such change is one.
-    generation: AtomicU64,
-    /// Why the database now at the path cannot be followed, while it cannot.
-    refused: Mutex<Option<String>>,
+    /// The file at the path as the mount follows it, in one state.
+    followed: Mutex<Followed>,
     /// Whether the database was in WAL mode when opened.
     wal: bool,
+}
+
+/// A file's device and inode ([`file_id`]).
+type FileId = (u64, u64);
+
+/// The file at the database's path, as the mount follows it (see
+/// [`SqliteMap::follow_file`]).
+#[derive(Clone, Debug, PartialEq)]
+enum File {
+    /// No database there (none at open, or removed since; `Some`: an empty file there): reads
+    /// see no blocks and create nothing, the first commit creates it ([`MAP_SCHEMA`]).
+    Absent(Option<FileId>),
+    /// The connections are open on this file.
+    Open(FileId),
+    /// The file now at the path cannot be followed: every read, look and commit fails with
+    /// `message` until the path holds `had`'s file again, or one that can be followed.
+    Refused { had: Box<File>, message: String },
+}
+
+impl File {
+    /// The file the connections were, or would be, opened on.
+    fn id(&self) -> Option<FileId> {
+        match self {
+            File::Absent(id) => *id,
+            File::Open(id) => Some(*id),
+            File::Refused { had, .. } => had.id(),
+        }
+    }
+}
+
+/// What [`SqliteMap`] knows of the file at its path, under one lock.
+struct Followed {
+    file: File,
+    /// How many times the database was found replaced or removed: part of every change
+    /// token ([`Token::value`]), so each such change is one.
+    generation: u64,
+    /// `data_version` as last read on the writer's connection ([`Token::Writer`]; `None`:
+    /// none yet in this generation), answered while the writer commits.
+    writer_version: Option<i64>,
+}
+
+/// What [`SqliteMap::others_version`] answers, made one number by [`Token::value`].
+enum Token {
+    /// No database at the path.
+    Absent,
+    /// The file at the path cannot be followed.
+    Refused,
+    /// `data_version` on the dedicated connection (a read-only mount, or before our first
+    /// commit creates the database).
+    Dedicated(i64),
+    /// `data_version` on the writer's connection.
+    Writer(i64),
+}
+
+impl Token {
+    /// The token as a number, unlike any other token's: `data_version` is never negative,
+    /// the connection it came from is its lowest bit, and the file's generation is added
+    /// above (each new file's connections count from their own start).
+    fn value(self, generation: u64) -> i64 {
+        let generation = (generation as i64).wrapping_shl(40);
+        match self {
+            Token::Absent => -1,
+            Token::Refused => -3,
+            Token::Dedicated(v) => v.wrapping_mul(2).wrapping_add(generation),
+            Token::Writer(v) => (v.wrapping_mul(2) | 1).wrapping_add(generation),
+        }
+    }
 }
 
 /// Whether a write-ahead log lies beside the database at `path`.
@@ -89,9 +148,6 @@ fn wal_beside(path: &Path) -> bool {
     wal.push("-wal");
     std::fs::symlink_metadata(wal).is_ok()
 }
-
-/// The change token while the database cannot be followed (unlike any other).
-const REFUSED: i64 = -3;
 
 /// The schema of the database open on `conn`, and whether its table is keyed as the
 /// engine's are (see [`keyed_as_the_engine_keys`]); an error naming `path` when it is not
@@ -316,9 +372,6 @@ fn holds_nothing(path: &Path) -> bool {
     }
 }
 
-/// No token read on the writer's connection yet (tokens are never negative).
-const NO_TOKEN: i64 = i64::MIN;
-
 impl SqliteMap {
     /// Opens `map.sqlite`; fails clearly when it is not a Luanti map database. A file that
     /// does not exist, or is empty, is an empty map until the first commit creates it.
@@ -330,22 +383,23 @@ impl SqliteMap {
             readers: Mutex::new(Vec::new()),
             writer: Mutex::new(None),
             version: Mutex::new(None),
-            writer_token: AtomicI64::new(NO_TOKEN),
             reported: AtomicBool::new(false),
-            absent: AtomicBool::new(false),
             keyed: true,
             ahead: ReadAhead::new(LOCAL),
-            file: Mutex::new(None),
-            generation: AtomicU64::new(0),
-            refused: Mutex::new(None),
+            followed: Mutex::new(Followed {
+                file: File::Absent(None),
+                generation: 0,
+                writer_version: None,
+            }),
             wal: false,
         };
         if holds_nothing(path) {
-            store.absent.store(true, Ordering::Relaxed);
             return Ok(store);
         }
         // Taken before the connection opens: a file replaced in between is then followed.
-        *lock(&store.file)? = file_id(path);
+        if let Some(id) = file_id(path) {
+            lock(&store.followed)?.file = File::Open(id);
+        }
         let conn = store.connect(true)?;
         let (schema, keyed) = read_schema(&conn, path)?;
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
@@ -376,17 +430,30 @@ impl SqliteMap {
         Ok(conn)
     }
 
-    /// Whether the database does not exist yet (see [`SqliteMap::open`]).
-    fn is_absent(&self) -> bool {
-        self.absent.load(Ordering::Relaxed) && holds_nothing(&self.path)
+    /// Whether no database is at the path (see [`File::Absent`]; one another program
+    /// created since is read, and followed at the next look).
+    fn is_absent(&self) -> Result<bool> {
+        let absent = matches!(lock(&self.followed)?.file, File::Absent(_));
+        Ok(absent && holds_nothing(&self.path))
+    }
+
+    /// The generation of the file followed; fails while the file at the path cannot be
+    /// followed (see [`SqliteMap::follow_file`]).
+    fn generation(&self) -> Result<u64> {
+        let followed = lock(&self.followed)?;
+        match &followed.file {
+            File::Refused { message, .. } => Err(Error::new(libc::EIO, message.clone())),
+            _ => Ok(followed.generation),
+        }
     }
 
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        self.refused()?;
-        let pooled = self.readers.lock().map(|mut p| p.pop()).unwrap_or(None);
-        let (generation, conn) = match pooled {
-            Some(c) => c,
-            None => (self.generation.load(Ordering::SeqCst), self.connect(true)?),
+        let generation = self.generation()?;
+        // One opened on a file replaced since is dropped (see `release`).
+        let pooled = lock(&self.readers)?.pop().filter(|(g, _)| *g == generation);
+        let conn = match pooled {
+            Some((_, conn)) => conn,
+            None => self.connect(true)?,
         };
         let result = f(&conn);
         self.release(generation, conn);
@@ -394,10 +461,14 @@ impl SqliteMap {
     }
 
     /// Puts a reading connection opened in `generation` back in the pool, unless the file
-    /// was replaced since.
+    /// was replaced since (one replaced between this look and the push is dropped when
+    /// popped).
     fn release(&self, generation: u64, conn: Connection) {
+        if self.generation().ok() != Some(generation) {
+            return;
+        }
         if let Ok(mut pool) = self.readers.lock() {
-            if pool.len() < 16 && generation == self.generation.load(Ordering::SeqCst) {
+            if pool.len() < 16 {
                 pool.push((generation, conn));
             }
         }
@@ -415,59 +486,71 @@ impl SqliteMap {
     /// the path is one that can be followed.
     fn follow_file(&self, writer: &mut Option<Connection>) -> Result<()> {
         let now = file_id(&self.path);
-        let mut known = lock(&self.file)?;
-        if *known == now {
+        let mut followed = lock(&self.followed)?;
+        let known = followed.file.id();
+        if known == now {
             // The file the mount had open (put back after one it could not follow).
-            *lock(&self.refused)? = None;
+            if let File::Refused { had, .. } = &followed.file {
+                followed.file = (**had).clone();
+            }
             return Ok(());
         }
+        let Some(now) = now.filter(|_| !holds_nothing(&self.path)) else {
+            if known.is_some() {
+                self.drop_connections(writer, &mut followed)?;
+                if self.schema != Schema::Pos {
+                    // A new database is made in the `pos` schema (see `MAP_SCHEMA`).
+                    let why = format!(
+                        "removed under the mount (it had the {} schema)",
+                        self.schema.name()
+                    );
+                    return Err(self.refuse(&mut followed, why));
+                }
+                if self.wal {
+                    let why = "removed under the mount while in WAL mode".to_string();
+                    return Err(self.refuse(&mut followed, why));
+                }
+                log::warn!(
+                    "{}: removed under the mount; the map is empty until a commit creates it",
+                    self.path.display()
+                );
+            }
+            followed.file = File::Absent(now);
+            return Ok(());
+        };
         if known.is_none() {
             // Created since by another program (ours records what it creates): every
             // connection was opened on it, and it must have the schema the mount lists.
-            if now.is_some() && !holds_nothing(&self.path) {
-                if let Some(why) = self.unfollowable(false)? {
-                    return Err(self.refuse(why));
-                }
-                self.absent.store(false, Ordering::Relaxed);
+            if let Some(why) = self.unfollowable(false)? {
+                return Err(self.refuse(&mut followed, why));
             }
-            *known = now;
+            followed.file = File::Open(now);
             return Ok(());
         }
-        *writer = None;
-        self.writer_token.store(NO_TOKEN, Ordering::SeqCst);
-        lock(&self.readers)?.clear();
-        *lock(&self.version)? = None;
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        if now.is_none() || holds_nothing(&self.path) {
-            if self.schema != Schema::Pos {
-                // A new database is made in the `pos` schema (see `MAP_SCHEMA`).
-                return Err(self.refuse(format!(
-                    "removed under the mount (it had the {} schema)",
-                    self.schema.name()
-                )));
-            }
-            if self.wal {
-                return Err(self.refuse("removed under the mount while in WAL mode".to_string()));
-            }
-            *known = now;
-            self.absent.store(true, Ordering::Relaxed);
-            *lock(&self.refused)? = None;
-            log::warn!(
-                "{}: removed under the mount; the map is empty until a commit creates it",
-                self.path.display()
-            );
-            return Ok(());
-        }
+        self.drop_connections(writer, &mut followed)?;
         if let Some(why) = self.unfollowable(true)? {
-            return Err(self.refuse(why));
+            return Err(self.refuse(&mut followed, why));
         }
-        self.absent.store(false, Ordering::Relaxed);
-        *known = now;
-        *lock(&self.refused)? = None;
+        followed.file = File::Open(now);
         log::warn!(
             "{}: replaced under the mount; reading and writing the new file",
             self.path.display()
         );
+        Ok(())
+    }
+
+    /// Drops every connection, opened on a file no longer at the path, and starts the next
+    /// generation (under the writer's lock and the followed state's).
+    fn drop_connections(
+        &self,
+        writer: &mut Option<Connection>,
+        followed: &mut Followed,
+    ) -> Result<()> {
+        *writer = None;
+        lock(&self.readers)?.clear();
+        *lock(&self.version)? = None;
+        followed.generation += 1;
+        followed.writer_version = None;
         Ok(())
     }
 
@@ -503,29 +586,28 @@ impl SqliteMap {
         }))
     }
 
-    /// Notes that the database at the path cannot be followed (`why`), logging it once, and
-    /// returns the error every use gets until it can.
-    fn refuse(&self, why: String) -> Error {
+    /// Notes in `followed` that the database at the path cannot be followed (`why`),
+    /// logging it once, and returns the error every use gets until it can.
+    fn refuse(&self, followed: &mut Followed, why: String) -> Error {
         let message = format!(
             "{}: {why}; the mount cannot follow it: unmount and mount again",
             self.path.display()
         );
-        if let Ok(mut refused) = lock(&self.refused) {
-            if refused.as_deref() != Some(message.as_str()) {
-                log::error!("{message}");
-                *refused = Some(message.clone());
+        let had = match &followed.file {
+            File::Refused { had, message: was } => {
+                if *was == message {
+                    return Error::new(libc::EIO, message);
+                }
+                had.clone()
             }
-        }
+            file => Box::new(file.clone()),
+        };
+        log::error!("{message}");
+        followed.file = File::Refused {
+            had,
+            message: message.clone(),
+        };
         Error::new(libc::EIO, message)
-    }
-
-    /// Fails while the database at the path cannot be followed (see
-    /// [`SqliteMap::follow_file`]).
-    fn refused(&self) -> Result<()> {
-        match lock(&self.refused)?.as_ref() {
-            Some(message) => Err(Error::new(libc::EIO, message.clone())),
-            None => Ok(()),
-        }
     }
 
     /// The stored blob of one block, read on the connection `c`.
@@ -642,22 +724,16 @@ impl SqliteMap {
         }
     }
 
-    /// A change token made to differ after each replacement of the file (the new file's
-    /// connections count from their own start).
-    fn with_generation(&self, token: i64) -> i64 {
-        let generation = self.generation.load(Ordering::SeqCst) as i64;
-        token.wrapping_add(generation.wrapping_shl(40))
-    }
-
     /// [`SqliteMap::follow_file`] for [`SqliteMap::others_version`]: a database that cannot
-    /// be followed is one more change ([`REFUSED`], returned), so the watcher checks what
-    /// the kernel keeps (and finds it fails).
+    /// be followed is one more change ([`Token::Refused`], returned), so the watcher checks
+    /// what the kernel keeps (and finds it fails).
     fn follow_for_look(&self, writer: &mut Option<Connection>) -> Result<Option<i64>> {
         match self.follow_file(writer) {
             Ok(_) => Ok(None),
-            Err(_) if self.refused().is_err() => {
-                self.ahead.seen_version(REFUSED);
-                Ok(Some(REFUSED))
+            Err(_) if self.generation().is_err() => {
+                let token = Token::Refused.value(0);
+                self.ahead.seen_version(token);
+                Ok(Some(token))
             }
             Err(e) => Err(e),
         }
@@ -677,9 +753,10 @@ impl SqliteMap {
     /// [`SqliteMap::others_version`]'s token, read on the writer's connection `conn` (under
     /// the writer's lock) and kept for looks while the writer commits.
     fn read_writer_token(&self, conn: &Connection) -> Result<i64> {
-        let token = sqlite::data_version(conn)?.wrapping_mul(2) | 1;
-        self.writer_token.store(token, Ordering::SeqCst);
-        Ok(token)
+        let version = sqlite::data_version(conn)?;
+        let mut followed = lock(&self.followed)?;
+        followed.writer_version = Some(version);
+        Ok(Token::Writer(version).value(followed.generation))
     }
 
     /// Makes the writer's connection in `guard` if there is none yet.
@@ -688,16 +765,15 @@ impl SqliteMap {
         mut guard: std::sync::MutexGuard<'a, Option<Connection>>,
     ) -> Result<std::sync::MutexGuard<'a, Option<Connection>>> {
         if guard.is_none() {
-            if self.absent.load(Ordering::Relaxed) {
+            let mut followed = lock(&self.followed)?;
+            if let File::Absent(_) = followed.file {
                 drop(sqlite::open_or_create(&self.path, MAP_SCHEMA)?);
-                self.absent.store(false, Ordering::Relaxed);
-            }
-            let mut known = lock(&self.file)?;
-            if known.is_none() {
                 // Created just now, or by another program since the last look.
-                *known = file_id(&self.path);
+                if let Some(id) = file_id(&self.path) {
+                    followed.file = File::Open(id);
+                }
             }
-            drop(known);
+            drop(followed);
             let conn = self.connect(false)?;
             // A streamed commit keeps its blobs in a temporary table: in a file, not memory.
             conn.execute_batch("PRAGMA temp_store = FILE")?;
@@ -712,7 +788,7 @@ impl SqliteMap {
     /// committed (replaced while it ran: the commit went into the replaced file, and a caller
     /// that keeps its changes commits them again, into the new file).
     fn still_the_file(&self, began: bool) -> Result<()> {
-        if file_id(&self.path) == *lock(&self.file)? {
+        if file_id(&self.path) == lock(&self.followed)?.file.id() {
             return Ok(());
         }
         let what = if began {
@@ -772,7 +848,7 @@ impl MapBackend for SqliteMap {
 
     /// The stored blob of one block.
     fn get(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        if self.is_absent() {
+        if self.is_absent()? {
             return Ok(None);
         }
         self.with_reader(|c| self.get_on(c, pos))
@@ -783,7 +859,7 @@ impl MapBackend for SqliteMap {
     /// (beyond the engine's limits in the `pos` schema), or any block of a table not keyed as
     /// the engine keys its tables, is read alone.
     fn read_ahead(&self, pos: BlockPos) -> Result<Option<Vec<u8>>> {
-        if self.is_absent() {
+        if self.is_absent()? {
             return Ok(None);
         }
         if !self.keyed || (self.schema == Schema::Pos && int_to_pos(pos_to_int(pos)) != pos) {
@@ -812,7 +888,7 @@ impl MapBackend for SqliteMap {
     /// A page holding [`LIST_BYTES`](crate::luanti::store::map::LIST_BYTES) of data ends early, before `limit` rows: the listing
     /// goes on after its last key.
     fn list(&self, after: u64, limit: usize, with_data: bool) -> Result<Vec<Listed>> {
-        if self.is_absent() {
+        if self.is_absent()? {
             return Ok(Vec::new());
         }
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
@@ -836,7 +912,7 @@ impl MapBackend for SqliteMap {
 
     /// The number of rows whose key is no block the engine can load (left out of listings).
     fn out_of_range(&self) -> Result<u64> {
-        if self.is_absent() {
+        if self.is_absent()? {
             return Ok(0);
         }
         let rows = loadable_rows(self.schema);
@@ -852,7 +928,7 @@ impl MapBackend for SqliteMap {
 
     /// Number of stored blocks.
     fn count(&self) -> Result<u64> {
-        if self.is_absent() {
+        if self.is_absent()? {
             return Ok(0);
         }
         self.with_reader(|c| {
@@ -864,8 +940,8 @@ impl MapBackend for SqliteMap {
     /// SQLite's `PRAGMA data_version` on a dedicated connection: changes whenever another
     /// connection (another process, or our own writer) has committed.
     fn data_version(&self) -> Result<i64> {
-        self.refused()?;
-        if self.is_absent() {
+        let generation = self.generation()?;
+        if self.is_absent()? {
             return Ok(0);
         }
         let mut guard = crate::error::lock_named(&self.version, "map store version")?;
@@ -875,7 +951,7 @@ impl MapBackend for SqliteMap {
         let conn = guard
             .as_ref()
             .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
-        Ok(self.with_generation(sqlite::data_version(conn)?))
+        Ok(Token::Dedicated(sqlite::data_version(conn)?).value(generation))
     }
 
     /// A token that changes when another program committed, and not for our own commits;
@@ -890,40 +966,42 @@ impl MapBackend for SqliteMap {
     /// connection it came from, so it changes once then. What was read ahead is dropped
     /// when it changes.
     fn others_version(&self) -> Result<Option<i64>> {
-        if self.is_absent() {
-            // Unlike any `data_version` (never negative) doubled.
-            return Ok(Some(-1));
+        let absent = Token::Absent.value(0);
+        if self.is_absent()? {
+            return Ok(Some(absent));
         }
-        let token = if self.read_only || self.absent.load(Ordering::Relaxed) {
+        let created_by_another = matches!(lock(&self.followed)?.file, File::Absent(_));
+        let token = if self.read_only || created_by_another {
             // Not while our first commit creates the database (it then follows it itself).
             if let Ok(mut writer) = self.writer.try_lock() {
                 if let Some(token) = self.follow_for_look(&mut writer)? {
                     return Ok(Some(token));
                 }
             }
-            if self.is_absent() {
-                return Ok(Some(-1));
+            if self.is_absent()? {
+                return Ok(Some(absent));
             }
-            self.data_version()?.wrapping_mul(2)
+            self.data_version()?
         } else {
             match self.writer.try_lock() {
                 Ok(mut g) => {
                     if let Some(token) = self.follow_for_look(&mut g)? {
                         return Ok(Some(token));
                     }
-                    if self.is_absent() {
-                        return Ok(Some(-1));
+                    if self.is_absent()? {
+                        return Ok(Some(absent));
                     }
                     let guard = self.open_writer(g)?;
                     let conn = guard
                         .as_ref()
                         .ok_or_else(|| Error::corrupt("map store writer unavailable"))?;
-                    self.with_generation(self.read_writer_token(conn)?)
+                    self.read_writer_token(conn)?
                 }
                 Err(std::sync::TryLockError::WouldBlock) => {
-                    match self.writer_token.load(Ordering::SeqCst) {
-                        NO_TOKEN => return Ok(None),
-                        token => self.with_generation(token),
+                    let followed = lock(&self.followed)?;
+                    match followed.writer_version {
+                        None => return Ok(None),
+                        Some(v) => Token::Writer(v).value(followed.generation),
                     }
                 }
                 Err(std::sync::TryLockError::Poisoned(_)) => {
@@ -1601,7 +1679,10 @@ mod tests {
     fn a_removed_database_is_an_empty_map_until_a_commit_makes_it_again() {
         let (_dir, path, store) = map_with_a_block();
         std::fs::remove_file(&path).unwrap();
-        assert_eq!(store.others_version().unwrap(), Some(-1));
+        assert_eq!(
+            store.others_version().unwrap(),
+            Some(Token::Absent.value(0))
+        );
         assert_eq!(store.get(pos(1, 0, 0)).unwrap(), None);
         assert_eq!(store.count().unwrap(), 0);
         assert!(!path.exists(), "a look creates nothing");
@@ -1633,9 +1714,12 @@ mod tests {
                 "{}",
                 read.message()
             );
-            assert_eq!(store.others_version().unwrap(), Some(REFUSED));
+            assert_eq!(
+                store.others_version().unwrap(),
+                Some(Token::Refused.value(0))
+            );
         }
-        assert_ne!(before, Some(REFUSED));
+        assert_ne!(before, Some(Token::Refused.value(0)));
         let rows: i64 = Connection::open(&path)
             .unwrap()
             .query_row("SELECT COUNT(*) FROM blocks", [], |r| r.get(0))
@@ -1644,10 +1728,30 @@ mod tests {
         // A map of the mount's schema put in its place is followed again.
         let good = make_db(other.path(), Schema::Pos);
         std::fs::rename(&good, &path).unwrap();
-        assert_ne!(store.others_version().unwrap(), Some(REFUSED));
+        assert_ne!(
+            store.others_version().unwrap(),
+            Some(Token::Refused.value(0))
+        );
         assert_eq!(store.get(pos(1, 0, 0)).unwrap(), None);
         commit(&store, &[(pos(1, 0, 0), Some(b"new".to_vec()))]).unwrap();
         assert_eq!(stored(&path, pos(1, 0, 0)), Some(b"new".to_vec()));
+    }
+
+    #[test]
+    fn the_database_put_back_after_one_that_cannot_be_followed_is_followed_as_before() {
+        let (_dir, path, store) = map_with_a_block();
+        let other = tempfile::tempdir().unwrap();
+        let kept = other.path().join("kept.sqlite");
+        std::fs::rename(&path, &kept).unwrap();
+        std::fs::rename(make_db(other.path(), Schema::Xyz), &path).unwrap();
+        let refused = Some(Token::Refused.value(0));
+        assert_eq!(store.others_version().unwrap(), refused);
+        assert_eq!(store.get(pos(1, 0, 0)).unwrap_err().errno(), libc::EIO);
+        std::fs::rename(&kept, &path).unwrap();
+        assert_ne!(store.others_version().unwrap(), refused);
+        assert_eq!(store.get(pos(1, 0, 0)).unwrap(), Some(b"old".to_vec()));
+        commit(&store, &[(pos(2, 0, 0), Some(b"new".to_vec()))]).unwrap();
+        assert_eq!(stored(&path, pos(2, 0, 0)), Some(b"new".to_vec()));
     }
 
     #[test]
