@@ -17,6 +17,7 @@ pub mod cli;
 pub mod cubeset;
 pub mod error;
 pub mod fuse;
+pub mod index_tree;
 pub mod inspect;
 pub mod luanti;
 pub mod manpage;

@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
+use crate::index_tree;
 use crate::luanti::cache::{Blocks, Cached};
 use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
@@ -99,12 +100,8 @@ enum Place {
     Index(index::At),
 }
 
-/// Why a file of `index/` cannot be written.
-fn index_is_read_only() -> Error {
-    Error::not_permitted(
-        "index/ holds answers: only mv of index/nodes/NAME or index/items/ITEM changes it",
-    )
-}
+/// The renames that change `index/`.
+const INDEX_RENAMES: &str = "mv of index/nodes/NAME or index/items/ITEM";
 
 /// A Luanti world (or a bare `map.sqlite`) as a tree.
 pub struct LuantiTree {
@@ -328,7 +325,7 @@ impl LuantiTree {
         match place {
             Place::WorldFile => self.world_files()?.read(path),
             Place::Accounts => self.accounts()?.read(path),
-            Place::Index(at) => self.index_read(path, at),
+            Place::Index(at) => index_tree::read(path, self.index_shown(path, at)?),
             Place::BlockError(pos) => self
                 .blocks
                 .decode_error(*pos)?
@@ -397,7 +394,9 @@ impl Tree for LuantiTree {
         let place = self.place(path)?;
         match &place {
             Place::Root | Place::Blocks => Ok(self.dir_stat(base_time())),
-            Place::Index(at) => self.index_stat(at),
+            Place::Index(at) => Ok(index_tree::stat(&self.index_shown(path, at)?, |t| {
+                self.dir_stat(t)
+            })),
             Place::BlockError(_) => {
                 let data = self.read_place(&place, path)?;
                 Ok(self.file_stat(data.len(), base_time()))
@@ -495,7 +494,7 @@ impl Tree for LuantiTree {
                 self.keep_meta_dir(pos, rel);
                 Ok(())
             }
-            Place::Index(_) => Err(index_is_read_only()),
+            Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -509,14 +508,14 @@ impl Tree for LuantiTree {
             }
             Place::Inventory(..) => parse_inventory(data).map(drop),
             Place::Var(_, _, _, key) => check_key(&key),
-            Place::Index(_) => Err(index_is_read_only()),
+            Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
 
     fn writable_at(&self, path: &TreePath) -> Result<()> {
         match path.first() {
-            Some(top) if top == index::INDEX => Err(index_is_read_only()),
+            Some(top) if top == index::INDEX => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Ok(()),
         }
     }
@@ -561,7 +560,7 @@ impl Tree for LuantiTree {
                     Removal::AtOnce
                 });
             }
-            Place::Index(_) => return Err(index_is_read_only()),
+            Place::Index(_) => return Err(index_tree::read_only(INDEX_RENAMES)),
             // Removing these changes nothing stored (auth.txt is reset by writing it).
             Place::View(..) | Place::BlockError(_) => Removal::AtOnce,
             Place::Accounts if path.len() == 1 => Removal::AtOnce,
@@ -577,7 +576,7 @@ impl Tree for LuantiTree {
     fn remove(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.remove(path),
-            Place::Index(_) => Err(index_is_read_only()),
+            Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             Place::Accounts => self.accounts()?.remove(path),
             // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
             // a block folder reaches the rmdir that deletes the block.
@@ -835,7 +834,7 @@ impl Tree for LuantiTree {
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.readlink(path),
-            Place::Index(at) => self.index_readlink(&at).ok_or_else(|| not_a_link(path)),
+            Place::Index(at) => index_tree::readlink(path, self.index_shown(path, &at)?),
             _ => Err(not_a_link(path)),
         }
     }

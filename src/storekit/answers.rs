@@ -8,13 +8,10 @@
 //! Each game supplies only what differs: the version of its store, what a scan reads and
 //! how an answer names its objects ([`Answer`]), and whether an answer is kept.
 
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
 
 use crate::error::{Error, Result};
-use crate::vfs::tree::{base_time, TreePath};
 
 /// How many scans a question runs before it gives up on a store that keeps changing.
 pub const SCAN_TRIES: usize = 3;
@@ -161,31 +158,6 @@ impl<A: Answer> Answers<A> {
         answer.stamp(after, self.next_generation());
         kept.version = Some(after);
     }
-}
-
-/// The mtime of an `index/` folder listing part of the `generation`th answer: the kernel
-/// keeps a folder's listing until its mtime changes.
-pub fn answer_time(generation: u64) -> SystemTime {
-    base_time() + Duration::from_secs(generation)
-}
-
-/// The mtime of an `items/` folder of `index/`, read afresh (not from an answer): it
-/// changes with the names of its files and their sizes.
-pub fn items_time<'a, N: Hash + 'a>(
-    items: impl IntoIterator<Item = (&'a N, &'a Vec<u8>)>,
-) -> SystemTime {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    for (name, text) in items {
-        name.hash(&mut h);
-        text.len().hash(&mut h);
-    }
-    let nanos = (h.finish() % 1_000_000_000) as u32;
-    base_time() + Duration::new(0, nanos)
-}
-
-/// The error of reading an `index/` link as a file.
-pub fn read_of_link(path: &TreePath) -> Error {
-    Error::new(libc::ELOOP, format!("{}: a symbolic link", path.join("/")))
 }
 
 /// Whether an answer of `weight` bytes is kept within `budget` (logged when it is not).

@@ -28,6 +28,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
+use crate::index_tree;
 use crate::names;
 use crate::storekit::folder::FolderFiles;
 use crate::storekit::mtimes::content_hash;
@@ -110,12 +111,8 @@ enum Place<'a> {
     Index(index::At),
 }
 
-/// Why a file of `index/` cannot be written.
-fn index_is_read_only() -> Error {
-    Error::not_permitted(
-        "index/ holds answers: only mv of index/blocks/ID or index/items/ID changes it",
-    )
-}
+/// The renames that change `index/`.
+const INDEX_RENAMES: &str = "mv of index/blocks/ID or index/items/ID";
 
 /// The names of the world folder the tree shows otherwise (or never): the terrain stores,
 /// and folders named like a view (the view wins).
@@ -372,7 +369,7 @@ impl SurvivalcraftTree {
             Place::Project => Ok(self.objects.require_project()?.xml.clone()),
             Place::View(pos, view) => Ok(self.objects.chunk_view(*pos, view.name, view.render)?.0),
             Place::Inventory(kind, name) => Ok(Arc::new(self.inventory(*kind, name)?.0)),
-            Place::Index(at) => self.index_read(path, at),
+            Place::Index(at) => index_tree::read(path, self.index_shown(path, at)?),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -490,7 +487,9 @@ impl Tree for SurvivalcraftTree {
                 let (data, mtime) = self.inventory(*kind, name)?;
                 Ok(self.file_stat(data.len(), mtime))
             }
-            Place::Index(at) => self.index_stat(at),
+            Place::Index(at) => Ok(index_tree::stat(&self.index_shown(path, at)?, |t| {
+                self.dir_stat(t)
+            })),
         }
     }
 
@@ -577,7 +576,7 @@ impl Tree for SurvivalcraftTree {
                     renders,
                 )
             }
-            Place::Index(_) => Err(index_is_read_only()),
+            Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
@@ -590,14 +589,14 @@ impl Tree for SurvivalcraftTree {
                 .map_err(|e| Error::invalid(e.message())),
             Place::View(pos, view) => (view.parse)(&self.objects.chunk(pos)?.chunk, data).map(drop),
             Place::Inventory(..) => views::inventory::parse(data).map(drop),
-            Place::Index(_) => Err(index_is_read_only()),
+            Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Err(Error::is_dir("is a directory")),
         }
     }
 
     fn writable_at(&self, path: &TreePath) -> Result<()> {
         match path.first() {
-            Some(top) if top == index::INDEX => Err(index_is_read_only()),
+            Some(top) if top == index::INDEX => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Ok(()),
         }
     }
@@ -637,7 +636,7 @@ impl Tree for SurvivalcraftTree {
                 .world_files()?
                 .check_remove(path)
                 .map(|()| Removal::AtOnce),
-            Place::Index(_) => Err(index_is_read_only()),
+            Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             Place::Project | Place::View(..) | Place::Inventory(..) => {
                 Err(Error::not_permitted(format!(
                     "{}: cannot be removed (write it to change it)",
@@ -652,7 +651,7 @@ impl Tree for SurvivalcraftTree {
         match self.place(path)? {
             Place::Chunk(pos) => self.objects.create_chunk(pos),
             Place::WorldFile => self.world_files()?.mkdir(path),
-            Place::Index(_) => Err(index_is_read_only()),
+            Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Err(Error::not_permitted(format!(
                 "{}: folders here are fixed (chunks/CX,CZ and the world folder's own folders can be created)",
                 path.join("/")
@@ -663,7 +662,7 @@ impl Tree for SurvivalcraftTree {
     fn rmdir(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.rmdir(path),
-            Place::Index(_) => Err(index_is_read_only()),
+            Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Err(Error::not_permitted(format!(
                 "{}: cannot be removed (Survivalcraft chunk files have no way to drop a chunk)",
                 path.join("/")
@@ -757,7 +756,7 @@ impl Tree for SurvivalcraftTree {
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.readlink(path),
-            Place::Index(at) => self.index_readlink(&at).ok_or_else(|| not_a_link(path)),
+            Place::Index(at) => index_tree::readlink(path, self.index_shown(path, &at)?),
             _ => Err(not_a_link(path)),
         }
     }

@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::error::{Error, Result};
+use crate::index_tree;
 use crate::storekit::lock::StoreLock;
 use crate::storekit::mtimes::{content_hash, derived_mtime, Mtimes};
 use crate::storekit::scratch::looks_like_scratch;
@@ -77,12 +78,8 @@ enum Place {
     Index,
 }
 
-/// Why a file of `index/` cannot be written.
-fn index_is_read_only() -> Error {
-    Error::not_permitted(
-        "index/ holds answers: only mv of index/tiles/NAME or index/items/ITEM changes it",
-    )
-}
+/// The renames that change `index/`.
+const INDEX_RENAMES: &str = "mv of index/tiles/NAME or index/items/ITEM";
 
 struct State {
     disk: Disk,
@@ -365,7 +362,7 @@ impl TvdaTree {
         self.check_writable()?;
         let place = self.place(path)?;
         match place {
-            Place::Index => return Err(index_is_read_only()),
+            Place::Index => return Err(index_tree::read_only(INDEX_RENAMES)),
             Place::Header => {
                 return Err(Error::not_permitted(format!(
                     "{HEADER_FILE} cannot be removed: every disk has a header (edit it instead)"
@@ -608,7 +605,7 @@ impl TvdaTree {
         self.check_writable()?;
         let place = self.place(path)?;
         match place {
-            Place::Index => return Err(index_is_read_only()),
+            Place::Index => return Err(index_tree::read_only(INDEX_RENAMES)),
             Place::Header => return self.edit_header(data, apply != Apply::Check),
             Place::Chunk(..) => drop(self.world_for_chunks(path)?),
             _ => {}
@@ -753,7 +750,9 @@ impl Tree for TvdaTree {
                 }
                 Ok(self.dir_stat(self.folder_mtime(place)?))
             }
-            Place::Index => self.index_stat(path),
+            Place::Index => Ok(index_tree::stat(&self.index_shown(path)?, |t| {
+                self.dir_stat(t)
+            })),
             Place::Header => {
                 let (text, mtime) = self.header_file()?;
                 Ok(self.file_stat(text.len() as u64, mtime))
@@ -821,7 +820,7 @@ impl Tree for TvdaTree {
     fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
         let place = self.place(path)?;
         match place {
-            Place::Index => return self.index_read(path),
+            Place::Index => return index_tree::read(path, self.index_shown(path)?),
             Place::Header => return Ok(Arc::new(self.header_file()?.0)),
             _ => {}
         }
@@ -852,7 +851,7 @@ impl Tree for TvdaTree {
 
     fn writable_at(&self, path: &TreePath) -> Result<()> {
         match path.first() {
-            Some(top) if top == index::INDEX => Err(index_is_read_only()),
+            Some(top) if top == index::INDEX => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Ok(()),
         }
     }
@@ -941,7 +940,7 @@ impl Tree for TvdaTree {
                 self.fixed_dir_empty(empty)
             }
             Place::Root => Err(Error::not_permitted("the root cannot be removed")),
-            Place::Index => Err(index_is_read_only()),
+            Place::Index => Err(index_tree::read_only(INDEX_RENAMES)),
             _ => Err(Error::not_dir("not a directory")),
         }
     }
@@ -971,7 +970,7 @@ impl Tree for TvdaTree {
         self.check_writable()?;
         let place = self.place(path)?;
         match place {
-            Place::Index => return self.index_stat(path).map(drop),
+            Place::Index => return self.index_shown(path).map(drop),
             Place::Header => {
                 let (text, _) = self.header_file()?;
                 self.mtimes.record(header_key(), content_hash(&text), mtime);
@@ -1010,7 +1009,7 @@ impl Tree for TvdaTree {
 
     fn readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
         match self.place(path)? {
-            Place::Index => self.index_readlink(path),
+            Place::Index => index_tree::readlink(path, self.index_shown(path)?),
             _ => Err(crate::vfs::tree::not_a_link(path)),
         }
     }

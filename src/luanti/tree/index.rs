@@ -11,19 +11,19 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::blocks::{block_name, rel_name};
 use super::{base_time, not_found, LuantiTree};
 use crate::error::{Error, Result};
+use crate::index_tree::{self, Shown};
 use crate::luanti::cache::Edited;
 use crate::luanti::codec::block::{BlockPos, MapBlock, RelPos};
 use crate::luanti::index::{
     pack, rename_item, rename_node, unpack, valid_name, Answer, Focus, Kind,
 };
 use crate::names;
-use crate::storekit::answers;
-use crate::vfs::tree::{stream, Entry, Stat, TreePath};
+use crate::vfs::tree::{Entry, Stat, TreePath};
 
 /// The top-level folder of the answers.
 pub const INDEX: &str = "index";
@@ -74,16 +74,9 @@ fn stored<'a, T: AsRef<[u8]> + 'a>(
     names::find(file, stored)
 }
 
-/// Entries of a folder of names, cookie = place in the sorted names plus one.
-fn named_entries<T: AsRef<[u8]>>(names: impl Iterator<Item = T>, stat: Stat) -> Vec<Entry> {
-    names
-        .enumerate()
-        .map(|(i, n)| Entry {
-            name: names::escape(n.as_ref()),
-            cookie: i as u64 + 1,
-            stat: stat.clone(),
-        })
-        .collect()
+/// Entries of a folder of stored names (sorted), shown as file names.
+fn named_entries<T: AsRef<[u8]>>(stored: impl Iterator<Item = T>, stat: Stat) -> Vec<Entry> {
+    index_tree::named(stored.map(|n| names::escape(n.as_ref())), stat)
 }
 
 fn unavailable(kind: &str) -> Error {
@@ -382,56 +375,35 @@ impl LuantiTree {
         }
     }
 
-    /// Every stat under `index/` is volatile: what it shows depends on the whole map, so
-    /// the kernel must not keep it (a change of any block may change it).
-    pub(super) fn index_stat(&self, at: &At) -> Result<Stat> {
-        self.index_stat_kept(at).map(|mut s| {
-            s.volatile = true;
-            s
+    /// What the path `path` below `index/`, at `at`, shows.
+    pub(super) fn index_shown(&self, path: &TreePath, at: &At) -> Result<Shown> {
+        if let Some(target) = self.link_target(at) {
+            return Ok(Shown::Link(target));
+        }
+        Ok(match at {
+            At::Item(item) => Shown::Text(
+                self.item_lines()?
+                    .remove(item)
+                    .ok_or_else(|| not_found(path))?,
+            ),
+            At::Top => Shown::Folder(base_time()),
+            At::Folder("items") => Shown::Folder(index_tree::items_time(&self.item_lines()?)),
+            _ => Shown::Folder(self.answer_time()?),
         })
     }
 
-    fn index_stat_kept(&self, at: &At) -> Result<Stat> {
-        if let Some(target) = self.link_target(at) {
-            return Ok(Stat::symlink(target.len() as u64, base_time()));
-        }
-        match at {
-            At::Item(item) => {
-                let len = self.item_lines()?.get(item).map_or(0, Vec::len);
-                Ok(Stat::file(len as u64, base_time(), true))
-            }
-            At::Top => Ok(self.dir_stat(base_time())),
-            At::Folder("items") => Ok(self.dir_stat(answers::items_time(&self.item_lines()?))),
-            _ => self.answer_dir_stat(),
-        }
-    }
-
-    /// A folder listing part of an answer: its mtime changes whenever the answer may (the
-    /// kernel opens folders itself and keeps a listing until the folder's mtime changes),
-    /// without a scan ([`Index::stamp`]).
+    /// The mtime of a folder listing part of an answer: it changes whenever the answer may
+    /// (the kernel opens folders itself and keeps a listing until the folder's mtime
+    /// changes), without a scan ([`Index::stamp`]).
     ///
     /// [`Index::stamp`]: crate::luanti::index::Index::stamp
-    fn answer_dir_stat(&self) -> Result<Stat> {
+    fn answer_time(&self) -> Result<SystemTime> {
         let nanos = (self.index.stamp()? % 1_000_000_000) as u32;
-        Ok(self.dir_stat(base_time() + Duration::new(0, nanos)))
+        Ok(base_time() + Duration::new(0, nanos))
     }
 
-    pub(super) fn index_read(&self, path: &TreePath, at: &At) -> Result<Arc<Vec<u8>>> {
-        match at {
-            At::Item(item) => self
-                .item_lines()?
-                .remove(item)
-                .map(Arc::new)
-                .ok_or_else(|| not_found(path)),
-            At::NodeLink(..) | At::FieldLink(..) | At::Broken(_) => {
-                Err(answers::read_of_link(path))
-            }
-            _ => Err(Error::is_dir("is a directory")),
-        }
-    }
-
-    pub(super) fn index_readlink(&self, at: &At) -> Option<Vec<u8>> {
-        self.link_target(at).map(String::into_bytes)
+    fn answer_dir_stat(&self) -> Result<Stat> {
+        Ok(self.dir_stat(self.answer_time()?))
     }
 
     pub(super) fn index_list(
@@ -440,12 +412,6 @@ impl LuantiTree {
         after: u64,
         sink: &mut dyn FnMut(Entry) -> bool,
     ) -> Result<()> {
-        // Volatile, as in `index_stat`.
-        let sink = &mut |mut e: Entry| {
-            e.stat.volatile = true;
-            sink(e)
-        };
-        let link = |target_len: usize| Stat::symlink(target_len as u64, base_time());
         let entries: Vec<Entry> = match at {
             At::Top => named_entries(FOLDERS.iter(), self.dir_stat(base_time())),
             At::Folder("nodes") => {
@@ -453,18 +419,12 @@ impl LuantiTree {
                 let nodes = a.nodes.as_ref().ok_or_else(|| unavailable("nodes"))?;
                 named_entries(nodes.keys(), self.answer_dir_stat()?)
             }
-            At::Folder("items") => {
-                let items = self.item_lines()?;
-                items
+            At::Folder("items") => index_tree::texts(
+                self.item_lines()?
                     .iter()
                     .enumerate()
-                    .map(|(i, (n, text))| Entry {
-                        name: names::escape(n),
-                        cookie: i as u64 + 1,
-                        stat: Stat::file(text.len() as u64, base_time(), true),
-                    })
-                    .collect()
-            }
+                    .map(|(i, (n, text))| (i as u64 + 1, names::escape(n), text)),
+            ),
             At::Folder("fields") => {
                 let a = self.index_answer(Kind::Fields)?;
                 let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
@@ -473,13 +433,15 @@ impl LuantiTree {
             At::Folder(_) => {
                 let a = self.index_answer(Kind::Nodes)?;
                 let blocks = a.broken.range(after + 1..).map(|(b, _)| *b);
-                return stream_blocks(blocks, "../../blocks/", sink, link);
+                index_tree::links(block_links(blocks, "../../blocks/"), after, sink);
+                return Ok(());
             }
             At::Node(name) => {
                 let a = self.node_answer(name)?;
                 let set = holders(&a, name)?;
                 let blocks = set.range(after + 1..).copied();
-                return stream_blocks(blocks, "../../../blocks/", sink, link);
+                index_tree::links(block_links(blocks, "../../../blocks/"), after, sink);
+                return Ok(());
             }
             At::FieldKey(key) => {
                 let a = self.index_answer(Kind::Fields)?;
@@ -498,50 +460,34 @@ impl LuantiTree {
                     .and_then(|v| v.get(value))
                     .ok_or_else(|| Error::not_found("no such value"))?;
                 let from = (after.saturating_sub(1) >> 12) + 1;
-                for &(b, n) in nodes.range((from, 0)..) {
-                    let cookie = ((b - 1) << 12 | u64::from(n)) + 1;
-                    if cookie <= after {
-                        continue;
-                    }
+                let links = nodes.range((from, 0)..).map(|&(b, n)| {
                     let target = self.link_target(&At::FieldLink(b, n)).unwrap_or_default();
-                    let e = Entry {
-                        name: node_link_name(b, n),
-                        cookie,
-                        stat: link(target.len()),
-                    };
-                    if !sink(e) {
-                        break;
-                    }
-                }
+                    (
+                        ((b - 1) << 12 | u64::from(n)) + 1,
+                        node_link_name(b, n),
+                        target,
+                    )
+                });
+                index_tree::links(links, after, sink);
                 return Ok(());
             }
             _ => return Err(Error::not_dir("not a directory")),
         };
-        stream(entries, after, sink);
+        index_tree::list(entries, after, sink);
         Ok(())
     }
 }
 
-/// Streams links to `blocks` (packed positions, ascending, those after the listing's
-/// cookie): the cookie of a block is its packed position.
-fn stream_blocks(
-    blocks: impl Iterator<Item = u64>,
-    prefix: &str,
-    sink: &mut dyn FnMut(Entry) -> bool,
-    link: impl Fn(usize) -> Stat,
-) -> Result<()> {
-    for b in blocks {
+/// The links to `blocks` (packed positions, ascending), their targets under `prefix`: the
+/// cookie of a block is its packed position.
+fn block_links<'a>(
+    blocks: impl Iterator<Item = u64> + 'a,
+    prefix: &'a str,
+) -> impl Iterator<Item = (u64, String, String)> + 'a {
+    blocks.map(move |b| {
         let name = block_name(unpack(b));
-        let e = Entry {
-            stat: link(prefix.len() + name.len()),
-            name,
-            cookie: b,
-        };
-        if !sink(e) {
-            break;
-        }
-    }
-    Ok(())
+        (b, name.clone(), format!("{prefix}{name}"))
+    })
 }
 
 #[cfg(test)]

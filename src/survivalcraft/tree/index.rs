@@ -18,11 +18,11 @@ use std::sync::Arc;
 
 use super::{chunk_cookie, holders, HolderKind, SurvivalcraftTree, INVENTORY};
 use crate::error::{Error, Result};
-use crate::storekit::answers;
+use crate::index_tree::{self, Shown};
 use crate::survivalcraft::codec::chunk::ChunkPos;
 use crate::survivalcraft::codec::project::{self, Inventory, ProjectInfo};
 use crate::survivalcraft::index::{item_id, parse_id, replace_block, with_item_id, Answer};
-use crate::vfs::tree::{base_time, not_found, stream, Entry, Stat, TreePath};
+use crate::vfs::tree::{base_time, not_found, Entry, TreePath};
 
 /// The top-level folder of the answers.
 pub const INDEX: &str = "index";
@@ -260,45 +260,19 @@ impl SurvivalcraftTree {
         Ok(())
     }
 
-    /// Every stat under `index/` is volatile: what it shows depends on the whole world, so
-    /// the kernel must not keep it (a change of any chunk may change it).
-    pub(super) fn index_stat(&self, at: &At) -> Result<Stat> {
-        let mut s = match at {
-            At::BlockLink(pos) => Stat::symlink(chunk_target(*pos).len() as u64, base_time()),
-            At::Item(id) => {
-                let len = self.item_lines()?.get(id).map_or(0, Vec::len);
-                Stat::file(len as u64, base_time(), true)
-            }
-            At::Folder("items") => self.dir_stat(answers::items_time(&self.item_lines()?)),
-            At::Top => self.dir_stat(base_time()),
-            _ => self.answer_dir_stat(&*self.index_answer()?),
-        };
-        s.volatile = true;
-        Ok(s)
-    }
-
-    /// A folder listing part of `answer`: its mtime changes with the answer.
-    fn answer_dir_stat(&self, answer: &Answer) -> Stat {
-        self.dir_stat(answers::answer_time(answer.generation))
-    }
-
-    pub(super) fn index_read(&self, path: &TreePath, at: &At) -> Result<Arc<Vec<u8>>> {
-        match at {
-            At::Item(id) => self
-                .item_lines()?
-                .remove(id)
-                .map(Arc::new)
-                .ok_or_else(|| not_found(path)),
-            At::BlockLink(_) => Err(answers::read_of_link(path)),
-            _ => Err(Error::is_dir("is a directory")),
-        }
-    }
-
-    pub(super) fn index_readlink(&self, at: &At) -> Option<Vec<u8>> {
-        match at {
-            At::BlockLink(pos) => Some(chunk_target(*pos).into_bytes()),
-            _ => None,
-        }
+    /// What the path `path` below `index/`, at `at`, shows.
+    pub(super) fn index_shown(&self, path: &TreePath, at: &At) -> Result<Shown> {
+        Ok(match at {
+            At::BlockLink(pos) => Shown::Link(chunk_target(*pos)),
+            At::Item(id) => Shown::Text(
+                self.item_lines()?
+                    .remove(id)
+                    .ok_or_else(|| not_found(path))?,
+            ),
+            At::Folder("items") => Shown::Folder(index_tree::items_time(&self.item_lines()?)),
+            At::Top => Shown::Folder(base_time()),
+            _ => Shown::Folder(index_tree::answer_time(self.index_answer()?.generation)),
+        })
     }
 
     pub(super) fn index_list(
@@ -307,24 +281,11 @@ impl SurvivalcraftTree {
         after: u64,
         sink: &mut dyn FnMut(Entry) -> bool,
     ) -> Result<()> {
-        // Volatile, as in `index_stat`.
-        let sink = &mut |mut e: Entry| {
-            e.stat.volatile = true;
-            sink(e)
-        };
         let entries: Vec<Entry> = match at {
-            At::Top => FOLDERS
-                .iter()
-                .enumerate()
-                .map(|(i, f)| Entry {
-                    name: f.to_string(),
-                    cookie: i as u64 + 1,
-                    stat: self.dir_stat(base_time()),
-                })
-                .collect(),
+            At::Top => index_tree::named(FOLDERS.map(String::from), self.dir_stat(base_time())),
             At::Folder("blocks") => {
                 let answer = self.index_answer()?;
-                let stat = self.answer_dir_stat(&answer);
+                let stat = self.dir_stat(index_tree::answer_time(answer.generation));
                 answer
                     .blocks
                     .keys()
@@ -335,15 +296,11 @@ impl SurvivalcraftTree {
                     })
                     .collect()
             }
-            At::Folder(_) => self
-                .item_lines()?
-                .iter()
-                .map(|(id, text)| Entry {
-                    name: id.to_string(),
-                    cookie: u64::from(*id) + 1,
-                    stat: Stat::file(text.len() as u64, base_time(), true),
-                })
-                .collect(),
+            At::Folder(_) => index_tree::texts(
+                self.item_lines()?
+                    .iter()
+                    .map(|(id, text)| (u64::from(*id) + 1, id.to_string(), text)),
+            ),
             At::Block(id) => {
                 let answer = self.index_answer()?;
                 let chunks = answer
@@ -351,24 +308,15 @@ impl SurvivalcraftTree {
                     .get(id)
                     .ok_or_else(|| Error::not_found("no such block"))?;
                 // The chunks are in position order, which is their cookies' order.
-                for &pos in chunks.range(chunk_after(after)..) {
-                    let Some(cookie) = chunk_cookie(pos).filter(|&c| c > after) else {
-                        continue;
-                    };
-                    let e = Entry {
-                        name: pos.to_string(),
-                        cookie,
-                        stat: Stat::symlink(chunk_target(pos).len() as u64, base_time()),
-                    };
-                    if !sink(e) {
-                        break;
-                    }
-                }
+                let links = chunks.range(chunk_after(after)..).filter_map(|&pos| {
+                    Some((chunk_cookie(pos)?, pos.to_string(), chunk_target(pos)))
+                });
+                index_tree::links(links, after, sink);
                 return Ok(());
             }
             _ => return Err(Error::not_dir("not a directory")),
         };
-        stream(entries, after, sink);
+        index_tree::list(entries, after, sink);
         Ok(())
     }
 }

@@ -18,11 +18,12 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::{State, TvdaTree, ENTRY_LIMIT};
 use crate::error::{Error, Result};
+use crate::index_tree::{self, Shown};
 use crate::names;
-use crate::storekit::answers;
 use crate::tvda::codec::chunk::{chunk_entry_id, decode_chunk, encode_chunk, Layer};
 use crate::tvda::codec::tvda::{DiskKind, EntryKind, ROOT_ID};
 use crate::tvda::index::{chunk_of, Answer, EntrySource, Kind};
@@ -30,7 +31,7 @@ use crate::tvda::store::tvda::Change;
 use crate::tvda::views::chunk::World;
 use crate::tvda::views::inventory::{rename_item, valid_item};
 use crate::tvda::views::names as tvda_names;
-use crate::vfs::tree::{base_time, not_found, stream, Entry, Stat, TreePath};
+use crate::vfs::tree::{base_time, not_found, Entry, TreePath};
 
 /// The top-level folder of the answers.
 pub const INDEX: &str = "index";
@@ -349,49 +350,26 @@ impl TvdaTree {
         Ok(())
     }
 
-    /// Every stat under `index/` is volatile: it depends on the whole disk.
-    pub(super) fn index_stat(&self, path: &TreePath) -> Result<Stat> {
-        let at = self.index_at(path)?;
-        let mut s = match &at {
+    /// What the path `path` below `index/` shows.
+    pub(super) fn index_shown(&self, path: &TreePath) -> Result<Shown> {
+        Ok(match self.index_at(path)? {
             At::TileLink(layer, no) => {
-                let target = link_target(&*self.index_world()?, *layer, *no).unwrap_or_default();
-                Stat::symlink(target.len() as u64, base_time())
+                Shown::Link(link_target(&*self.index_world()?, layer, no).unwrap_or_default())
             }
-            At::Item(item) => {
-                let len = self.item_lines()?.get(item).map_or(0, Vec::len);
-                Stat::file(len as u64, base_time(), true)
-            }
-            At::Top => self.dir_stat(base_time()),
-            At::Folder("items") => self.dir_stat(answers::items_time(&self.item_lines()?)),
-            _ => self.answer_dir_stat(&*self.index_answer(Kind::Tiles)?),
-        };
-        s.volatile = true;
-        Ok(s)
+            At::Item(item) => Shown::Text(
+                self.item_lines()?
+                    .remove(&item)
+                    .ok_or_else(|| not_found(path))?,
+            ),
+            At::Top => Shown::Folder(base_time()),
+            At::Folder("items") => Shown::Folder(index_tree::items_time(&self.item_lines()?)),
+            _ => Shown::Folder(self.answer_time(&*self.index_answer(Kind::Tiles)?)),
+        })
     }
 
-    fn answer_dir_stat(&self, answer: &Answer) -> Stat {
-        self.dir_stat(answers::answer_time(answer.generation))
-    }
-
-    pub(super) fn index_read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
-        match self.index_at(path)? {
-            At::Item(item) => self
-                .item_lines()?
-                .remove(&item)
-                .map(Arc::new)
-                .ok_or_else(|| not_found(path)),
-            At::TileLink(..) => Err(answers::read_of_link(path)),
-            _ => Err(Error::is_dir("is a directory")),
-        }
-    }
-
-    pub(super) fn index_readlink(&self, path: &TreePath) -> Result<Vec<u8>> {
-        match self.index_at(path)? {
-            At::TileLink(layer, no) => Ok(link_target(&*self.index_world()?, layer, no)
-                .unwrap_or_default()
-                .into_bytes()),
-            _ => Err(crate::vfs::tree::not_a_link(path)),
-        }
+    /// The mtime of a folder listing part of `answer`.
+    fn answer_time(&self, answer: &Answer) -> SystemTime {
+        index_tree::answer_time(answer.generation)
     }
 
     pub(super) fn index_list(
@@ -400,25 +378,15 @@ impl TvdaTree {
         after: u64,
         sink: &mut dyn FnMut(Entry) -> bool,
     ) -> Result<()> {
-        let sink = &mut |mut e: Entry| {
-            e.stat.volatile = true;
-            sink(e)
-        };
         let entries: Vec<Entry> = match self.index_at(dir)? {
-            At::Top => self
-                .index_folders()?
-                .into_iter()
-                .enumerate()
-                .map(|(i, f)| Entry {
-                    name: f.to_string(),
-                    cookie: i as u64 + 1,
-                    stat: self.dir_stat(base_time()),
-                })
-                .collect(),
+            At::Top => index_tree::named(
+                self.index_folders()?.into_iter().map(String::from),
+                self.dir_stat(base_time()),
+            ),
             At::Folder("tiles") => {
                 let world = self.index_world()?;
                 let answer = self.index_answer(Kind::Tiles)?;
-                let stat = self.answer_dir_stat(&answer);
+                let stat = self.dir_stat(self.answer_time(&answer));
                 answer
                     .tiles
                     .iter()
@@ -430,16 +398,12 @@ impl TvdaTree {
                     })
                     .collect()
             }
-            At::Folder(_) => self
-                .item_lines()?
-                .iter()
-                .enumerate()
-                .map(|(i, (item, text))| Entry {
-                    name: names::escape(item.as_bytes()),
-                    cookie: i as u64 + 1,
-                    stat: Stat::file(text.len() as u64, base_time(), true),
-                })
-                .collect(),
+            At::Folder(_) => index_tree::texts(
+                self.item_lines()?
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (item, text))| (i as u64 + 1, names::escape(item.as_bytes()), text)),
+            ),
             At::Tile(number) => {
                 let world = self.index_world()?;
                 let answer = self.index_answer(Kind::Tiles)?;
@@ -448,30 +412,20 @@ impl TvdaTree {
                     .as_ref()
                     .and_then(|t| t.get(&number))
                     .ok_or_else(|| Error::not_found("no such tile"))?;
-                for &(layer, no) in chunks {
-                    let cookie = link_cookie(layer, no);
-                    if cookie <= after {
-                        continue;
-                    }
-                    let (Some(name), Some(target)) =
-                        (link_name(&world, layer, no), link_target(&world, layer, no))
-                    else {
-                        continue;
-                    };
-                    let e = Entry {
+                let links = chunks.iter().filter_map(|&(layer, no)| {
+                    let name = link_name(&world, layer, no)?;
+                    Some((
+                        link_cookie(layer, no),
                         name,
-                        cookie,
-                        stat: Stat::symlink(target.len() as u64, base_time()),
-                    };
-                    if !sink(e) {
-                        break;
-                    }
-                }
+                        link_target(&world, layer, no)?,
+                    ))
+                });
+                index_tree::links(links, after, sink);
                 return Ok(());
             }
             _ => return Err(Error::not_dir("not a directory")),
         };
-        stream(entries, after, sink);
+        index_tree::list(entries, after, sink);
         Ok(())
     }
 }
