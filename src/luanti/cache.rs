@@ -890,7 +890,7 @@ impl Blocks {
 mod tests {
     use super::*;
     use crate::luanti::codec::block::{MetaVar, NodeMeta, RelPos};
-    use crate::luanti::test_map::{blob, map_with};
+    use crate::luanti::test_map::{blob, map_with, memory_with};
 
     fn pos(x: i16, y: i16, z: i16) -> BlockPos {
         BlockPos { x, y, z }
@@ -901,11 +901,6 @@ mod tests {
     #[test]
     fn the_cache_weighs_blocks_by_what_they_hold() {
         use crate::luanti::codec::block::{LuaEntity, ObjectData, StaticObject};
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("map.sqlite");
-        rusqlite::Connection::open(&path)
-            .and_then(|c| c.execute("CREATE TABLE blocks (pos INT PRIMARY KEY, data BLOB)", []))
-            .expect("a map database");
         let mut crowded = new_block();
         crowded.objects = (0..30_000)
             .map(|i| StaticObject {
@@ -924,7 +919,7 @@ mod tests {
         let blob = codec::encode_block(&crowded).expect("encodes");
         assert!(blob.len() < 100_000, "{} bytes on disk", blob.len());
         let positions: Vec<BlockPos> = (0..4).map(|x| pos(x, 0, 0)).collect();
-        let writer = MapStore::open(&path, false).expect("writer");
+        let writer = memory_with(&[]);
         writer
             .commit(
                 &positions
@@ -947,13 +942,8 @@ mod tests {
     #[test]
     fn a_block_too_large_to_read_back_is_refused_at_the_write() {
         let p = pos(0, 0, 0);
-        let (_dir, path) = map_with(&[(p, "air")]);
         let before = blob("air");
-        let blocks = Blocks::new(
-            MapStore::open(&path, false).expect("writer"),
-            32 << 20,
-            false,
-        );
+        let blocks = Blocks::new(memory_with(&[(p, "air")]), 32 << 20, false);
         // xorshift bytes: zstd cannot shrink them.
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
         let noise: Vec<u8> = (0..codec::MAX_STORED + (1 << 20))
@@ -1015,8 +1005,7 @@ mod tests {
     /// cached one is not, and one for other bytes is not used.
     #[test]
     fn a_summary_of_the_fresh_cached_block_counts_as_checked() {
-        let (_dir, path) = crate::luanti::test_map::map_with(&[(pos(0, 0, 0), "test:a")]);
-        let blocks = Blocks::new(MapStore::open(&path, false).expect("store"), 1 << 20, false);
+        let blocks = Blocks::new(memory_with(&[(pos(0, 0, 0), "test:a")]), 1 << 20, false);
         let p = pos(0, 0, 0);
         let c = blocks.get(p).expect("decoded");
         blocks.summarize(p, &c, |s| s.set_view(0, 10, None));
