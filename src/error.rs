@@ -64,6 +64,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 // and the daemon does not panic outside tests (lib.rs denies unwrap, expect and panic), so a
 // poisoned lock is a bug met: the operation that meets it fails with `EIO` naming the lock
 // ([`lock`], [`lock_named`], [`read`], [`write`]), and the daemon goes on serving the rest.
+// An operation that answers nothing (a forget, a note to a cache, a connection put back in
+// its pool) fails by doing nothing: `if let Ok(guard) = m.lock()`.
 // One exception, [`recover`]: a lock whose state is whole between any two statements (a
 // cache's map, a sidecar's connection, a counter) is taken as it is.
 
