@@ -124,6 +124,15 @@ pub fn read_only(renames: &str) -> Error {
     Error::not_permitted(format!("index/ holds answers: only {renames} changes it"))
 }
 
+/// Why a rename under `index/` other than `renames` is refused (`EXDEV`: `mv` then copies,
+/// and the copy is refused with [`read_only`]'s reason).
+pub fn not_renamed(renames: &str) -> Error {
+    Error::new(
+        libc::EXDEV,
+        format!("only {renames}, within its folder, changes index/"),
+    )
+}
+
 /// The mtime of an `index/` folder listing part of the `generation`th answer: the kernel
 /// keeps a folder's listing until its mtime changes.
 pub fn answer_time(generation: u64) -> SystemTime {

@@ -218,12 +218,7 @@ impl LuantiTree {
     ///
     /// [`Blocks::edit_many`]: crate::luanti::cache::Blocks::edit_many
     pub(super) fn index_rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
-        let exdev = || {
-            Error::new(
-                libc::EXDEV,
-                "only index/nodes/NAME and index/items/ITEM can be renamed, within their folder",
-            )
-        };
+        let exdev = || index_tree::not_renamed(super::INDEX_RENAMES);
         let parts: Vec<&str> = from.iter().map(String::as_str).collect();
         let at = self.index_at(from, &parts[1..])?;
         let target = |to: &TreePath| -> Result<Vec<u8>> {

@@ -141,12 +141,7 @@ impl SurvivalcraftTree {
     /// `mv index/blocks/A index/blocks/B` (also as `mv` asks it when B exists:
     /// `index/blocks/B/A`) and `mv index/items/A index/items/B`.
     pub(super) fn index_rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
-        let exdev = || {
-            Error::new(
-                libc::EXDEV,
-                "only index/blocks/ID and index/items/ID can be renamed, within their folder",
-            )
-        };
+        let exdev = || index_tree::not_renamed(super::INDEX_RENAMES);
         let parts: Vec<&str> = from.iter().map(String::as_str).collect();
         let at = self.index_at(from, &parts[1..])?;
         let same_folder = |folder: &str| to.len() >= 3 && to[0] == INDEX && to[1] == folder;

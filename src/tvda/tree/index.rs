@@ -220,12 +220,7 @@ impl TvdaTree {
     /// `index/tiles/B/A`) and `mv index/items/A index/items/B`.
     pub(super) fn index_rename(&self, from: &TreePath, to: &TreePath) -> Result<()> {
         self.check_writable()?;
-        let exdev = || {
-            Error::new(
-                libc::EXDEV,
-                "only index/tiles/NAME and index/items/ITEM can be renamed, within their folder",
-            )
-        };
+        let exdev = || index_tree::not_renamed(super::INDEX_RENAMES);
         let same_folder = |folder: &str| to.len() >= 3 && to[0] == INDEX && to[1] == folder;
         match self.index_at(from)? {
             At::Tile(a) if same_folder("tiles") => {
