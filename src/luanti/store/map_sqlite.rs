@@ -482,75 +482,81 @@ impl SqliteMap {
     /// of the other schema or not a map (its blocks would be listed in another order), the
     /// removal of one in the `x, y, z` schema, and any replacement of a database in WAL mode
     /// (its write-ahead log, found by name, would be read with the new file). Then every
-    /// read, look and commit fails with the reason ([`SqliteMap::refused`]) until the file at
+    /// read, look and commit fails with the reason ([`SqliteMap::generation`]) until the file at
     /// the path is one that can be followed.
+    ///
+    /// Only this and [`SqliteMap::open_writer`] change [`Followed::file`], both under the
+    /// writer's lock: what they look at stays true while they decide, so `followed` is
+    /// taken only to read it and to set what they decided, never across a connection's
+    /// opening, and readers never wait for one.
     fn follow_file(&self, writer: &mut Option<Connection>) -> Result<()> {
         let now = file_id(&self.path);
-        let mut followed = lock(&self.followed)?;
-        let known = followed.file.id();
+        let (known, refused) = {
+            let followed = lock(&self.followed)?;
+            let refused = matches!(followed.file, File::Refused { .. });
+            (followed.file.id(), refused)
+        };
         if known == now {
-            // The file the mount had open (put back after one it could not follow).
-            if let File::Refused { had, .. } = &followed.file {
-                followed.file = (**had).clone();
+            if refused {
+                // The file the mount had open, put back after one it could not follow.
+                let mut followed = lock(&self.followed)?;
+                if let File::Refused { had, .. } = &followed.file {
+                    followed.file = (**had).clone();
+                }
             }
             return Ok(());
         }
         let Some(now) = now.filter(|_| !holds_nothing(&self.path)) else {
             if known.is_some() {
-                self.drop_connections(writer, &mut followed)?;
+                self.drop_connections(writer)?;
                 if self.schema != Schema::Pos {
                     // A new database is made in the `pos` schema (see `MAP_SCHEMA`).
                     let why = format!(
                         "removed under the mount (it had the {} schema)",
                         self.schema.name()
                     );
-                    return Err(self.refuse(&mut followed, why));
+                    return Err(self.refuse(why));
                 }
                 if self.wal {
-                    let why = "removed under the mount while in WAL mode".to_string();
-                    return Err(self.refuse(&mut followed, why));
+                    return Err(self.refuse("removed under the mount while in WAL mode".into()));
                 }
                 log::warn!(
                     "{}: removed under the mount; the map is empty until a commit creates it",
                     self.path.display()
                 );
             }
-            followed.file = File::Absent(now);
+            lock(&self.followed)?.file = File::Absent(now);
             return Ok(());
         };
-        if known.is_none() {
-            // Created since by another program (ours records what it creates): every
-            // connection was opened on it, and it must have the schema the mount lists.
-            if let Some(why) = self.unfollowable(false)? {
-                return Err(self.refuse(&mut followed, why));
-            }
-            followed.file = File::Open(now);
-            return Ok(());
+        // Created since by another program while there was none (ours records what it
+        // creates), or replaced: connections may already be open on it, or on one it
+        // replaced; all are opened again.
+        self.drop_connections(writer)?;
+        if let Some(why) = self.unfollowable(known.is_some())? {
+            return Err(self.refuse(why));
         }
-        self.drop_connections(writer, &mut followed)?;
-        if let Some(why) = self.unfollowable(true)? {
-            return Err(self.refuse(&mut followed, why));
+        lock(&self.followed)?.file = File::Open(now);
+        if known.is_some() {
+            log::warn!(
+                "{}: replaced under the mount; reading and writing the new file",
+                self.path.display()
+            );
         }
-        followed.file = File::Open(now);
-        log::warn!(
-            "{}: replaced under the mount; reading and writing the new file",
-            self.path.display()
-        );
         Ok(())
     }
 
     /// Drops every connection, opened on a file no longer at the path, and starts the next
-    /// generation (under the writer's lock and the followed state's).
-    fn drop_connections(
-        &self,
-        writer: &mut Option<Connection>,
-        followed: &mut Followed,
-    ) -> Result<()> {
+    /// generation (under the writer's lock; a reader opened meanwhile is dropped when it is
+    /// put back or popped, being of an earlier generation).
+    fn drop_connections(&self, writer: &mut Option<Connection>) -> Result<()> {
         *writer = None;
+        {
+            let mut followed = lock(&self.followed)?;
+            followed.generation += 1;
+            followed.writer_version = None;
+        }
         lock(&self.readers)?.clear();
         *lock(&self.version)? = None;
-        followed.generation += 1;
-        followed.writer_version = None;
         Ok(())
     }
 
@@ -586,13 +592,17 @@ impl SqliteMap {
         }))
     }
 
-    /// Notes in `followed` that the database at the path cannot be followed (`why`),
-    /// logging it once, and returns the error every use gets until it can.
-    fn refuse(&self, followed: &mut Followed, why: String) -> Error {
+    /// Notes that the database at the path cannot be followed (`why`), logging it once, and
+    /// returns the error every use gets until it can.
+    fn refuse(&self, why: String) -> Error {
         let message = format!(
             "{}: {why}; the mount cannot follow it: unmount and mount again",
             self.path.display()
         );
+        let mut followed = match lock(&self.followed) {
+            Ok(followed) => followed,
+            Err(e) => return e,
+        };
         let had = match &followed.file {
             File::Refused { had, message: was } => {
                 if *was == message {
@@ -765,15 +775,16 @@ impl SqliteMap {
         mut guard: std::sync::MutexGuard<'a, Option<Connection>>,
     ) -> Result<std::sync::MutexGuard<'a, Option<Connection>>> {
         if guard.is_none() {
-            let mut followed = lock(&self.followed)?;
-            if let File::Absent(_) = followed.file {
+            // Under the writer's lock (see `follow_file`): `followed` is not held while the
+            // database is created.
+            let absent = matches!(lock(&self.followed)?.file, File::Absent(_));
+            if absent {
                 drop(sqlite::open_or_create(&self.path, MAP_SCHEMA)?);
                 // Created just now, or by another program since the last look.
                 if let Some(id) = file_id(&self.path) {
-                    followed.file = File::Open(id);
+                    lock(&self.followed)?.file = File::Open(id);
                 }
             }
-            drop(followed);
             let conn = self.connect(false)?;
             // A streamed commit keeps its blobs in a temporary table: in a file, not memory.
             conn.execute_batch("PRAGMA temp_store = FILE")?;
@@ -838,6 +849,30 @@ impl MapBackend for SqliteMap {
         self.path().to_path_buf()
     }
     /// What `worldfs info` shows of this map.
+    fn condition(&self) -> Option<(bool, String)> {
+        let followed = lock(&self.followed).ok()?;
+        let replaced = followed.generation;
+        match &followed.file {
+            File::Refused { message, .. } => Some((true, message.clone())),
+            File::Absent(_) => Some((
+                false,
+                format!(
+                    "{}: no database there; the first commit creates it",
+                    self.path.display()
+                ),
+            )),
+            File::Open(_) if replaced > 0 => Some((
+                false,
+                format!(
+                    "{}: replaced or removed under the mount ({replaced} time(s)); following \
+                     the file now there",
+                    self.path.display()
+                ),
+            )),
+            File::Open(_) => None,
+        }
+    }
+
     fn describe(&self) -> Vec<(&'static str, String)> {
         vec![
             ("format", "Luanti world (map.sqlite)".to_string()),
@@ -940,18 +975,26 @@ impl MapBackend for SqliteMap {
     /// SQLite's `PRAGMA data_version` on a dedicated connection: changes whenever another
     /// connection (another process, or our own writer) has committed.
     fn data_version(&self) -> Result<i64> {
-        let generation = self.generation()?;
-        if self.is_absent()? {
-            return Ok(0);
+        loop {
+            let generation = self.generation()?;
+            if self.is_absent()? {
+                return Ok(0);
+            }
+            let mut guard = crate::error::lock_named(&self.version, "map store version")?;
+            if guard.is_none() {
+                *guard = Some(self.connect(true)?);
+            }
+            let conn = guard
+                .as_ref()
+                .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
+            let version = sqlite::data_version(conn)?;
+            drop(guard);
+            // A file followed meanwhile: this count may be the new file's, which starts
+            // again; it is asked again, to be tagged with the new generation.
+            if self.generation()? == generation {
+                return Ok(Token::Dedicated(version).value(generation));
+            }
         }
-        let mut guard = crate::error::lock_named(&self.version, "map store version")?;
-        if guard.is_none() {
-            *guard = Some(self.connect(true)?);
-        }
-        let conn = guard
-            .as_ref()
-            .ok_or_else(|| Error::corrupt("map store version connection unavailable"))?;
-        Ok(Token::Dedicated(sqlite::data_version(conn)?).value(generation))
     }
 
     /// A token that changes when another program committed, and not for our own commits;

@@ -1,4 +1,4 @@
-//! The `index/` part of the mounted Luanti tree (README "index/"): whole-world answers shown
+//! The `index/` part of the mounted Luanti tree (docs/tree.md "index/"): whole-world answers shown
 //! as folders of links and text files. The answers come from [`Index`]; here they are named
 //! (names escaped as everywhere in the mount), listed and linked.
 //!
@@ -455,14 +455,14 @@ impl LuantiTree {
                     .and_then(|v| v.get(value))
                     .ok_or_else(|| Error::not_found("no such value"))?;
                 let from = (after.saturating_sub(1) >> 12) + 1;
-                let links = nodes.range((from, 0)..).map(|&(b, n)| {
-                    let target = self.link_target(&At::FieldLink(b, n)).unwrap_or_default();
-                    (
-                        ((b - 1) << 12 | u64::from(n)) + 1,
-                        node_link_name(b, n),
-                        target,
-                    )
-                });
+                let cookie = |b: u64, n: u16| ((b - 1) << 12 | u64::from(n)) + 1;
+                let links = nodes
+                    .range((from, 0)..)
+                    .filter(|&&(b, n)| cookie(b, n) > after)
+                    .map(|&(b, n)| {
+                        let target = self.link_target(&At::FieldLink(b, n)).unwrap_or_default();
+                        (cookie(b, n), node_link_name(b, n), target)
+                    });
                 index_tree::links(links, after, sink);
                 return Ok(());
             }

@@ -1,4 +1,4 @@
-//! The `index/` part of the mounted tree of a TVDA disk (README "index/"): whole-world
+//! The `index/` part of the mounted tree of a TVDA disk (docs/tree.md "index/"): whole-world
 //! answers from [`Index`], shown as folders of links and text files.
 //!
 //! ```text
@@ -407,7 +407,11 @@ impl TvdaTree {
                     .as_ref()
                     .and_then(|t| t.get(&number))
                     .ok_or_else(|| Error::not_found("no such tile"))?;
-                let links = chunks.iter().filter_map(|&(layer, no)| {
+                // Only those after the cookie are named (a paged listing comes back often).
+                let after_cookie = chunks
+                    .iter()
+                    .filter(|&&(layer, no)| link_cookie(layer, no) > after);
+                let links = after_cookie.filter_map(|&(layer, no)| {
                     let name = link_name(&world, layer, no)?;
                     Some((
                         link_cookie(layer, no),
