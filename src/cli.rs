@@ -38,6 +38,15 @@ pub enum Command {
         /// The mount point.
         mountpoint: PathBuf,
     },
+    /// What a mount is doing: writes waiting for their commit, texts held because their
+    /// commit failed (each with its reason: file, line, column), the latest errors, and
+    /// whether it is read-only or its store is in a state of its own. Exit status 0:
+    /// nothing held or failing; 1: texts held or the store failing; 2: no worldfs daemon
+    /// answers for the mount point.
+    Status {
+        /// The mount point.
+        mountpoint: PathBuf,
+    },
     /// Decode, re-encode and decode again every block; report the broken ones.
     Check {
         /// A world: Luanti folder or map.sqlite, Survivalcraft folder, TVDA/TEVD disk.

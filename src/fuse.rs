@@ -167,12 +167,19 @@ fn errno(e: &Error) -> Errno {
 }
 
 /// Logs at a level fitting the error (unless the core logged it already, as it does a failed
-/// commit) and converts it for the kernel.
-fn fail(op: &str, e: &Error) -> Errno {
+/// commit), notes it for `worldfs status` unless it is a plain answer about the tree, and
+/// converts it for the kernel.
+fn fail(vfs: &Vfs, op: &str, e: &Error) -> Errno {
     match e.errno() {
-        _ if e.is_logged() => log::debug!("{op}: {e}"),
         libc::ENOENT | libc::EEXIST | libc::ENOTEMPTY => log::debug!("{op}: {e}"),
-        _ => log::warn!("{op}: {e}"),
+        _ => {
+            if e.is_logged() {
+                log::debug!("{op}: {e}");
+            } else {
+                log::warn!("{op}: {e}");
+            }
+            vfs.report().error(format!("{op}: {e}"));
+        }
     }
     errno(e)
 }
@@ -228,7 +235,7 @@ impl Filesystem for WorldFs {
         };
         match self.vfs.lookup(parent.0, name, self.who(req)) {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
-            Err(e) => reply.error(fail("lookup", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "lookup", &e)),
         }
     }
 
@@ -240,7 +247,7 @@ impl Filesystem for WorldFs {
         let since = self.vfs.kernel_epoch();
         match self.vfs.getattr(ino.0, fh.map(|f| f.0)) {
             Ok(s) => reply.attr(&self.ttls(ino.0, &s, since).0, &self.attr(ino.0, &s)),
-            Err(e) => reply.error(fail("getattr", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "getattr", &e)),
         }
     }
 
@@ -269,7 +276,7 @@ impl Filesystem for WorldFs {
         // chown (default_permissions).
         if uid.is_some() || gid.is_some() {
             if let Err(e) = self.chown(ino.0, fh.map(|f| f.0), uid, gid) {
-                return reply.error(fail("chown", &e));
+                return reply.error(fail(&self.vfs, "chown", &e));
             }
         }
         match self
@@ -277,7 +284,7 @@ impl Filesystem for WorldFs {
             .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time), mode)
         {
             Ok(s) => reply.attr(&self.ttls(ino.0, &s, since).0, &self.attr(ino.0, &s)),
-            Err(e) => reply.error(fail("setattr", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "setattr", &e)),
         }
     }
 
@@ -301,14 +308,14 @@ impl Filesystem for WorldFs {
             .map(|(ino, s)| (ino, self.made_by(req, ino, s)));
         match result {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
-            Err(e) => reply.error(fail("mkdir", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "mkdir", &e)),
         }
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
         match self.vfs.readlink(ino.0) {
             Ok(target) => reply.data(&target),
-            Err(e) => reply.error(fail("readlink", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "readlink", &e)),
         }
     }
 
@@ -332,7 +339,7 @@ impl Filesystem for WorldFs {
             .map(|(ino, s)| (ino, self.made_by(req, ino, s)));
         match result {
             Ok((ino, s)) => self.entry(reply, ino, &s, since),
-            Err(e) => reply.error(fail("symlink", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "symlink", &e)),
         }
     }
 
@@ -344,7 +351,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.unlink_as(parent.0, name, self.who(req));
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("unlink", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "unlink", &e)),
         }
     }
 
@@ -356,7 +363,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.rmdir(parent.0, name);
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("rmdir", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "rmdir", &e)),
         }
     }
 
@@ -380,7 +387,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.rename(parent.0, name, newparent.0, newname);
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("rename", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "rename", &e)),
         }
     }
 
@@ -406,7 +413,7 @@ impl Filesystem for WorldFs {
                 }
                 reply.opened(FileHandle(fh), open_flags)
             }
-            Err(e) => reply.error(fail("open", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "open", &e)),
         }
     }
 
@@ -437,7 +444,7 @@ impl Filesystem for WorldFs {
                 FileHandle(fh),
                 FopenFlags::empty(),
             ),
-            Err(e) => reply.error(fail("create", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "create", &e)),
         }
     }
 
@@ -454,7 +461,7 @@ impl Filesystem for WorldFs {
     ) {
         match self.vfs.read(fh.0, offset, size) {
             Ok(data) => reply.data(&data),
-            Err(e) => reply.error(fail("read", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "read", &e)),
         }
     }
 
@@ -473,7 +480,7 @@ impl Filesystem for WorldFs {
         let append = flags.0 & libc::O_APPEND != 0;
         match self.vfs.write(fh.0, offset, data, append) {
             Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
-            Err(e) => reply.error(fail("write", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "write", &e)),
         }
     }
 
@@ -488,7 +495,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.flush(fh.0);
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("close", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "close", &e)),
         }
     }
 
@@ -505,7 +512,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.release(fh.0);
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("release", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "release", &e)),
         }
     }
 
@@ -520,7 +527,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.fsync(fh.0);
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("fsync", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "fsync", &e)),
         }
     }
 
@@ -535,7 +542,7 @@ impl Filesystem for WorldFs {
         let result = self.vfs.sync();
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("fsync", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "fsync", &e)),
         }
     }
 
@@ -566,7 +573,7 @@ impl Filesystem for WorldFs {
             });
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("readdir", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "readdir", &e)),
         }
     }
 
@@ -594,7 +601,7 @@ impl Filesystem for WorldFs {
             });
         match result {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(fail("readdirplus", &e)),
+            Err(e) => reply.error(fail(&self.vfs, "readdirplus", &e)),
         }
     }
 

@@ -23,6 +23,7 @@ pub mod luanti;
 pub mod manpage;
 pub mod mount;
 pub mod names;
+pub mod status;
 pub mod storekit;
 pub mod survivalcraft;
 pub mod text;

@@ -18,6 +18,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Mount(args) => worldfs::mount::mount(&args),
         Command::Unmount { mountpoint } => worldfs::mount::unmount(&mountpoint),
+        Command::Status { mountpoint } => worldfs::mount::status(&mountpoint),
         Command::Check { source } => worldfs::inspect::check(&source),
         Command::Info { source } => worldfs::inspect::info(&source),
         Command::Compact { source } => {

@@ -155,7 +155,7 @@ leaves every block old or new and loses at most the closes of the last second no
 followed. Everything else (players, auth, mod storage, world files, other games) is
 committed at close. Bad input (a syntax
 error, an unknown character or name, a value out of range, a truncated file) changes nothing
-in the database: close fails, the log names the file, line and reason, and the text stays
+in the database: close fails, the log and worldfs status name the file, line and reason, and the text stays
 readable in the mount until fixed or removed. Blocks whose nodes change get their
 lighting_complete cleared (before version 27, the lighting_expired flag set) so the engine
 relights them, unless a block.txt written through the mount left the block as it is (same
@@ -225,12 +225,16 @@ sed \-i 's/^foo:\\([^:]*\\):shout:/foo:\\1:shout,fly:/' /mnt/w/auth.txt  # grant
 cat /mnt/w/mod_storage/mymod/*                             # inspect mod storage
 cp \-r /mnt/w/blocks/0,0,0 /mnt/w/blocks/5,0,5             # copy a block
 rsync \-a /mnt/w/ /backup/w/                               # incremental backup
+worldfs status /mnt/w                                      # why an edit was refused
 worldfs unmount /mnt/w
 .fi
 .SH FILES
 .TP
 $XDG_STATE_HOME/worldfs/worldfs.log
 the daemon's log (or --log-file); WORLDFS_STATE_DIR overrides the folder
+.TP
+$XDG_RUNTIME_DIR/worldfs/HASH.pid, HASH.sock
+a running daemon's pid and the socket worldfs status asks (root's in /run/worldfs)
 .TP
 $XDG_STATE_HOME/worldfs/*.mtimes.sqlite
 modification times of blocks edited through worldfs (never stored in the world)
@@ -247,7 +251,8 @@ large held text of a running daemon for the mount's PATH (moved out of memory; t
 mount moves a killed daemon's to unsaved/TIME\-PID\-ended/ and names each file in its log)
 .SH "EXIT STATUS"
 0 on success; 1 on any error, from check when an object is broken or a disk damaged, and
-from unmount when text could not be committed.
+from unmount when text could not be committed. status: 0 nothing held or failing, 1 texts
+held or the store failing, 2 no daemon answers for the mount point.
 .SH "SEE ALSO"
 fusermount3(1), rsync(1), minetestserver(6)
 "#;

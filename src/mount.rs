@@ -12,7 +12,7 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::Arc;
@@ -32,8 +32,13 @@ use crate::vfs::overlay::{Leftover, Unsaved};
 use crate::vfs::Vfs;
 use crate::worlds::{self, Game};
 
-/// Where pid files of running daemons live.
+/// Where pid files of running daemons live: root's in `/run/worldfs`, whatever its
+/// environment (a mount made at boot from fstab and `umount` typed in a login shell find
+/// the same daemon), other users' in their runtime folder.
 fn runtime_dir() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from("/run/worldfs");
+    }
     match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(d) => PathBuf::from(d).join("worldfs"),
         None => std::env::temp_dir().join(format!("worldfs-{}", nix::unistd::geteuid())),
@@ -54,6 +59,16 @@ fn runtime_file(mountpoint: &Path, ext: &str) -> PathBuf {
 /// Holds the daemon's pid.
 fn pid_file(mountpoint: &Path) -> PathBuf {
     runtime_file(mountpoint, "pid")
+}
+
+/// Where the daemon answers `worldfs status` (see [`crate::status`]).
+fn status_socket(mountpoint: &Path) -> PathBuf {
+    runtime_file(mountpoint, "sock")
+}
+
+/// `worldfs status`.
+pub fn status(mountpoint: &Path) -> Result<ExitCode> {
+    crate::status::status(status_socket(mountpoint), mountpoint)
 }
 
 /// Lists what the daemon could not commit, for `worldfs unmount` to print: its pid on the
@@ -399,6 +414,11 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     // Named before mounting: naming the mount point after would ask this daemon about it.
     let pid_path = pid_file(&args.mountpoint);
     let report_path = report_file(&args.mountpoint);
+    let socket_path = status_socket(&args.mountpoint);
+    if let Some(dir) = pid_path.parent() {
+        let _ = fs::create_dir_all(dir);
+        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+    }
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     let mut session = Session::new(
@@ -416,9 +436,7 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         session.unmount_callable(),
         args.mountpoint.clone(),
     );
-    if let Some(dir) = pid_path.parent() {
-        let _ = fs::create_dir_all(dir);
-    }
+    crate::status::serve(vfs.clone(), &socket_path, &args.source)?;
     let _ = fs::remove_file(&report_path);
     let _ = fs::write(&pid_path, std::process::id().to_string());
     log::info!(
@@ -428,6 +446,7 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     );
     ready();
     let run = session.run();
+    let _ = fs::remove_file(&socket_path);
     let unsaved = finish(&vfs, &report_path);
     let _ = fs::remove_file(&pid_path);
     session_end(run)?;

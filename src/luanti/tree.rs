@@ -1,4 +1,4 @@
-//! The mounted tree of a Luanti world (README "The tree"; docs/architecture.md):
+//! The mounted tree of a Luanti world (docs/tree.md "The tree"; docs/architecture.md):
 //!
 //! ```text
 //! world.mt, worldmods/, ...        the world folder's other files, folders and links
@@ -821,6 +821,10 @@ impl Tree for LuantiTree {
             accounts.flush_times();
         }
         committed
+    }
+
+    fn notes(&self) -> Vec<(bool, String)> {
+        self.blocks.store().map().condition().into_iter().collect()
     }
 
     fn uncommitted(&self) -> Vec<String> {

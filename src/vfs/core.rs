@@ -2,7 +2,7 @@
 //! commit, over any [`Tree`]. FUSE-agnostic: every operation returns a [`Result`], so the
 //! semantics are tested without a kernel in the loop.
 //!
-//! Write semantics (README "Writing"): what an application writes goes into the buffer of the
+//! Write semantics (docs/semantics.md "When data is committed"): what an application writes goes into the buffer of the
 //! file it opened; `flush` (each close) and `fsync` hand the whole buffer to the tree, which
 //! parses, re-encodes and commits it, and the call fails with the tree's error if that fails.
 //! Like the pages of one inode in a kernel filesystem, a file being written has one buffer,
@@ -45,6 +45,7 @@ use crate::vfs::naming::{
 };
 use crate::vfs::paths::{Held, HeldAt, OpenFile, Paths};
 use crate::vfs::removals::Removals;
+use crate::vfs::report::Report;
 use crate::vfs::tree::{Kind, Owner, Removal, Stat, Tree};
 
 /// The filesystem core over one tree.
@@ -88,6 +89,8 @@ pub struct Vfs {
     pub(super) recheck_log: Mutex<RecheckLog>,
     /// What [`Tree::underneath`] said when the watcher last looked.
     pub(super) underneath_seen: AtomicU64,
+    /// Why held texts' commits failed and the latest errors, for `worldfs status`.
+    pub(super) report: Report,
     /// Tests: runs inside `release` between its commit and its leaving the open files, the
     /// window another thread's truncation by path can hit.
     #[cfg(test)]
@@ -122,6 +125,7 @@ impl Vfs {
             rechecks: AtomicU64::new(0),
             recheck_log: Mutex::new(RecheckLog::default()),
             underneath_seen: AtomicU64::new(0),
+            report: Report::default(),
             #[cfg(test)]
             race_in_release: Default::default(),
             #[cfg(test)]
@@ -156,6 +160,11 @@ impl Vfs {
     /// The tree under this core.
     pub fn tree(&self) -> &Arc<dyn Tree> {
         &self.tree
+    }
+
+    /// Why held texts' commits failed and the latest errors (see [`Report`]).
+    pub fn report(&self) -> &Report {
+        &self.report
     }
 
     /// The path of `ino`; `ENAMETOOLONG` for an entry a listing named below [`DEEPEST`] (or

@@ -24,6 +24,7 @@ pub mod readdir;
 mod reftest;
 pub mod removals;
 pub mod rename;
+pub mod report;
 #[cfg(test)]
 pub mod test_tree;
 pub mod tree;

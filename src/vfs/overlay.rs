@@ -47,6 +47,7 @@ impl Vfs {
                     .set_perm(path, perm)
                     .map_err(|e| e.context(display_path(path)))?;
                 self.took_file(path);
+                self.report.cleared(&display_path(path));
                 let done = self.paths.committed(path)?;
                 self.removals.replaced_done(path)?;
                 if let Some(owner) = owner.or_else(|| done.as_ref().and_then(|o| o.owner)) {
@@ -69,6 +70,7 @@ impl Vfs {
             Err(e) => {
                 let e = e.context(display_path(path));
                 log::error!("commit failed, nothing stored: {e}");
+                self.report.failed(&display_path(path), e.message());
                 // A removal this text was to replace is over: the object stays stored.
                 self.removals.replaced_done(path)?;
                 let stored = self.tree.stat(path).ok();
@@ -102,6 +104,18 @@ impl Vfs {
             .collect();
         paths.sort();
         paths
+    }
+
+    /// Paths holding text no commit took, sorted, each with why its commit failed (when
+    /// that was noted: see [`Vfs::report`]).
+    pub fn failed_with_reasons(&self) -> Vec<(String, Option<String>)> {
+        self.failed_paths()
+            .into_iter()
+            .map(|p| {
+                let reason = self.report.reason(&p);
+                (p, reason)
+            })
+            .collect()
     }
 
     /// Saves the text no commit took into `dir` (made, mode 0700), one file per path at the

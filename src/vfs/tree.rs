@@ -300,12 +300,20 @@ pub trait Tree: Send + Sync + 'static {
     /// tree may turn read-only while mounted, as a damaged TVDA disk does).
     fn read_only(&self) -> bool;
 
-    /// Commits every change the tree holds back (see `-o sync` in the README), and writes
+    /// Commits every change the tree holds back (see `-o sync` in docs/semantics.md), and writes
     /// the mtime records waiting (see [`crate::storekit::mtimes`]): `fsync` of any file, unmount
     /// and SIGTERM call it, and return only once it did. Trees that commit each change at
     /// once and record no times keep this default.
     fn sync(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// The state of the tree's stores where it is not the plain one, for `worldfs status`:
+    /// each note says whether it fails every use, and what to say (a database followed
+    /// after it was replaced, one that cannot be followed). Trees with no such state keep
+    /// this default.
+    fn notes(&self) -> Vec<(bool, String)> {
+        Vec::new()
     }
 
     /// The paths whose changes the tree still holds back (a [`Tree::sync`] failed): they are

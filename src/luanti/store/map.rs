@@ -133,6 +133,13 @@ pub trait MapBackend: Send + Sync {
     /// Never a password.
     fn describe(&self) -> Vec<(&'static str, String)>;
 
+    /// The state of the map's store where it is not the plain one, for `worldfs status`:
+    /// whether it fails every use, and what to say (a database followed after it was
+    /// replaced, one that cannot be followed). Backends with no such state keep this default.
+    fn condition(&self) -> Option<(bool, String)> {
+        None
+    }
+
     /// A path naming this map for the sidecars kept per store (times of blocks): the
     /// database file, or a name made of where a server keeps it.
     fn identity(&self) -> PathBuf;
