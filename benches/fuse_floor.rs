@@ -7,9 +7,10 @@
 //! `worldfs` lists a block. It answers every request from arrays, with the kernel settings of
 //! `worldfs` (4 request threads on cloned descriptors, readdirplus chosen by the kernel, names
 //! cached 1 s, file attributes not cached), save one: it leaves opening folders to the kernel
-//! (`FUSE_NO_OPENDIR_SUPPORT`), which `worldfs` does not (README "Kernel caching, kept true"),
-//! so the kernel sends it no OPENDIR and RELEASEDIR and keeps its listings. With `--cached` it also lets the
-//! kernel cache file attributes for 1 s and skips the close-time FLUSH (`FOPEN_NOFLUSH`):
+//! (`FUSE_NO_OPENDIR_SUPPORT`), which `worldfs` does not (docs/semantics.md "Kernel
+//! caching, kept true"), so the kernel sends it no OPENDIR and RELEASEDIR and keeps its
+//! listings. With `--cached` it also lets the kernel cache file attributes for 1 s and
+//! skips the close-time FLUSH (`FOPEN_NOFLUSH`):
 //! the fewest requests per file read a FUSE filesystem can ask for. With `--kept` it also
 //! lets the kernel keep names and attributes for an hour: what a second pass over the tree
 //! (an incremental `rsync -a`, a second `grep -r`) costs when the kernel keeps everything it

@@ -116,10 +116,10 @@ assert_eq "$(cat "$M/blocks/1,0,1/meta/2,10,1/fields/text")" "edited sign" "copi
 snap >"$T/kept"
 unmount_world "$M"
 
-# Block summaries kept on disk (README "Semantics") serve the next mount, and only for the
+# Block summaries kept on disk (docs/semantics.md "Reading") serve the next mount, and only for the
 # bytes they were made from: a block another writer changes while nothing is mounted shows
 # its new files, with exact sizes, and the other blocks show what they showed.
-# Unmount folds the sidecars' logs into them (README "Semantics"): no log is left beside.
+# Unmount folds the sidecars' logs into them (docs/semantics.md "Reading"): no log is left beside.
 for wal in "$WORLDFS_STATE_DIR"/*.sqlite-wal; do
   [ ! -s "$wal" ] || fail "$(stat -c %s "$wal") bytes of log left in $(basename "$wal") after unmount"
 done

@@ -53,7 +53,8 @@ assert_eq "$(sqlite3 "$W/map.sqlite" .schema)" "$(printf 'CREATE TABLE `blocks` 
 if find "$W" -name '.*' | grep .; then fail "temporaries leaked into the world folder"; fi
 
 # The world folder's own files: the same content, links and modes. The databases are rebuilt
-# from their views (README: Backups); their bytes differ, what they hold is compared below.
+# from their views (docs/use-cases.md, "Back up and restore with rsync"); their bytes
+# differ, what they hold is compared below.
 DB='*.sqlite*'
 diff -r --no-dereference -x "$DB" "$T/original" "$W" || fail "restored world folder differs"
 modes() { (cd "$1" && find . ! -name "$DB" -printf '%y %m %p\n' | sort); }

@@ -4,7 +4,7 @@
 # chunk's light.txt and surface.txt), and restoring the backup with `rsync -a` gives the world
 # back so exactly that another `rsync -a --dry-run -i` lists nothing, also after a remount.
 # A Survivalcraft world is also backed up, deleted and restored into a folder holding only
-# the backup's project file (README "Survivalcraft"), for each terrain store: Chunks.dat, and
+# the backup's project file (docs/survivalcraft.md), for each terrain store: Chunks.dat, and
 # Regions/ with Project.xml (a fork's version worldfs does not know) or Project.json (2.4);
 # Chunks.dat's chunks come back byte for byte.
 # A Terrarum disk is restored over the same disk after changing it (a restore into a new

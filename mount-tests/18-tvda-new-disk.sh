@@ -1,5 +1,5 @@
 #!/bin/bash
-# A Terrarum disk restored from its backup alone (README "Terrarum", "Backups"): each TVDA
+# A Terrarum disk restored from its backup alone (docs/terrarum.md): each TVDA
 # sample and both fixtures are backed up with `rsync -a`, deleted, and restored into a new
 # disk made from the backup's header.txt (copied to where the disk was, then mounted): the
 # restore is exact (another rsync lists nothing, a second backup equals the first, so every

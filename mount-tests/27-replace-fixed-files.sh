@@ -2,8 +2,9 @@
 # A block's fixed files (nodes.cubeset, block.txt, light.txt, timers.txt) replaced the ways
 # that remove the destination first, then create it with O_EXCL: `mv` from another file
 # system, `cp --remove-destination`, `install`. The tree keeps showing a removed fixed file,
-# so it is hidden from the process that removed it until that process writes it (README
-# "Semantics"); every other process still sees it. The edits survive a remount.
+# so it is hidden from the process that removed it until that process writes it
+# (docs/limits.md, "Views of a block cannot be absent"); every other process still sees it.
+# The edits survive a remount.
 . "$(dirname "$0")/lib.sh"
 
 W=$(world w 2)

@@ -69,7 +69,8 @@ if rsync -a "$T/backup/" "$T/rmnt/" 2>"$T/rsync.err"; then fail "a world.mt nami
 grep -q 'world.mt.*Operation not permitted' "$T/rsync.err" || { cat "$T/rsync.err"; fail "rsync did not report world.mt"; }
 [ "$(grep -c 'rsync: \[' "$T/rsync.err")" = 1 ] || { cat "$T/rsync.err"; fail "rsync reported more than world.mt"; }
 grep -q '^redis_hash = restored$' "$T/restored/world.mt" || fail "world.mt changed: $(cat "$T/restored/world.mt")"
-# The refused text stays at world.mt until removed (README "When a save fails").
+# The refused text stays at world.mt until removed (docs/use-cases.md, on world.mt;
+# docs/semantics.md "Bad input").
 rm "$T/rmnt/world.mt"
 cmp -s "$T/rmnt/world.mt" "$T/restored/world.mt" || fail "the mount shows another world.mt"
 rsync -a --exclude /world.mt "$T/backup/" "$T/rmnt/" || fail "rsync restore failed"

@@ -236,7 +236,7 @@ rename_round() {
   [ -e "$K/map.sqlite-journal" ] && hot="a journal left" || hot="no journal left"
   # worldfs check first, as a user would run it after the kill: it meets the hot journal a
   # cut commit leaves (any other SQLite client, sqlite3 included, would roll it back first;
-  # README "Crashes": the database stays one the engine can load, and it mounts again).
+  # docs/semantics.md "Crashes": the database stays one the engine can load, and it mounts again).
   checked "$K" "$what ($hot)"
   blobs "$K/map.sqlite" "$T/blobs.killed"
   # Each block as before or as the unkilled rename wrote it; all old or all new.

@@ -10,7 +10,7 @@
 # both cores kept busy by other processes. After each kill `worldfs check` passes, the
 # SQLite files pass their integrity check, and through a new mount every file reads as in
 # the backup, or (a block's own files, a node's inventory) as the `mkdir` that rsync starts
-# a block or a node's metadata with left it (README "Crashes": every block old or new, each
+# a block or a node's metadata with left it (docs/semantics.md "Crashes": every block old or new, each
 # close a commit; "Versions": `mkdir` makes a new block), never anything else; a file or a
 # block may be missing. The same rsync run again completes the restore exactly (`rsync -a
 # --dry-run -i`, with -c too, lists nothing), also after a remount. The engine loads the
@@ -128,7 +128,7 @@ sweep() {
   local what=$1 backend=$2 w=$3 d at R state
   BK=$T/backup-$backend
   EXCL=()
-  # The backup's world.mt names the source's hash or database (README "Backends").
+  # The backup's world.mt names the source's hash or database (docs/backends.md).
   [ "$backend" = leveldb ] || EXCL=(--exclude /world.mt)
   mount_world "$w" "$M" --read-only
   rsync -a "$M/" "$BK/" || fail "$what: the backup failed"

@@ -13,8 +13,8 @@
 # from the store itself and not through worldfs (LevelDB through Debian's libleveldb, the
 # library the engine links, from Python; Redis by a script on the server; PostgreSQL with
 # psql), are as before or as the unkilled rename wrote them, and all old or all new
-# (README "Use cases": one transaction; "Backends": a LevelDB commit is one synced write
-# batch, a Redis one a MULTI/EXEC); through a new mount index/nodes/DST lists that state and
+# (docs/tree.md "index/": one transaction; docs/backends.md: a LevelDB commit is one synced
+# write batch, a Redis one a MULTI/EXEC); through a new mount index/nodes/DST lists that state and
 # three sample blocks read it; a second rename completes the work exactly (the stored bytes
 # those of the unkilled rename). On Redis an unkilled rename is also watched with the server's
 # MONITOR: one HSET per changed block, all run by one EXEC, nothing between them, no other
@@ -324,7 +324,7 @@ sweep() {
     killed_round "$what killed $at s in" "$be" "$w" killed_at "$at" rename_node
     echo "$what killed $at s in: $STATE; the second pass completed the rename exactly"
   done
-  # Inside the transaction: the blocks to rename are known once it began (README "Use cases":
+  # Inside the transaction: the blocks to rename are known once it began (docs/tree.md "index/":
   # asked again inside it when another program committed since the question); when 1024
   # are read, the edited ones stream into it (the daemon logs every 1024 blocks read, so
   # only when more than 1024 are renamed). A round whose watcher

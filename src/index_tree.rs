@@ -1,4 +1,4 @@
-//! The tree side of every game's `index/` (README "index/"): what a path there shows (a
+//! The tree side of every game's `index/` (docs/tree.md "index/"): what a path there shows (a
 //! folder, a text file or a link) and how it is stat'ed, read, followed and listed. Each
 //! game parses its own paths, builds its own answers ([`crate::storekit::answers`] keeps
 //! them) and names their objects; what it shows behaves the same in every game because it

@@ -1,6 +1,7 @@
-//! The README's Semantics section, sentence by sentence, at the `Vfs` level (no kernel), on
-//! real trees of all three games: a Luanti world folder, a Survivalcraft region world and a
-//! Terrarum TVDA disk from `../shared/samples`, each copied to a temporary folder first.
+//! docs/semantics.md (the Semantics section), sentence by sentence, at the `Vfs` level (no
+//! kernel), on real trees of all three games: a Luanti world folder, a Survivalcraft region
+//! world and a Terrarum TVDA disk from `../shared/samples`, each copied to a temporary
+//! folder first.
 //! Each test names the sentence it pins; the call sequences of vim, `sed -i`, rsync and
 //! `cp -r` are replayed exactly as those tools issue them.
 

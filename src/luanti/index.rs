@@ -1,4 +1,4 @@
-//! Whole-world questions of a Luanti map, answered in-process (README "index/"): which
+//! Whole-world questions of a Luanti map, answered in-process (docs/tree.md "index/"): which
 //! blocks hold a node, which inventory slots hold an item, which nodes have a metadata field
 //! set to a value, which blocks do not decode.
 //!

@@ -1,5 +1,5 @@
 //! One parallel pass over every object of a store, with bounded memory: what the `index/`
-//! trees of every game answer their whole-world questions from (README "index/").
+//! trees of every game answer their whole-world questions from (docs/tree.md "index/").
 //!
 //! Walking the mount's files costs the kernel's price per file; reading and decoding the
 //! objects in-process costs a fraction of that. So one thread reads pages of stored bytes

@@ -1,4 +1,4 @@
-//! Whole-world questions of a Survivalcraft world, answered in-process (README "index/"):
+//! Whole-world questions of a Survivalcraft world, answered in-process (docs/tree.md "index/"):
 //! which chunks hold a block id; and the pure edits of its renames (a block id replaced in a
 //! chunk, an item id in an inventory slot).
 //!

@@ -1,4 +1,4 @@
-//! The mounted tree of a Survivalcraft world (README "Survivalcraft"; docs/architecture.md):
+//! The mounted tree of a Survivalcraft world (docs/survivalcraft.md; docs/architecture.md):
 //!
 //! ```text
 //! Project.xml                      read/write, committed through the store

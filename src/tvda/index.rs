@@ -1,4 +1,4 @@
-//! Whole-world questions of a Terrarum disk, answered in-process (README "index/"): which
+//! Whole-world questions of a Terrarum disk, answered in-process (docs/tree.md "index/"): which
 //! chunk files hold a tile, which inventory slots hold an item.
 //!
 //! Walking `chunks/*/*.cubeset` through the mount renders every chunk as text at the

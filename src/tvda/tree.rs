@@ -1,4 +1,4 @@
-//! The mounted tree of a Terrarum TVDA disk (README "Terrarum"; docs/architecture.md):
+//! The mounted tree of a Terrarum TVDA disk (docs/terrarum.md; docs/architecture.md):
 //!
 //! ```text
 //! savegameinfo.json                entry -1, pretty-printed, genver first
@@ -115,7 +115,7 @@ fn is_dir() -> Error {
 }
 
 /// The text of the file at `path` when it holds a disk header text and no disk (a backup's
-/// `header.txt` copied to where a disk is to be restored; README "Terrarum"): a regular file,
+/// `header.txt` copied to where a disk is to be restored; docs/terrarum.md): a regular file,
 /// not a link, without the `TEVd` magic, that [`looks_like_header`].
 pub fn new_disk_text(path: &Path) -> Result<Option<Vec<u8>>> {
     let meta =

@@ -1,7 +1,7 @@
 //! Keeping the kernel's caches true. The kernel may keep names, attributes (for the
-//! adapter's time to live) and file pages (until told) of what the core serves (see README
-//! "Semantics"), which spares round trips on rsync passes and lets a second read of a file
-//! come from the page cache. That is
+//! adapter's time to live) and file pages (until told) of what the core serves (see
+//! docs/semantics.md "Kernel caching, kept true"), which spares round trips on rsync
+//! passes and lets a second read of a file come from the page cache. That is
 //! only right if the core tells it, at once, about every change of something it keeps:
 //!
 //! - after each change the core makes (a commit on close, a removal, a rename, …), every

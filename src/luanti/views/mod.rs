@@ -1,4 +1,4 @@
-//! Text views of a map block: the files of `blocks/X,Y,Z/` (README "The tree"; layout in docs/architecture.md).
+//! Text views of a map block: the files of `blocks/X,Y,Z/` (docs/tree.md "The tree"; layout in docs/architecture.md).
 //!
 //! Each view renders deterministically (equal blocks give identical bytes) and parses what a
 //! person would type in an editor, rejecting everything else with line, column and reason.

@@ -1,4 +1,4 @@
-//! The `index/` part of the mounted Survivalcraft tree (README "index/"): whole-world answers
+//! The `index/` part of the mounted Survivalcraft tree (docs/tree.md "index/"): whole-world answers
 //! shown as folders of links and text files. Which chunks hold a block comes from
 //! [`Index`]; which slots hold an item from the parsed Project.xml, read at each question.
 //!

@@ -1,9 +1,9 @@
 //! `header.txt`: a TVDA disk's 300-byte header (tvda.md §2.1) as `key = value` lines, so a
 //! backup through the mount holds the disk's name, kind and flags and can be restored into
-//! a new disk (README "Terrarum").
+//! a new disk (docs/terrarum.md).
 //!
 //! ```text
-//! # Terrarum disk header (README "Terrarum")
+//! # Terrarum disk header (docs/terrarum.md)
 //! name = "Alice"       # the player's or world's name, bytes 10-41 and 64-299
 //! kind = player        # byte 50: player, world, undefined or a number
 //! save_mode = 0        # byte 49: bit 1 autosave; a world's bit 0 (quicksaved) is the disk's
@@ -150,7 +150,7 @@ pub fn render_header(header: &Header) -> Vec<u8> {
         lines.push((format!("reserved = 0x{hex}"), "bytes 55-63"));
     }
     let width = lines.iter().map(|(l, _)| l.len()).max().unwrap_or(0);
-    let mut out = String::from("# Terrarum disk header (README \"Terrarum\")\n");
+    let mut out = String::from("# Terrarum disk header (docs/terrarum.md)\n");
     for (line, comment) in lines {
         out.push_str(&format!("{line:width$}  # {comment}\n"));
     }
@@ -158,7 +158,7 @@ pub fn render_header(header: &Header) -> Vec<u8> {
 }
 
 /// Whether `text` is meant as a header text: small UTF-8 with a `kind = ...` line (what
-/// makes a file holding a backup's `header.txt` a new disk; README "Terrarum").
+/// makes a file holding a backup's `header.txt` a new disk; docs/terrarum.md).
 pub fn looks_like_header(text: &[u8]) -> bool {
     if text.len() > HEADER_TEXT_LIMIT {
         return false;
