@@ -13,8 +13,21 @@ use clap::Parser;
 
 use worldfs::cli::{Cli, Command};
 
+/// The subcommands' names: a first argument that is none of them (nor an option) is the
+/// world of `mount`, as the mount helper (`mount -t fuse.worldfs WORLD MNT -o OPTIONS`, an
+/// fstab line) runs `worldfs WORLD MNT -o OPTIONS`.
+const SUBCOMMANDS: [&str; 7] = [
+    "mount", "unmount", "status", "check", "info", "compact", "help",
+];
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(first) = args.get(1).and_then(|a| a.to_str()) {
+        if !first.starts_with('-') && !SUBCOMMANDS.contains(&first) {
+            args.insert(1, "mount".into());
+        }
+    }
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         Command::Mount(args) => worldfs::mount::mount(&args),
         Command::Unmount { mountpoint } => worldfs::mount::unmount(&mountpoint),

@@ -226,12 +226,18 @@ cat /mnt/w/mod_storage/mymod/*                             # inspect mod storage
 cp \-r /mnt/w/blocks/0,0,0 /mnt/w/blocks/5,0,5             # copy a block
 rsync \-a /mnt/w/ /backup/w/                               # incremental backup
 worldfs status /mnt/w                                      # why an edit was refused
+mount \-t fuse.worldfs ~/.minetest/worlds/w /mnt/w \-o ro    # as sshfs (the Debian package)
 worldfs unmount /mnt/w
 .fi
 .SH FILES
 .TP
 $XDG_STATE_HOME/worldfs/worldfs.log
 the daemon's log (or --log-file); WORLDFS_STATE_DIR overrides the folder
+.TP
+/sbin/mount.fuse.worldfs, /sbin/umount.fuse.worldfs
+mount(8)'s and umount(8)'s helpers (the Debian package): mount \-t fuse.worldfs WORLD MNT
+\-o OPTIONS and fstab lines of type fuse.worldfs mount through fuse3's mount.fuse3, and
+umount MNT then waits for the commits as worldfs unmount does
 .TP
 $XDG_RUNTIME_DIR/worldfs/HASH.pid, HASH.sock
 a running daemon's pid and the socket worldfs status asks (root's in /run/worldfs)

@@ -256,9 +256,24 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
     }
     for o in args.options.iter().flat_map(|s| s.split(',')) {
         match o.trim() {
-            // `nonempty` is worldfs's own (fuse3 mounts over anything).
-            "" | "allow_other" | "nonempty" => {}
+            // `nonempty` is worldfs's own (fuse3 mounts over anything); the rest are fstab's,
+            // for mount(8) and not the kernel (the mount helper passes some of them on).
+            "" | "allow_other" | "nonempty" | "rw" | "defaults" | "nofail" | "_netdev" | "auto"
+            | "noauto" | "user" | "users" | "nouser" | "owner" | "group" => {}
+            other
+                if ["x-", "comment=", "helper=", "uhelper="]
+                    .iter()
+                    .any(|p| other.starts_with(p)) => {}
             "ro" => opts.push(MountOption::RO),
+            // Device files and set-user-ID bits are never honoured (nodev, nosuid above),
+            // whatever mount.fuse3 asks for root.
+            "dev" | "suid" | "nodev" | "nosuid" => {}
+            "exec" => opts.push(MountOption::Exec),
+            "noexec" => opts.push(MountOption::NoExec),
+            "atime" => opts.push(MountOption::Atime),
+            "noatime" => opts.push(MountOption::NoAtime),
+            "async" => opts.push(MountOption::Async),
+            "dirsync" => opts.push(MountOption::DirSync),
             other => opts.push(MountOption::CUSTOM(other.to_string())),
         }
     }
@@ -387,6 +402,63 @@ fn finish(vfs: &Vfs, report_path: &Path) -> Vec<String> {
     unsaved
 }
 
+/// Runs `mount` with `CAP_SYS_ADMIN` out of this thread's effective capabilities (restored
+/// after), so that fuser's own `mount(2)` is refused and it mounts through fusermount3, as
+/// for any user. Only fusermount3 gives the mount its type `fuse.worldfs` (fuser's direct
+/// mount makes every mount `fuse`), and umount(8) runs our helper (`umount.fuse.worldfs`,
+/// which waits for the commits as `worldfs unmount` does) only for that type. fusermount3 is
+/// set-user-ID root, so for root it runs with every capability. A thread without the
+/// capability to drop (not root) runs `mount` as it is.
+fn without_mount_capability<T>(mount: impl FnOnce() -> T) -> T {
+    /// `struct __user_cap_header_struct`, version 3.
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    /// `struct __user_cap_data_struct`; version 3 takes two (capabilities 0–31, 32–63).
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    const CAP_SYS_ADMIN: u32 = 21;
+    let mut header = Header {
+        version: VERSION_3,
+        pid: 0,
+    };
+    let mut data = [Data::default(); 2];
+    // SAFETY: capget with a version-3 header and the two data structs that version takes.
+    let got = unsafe {
+        libc::syscall(
+            libc::SYS_capget,
+            &mut header as *mut Header,
+            data.as_mut_ptr(),
+        )
+    };
+    if got != 0 || data[0].effective & (1 << CAP_SYS_ADMIN) == 0 {
+        return mount();
+    }
+    let saved = data;
+    data[0].effective &= !(1 << CAP_SYS_ADMIN);
+    // SAFETY: capset of this thread (pid 0) with the structs capget filled, one bit cleared.
+    let dropped =
+        unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) } == 0;
+    let out = mount();
+    if dropped {
+        // SAFETY: as above, putting back what capget gave (still permitted).
+        let restored =
+            unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, saved.as_ptr()) };
+        if restored != 0 {
+            log::warn!("could not restore CAP_SYS_ADMIN after mounting");
+        }
+    }
+    out
+}
+
 /// Runs the FUSE session until unmounted; `ready` is called once the mount is usable.
 fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<ExitCode> {
     let signals = prepare_process()?;
@@ -421,12 +493,17 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     }
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
-    let mut session = Session::new(
-        WorldFs::new(vfs.clone(), uid, gid),
-        &args.mountpoint,
-        &config,
-    )
-    .map_err(|e| Error::from(e).context(format!("mounting on {}", args.mountpoint.display())))?;
+    let fs = || WorldFs::new(vfs.clone(), uid, gid);
+    let mut session =
+        match without_mount_capability(|| Session::new(fs(), &args.mountpoint, &config)) {
+            Ok(session) => session,
+            Err(e) => {
+                log::info!("mounting through fusermount3 failed ({e}); mounting directly");
+                Session::new(fs(), &args.mountpoint, &config).map_err(|e| {
+                    Error::from(e).context(format!("mounting on {}", args.mountpoint.display()))
+                })?
+            }
+        };
     forget_past_budget(vfs.clone(), session.notifier(), args.max_inodes.max(1000));
     vfs.keep_kernel_cache(Box::new(KernelNotifier(session.notifier())));
     vfs.watch()?;
@@ -649,6 +726,8 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
         cmd.status()
             .or_else(|_| {
                 let mut umount = Command::new("umount");
+                // No helper: ours (umount.fuse.worldfs) would run `worldfs unmount` again.
+                umount.arg("-i");
                 if lazy {
                     umount.arg("-l");
                 }
