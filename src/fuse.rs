@@ -279,13 +279,12 @@ impl Filesystem for WorldFs {
                 return reply.error(fail(&self.vfs, "chown", &e));
             }
         }
-        match self
-            .vfs
-            .setattr(ino.0, fh.map(|f| f.0), size, mtime.map(to_time), mode)
-        {
-            Ok(s) => reply.attr(&self.ttls(ino.0, &s, since).0, &self.attr(ino.0, &s)),
-            Err(e) => reply.error(fail(&self.vfs, "setattr", &e)),
-        }
+        let fh = fh.map(|f| f.0);
+        self.vfs
+            .setattr_replying(ino.0, fh, size, mtime.map(to_time), mode, |r| match r {
+                Ok(s) => reply.attr(&self.ttls(ino.0, &s, since).0, &self.attr(ino.0, &s)),
+                Err(e) => reply.error(fail(&self.vfs, "setattr", &e)),
+            });
     }
 
     fn mkdir(

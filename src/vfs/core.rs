@@ -277,6 +277,25 @@ impl Vfs {
         self.stat_path(&path)
     }
 
+    /// [`Vfs::setattr`] for the adapter: `reply` answers the kernel with its result, and a
+    /// truncation is told to the kernel just after that (what else it changed: the file's
+    /// folder, the other views of its object), as an operation's changes are before its
+    /// reply (see [`Vfs::setattr`] for why not before).
+    pub fn setattr_replying<R>(
+        &self,
+        ino: u64,
+        fh: Option<u64>,
+        size: Option<u64>,
+        mtime: Option<SystemTime>,
+        mode: Option<u32>,
+        reply: impl FnOnce(Result<Stat>) -> R,
+    ) -> R {
+        let after_reply = size.is_some().then(|| self.settling());
+        let replied = reply(self.setattr(ino, fh, size, mtime, mode));
+        drop(after_reply);
+        replied
+    }
+
     /// Truncates `ino` (through handle `fh` when given), sets its mtime, or sets its mode (of
     /// a file the core holds, else through [`Tree::set_perm`]).
     pub fn setattr(
@@ -287,10 +306,11 @@ impl Vfs {
         mtime: Option<SystemTime>,
         mode: Option<u32>,
     ) -> Result<Stat> {
-        // A truncation is told at the next operation, not before this reply: while the
-        // kernel waits for a truncating SETATTR it holds the file's write-back, and dropping
-        // the file's pages then (dirty ones of a shared mapping) would wait for it for ever.
-        // The reply carries the new size, and the kernel drops the pages past it itself.
+        // A truncation is told just after this reply ([`Vfs::setattr_replying`]), not
+        // before it: while the kernel waits for a truncating SETATTR it holds the file's
+        // write-back, and dropping the file's pages then (dirty ones of a shared mapping)
+        // would wait for it for ever. The reply carries the new size, and the kernel drops
+        // the pages past it itself.
         let _settled = size.is_none().then(|| self.settling());
         let path = self.path_of(ino)?;
         // Held text is the core's, not the tree's: it may change after the tree turned

@@ -592,7 +592,7 @@ mod tests {
     }
 
     #[test]
-    fn a_time_set_by_path_is_told_before_it_returns_and_a_truncation_at_the_next_operation() {
+    fn a_time_set_by_path_is_told_before_it_returns_and_a_truncation_just_after_its_reply() {
         let (tree, vfs, told, [f, g, _]) = kept();
         // `touch -d` of a file the kernel keeps: told before the call returns.
         let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
@@ -601,26 +601,31 @@ mod tests {
             told.take().contains(&format!("inode {f}")),
             "the time set is told by the setattr itself"
         );
-        // `truncate(2)` of the closed file commits it; the commit changes g too. It is told
-        // at the next operation (the kernel waits for a truncation's reply holding the
-        // file's write-back), not by a watch that had nothing to do.
+        // `truncate(2)` of the closed file commits it; the commit changes g too. Nothing is
+        // told before the reply (the kernel waits for a truncation's reply holding the
+        // file's write-back); both are told just after it.
         let (ino, stat) = vfs.lookup(dir_ino(&vfs), "f", 1).unwrap();
         assert!((vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()) == Keeping::Kept));
         lock(&tree.files)
             .unwrap()
             .insert("d/g".into(), b"ok changed".to_vec());
-        vfs.setattr(f, None, Some(4), None, None).unwrap();
+        let before_reply = vfs.setattr_replying(f, None, Some(4), None, None, |r| {
+            r.unwrap();
+            told.take()
+        });
+        assert!(
+            before_reply.is_empty(),
+            "told before the truncation's reply"
+        );
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok o");
-        assert!(told.take().is_empty(), "not before the truncation's reply");
+        let mut got = told.take();
+        got.sort();
+        assert_eq!(got, vec![format!("inode {f}"), format!("inode {g}")]);
         vfs.watch_once();
         assert!(
             told.take().is_empty(),
             "a watch with nothing due takes no one's changes"
         );
-        vfs.sync().unwrap();
-        let mut got = told.take();
-        got.sort();
-        assert_eq!(got, vec![format!("inode {f}"), format!("inode {g}")]);
     }
 
     #[test]
