@@ -261,7 +261,7 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
             "" | "allow_other" | "nonempty" | "rw" | "defaults" | "nofail" | "_netdev" | "auto"
             | "noauto" | "user" | "users" | "nouser" | "owner" | "group" => {}
             other
-                if ["x-", "comment=", "helper=", "uhelper="]
+                if ["x-", "comment=", "helper=", "uhelper=", "user="]
                     .iter()
                     .any(|p| other.starts_with(p)) => {}
             "ro" => opts.push(MountOption::RO),
@@ -489,21 +489,33 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     let socket_path = status_socket(&args.mountpoint);
     if let Some(dir) = pid_path.parent() {
         let _ = fs::create_dir_all(dir);
-        let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+        // Made private only when it is a real folder of this user's (never through a link,
+        // never another user's folder planted in /tmp).
+        match fs::symlink_metadata(dir) {
+            Ok(m) if m.is_dir() && m.uid() == nix::unistd::geteuid().as_raw() => {
+                let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+            }
+            _ => log::warn!(
+                "{}: not a folder of this user's; worldfs status and unmount may not find \
+                 this daemon",
+                dir.display()
+            ),
+        }
     }
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
     let fs = || WorldFs::new(vfs.clone(), uid, gid);
-    let mut session =
-        match without_mount_capability(|| Session::new(fs(), &args.mountpoint, &config)) {
-            Ok(session) => session,
-            Err(e) => {
-                log::info!("mounting through fusermount3 failed ({e}); mounting directly");
-                Session::new(fs(), &args.mountpoint, &config).map_err(|e| {
-                    Error::from(e).context(format!("mounting on {}", args.mountpoint.display()))
-                })?
-            }
-        };
+    let mut session = match without_mount_capability(|| {
+        Session::new(fs(), &args.mountpoint, &config)
+    }) {
+        Ok(session) => session,
+        Err(e) => {
+            log::warn!("mounting through fusermount3 failed ({e}); mounting directly (type fuse: umount will not run umount.fuse.worldfs)");
+            Session::new(fs(), &args.mountpoint, &config).map_err(|e| {
+                Error::from(e).context(format!("mounting on {}", args.mountpoint.display()))
+            })?
+        }
+    };
     forget_past_budget(vfs.clone(), session.notifier(), args.max_inodes.max(1000));
     vfs.keep_kernel_cache(Box::new(KernelNotifier(session.notifier())));
     vfs.watch()?;
@@ -513,7 +525,9 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
         session.unmount_callable(),
         args.mountpoint.clone(),
     );
-    crate::status::serve(vfs.clone(), &socket_path, &args.source)?;
+    if let Err(e) = crate::status::serve(vfs.clone(), &socket_path, &args.source) {
+        log::warn!("worldfs status cannot ask this mount: {e}");
+    }
     let _ = fs::remove_file(&report_path);
     let _ = fs::write(&pid_path, std::process::id().to_string());
     log::info!(

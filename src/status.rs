@@ -43,9 +43,20 @@ pub fn serve(vfs: Arc<Vfs>, socket: &Path, source: &Path) -> Result<()> {
         .name("status".into())
         .spawn(move || {
             for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { continue };
-                let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-                let _ = stream.write_all(answer(&vfs, &source).as_bytes());
+                let Ok(mut stream) = stream else {
+                    // Out of descriptors, say: not a busy loop.
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                };
+                // Each on its own thread: an answer waits for a commit in progress (its
+                // queue's lock), and one stuck must not keep the next from being asked.
+                let (vfs, source) = (vfs.clone(), source.clone());
+                let _ = std::thread::Builder::new()
+                    .name("status answer".into())
+                    .spawn(move || {
+                        let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
+                        let _ = stream.write_all(answer(&vfs, &source).as_bytes());
+                    });
             }
         })?;
     Ok(())
@@ -127,6 +138,11 @@ pub fn status(socket: PathBuf, mountpoint: &Path) -> Result<ExitCode> {
     };
     let mut stream = match UnixStream::connect(&socket) {
         Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+            return no_answer(
+                "its daemon has ended (killed?): worldfs unmount detaches the mount".into(),
+            )
+        }
         Err(_) => {
             return no_answer("not a worldfs mount of this user (no daemon answers for it)".into())
         }
@@ -134,7 +150,9 @@ pub fn status(socket: PathBuf, mountpoint: &Path) -> Result<ExitCode> {
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut text = String::new();
     if let Err(e) = stream.read_to_string(&mut text) {
-        return no_answer(format!("the daemon did not answer ({e})"));
+        return no_answer(format!(
+            "the daemon did not answer within 30 s ({e}): a commit may be stuck; see its log"
+        ));
     }
     let Some((first, rest)) = text.split_once('\n') else {
         return no_answer("the daemon's answer was empty".into());
