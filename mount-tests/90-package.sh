@@ -27,7 +27,8 @@ assert_contains "$T/depends" "fuse3"
 assert_contains "$T/depends" "libleveldb1d"
 
 # Installed as a user would, removed whatever happens.
-trap 'rc=$?; dpkg -r worldfs >/dev/null || echo "could not remove the worldfs package" >&2; (exit $rc); cleanup' EXIT
+# set +e: the status put back for cleanup (which keeps a failed run's evidence) must not end the trap.
+trap 'rc=$?; dpkg -r worldfs >/dev/null || echo "could not remove the worldfs package" >&2; set +e; (exit $rc); cleanup' EXIT
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$DEB" >"$T/install.log" 2>&1 || { tail "$T/install.log"; fail "apt-get install of the package failed"; }
 assert_eq "$(command -v worldfs)" /usr/bin/worldfs "the installed binary"
 cmp -s <(/usr/bin/worldfs --version) <("$WORLDFS" --version) || fail "the installed worldfs is not the one built"
