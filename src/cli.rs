@@ -77,6 +77,14 @@ pub struct MountArgs {
     /// Without it, the mount locks the world: a second read-write mount of it is refused.
     #[arg(long)]
     pub read_only: bool,
+    /// Make an empty or missing folder a new Luanti world of game GAMEID (default minetest)
+    /// before mounting it: a world.mt naming sqlite3 for every store, as the engine writes
+    /// for a new world; each database is made by the first write (a restore of a backup
+    /// into it, for example). A folder that already is a world is mounted as it is; any
+    /// other folder with files in it is refused.
+    #[arg(long, value_name = "GAMEID", num_args = 0..=1, require_equals = true,
+          default_missing_value = "minetest", conflicts_with = "read_only")]
+    pub create: Option<String>,
     /// Stay in the foreground (log to stderr) instead of running as a daemon.
     #[arg(short, long)]
     pub foreground: bool,

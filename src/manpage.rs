@@ -80,7 +80,8 @@ is an empty map, as for the engine.
 .PP
 Node coordinates are 16*X+x, 16*Y+y, 16*Z+z. A value file reads as its bytes plus one
 newline; one trailing newline is removed on write. Names that cannot be file names are
-percent-escaped (%2F for /, %25 for %, %2E%2E for ..). A name whose escaped form passes
+percent-escaped (%2F for /, %25 for %, %0A for a newline and %XX for every control
+character, %2E%2E for ..). A name whose escaped form passes
 255 bytes shows as its start, %# and a 16-digit hash: that name opens, changes, renames and
 removes the stored key, but cannot create one. In fields/, private/ and mod_storage/MOD/
 every name is a key except the temporaries of sed -i, rsync and vim.

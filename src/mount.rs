@@ -177,6 +177,9 @@ pub fn default_log_file() -> PathBuf {
 /// `worldfs mount`.
 pub fn mount(args: &MountArgs) -> Result<ExitCode> {
     check_mountpoint(&args.mountpoint, has_option(args, "nonempty"))?;
+    if let Some(game) = &args.create {
+        worlds::create(&args.source, game)?;
+    }
     let game = worlds::detect(&args.source)?;
     if args.foreground {
         init_logging(args, args.log_file.as_deref());

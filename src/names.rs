@@ -1,8 +1,10 @@
 //! Reversible escaping of object names (metadata keys, player names, mod-storage keys) into
 //! file names.
 //!
-//! A name becomes a file name as it is, unless it contains `/`, NUL or `%`, is empty, or is
-//! `.`/`..`: then those bytes (and, for `.`/`..`, the dots) are percent-escaped as `%XX`.
+//! A name becomes a file name as it is, unless it contains `/`, `%` or a control character
+//! (NUL to 0x1F and DEL: a newline in a name breaks `ls | head` and every line-based tool), is
+//! empty, or is `.`/`..`: then those bytes (and, for `.`/`..`, the dots) are percent-escaped
+//! as `%XX` (a newline is `%0A`).
 //! Bytes that are not UTF-8 are escaped too, so every file name is valid UTF-8 and every
 //! escaped name decodes back to exactly the original bytes. No escaped name can contain a
 //! path separator, so no name reaches outside its folder in either direction.
@@ -110,7 +112,8 @@ fn escape_short(name: &[u8]) -> String {
     for chunk in name.utf8_chunks() {
         for c in chunk.valid().chars() {
             match c {
-                '/' | '%' | '\0' => out.push_str(&format!("%{:02X}", c as u32)),
+                '/' | '%' => out.push_str(&format!("%{:02X}", c as u32)),
+                c if c.is_ascii_control() => out.push_str(&format!("%{:02X}", c as u32)),
                 _ => out.push(c),
             }
         }
@@ -178,6 +181,9 @@ mod tests {
         assert_eq!(escape(b"a\0b"), "a%00b");
         assert_eq!(escape(b""), "%");
         assert_eq!(escape(b"\xff"), "%FF");
+        assert_eq!(escape(b"line\nnext"), "line%0Anext");
+        assert_eq!(escape(b"tab\there\r\x1b\x7f"), "tab%09here%0D%1B%7F");
+        assert_eq!(unescape("line%0Anext").unwrap(), b"line\nnext");
     }
 
     #[test]
@@ -283,7 +289,7 @@ mod tests {
         fn escape_round_trips(name in proptest::collection::vec(any::<u8>(), 0..40)) {
             let file = escape(&name);
             prop_assert!(!file.contains('/'));
-            prop_assert!(!file.contains('\0'));
+            prop_assert!(!file.bytes().any(|b| b.is_ascii_control()));
             prop_assert!(file != "." && file != ".." && !file.is_empty());
             prop_assert_eq!(unescape(&file).unwrap(), name);
         }

@@ -33,16 +33,38 @@ fn is_sqlite(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// The engine's SQLite databases besides the map: any one of them makes a folder a Luanti
+/// world (a world's players or auth kept apart from its map).
+const ACCOUNT_DATABASES: [&str; 3] = ["players.sqlite", "auth.sqlite", "mod_storage.sqlite"];
+
+/// Whether `path` is an SQLite database, or an empty file (SQLite makes a new database so).
+fn is_sqlite_or_empty(path: &Path) -> bool {
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && (m.len() == 0 || is_sqlite(path)))
+}
+
 /// Detects the game of `source` from its names and content, without decoding anything.
 pub fn detect(source: &Path) -> Result<Game> {
     if source.is_dir() {
         // A world.mt alone is a Luanti world too: a restore starts from the backup's copy,
-        // and the stores are made by the first writes.
-        if source.join("map.sqlite").is_file() || source.join("world.mt").is_file() {
+        // and the stores are made by the first writes. So is a folder holding only one of
+        // the engine's SQLite databases (a world's players or auth kept apart).
+        if source.join("map.sqlite").is_file()
+            || source.join("world.mt").is_file()
+            || ACCOUNT_DATABASES
+                .iter()
+                .any(|f| is_sqlite_or_empty(&source.join(f)))
+        {
             return Ok(Game::Luanti);
         }
         if survivalcraft::store::is_world_folder(source) {
             return Ok(Game::Survivalcraft);
+        }
+        if std::fs::read_dir(source).is_ok_and(|mut d| d.next().is_none()) {
+            return Err(Error::unsupported(format!(
+                "{}: an empty folder, not a world yet (mount it with --create to make it a new Luanti world, e.g. to restore a backup into)",
+                source.display()
+            )));
         }
     } else if source.is_file() {
         // An empty map.sqlite is an empty map, as for the engine (SQLite makes the file so).
@@ -71,6 +93,57 @@ pub fn detect(source: &Path) -> Result<Game> {
         "{}: not a world worldfs knows (expected a Luanti world folder or map.sqlite, a Survivalcraft world folder or .scworld, or a TEVd disk, or a Terrarum disk's header.txt to make a new disk from)",
         source.display()
     )))
+}
+
+/// The `world.mt` of a world `--create` makes: what the engine writes for a new world whose
+/// stores are all `sqlite3` (`loadGameConfAndInitWorld`, src/content/subgames.cpp), with
+/// the game `game`. Each store's database is made by the first write into it.
+fn new_world_mt(game: &str) -> String {
+    format!(
+        "gameid = {game}\nbackend = sqlite3\nplayer_backend = sqlite3\nauth_backend = sqlite3\nmod_storage_backend = sqlite3\n"
+    )
+}
+
+/// Makes `folder` a new, empty Luanti world of game `game` when it is missing or empty (a
+/// `world.mt` and nothing else), so a backup can be restored into it. A folder that already
+/// is a world of any game is left as it is; any other folder that is not empty is refused,
+/// with nothing written.
+pub fn create(folder: &Path, game: &str) -> Result<()> {
+    if game.is_empty()
+        || !game
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    {
+        return Err(Error::invalid(format!(
+            "--create={game:?}: a game id is letters, digits, '_' and '-' (the name of a folder in the engine's games/, e.g. minetest)"
+        )));
+    }
+    let empty = match std::fs::read_dir(folder) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(folder)
+                .map_err(|e| Error::from(e).context(format!("making {}", folder.display())))?;
+            true
+        }
+        Err(e) => return Err(Error::from(e).context(folder.display())),
+    };
+    if !empty {
+        return match detect(folder) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::new(
+                libc::EEXIST,
+                format!(
+                    "{}: --create makes a new world only in an empty or missing folder, and this one holds files that are no world worldfs knows",
+                    folder.display()
+                ),
+            )),
+        };
+    }
+    crate::storekit::replace::write_atomic(
+        &folder.join("world.mt"),
+        new_world_mt(game).as_bytes(),
+        0o644,
+    )
 }
 
 /// Opens the tree of `source` (nothing is decoded), committing each change at once.

@@ -91,6 +91,15 @@ impl Cached {
 }
 
 impl Cached {
+    /// What is known of the block's stored bytes.
+    pub fn stored(&self) -> Stored {
+        Stored {
+            mtime: self.mtime,
+            hash: self.hash,
+            from_seed: self.from_seed,
+        }
+    }
+
     /// Takes over the rendered views of `before` (another decoded block at the same
     /// position) that `same` names, with their hashes: the caller knows they render the
     /// same for this block. Views rendered here already are kept.
@@ -116,6 +125,7 @@ impl Weigh for Cached {
 }
 
 /// What is known of a stored block without decoding it.
+#[derive(Debug, Clone, Copy)]
 pub struct Stored {
     /// See [`Cached::mtime`].
     pub mtime: SystemTime,
@@ -144,25 +154,59 @@ pub struct Edited {
 
 /// A job of [`edit_streamed`]: blocks and their stored blobs.
 type Job = Vec<(BlockPos, Vec<u8>)>;
-/// What a worker makes of a job: the blocks it changed, re-encoded, with the hash of each.
-type Done = Result<Vec<(BlockPos, Vec<u8>, u64)>>;
+/// What a worker makes of a job: the blocks it changed (see [`EditedBlock`]).
+type Done = Result<Vec<EditedBlock>>;
+
+/// A block [`Blocks::edit_many`] changed.
+struct EditedBlock {
+    pos: BlockPos,
+    /// Its new stored bytes.
+    blob: Vec<u8>,
+    /// The hashes of its stored bytes before and after.
+    before: u64,
+    after: u64,
+    /// The entries of its folder whose content the edit changed (paths inside the folder).
+    entries: Vec<String>,
+}
+
+/// How [`Blocks::edit_many`] edits a block (it returns whether it changed the block), and
+/// which entries of the block's folder an edit changed, from the block before and after.
+pub struct BlockEdit<'a> {
+    pub edit: &'a (dyn Fn(&mut MapBlock) -> bool + Sync),
+    pub entries: &'a (dyn Fn(&MapBlock, &MapBlock) -> Vec<String> + Sync),
+}
 
 /// Decodes, edits and re-encodes the blocks of one job; the changed ones are returned.
-fn edit_job(job: Job, edit: &(dyn Fn(&mut MapBlock) -> bool + Sync)) -> Done {
+fn edit_job(job: Job, how: &BlockEdit<'_>) -> Done {
     let mut done = Vec::new();
     for (pos, blob) in job {
-        let Ok(mut block) = codec::decode_block(&blob) else {
+        let Ok(before) = codec::decode_block(&blob) else {
             continue;
         };
+        let before_hash = content_hash(&blob);
         drop(blob);
-        if edit(&mut block) {
+        let mut block = before.clone();
+        if (how.edit)(&mut block) {
             let blob = codec::encode_block(&block)
                 .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?;
-            let hash = content_hash(&blob);
-            done.push((pos, blob, hash));
+            done.push(EditedBlock {
+                pos,
+                after: content_hash(&blob),
+                blob,
+                before: before_hash,
+                entries: (how.entries)(&before, &block),
+            });
         }
     }
     Ok(done)
+}
+
+/// The hash an entry's time is recorded under for "whatever the entry's content, while the
+/// block's stored bytes hash to `blob`": a whole-map edit dates the entries it changed so,
+/// without rendering them (see [`Blocks::entry_mtime`]). A content hash equal to it by
+/// chance is one in 2^64.
+fn while_stored(blob: u64) -> u64 {
+    blob ^ 0x7768_696c_6520_7374
 }
 
 /// The work of [`Blocks::edit_many`] inside its transaction: this thread reads the blocks
@@ -172,10 +216,10 @@ fn edit_job(job: Job, edit: &(dyn Fn(&mut MapBlock) -> bool + Sync)) -> Done {
 fn edit_streamed(
     stream: &mut dyn Stream,
     positions: &[BlockPos],
-    edit: &(dyn Fn(&mut MapBlock) -> bool + Sync),
+    how: &BlockEdit<'_>,
     workers: usize,
     progress: &dyn Fn(usize, usize),
-    mut changed: impl FnMut(BlockPos, u64),
+    mut changed: impl FnMut(EditedBlock),
 ) -> Result<()> {
     let most = workers * EDIT_JOBS_PER_WORKER;
     let (job_tx, job_rx) = mpsc::sync_channel::<Job>(most);
@@ -191,7 +235,7 @@ fn edit_streamed(
                 };
                 let Ok(job) = job else { return };
                 let done =
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| edit_job(job, edit)))
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| edit_job(job, how)))
                         .unwrap_or_else(|_| Err(Error::corrupt("editing a block panicked")));
                 if done_tx.send(done).is_err() {
                     return;
@@ -298,7 +342,7 @@ fn feed(
     done: &mpsc::Receiver<Done>,
     most: usize,
     progress: &dyn Fn(usize, usize),
-    changed: &mut dyn FnMut(BlockPos, u64),
+    changed: &mut dyn FnMut(EditedBlock),
 ) -> Result<()> {
     let mut in_flight = 0usize;
     let mut take = |stream: &mut dyn Stream, in_flight: &mut usize| -> Result<()> {
@@ -306,9 +350,10 @@ fn feed(
             .recv()
             .map_err(|_| Error::corrupt("the editing threads ended early"))??;
         *in_flight -= 1;
-        for (pos, blob, hash) in blocks {
-            stream.put(pos, &blob)?;
-            changed(pos, hash);
+        for mut block in blocks {
+            stream.put(block.pos, &block.blob)?;
+            block.blob = Vec::new();
+            changed(block);
         }
         Ok(())
     };
@@ -688,10 +733,14 @@ impl Blocks {
     /// [`MapBackend::commit_stream`](crate::luanti::store::map::MapBackend::commit_stream)). `progress` is told how many blocks of how many were
     /// looked at; `committed` is told what was committed, before the locks are released.
     /// Returns how many blocks changed.
+    ///
+    /// Times: a changed block's folder gets the time of the commit; in it, the entries
+    /// `how.entries` names get it too, and every other entry keeps the time it showed, so
+    /// the next incremental backup sends only the files whose content changed.
     pub fn edit_many(
         &self,
         positions: impl FnOnce(i64) -> Result<Vec<BlockPos>>,
-        edit: impl Fn(&mut MapBlock) -> bool + Sync,
+        how: &BlockEdit<'_>,
         progress: impl Fn(usize, usize),
         committed: impl FnOnce(&Edited),
     ) -> Result<usize> {
@@ -703,7 +752,7 @@ impl Blocks {
         #[cfg(test)]
         self.before_edit.run(self);
         let mut changed = Vec::new();
-        let mut times = Vec::new();
+        let mut edited = Vec::new();
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
@@ -712,20 +761,24 @@ impl Blocks {
             // In the store's order: neighbours share pages, read and written once each.
             let mut positions = positions(before)?;
             positions.sort_by_key(|p| self.store.map().key_of(*p));
-            edit_streamed(
-                stream,
-                &positions,
-                &edit,
-                workers,
-                &progress,
-                |pos, hash| {
-                    changed.push(pos);
-                    times.push((self.store.map().key_of(pos), hash));
-                },
-            )
+            edit_streamed(stream, &positions, how, workers, &progress, |block| {
+                changed.push(block.pos);
+                edited.push(block);
+            })
         })?;
         let now = SystemTime::now();
-        let times: Vec<_> = times.into_iter().map(|(k, h)| (k, h, now)).collect();
+        let mut times = Vec::with_capacity(edited.len() * 4);
+        for e in &edited {
+            // The block keeps its time, which its unchanged entries show; its folder and
+            // the entries the edit changed show the commit's.
+            let key = self.store.map().key_of(e.pos);
+            times.push((key, e.after, self.mtimes.mtime(key, e.before)));
+            times.push((self.entry_key(e.pos, ""), e.after, now));
+            for sub in &e.entries {
+                times.push((self.entry_key(e.pos, sub), while_stored(e.after), now));
+            }
+        }
+        drop(edited);
         self.mtimes.record_all(&times);
         self.cache.committed(changed.iter());
         return_freed_memory();
@@ -833,26 +886,31 @@ impl Blocks {
         content_hash_parts(&[&digits[..len], b"/", sub.as_bytes()])
     }
 
-    /// The mtime of an entry of the folder of a block whose own time is `block_mtime`: `sub`
+    /// The mtime of an entry of the folder of a block whose own time is `block.mtime`: `sub`
     /// is the entry's path inside the folder (`""` for the folder itself), `hash` the hash of
     /// a file's content or of a folder's listing. An entry keeps a time set on it (rsync,
-    /// touch, or kept through an edit of another file) while that hash is unchanged;
-    /// otherwise it shows the block's time.
-    pub fn entry_mtime(
-        &self,
-        pos: BlockPos,
-        block_mtime: SystemTime,
-        sub: &str,
-        hash: u64,
-    ) -> SystemTime {
-        self.entry_recorded_mtime(pos, sub, hash)
-            .unwrap_or(block_mtime)
+    /// touch, or kept through an edit of another file) while that hash is unchanged, and a
+    /// time a whole-map edit gave it while the block's stored bytes are the ones it left
+    /// ([`Blocks::edit_many`]); otherwise it shows the block's time.
+    pub fn entry_mtime(&self, pos: BlockPos, block: &Stored, sub: &str, hash: u64) -> SystemTime {
+        self.entry_recorded_mtime(pos, block.hash, sub, hash)
+            .unwrap_or(block.mtime)
     }
 
     /// The time recorded for the entry `sub` of the block's folder while its hash is
-    /// `hash`, if one is (see [`Blocks::entry_mtime`]).
-    pub fn entry_recorded_mtime(&self, pos: BlockPos, sub: &str, hash: u64) -> Option<SystemTime> {
-        self.mtimes.recorded(self.entry_key(pos, sub), hash)
+    /// `hash` and the block's stored bytes hash to `blob`, if one is (see
+    /// [`Blocks::entry_mtime`]).
+    pub fn entry_recorded_mtime(
+        &self,
+        pos: BlockPos,
+        blob: u64,
+        sub: &str,
+        hash: u64,
+    ) -> Option<SystemTime> {
+        let key = self.entry_key(pos, sub);
+        self.mtimes
+            .recorded(key, hash)
+            .or_else(|| self.mtimes.recorded(key, while_stored(blob)))
     }
 
     /// Records that a `block.txt` written through the mount left the block at `pos` in the

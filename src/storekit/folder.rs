@@ -299,10 +299,7 @@ impl FolderFiles {
         };
         // The sticky bit is kept (the kernel enforces it, as on disk); set-id bits are not
         // shown (the mount is nosuid).
-        let mut perm = (st.st_mode & 0o1777) as u16;
-        if self.read_only {
-            perm &= !0o222;
-        }
+        let perm = (st.st_mode & 0o1777) as u16;
         Ok(Stat {
             kind,
             size: if kind == Kind::File {
@@ -989,8 +986,10 @@ mod tests {
         let mode = fs::metadata(&secret).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode, 0o600, "the replaced file keeps its mode");
         assert_eq!(f.stat(&p("world.mt")).unwrap().perm, 0o600);
+        // A read-only mount shows the same modes (the kernel refuses the writes), so a
+        // backup taken from it restores them.
         let ro = FolderFiles::new(dir.path(), |_| false, true);
-        assert_eq!(ro.stat(&p("world.mt")).unwrap().perm, 0o400);
-        assert_eq!(ro.stat(&p("run.sh")).unwrap().perm, 0o550);
+        assert_eq!(ro.stat(&p("world.mt")).unwrap().perm, 0o600);
+        assert_eq!(ro.stat(&p("run.sh")).unwrap().perm, 0o750);
     }
 }

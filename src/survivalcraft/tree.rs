@@ -288,11 +288,11 @@ impl SurvivalcraftTree {
     }
 
     fn dir_stat(&self, mtime: SystemTime) -> Stat {
-        Stat::dir(mtime, self.read_only)
+        Stat::dir(mtime, false)
     }
 
     fn file_stat(&self, size: usize, mtime: SystemTime) -> Stat {
-        Stat::file(size as u64, mtime, self.read_only)
+        Stat::file(size as u64, mtime, false)
     }
 
     fn world_files(&self) -> Result<&FolderFiles> {

@@ -96,6 +96,9 @@ pub struct TvdaTree {
     mtimes: Mtimes,
     /// Set at open on a read-only mount or a damaged disk, and when a commit finds damage.
     read_only: AtomicBool,
+    /// The mount is read-only: files show the disk's modes (the kernel refuses writes);
+    /// a read-write mount whose disk is damaged shows them without write bits.
+    mounted_read_only: bool,
     changes: Throttle,
     /// The whole-disk answers of `index/`.
     index: Index,
@@ -250,6 +253,7 @@ impl TvdaTree {
             renders: Renders::new(options.cache_bytes),
             mtimes: Mtimes::open(path, options.read_only || damaged),
             read_only: AtomicBool::new(options.read_only || damaged),
+            mounted_read_only: options.read_only,
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             index: Index::new(options.cache_bytes),
             generation: AtomicU64::new(0),
@@ -463,11 +467,15 @@ impl TvdaTree {
     }
 
     fn dir_stat(&self, mtime: SystemTime) -> Stat {
-        Stat::dir(mtime, self.is_read_only())
+        Stat::dir(mtime, self.shows_read_only())
     }
 
     fn file_stat(&self, size: u64, mtime: SystemTime) -> Stat {
-        Stat::file(size, mtime, self.is_read_only())
+        Stat::file(size, mtime, self.shows_read_only())
+    }
+
+    fn shows_read_only(&self) -> bool {
+        self.is_read_only() && !self.mounted_read_only
     }
 
     /// The time of the folder `place`: a time set on it (rsync, touch, or kept through an

@@ -85,7 +85,6 @@ pub struct Accounts {
     /// Mod folders made with mkdir (or emptied) that have no stored entry.
     empty_mods: Mutex<BTreeSet<String>>,
     mtimes: Mtimes,
-    read_only: bool,
     /// The size and content hash of `auth.txt` as last rendered, with the store's version
     /// then ([`AuthStore::version`]): a `stat` renders every account only when the store
     /// changed (a server's auth data holds a million accounts; `ls -l`, `rsync` and the
@@ -172,7 +171,6 @@ impl Accounts {
             ),
             empty_mods: Mutex::new(BTreeSet::new()),
             mtimes: Mtimes::open(&identity, read_only),
-            read_only,
             auth_shown: Mutex::new(None),
             entries_shown: Mutex::new(HashMap::new()),
             changes: AtomicU64::new(0),
@@ -321,7 +319,7 @@ impl Accounts {
             kind: Kind::Dir,
             size: 0,
             mtime: base_time(),
-            perm: if self.read_only { 0o555 } else { 0o755 },
+            perm: 0o755,
             volatile: true,
             source: None,
             owner: None,
@@ -355,12 +353,7 @@ impl Accounts {
 
     /// The stat of a file of `len` bytes whose content hashes to `hash`.
     fn stat_of(&self, path: &TreePath, len: u64, hash: u64, secret: bool) -> Stat {
-        let perm = match (secret, self.read_only) {
-            (true, true) => 0o400,
-            (true, false) => 0o600,
-            (false, true) => 0o444,
-            (false, false) => 0o644,
-        };
+        let perm = if secret { 0o600 } else { 0o644 };
         Stat {
             kind: Kind::File,
             size: len,
@@ -881,18 +874,27 @@ impl Accounts {
         }
     }
 
-    /// One line per backend for `worldfs info`: its kind and how much it holds.
+    /// One line per backend for `worldfs info`: its kind and how much it holds, or that it
+    /// holds nothing yet (its file or folder is made by the first write).
     pub fn summary(&self) -> Vec<String> {
         let mut out = Vec::new();
-        let count =
-            |r: Result<usize>| r.map_or_else(|e| format!("unreadable ({e})"), |n| n.to_string());
+        let line = |what: &str, label: &str, stored: bool, r: Result<String>| {
+            let held = match r {
+                _ if !stored => format!("none ({label} is made by the first write)"),
+                Ok(text) => format!("{text} ({label})"),
+                Err(e) => format!("unreadable ({e}) ({label})"),
+            };
+            format!("{what}: {held}")
+        };
         if let Some(players) = &self.players {
             let n = players.with(false, || Ok(0), |s| Ok(s.list()?.len()));
-            out.push(format!("players: {} ({})", count(n), players.label));
+            let n = n.map(|n| n.to_string());
+            out.push(line("players", &players.label, players.stored(), n));
         }
         if let Some(auth) = &self.auth {
             let n = auth.with(false, || Ok(0), |s| Ok(s.entries()?.len()));
-            out.push(format!("auth entries: {} ({})", count(n), auth.label));
+            let n = n.map(|n| n.to_string());
+            out.push(line("auth entries", &auth.label, auth.stored(), n));
         }
         if let Some(mods) = &self.mods {
             let n = mods.with(
@@ -907,11 +909,8 @@ impl Accounts {
                     Ok((list.len(), keys))
                 },
             );
-            let text = n.map_or_else(
-                |e| format!("unreadable ({e})"),
-                |(m, k)| format!("{m} mods, {k} entries"),
-            );
-            out.push(format!("mod storage: {text} ({})", mods.label));
+            let text = n.map(|(m, k)| format!("{m} mods, {k} entries"));
+            out.push(line("mod storage", &mods.label, mods.stored(), text));
         }
         out
     }

@@ -84,13 +84,72 @@ fn parse_nodes_clearing_light(text: &[u8], _pos: BlockPos, block: &mut MapBlock)
     let before = (block.names.clone(), block.content.clone());
     views::parse_nodes(text, block)?;
     if before.0 != block.names || before.1 != block.content {
-        if block.version >= 27 {
-            block.lighting_complete = 0;
-        } else {
-            block.flags |= LIGHTING_EXPIRED;
-        }
+        expire_lighting(block);
     }
     Ok(())
+}
+
+/// Marks the block for relighting by the engine (see [`parse_nodes_clearing_light`]): its
+/// nodes changed, and worldfs cannot know which of them give light.
+pub(super) fn expire_lighting(block: &mut MapBlock) {
+    if block.version >= 27 {
+        block.lighting_complete = 0;
+    } else {
+        block.flags |= LIGHTING_EXPIRED;
+    }
+}
+
+/// The entries of a block's folder (paths inside it) whose content differs between
+/// `before` and `after`, found without rendering anything: the views whose fields differ,
+/// and below `meta/` the inventories, values and listings that differ. A whole-map edit
+/// dates only these (see [`crate::luanti::cache::Blocks::edit_many`]).
+pub(super) fn changed_entries(before: &MapBlock, after: &MapBlock) -> Vec<String> {
+    let mut out: Vec<String> = VIEWS
+        .iter()
+        .filter(|v| !(v.same)(before, after))
+        .map(|v| v.name.to_string())
+        .collect();
+    if before.metadata == after.metadata {
+        return out;
+    }
+    let nodes = |b: &MapBlock| b.metadata.iter().map(|m| m.pos.index()).collect::<Vec<_>>();
+    if nodes(before) != nodes(after) {
+        out.push("meta".to_string());
+    }
+    for m in &after.metadata {
+        let old = meta_at(before, m.pos);
+        if old == Some(m) {
+            continue;
+        }
+        let dir = format!("meta/{}", rel_name(m.pos));
+        if old.is_none() {
+            out.push(dir.clone());
+        }
+        if old.map(|o| &o.inventory) != Some(&m.inventory) {
+            out.push(format!("{dir}/inventory"));
+        }
+        for (private, kind) in [(false, "fields"), (true, "private")] {
+            let vars = |n: Option<&NodeMeta>| -> Vec<(Vec<u8>, Vec<u8>)> {
+                n.into_iter()
+                    .flat_map(|n| &n.vars)
+                    .filter(|v| v.private == private)
+                    .map(|v| (v.key.clone(), v.value.clone()))
+                    .collect()
+            };
+            let (was, now) = (vars(old), vars(Some(m)));
+            let keys =
+                |v: &[(Vec<u8>, Vec<u8>)]| v.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+            if keys(&was) != keys(&now) {
+                out.push(format!("{dir}/{kind}"));
+            }
+            for (key, value) in &now {
+                if !was.iter().any(|(k, v)| k == key && v == value) {
+                    out.push(format!("{dir}/{kind}/{}", names::escape(key)));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A block's header: version, flags, `lighting_complete`, timestamp.
@@ -319,17 +378,11 @@ impl LuantiTree {
     }
 
     pub(super) fn dir_stat(&self, mtime: SystemTime) -> Stat {
-        Stat::dir(mtime, self.read_only)
+        Stat::dir(mtime, false)
     }
 
     pub(super) fn file_stat(&self, size: usize, mtime: SystemTime) -> Stat {
-        Stat::file(size as u64, mtime, self.read_only)
-    }
-
-    /// Whether a block's files refuse changes: on a read-only mount, or shown from a
-    /// `readonly_backend` seed.
-    fn locked(&self, from_seed: bool) -> bool {
-        self.read_only || from_seed
+        Stat::file(size as u64, mtime, false)
     }
 
     /// Stat of the file `sub` (its path inside the block folder) holding `data`; a view's
@@ -345,12 +398,12 @@ impl LuantiTree {
                 .summarize(pos, c, |s| s.set_view(i, data.len(), hash));
         }
         let mtime = match hash {
-            Some(h) => self.blocks.entry_mtime(pos, c.mtime, sub, h),
+            Some(h) => self.blocks.entry_mtime(pos, &c.stored(), sub, h),
             None => c.mtime,
         };
         Stat {
             source: Some(source(c.hash, c.from_seed)),
-            ..Stat::file(data.len() as u64, mtime, self.locked(c.from_seed))
+            ..Stat::file(data.len() as u64, mtime, c.from_seed)
         }
     }
 
@@ -369,7 +422,7 @@ impl LuantiTree {
         };
         let mtime = if self.blocks.entry_recorded(pos, v.name) {
             match s.view_hash(i) {
-                Some(h) => self.blocks.entry_mtime(pos, stored.mtime, v.name, h),
+                Some(h) => self.blocks.entry_mtime(pos, &stored, v.name, h),
                 None => return Ok(None),
             }
         } else {
@@ -377,7 +430,7 @@ impl LuantiTree {
         };
         Ok(Some(Stat {
             source: Some(source(stored.hash, stored.from_seed)),
-            ..Stat::file(size, mtime, self.locked(stored.from_seed))
+            ..Stat::file(size, mtime, stored.from_seed)
         }))
     }
 
@@ -390,10 +443,10 @@ impl LuantiTree {
         };
         Ok(match s.meta() {
             Some(listing) if !self.made_meta_in(pos) => {
-                let mtime = self.blocks.entry_mtime(pos, stored.mtime, "meta", listing);
+                let mtime = self.blocks.entry_mtime(pos, &stored, "meta", listing);
                 let stat = Stat {
                     source: Some(source(stored.hash, stored.from_seed)),
-                    ..Stat::dir(mtime, self.locked(stored.from_seed))
+                    ..Stat::dir(mtime, stored.from_seed)
                 };
                 Some((stored, stat))
             }
@@ -417,10 +470,10 @@ impl LuantiTree {
             let nodes = c.block.metadata.len();
             self.blocks.summarize(pos, c, |s| s.set_meta(stored, nodes));
         }
-        let mtime = self.blocks.entry_mtime(pos, c.mtime, sub, hash);
+        let mtime = self.blocks.entry_mtime(pos, &c.stored(), sub, hash);
         Stat {
             source: Some(source(c.hash, c.from_seed)),
-            ..Stat::dir(mtime, self.locked(c.from_seed))
+            ..Stat::dir(mtime, c.from_seed)
         }
     }
 
@@ -440,10 +493,15 @@ impl LuantiTree {
         hash: u64,
         from_seed: bool,
     ) -> Stat {
-        let mtime = self.blocks.entry_mtime(pos, mtime, "", hash);
+        let block = Stored {
+            mtime,
+            hash,
+            from_seed,
+        };
+        let mtime = self.blocks.entry_mtime(pos, &block, "", hash);
         Stat {
             source: Some(source(hash, from_seed)),
-            ..Stat::dir(mtime, self.locked(from_seed))
+            ..Stat::dir(mtime, from_seed)
         }
     }
 
@@ -506,14 +564,16 @@ impl LuantiTree {
             .block_files(pos, &before)
             .into_iter()
             .map(|(sub, hash)| {
-                let t = self.blocks.entry_mtime(pos, before.mtime, &sub, hash);
+                let t = self.blocks.entry_mtime(pos, &before.stored(), &sub, hash);
                 (sub, (hash, t))
             })
             .collect();
         // A time set on the block folder itself stands through writes into it through the
         // mount, as a folder's time does when files in it are rewritten: a restore's rsync
         // sets it before it has written everything below `meta/`.
-        let folder_time = self.blocks.entry_recorded_mtime(pos, "", before.hash);
+        let folder_time = self
+            .blocks
+            .entry_recorded_mtime(pos, before.hash, "", before.hash);
         self.blocks.modify(pos, edit)?;
         let after = self.blocks.get(pos)?;
         if after.hash == before.hash {
@@ -659,7 +719,7 @@ impl LuantiTree {
             entries.push(Entry {
                 name: v.name.into(),
                 cookie: i as u64 + 1,
-                stat: Stat::file(0, mtime, self.locked(from_seed)),
+                stat: Stat::file(0, mtime, from_seed),
             });
         }
         entries.push(Entry {

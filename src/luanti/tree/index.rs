@@ -13,11 +13,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::blocks::{block_name, rel_name};
+use super::blocks::{block_name, changed_entries, expire_lighting, rel_name};
 use super::{base_time, not_found, LuantiTree};
 use crate::error::{Error, Result};
 use crate::index_tree::{self, Shown};
-use crate::luanti::cache::Edited;
+use crate::luanti::cache::{BlockEdit, Edited};
 use crate::luanti::codec::block::{BlockPos, MapBlock, RelPos};
 use crate::luanti::index::{
     pack, rename_item, rename_node, unpack, valid_name, Answer, Focus, Kind,
@@ -257,7 +257,15 @@ impl LuantiTree {
                     &format!("node {a} to {b}"),
                     (Kind::Nodes, Some(&focus)),
                     holding,
-                    |block| rename_node(block, &a, &b),
+                    |block| {
+                        // worldfs cannot know which nodes give light: the engine relights
+                        // every block the rename changed, as after a node edit.
+                        let renamed = rename_node(block, &a, &b);
+                        if renamed {
+                            expire_lighting(block);
+                        }
+                        renamed
+                    },
                     |answer, changed| answer.node_renamed(&a, &b, changed),
                 )
             }
@@ -349,7 +357,11 @@ impl LuantiTree {
                 follow(answer, &changed)
             });
         };
-        let changed = self.blocks.edit_many(positions, edit, progress, followed)?;
+        let how = BlockEdit {
+            edit: &edit,
+            entries: &changed_entries,
+        };
+        let changed = self.blocks.edit_many(positions, &how, progress, followed)?;
         log::info!(
             "index: renamed {what} in {changed} blocks, committed in one transaction ({:.3} s)",
             started.elapsed().as_secs_f64()

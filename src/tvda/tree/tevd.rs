@@ -32,6 +32,9 @@ pub struct TevdTree {
     lock: Mutex<StoreLock>,
     mtimes: Mtimes,
     read_only: bool,
+    /// Files show no write bits: the disk is damaged on a read-write mount (a read-only
+    /// mount shows the disk's modes; the kernel refuses writes there).
+    shown_read_only: bool,
     changes: Throttle,
 }
 
@@ -65,6 +68,7 @@ impl TevdTree {
             lock: Mutex::new(lock),
             mtimes: Mtimes::open(path, read_only || damaged),
             read_only: read_only || damaged,
+            shown_read_only: damaged && !read_only,
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
         })
     }
@@ -103,7 +107,11 @@ impl TevdTree {
             kind,
             size,
             mtime,
-            perm: if self.read_only { perm & 0o555 } else { perm },
+            perm: if self.shown_read_only {
+                perm & 0o555
+            } else {
+                perm
+            },
             volatile: false,
             source: None,
             owner: None,
