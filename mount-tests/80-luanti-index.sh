@@ -10,7 +10,7 @@ M=$T/mnt
 mount_world "$W" "$M" -v
 
 ls "$M/index" >"$T/top"
-assert_eq "$(tr '\n' ' ' <"$T/top")" "broken fields items nodes " "index/ folders"
+assert_eq "$(tr '\n' ' ' <"$T/top")" "broken fields items nodes objects " "index/ folders"
 
 # Chests: the links of index/nodes/default:chest are exactly the blocks whose nodes.cubeset
 # names a chest (a walk of blocks/).

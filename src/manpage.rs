@@ -26,6 +26,7 @@ MOUNT/blocks/X,Y,Z/                 one folder per stored map block (block coord
 MOUNT/index/nodes/NAME/X,Y,Z        link to each block holding node NAME
 MOUNT/index/items/ITEM              PATH LIST SLOT COUNT, one line per slot holding ITEM
 MOUNT/index/fields/KEY/VALUE/       links to the meta folders whose field KEY is VALUE
+MOUNT/index/objects/NAME/X,Y,Z      link to each block holding static objects of entity NAME
 MOUNT/index/broken/X,Y,Z            link to each block that does not decode
 .fi
 .PP
@@ -36,7 +37,10 @@ and rescanned after another program's commit. mv index/nodes/A index/nodes/B rep
 B in every block (one transaction, all or nothing; the changed blocks are streamed into it,
 so the daemon holds a bounded number of them, except on LevelDB, whose write batch holds
 them all until the commit); mv index/items/A index/items/B replaces item A by B in
-every node and player inventory; an invalid new name fails with EPERM and the reason. index/ is reached
+every node and player inventory; an invalid new name fails with EPERM and the reason. A node
+rename marks the blocks it changes for relighting, and dates only the files whose content it
+changed. rm \-r index/objects/NAME removes the static objects of entity NAME from every block
+in one transaction (removing one link changes nothing). index/ is reached
 by name and not listed at the top of the mount, so backups, find and grep -r never walk it.
 .PP
 Nothing shows more than the disk allows (the kernel checks each user of an --allow-other

@@ -558,7 +558,7 @@ fn the_index_view_wins_over_a_world_folder_named_index_and_is_never_listed() {
     assert_eq!(tree.stat(&p(&["index"])).expect("index/").kind, Kind::Dir);
     assert_eq!(
         ls(&tree, &["index"]),
-        ["broken", "fields", "items", "nodes"]
+        ["broken", "fields", "items", "nodes", "objects"]
     );
     assert!(tree.stat(&p(&["index", "mine.txt"])).is_err());
     assert_eq!(

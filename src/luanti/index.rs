@@ -1,6 +1,6 @@
 //! Whole-world questions of a Luanti map, answered in-process (docs/tree.md "index/"): which
 //! blocks hold a node, which inventory slots hold an item, which nodes have a metadata field
-//! set to a value, which blocks do not decode.
+//! set to a value, which blocks hold static objects of an entity, which blocks do not decode.
 //!
 //! Walking the mount's files costs the kernel's price per file (minutes on a large world);
 //! reading and decompressing every block in-process costs a fraction of a second per
@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use crate::error::Result;
 use crate::luanti::codec;
-use crate::luanti::codec::block::{BlockPos, Inventory, MapBlock};
+use crate::luanti::codec::block::{BlockPos, Inventory, MapBlock, ObjectData};
 use crate::luanti::store::map::{too_large, Change};
 use crate::luanti::store::write_back::{BlockStore, CommitWatch};
 use crate::storekit::answers::{self, Answers, Start};
@@ -104,12 +104,30 @@ pub fn rename_item(inventory: &mut Inventory, from: &[u8], to: &[u8]) -> usize {
     changed
 }
 
+/// The entity name of a static object: a Lua entity's (`__builtin:item` for a dropped
+/// item, a mob's name); other objects, and entity data that does not parse, have none.
+pub fn entity_name(data: &ObjectData) -> Option<&str> {
+    match data {
+        ObjectData::LuaEntity(e) => Some(&e.name),
+        ObjectData::Raw(_) => None,
+    }
+}
+
+/// Removes the static objects of entity `name` from `block`, every other object kept as it
+/// is. Whether any was removed.
+pub fn remove_objects(block: &mut MapBlock, name: &str) -> bool {
+    let before = block.objects.len();
+    block.objects.retain(|o| entity_name(&o.data) != Some(name));
+    block.objects.len() != before
+}
+
 /// The kinds of question a scan answers (blocks that do not decode are always found).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Nodes,
     Items,
     Fields,
+    Objects,
 }
 
 /// One inventory slot holding an item, in a node's metadata.
@@ -128,6 +146,7 @@ enum Facts {
     Nodes(Vec<String>),
     Items(Vec<(Vec<u8>, Slot)>),
     Fields(Vec<(Vec<u8>, Vec<u8>, u16)>),
+    Objects(Vec<String>),
 }
 
 /// The node names a block holds: those its nodes use (an id the mapping names but no node
@@ -199,6 +218,13 @@ fn facts(kind: Kind, packed: u64, block: &MapBlock) -> Facts {
                 })
                 .collect(),
         ),
+        Kind::Objects => Facts::Objects(
+            block
+                .objects
+                .iter()
+                .filter_map(|o| entity_name(&o.data).map(str::to_string))
+                .collect(),
+        ),
     }
 }
 
@@ -239,6 +265,8 @@ pub struct Answer {
     pub items: Option<BTreeMap<Vec<u8>, BTreeSet<Slot>>>,
     /// Field key → value → (packed block, node index).
     pub fields: Option<BTreeMap<Vec<u8>, FieldValues>>,
+    /// Entity name → packed positions of the blocks holding static objects of it.
+    pub objects: Option<BTreeMap<String, BTreeSet<u64>>>,
     /// Packed positions of the blocks that do not decode → why.
     pub broken: BTreeMap<u64, String>,
     /// The store's `data_version` the answer is true for (`None`: none yet).
@@ -251,6 +279,7 @@ impl Answer {
             Kind::Nodes => self.nodes.is_some(),
             Kind::Items => self.items.is_some(),
             Kind::Fields => self.fields.is_some(),
+            Kind::Objects => self.objects.is_some(),
         }
     }
 
@@ -273,6 +302,7 @@ impl Answer {
             Kind::Nodes => self.nodes = Some(BTreeMap::new()),
             Kind::Items => self.items = Some(BTreeMap::new()),
             Kind::Fields => self.fields = Some(BTreeMap::new()),
+            Kind::Objects => self.objects = Some(BTreeMap::new()),
         }
     }
 
@@ -333,6 +363,13 @@ impl Answer {
                     }
                 }
             }
+            Facts::Objects(names) => {
+                if let Some(objects) = &mut self.objects {
+                    for name in names {
+                        objects.entry(name).or_default().insert(packed);
+                    }
+                }
+            }
         }
     }
 
@@ -366,6 +403,12 @@ impl Answer {
                 !values.is_empty()
             });
         }
+        if let Some(objects) = &mut self.objects {
+            objects.retain(|_, blocks| {
+                blocks.remove(&packed);
+                !blocks.is_empty()
+            });
+        }
     }
 
     /// Takes the block `pos` as now stored as `blob` (`None`: deleted).
@@ -375,7 +418,7 @@ impl Answer {
         let Some(blob) = blob else { return };
         match codec::decode_block(blob) {
             Ok(block) => {
-                for kind in [Kind::Nodes, Kind::Items, Kind::Fields] {
+                for kind in [Kind::Nodes, Kind::Items, Kind::Fields, Kind::Objects] {
                     if self.has(kind) {
                         self.add(facts(kind, packed, &block), packed);
                     }
@@ -422,6 +465,14 @@ impl Answer {
         }
     }
 
+    /// The objects of entity `name` were removed from the blocks `changed` (packed): every
+    /// block that held one (a removal takes them all), nothing else of them changed.
+    pub fn objects_removed(&mut self, name: &str, changed: &[u64]) {
+        if let (Some(objects), false) = (&mut self.objects, changed.is_empty()) {
+            objects.remove(name);
+        }
+    }
+
     /// About how many bytes the answer holds.
     pub fn weight(&self) -> usize {
         self.weight_beyond(None)
@@ -460,8 +511,14 @@ impl Answer {
                     .map(move |(v, nodes)| k.len() + v.len() + ENTRY * (1 + nodes.len()))
             })
             .sum();
+        let objects: usize = self
+            .objects
+            .iter()
+            .flatten()
+            .map(|(n, blocks)| n.len() + ENTRY * (1 + blocks.len()))
+            .sum();
         let broken: usize = self.broken.values().map(|r| r.len() + ENTRY).sum();
-        nodes + items + fields + broken
+        nodes + items + fields + objects + broken
     }
 }
 

@@ -101,7 +101,8 @@ enum Place {
 }
 
 /// The renames that change `index/`.
-const INDEX_RENAMES: &str = "mv of index/nodes/NAME or index/items/ITEM";
+const INDEX_RENAMES: &str =
+    "mv of index/nodes/NAME or index/items/ITEM, and rm -r of index/objects/NAME";
 
 /// A Luanti world (or a bare `map.sqlite`) as a tree.
 pub struct LuantiTree {
@@ -560,6 +561,9 @@ impl Tree for LuantiTree {
                     Removal::AtOnce
                 });
             }
+            // Removing a link of index/objects/NAME/ changes nothing, so `rm -r` reaches
+            // the rmdir of NAME, which removes the objects.
+            Place::Index(index::At::ObjectLink(_)) => return Ok(Removal::AtOnce),
             Place::Index(_) => return Err(index_tree::read_only(INDEX_RENAMES)),
             // Removing these changes nothing stored (auth.txt is reset by writing it).
             Place::View(..) | Place::BlockError(_) => Removal::AtOnce,
@@ -576,6 +580,7 @@ impl Tree for LuantiTree {
     fn remove(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::WorldFile => self.world_files()?.remove(path),
+            Place::Index(index::At::ObjectLink(_)) => Ok(()),
             Place::Index(_) => Err(index_tree::read_only(INDEX_RENAMES)),
             Place::Accounts => self.accounts()?.remove(path),
             // The views of a block cannot be absent: removing one is a no-op, so `rm -r` of
@@ -641,6 +646,7 @@ impl Tree for LuantiTree {
     fn rmdir(&self, path: &TreePath) -> Result<()> {
         match self.place(path)? {
             Place::Block(pos) => self.blocks.delete(pos),
+            Place::Index(index::At::Object(name)) => self.remove_objects_everywhere(&name),
             Place::Accounts => self.accounts()?.rmdir(path),
             Place::WorldFile => self.world_files()?.rmdir(path),
             Place::MetaNode(pos, rel) => {

@@ -6,8 +6,13 @@
 //! index/nodes/NAME/X,Y,Z              -> ../../../blocks/X,Y,Z
 //! index/items/ITEM                    PATH LIST SLOT COUNT, one line per slot
 //! index/fields/KEY/VALUE/X,Y,Z,x,y,z  -> ../../../../blocks/X,Y,Z/meta/x,y,z
+//! index/objects/NAME/X,Y,Z            -> ../../../blocks/X,Y,Z (static objects of entity NAME)
 //! index/broken/X,Y,Z                  -> ../../blocks/X,Y,Z (whose error.txt says why)
 //! ```
+//!
+//! `rmdir index/objects/NAME` (the last step of `rm -r`) removes the objects of NAME from
+//! every block in one transaction; removing one of its links changes nothing, so that
+//! `rm -r` reaches that `rmdir`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,7 +25,7 @@ use crate::index_tree::{self, Shown};
 use crate::luanti::cache::{BlockEdit, Edited};
 use crate::luanti::codec::block::{BlockPos, MapBlock, RelPos};
 use crate::luanti::index::{
-    pack, rename_item, rename_node, unpack, valid_name, Answer, Focus, Kind,
+    pack, remove_objects, rename_item, rename_node, unpack, valid_name, Answer, Focus, Kind,
 };
 use crate::names;
 use crate::vfs::tree::{Entry, Stat, TreePath};
@@ -29,7 +34,7 @@ use crate::vfs::tree::{Entry, Stat, TreePath};
 pub const INDEX: &str = "index";
 
 /// The folders of `index/`, in listing order.
-const FOLDERS: [&str; 4] = ["broken", "fields", "items", "nodes"];
+const FOLDERS: [&str; 5] = ["broken", "fields", "items", "nodes", "objects"];
 
 /// Where a path below `index/` points.
 pub(super) enum At {
@@ -41,6 +46,8 @@ pub(super) enum At {
     FieldKey(Vec<u8>),
     FieldValue(Vec<u8>, Vec<u8>),
     FieldLink(u64, u16),
+    Object(String),
+    ObjectLink(u64),
     Broken(u64),
 }
 
@@ -152,6 +159,20 @@ impl LuantiTree {
                     }
                 }
             }
+            ["objects", file, rest @ ..] => {
+                let a = self.index_answer(Kind::Objects)?;
+                let objects = a.objects.as_ref().ok_or_else(|| unavailable("objects"))?;
+                let name = stored(file, objects.keys()).ok_or_else(nf)?;
+                match rest {
+                    [] => At::Object(name.clone()),
+                    [b] => At::ObjectLink(
+                        parse_block(b)
+                            .filter(|p| objects[name].contains(p))
+                            .ok_or_else(nf)?,
+                    ),
+                    _ => return Err(nf()),
+                }
+            }
             ["broken", b] => {
                 let a = self.index_answer(Kind::Nodes)?;
                 At::Broken(
@@ -254,7 +275,7 @@ impl LuantiTree {
                 };
                 let focus = |n: &str| n == a;
                 self.rename_in_blocks(
-                    &format!("node {a} to {b}"),
+                    (&format!("node {a} to {b}"), "renaming", "renamed"),
                     (Kind::Nodes, Some(&focus)),
                     holding,
                     |block| {
@@ -286,7 +307,7 @@ impl LuantiTree {
                     String::from_utf8_lossy(&b)
                 );
                 self.rename_in_blocks(
-                    &what,
+                    (&what, "renaming", "renamed"),
                     (Kind::Items, None),
                     holding,
                     |block| {
@@ -322,7 +343,7 @@ impl LuantiTree {
     /// [`Blocks::edit_many`]: crate::luanti::cache::Blocks::edit_many
     fn rename_in_blocks(
         &self,
-        what: &str,
+        (what, doing, done): (&str, &str, &str),
         (kind, focus): (Kind, Focus<'_>),
         holding: impl Fn(&Answer) -> Vec<BlockPos>,
         edit: impl Fn(&mut MapBlock) -> bool + Sync,
@@ -343,12 +364,12 @@ impl LuantiTree {
                 ask()?
             };
             let blocks = holding(&answer);
-            log::info!("index: renaming {what} in {} blocks", blocks.len());
+            log::info!("index: {doing} {what} in {} blocks", blocks.len());
             Ok(blocks)
         };
-        let progress = |done: usize, all: usize| {
-            if done > 0 && done < all {
-                log::info!("index: renaming {what}: {done} of {all} blocks");
+        let progress = |looked: usize, all: usize| {
+            if looked > 0 && looked < all {
+                log::info!("index: {doing} {what}: {looked} of {all} blocks");
             }
         };
         let followed = |edited: &Edited| {
@@ -363,15 +384,34 @@ impl LuantiTree {
         };
         let changed = self.blocks.edit_many(positions, &how, progress, followed)?;
         log::info!(
-            "index: renamed {what} in {changed} blocks, committed in one transaction ({:.3} s)",
+            "index: {done} {what} in {changed} blocks, committed in one transaction ({:.3} s)",
             started.elapsed().as_secs_f64()
         );
         Ok(())
     }
 
+    /// `rmdir index/objects/NAME`: the static objects of entity `name` removed from every
+    /// block holding one, in one transaction; every other object, and everything else of
+    /// those blocks, kept as it is.
+    pub(super) fn remove_objects_everywhere(&self, name: &str) -> Result<()> {
+        let holding = |answer: &Answer| -> Vec<BlockPos> {
+            let set = answer.objects.as_ref().and_then(|o| o.get(name));
+            set.into_iter().flatten().map(|&p| unpack(p)).collect()
+        };
+        self.rename_in_blocks(
+            (&format!("objects {name}"), "removing", "removed"),
+            (Kind::Objects, None),
+            holding,
+            |block| remove_objects(block, name),
+            |answer, changed| answer.objects_removed(name, changed),
+        )
+    }
+
     fn link_target(&self, at: &At) -> Option<String> {
         match at {
-            At::NodeLink(b) => Some(format!("../../../blocks/{}", block_name(unpack(*b)))),
+            At::NodeLink(b) | At::ObjectLink(b) => {
+                Some(format!("../../../blocks/{}", block_name(unpack(*b))))
+            }
             At::FieldLink(b, n) => Some(format!(
                 "../../../../blocks/{}/meta/{}",
                 block_name(unpack(*b)),
@@ -436,6 +476,22 @@ impl LuantiTree {
                 let a = self.index_answer(Kind::Fields)?;
                 let fields = a.fields.as_ref().ok_or_else(|| unavailable("fields"))?;
                 named_entries(fields.keys(), self.answer_dir_stat()?)
+            }
+            At::Folder("objects") => {
+                let a = self.index_answer(Kind::Objects)?;
+                let objects = a.objects.as_ref().ok_or_else(|| unavailable("objects"))?;
+                named_entries(objects.keys(), self.answer_dir_stat()?)
+            }
+            At::Object(name) => {
+                let a = self.index_answer(Kind::Objects)?;
+                let blocks = a
+                    .objects
+                    .as_ref()
+                    .and_then(|o| o.get(name))
+                    .ok_or_else(|| Error::not_found("no such object"))?;
+                let blocks = blocks.range(after + 1..).copied();
+                index_tree::links(block_links(blocks, "../../../blocks/"), after, sink);
+                return Ok(());
             }
             At::Folder(_) => {
                 let a = self.index_answer(Kind::Nodes)?;
