@@ -77,6 +77,14 @@ pub struct MountArgs {
     /// Without it, the mount locks the world: a second read-write mount of it is refused.
     #[arg(long)]
     pub read_only: bool,
+    /// Read-only, and the whole world (map, players, auth, mod storage) as it was at one
+    /// moment, whatever a running server writes meanwhile, never blocking it: for a
+    /// consistent backup of a running Luanti server. Needs the stores in PostgreSQL (one
+    /// snapshot for all) or SQLite in WAL mode (a read transaction per database, held while
+    /// mounted: the WAL grows until the mount ends; each database is its own moment); any
+    /// other store holding data is refused with the reason.
+    #[arg(long, conflicts_with = "create")]
+    pub snapshot: bool,
     /// Make an empty or missing folder a new Luanti world of game GAMEID (default minetest)
     /// before mounting it: a world.mt naming sqlite3 for every store, as the engine writes
     /// for a new world; each database is made by the first write (a restore of a backup

@@ -181,6 +181,13 @@ pub fn mount(args: &MountArgs) -> Result<ExitCode> {
         worlds::create(&args.source, game)?;
     }
     let game = worlds::detect(&args.source)?;
+    if args.snapshot && game != worlds::Game::Luanti {
+        return Err(Error::unsupported(format!(
+            "{}: --snapshot reads Luanti worlds only (another game's world is read as one \
+             moment by mounting it --read-only while the game is not running)",
+            args.source.display()
+        )));
+    }
     if args.foreground {
         init_logging(args, args.log_file.as_deref());
         return serve(args, game, || {});
@@ -254,7 +261,7 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
-    if args.read_only {
+    if args.read_only || args.snapshot {
         opts.push(MountOption::RO);
     }
     for o in args.options.iter().flat_map(|s| s.split(',')) {
@@ -465,7 +472,10 @@ fn without_mount_capability<T>(mount: impl FnOnce() -> T) -> T {
 /// Runs the FUSE session until unmounted; `ready` is called once the mount is usable.
 fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<ExitCode> {
     let signals = prepare_process()?;
-    let read_only = args.read_only || has_option(args, "ro");
+    let read_only = args.read_only || args.snapshot || has_option(args, "ro");
+    if args.snapshot {
+        crate::luanti::store::snapshot::start();
+    }
     // Held for the daemon's life (declared first, dropped last); the kernel drops it when
     // the daemon exits, however it ends.
     let _world_lock = match lock_target(&args.source, game) {

@@ -28,6 +28,7 @@ use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::index::Index;
 use crate::luanti::store::map::MapStore;
+use crate::luanti::store::snapshot;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 use crate::luanti::store::write_back::Window;
 use crate::names;
@@ -139,11 +140,58 @@ pub fn world_folder(source: &Path) -> Result<Option<PathBuf>> {
     }
 }
 
+/// `--snapshot` refuses a world holding data in a store that cannot be read as one moment
+/// (see [`snapshot`]): a map in LevelDB or Redis, players, auth or mod storage kept as files
+/// or in LevelDB. SQLite databases not in WAL mode are refused as they are opened.
+fn refuse_without_snapshot(world: &Path, mt: &WorldMt) -> Result<()> {
+    let refused = |what: &str, backend: &Backend| {
+        Err(Error::new(
+            libc::EPERM,
+            format!(
+                "{}: --snapshot cannot read {what} as one moment: they are kept in {} \
+                 (a snapshot needs sqlite3 in WAL mode or postgresql); mount it --read-only \
+                 to read it as it is at each read, or back it up with the server stopped",
+                world.display(),
+                backend.name()
+            ),
+        ))
+    };
+    match mt.map_backend() {
+        Backend::Sqlite3 | Backend::Postgresql => {}
+        other => return refused("the map", &other),
+    }
+    let stores = [
+        ("player_backend", "players", "players", "players.db"),
+        ("auth_backend", "auth data", "auth.txt", "auth.db"),
+        (
+            "mod_storage_backend",
+            "mod storage",
+            "mod_storage",
+            "mod_storage.db",
+        ),
+    ];
+    for (key, what, files, leveldb) in stores {
+        let held = match mt.backend(key) {
+            Backend::Sqlite3 | Backend::Postgresql => false,
+            Backend::Files => world.join(files).exists(),
+            Backend::LevelDb => world.join(leveldb).exists(),
+            Backend::Redis | Backend::Other(_) => false,
+        };
+        if held {
+            return refused(what, &mt.backend(key));
+        }
+    }
+    Ok(())
+}
+
 impl LuantiTree {
     /// Opens the world at `source` (nothing is decoded).
     pub fn open(source: &Path, options: &Options) -> Result<LuantiTree> {
         let world = world_folder(source)?;
         let world_mt = world.as_deref().map(WorldMt::read).transpose()?;
+        if let (true, Some(w), Some(mt)) = (snapshot::on(), &world, &world_mt) {
+            refuse_without_snapshot(w, mt)?;
+        }
         let view_sources = match (&world, &world_mt) {
             (Some(w), Some(mt)) => Self::view_sources(w, mt),
             _ => Vec::new(),
@@ -157,7 +205,14 @@ impl LuantiTree {
                 .as_ref()
                 .map(|w| FolderFiles::new(w, hidden_world_file, options.read_only)),
             accounts: match (&world, &world_mt) {
-                (Some(w), Some(mt)) => Some(Accounts::open(w, mt, options.read_only)?),
+                (Some(w), Some(mt)) => {
+                    let accounts = Accounts::open(w, mt, options.read_only)?;
+                    if snapshot::on() {
+                        // Each store's moment is the mount's, not its first read's.
+                        accounts.open_every_store()?;
+                    }
+                    Some(accounts)
+                }
                 _ => None,
             },
             world_mt,

@@ -28,6 +28,7 @@ use crate::luanti::store::map::{
 use crate::luanti::store::map::{MapBackend, Select};
 use crate::luanti::store::map::{POS_MAX, POS_MIN};
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, LOCAL, MAX_BYTES};
+use crate::luanti::store::snapshot;
 use crate::luanti::store::sqlite::{self, file_id};
 
 /// The two `map.sqlite` schemas.
@@ -403,7 +404,12 @@ impl SqliteMap {
         let conn = store.connect(true)?;
         let (schema, keyed) = read_schema(&conn, path)?;
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
-        store.release(0, conn);
+        if snapshot::on() {
+            // The one connection of a snapshot, in its read transaction (see `with_reader`).
+            lock(&store.readers)?.push((0, conn));
+        } else {
+            store.release(0, conn);
+        }
         Ok(SqliteMap {
             schema,
             keyed,
@@ -448,6 +454,15 @@ impl SqliteMap {
     }
 
     fn with_reader<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        if snapshot::on() {
+            // Every read of a snapshot on its one connection, whose read transaction holds
+            // the moment of the mount (see `snapshot`).
+            let pool = lock(&self.readers)?;
+            let (_, conn) = pool
+                .first()
+                .ok_or_else(|| Error::corrupt("the snapshot's connection is gone"))?;
+            return f(conn);
+        }
         let generation = self.generation()?;
         // One opened on a file replaced since is dropped (see `release`).
         let pooled = lock(&self.readers)?.pop().filter(|(g, _)| *g == generation);
@@ -975,6 +990,9 @@ impl MapBackend for SqliteMap {
     /// SQLite's `PRAGMA data_version` on a dedicated connection: changes whenever another
     /// connection (another process, or our own writer) has committed.
     fn data_version(&self) -> Result<i64> {
+        if snapshot::on() {
+            return Ok(Token::Dedicated(0).value(0));
+        }
         loop {
             let generation = self.generation()?;
             if self.is_absent()? {
@@ -1009,6 +1027,10 @@ impl MapBackend for SqliteMap {
     /// connection it came from, so it changes once then. What was read ahead is dropped
     /// when it changes.
     fn others_version(&self) -> Result<Option<i64>> {
+        if snapshot::on() {
+            // The moment a snapshot reads never changes, whatever the server commits.
+            return Ok(Some(Token::Dedicated(0).value(0)));
+        }
         let absent = Token::Absent.value(0);
         if self.is_absent()? {
             return Ok(Some(absent));

@@ -31,6 +31,7 @@ pub mod players_postgres;
 pub mod players_sqlite;
 pub mod postgres;
 pub mod read_ahead;
+pub mod snapshot;
 pub mod sqlite;
 pub mod world_mt;
 pub mod write_back;

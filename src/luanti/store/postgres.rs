@@ -130,6 +130,15 @@ impl Server {
     /// A new connection. The first failure of an outage and the first success after it
     /// are logged.
     fn connect(&self) -> Result<Client> {
+        let mut client = self.connect_plain()?;
+        if super::snapshot::on() {
+            super::snapshot::begin_postgres(&mut client, &self.shown, || self.connect_plain())?;
+        }
+        Ok(client)
+    }
+
+    /// A new connection, outside any snapshot.
+    fn connect_plain(&self) -> Result<Client> {
         let connected = self.config.connect(NoTls).and_then(|mut client| {
             client.batch_execute(LOCK_TIMEOUT)?;
             Ok(client)

@@ -59,6 +59,9 @@ pub fn open(path: &Path, read_only: bool) -> Result<Connection> {
     let conn = Connection::open_with_flags(path, flags)
         .map_err(|e| Error::from(e).context(path.display()))?;
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    if read_only && super::snapshot::on() {
+        super::snapshot::begin_sqlite(&conn, path)?;
+    }
     Ok(conn)
 }
 

@@ -874,6 +874,21 @@ impl Accounts {
         }
     }
 
+    /// Opens every store now (a `--snapshot` mount reads each as of the mount, not as of
+    /// its first read): a store whose database cannot be read so fails the mount.
+    pub fn open_every_store(&self) -> Result<()> {
+        if let Some(players) = &self.players {
+            players.with(false, || Ok(()), |_| Ok(()))?;
+        }
+        if let Some(auth) = &self.auth {
+            auth.with(false, || Ok(()), |_| Ok(()))?;
+        }
+        if let Some(mods) = &self.mods {
+            mods.with(false, || Ok(()), |_| Ok(()))?;
+        }
+        Ok(())
+    }
+
     /// One line per backend for `worldfs info`: its kind and how much it holds, or that it
     /// holds nothing yet (its file or folder is made by the first write).
     pub fn summary(&self) -> Vec<String> {
