@@ -753,6 +753,78 @@ mod tests {
         );
     }
 
+    /// The objects answer names each block holding a Lua entity by the entity's name (a
+    /// block holding none, or only objects that are not Lua entities, is in no answer), and
+    /// `remove_objects` takes exactly that entity's objects.
+    #[test]
+    fn objects_are_answered_by_entity_name_and_removed_by_it() {
+        use crate::luanti::codec::block::{LuaEntity, StaticObject};
+        let entity = |name: &str| StaticObject {
+            kind: 7,
+            pos: [0, 0, 0],
+            data: ObjectData::LuaEntity(LuaEntity {
+                name: name.to_string(),
+                state: b"s".to_vec(),
+                hp: 1,
+                velocity: [0; 3],
+                yaw: 0,
+                extra: None,
+            }),
+        };
+        let raw = StaticObject {
+            kind: 3,
+            pos: [1, 2, 3],
+            data: ObjectData::Raw(b"raw".to_vec()),
+        };
+        let holding = [
+            vec![entity("mobs:sheep"), entity("__builtin:item"), raw.clone()],
+            vec![entity("__builtin:item"), entity("__builtin:item")],
+            vec![raw.clone()],
+            vec![],
+        ];
+        let changes: Vec<Change> = holding
+            .iter()
+            .enumerate()
+            .map(|(i, objects)| {
+                let mut b = crate::luanti::cache::new_block();
+                b.objects = objects.clone();
+                let pos = BlockPos {
+                    x: i as i16,
+                    y: 0,
+                    z: 0,
+                };
+                (pos, Some(codec::encode_block(&b).expect("encodes")))
+            })
+            .collect();
+        let map = MapStore::new(MemoryMap::default());
+        map.commit(&changes).expect("commit");
+        let store = BlockStore::new(map);
+        let mut answer = Answer::default();
+        scan(
+            &store,
+            Kind::Objects,
+            &mut answer,
+            2,
+            usize::MAX,
+            usize::MAX,
+            None,
+        )
+        .expect("scan");
+        let at = |x: i16| pack(BlockPos { x, y: 0, z: 0 });
+        let objects = answer.objects.expect("objects answered");
+        assert_eq!(objects.len(), 2);
+        assert_eq!(objects["__builtin:item"], BTreeSet::from([at(0), at(1)]));
+        assert_eq!(objects["mobs:sheep"], BTreeSet::from([at(0)]));
+        let mut first =
+            codec::decode_block(changes[0].1.as_deref().expect("blob")).expect("decodes");
+        assert!(remove_objects(&mut first, "__builtin:item"));
+        assert_eq!(first.objects, vec![entity("mobs:sheep"), raw.clone()]);
+        assert!(
+            !remove_objects(&mut first, "__builtin:item"),
+            "nothing left to remove"
+        );
+    }
+
     /// A map of `count` blocks, block i all of `test:n{i % names}`; its path.
     fn map_of(dir: &std::path::Path, count: i16, names: i16) -> std::path::PathBuf {
         let path = dir.join("map.sqlite");
