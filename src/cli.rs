@@ -80,7 +80,7 @@ pub struct MountArgs {
     /// Read-only, and the whole world (map, players, auth, mod storage) as it was at one
     /// moment, whatever a running server writes meanwhile, never blocking it: for a
     /// consistent backup of a running Luanti server. Needs the stores in PostgreSQL (one
-    /// snapshot for all) or SQLite in WAL mode (a read transaction per database, held while
+    /// snapshot for all the stores in one database) or SQLite in WAL mode (a read transaction per database, held while
     /// mounted: the WAL grows until the mount ends; each database is its own moment); any
     /// other store holding data is refused with the reason.
     #[arg(long, conflicts_with = "create")]

@@ -153,6 +153,12 @@ pub fn unescape(file_name: &str) -> Result<Vec<u8>> {
                 })?;
             out.push(hex);
             i += 3;
+        } else if bytes[i].is_ascii_control() {
+            // `escape` writes every control character as `%XX`: one file name per object.
+            return Err(Error::invalid(format!(
+                "file name {file_name:?}: a control character in a name is written %{:02X}",
+                bytes[i]
+            )));
         } else {
             out.push(bytes[i]);
             i += 1;
@@ -190,6 +196,7 @@ mod tests {
     fn bad_escapes_are_rejected() {
         assert!(unescape("50%").is_err());
         assert!(unescape("%G0").is_err());
+        assert!(unescape("line\nnext").is_err(), "only %0A names a newline");
     }
 
     /// Issue "Nothing lost", point 8: names whose file name would pass 255 bytes.

@@ -165,16 +165,21 @@ struct EditedBlock {
     /// The hashes of its stored bytes before and after.
     before: u64,
     after: u64,
-    /// The entries of its folder whose content the edit changed (paths inside the folder).
-    entries: Vec<String>,
+    /// Every entry of its folder (paths inside it), with whether the edit changed it.
+    entries: Vec<(String, bool)>,
 }
 
 /// How [`Blocks::edit_many`] edits a block (it returns whether it changed the block), and
-/// which entries of the block's folder an edit changed, from the block before and after.
+/// the entries of the block's folder, each with whether an edit changed it, from the block
+/// before and after.
 pub struct BlockEdit<'a> {
     pub edit: &'a (dyn Fn(&mut MapBlock) -> bool + Sync),
-    pub entries: &'a (dyn Fn(&MapBlock, &MapBlock) -> Vec<String> + Sync),
+    pub entries: &'a EntryChanges,
 }
+
+/// Every entry of a block's folder after an edit, with whether the edit changed it, from
+/// the block before and after.
+pub type EntryChanges = dyn Fn(&MapBlock, &MapBlock) -> Vec<(String, bool)> + Sync;
 
 /// Decodes, edits and re-encodes the blocks of one job; the changed ones are returned.
 fn edit_job(job: Job, how: &BlockEdit<'_>) -> Done {
@@ -187,8 +192,12 @@ fn edit_job(job: Job, how: &BlockEdit<'_>) -> Done {
         drop(blob);
         let mut block = before.clone();
         if (how.edit)(&mut block) {
-            let blob = codec::encode_block(&block)
-                .map_err(|e| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z)))?;
+            let at = |e: Error| e.context(format!("block {},{},{}", pos.x, pos.y, pos.z));
+            let blob = codec::encode_block(&block).map_err(at)?;
+            // Versions 22 and 23 are stored as 25: the block as read back is what shows.
+            if matches!(block.version, 22 | 23) {
+                block = codec::decode_block(&blob).map_err(at)?;
+            }
             done.push(EditedBlock {
                 pos,
                 after: content_hash(&blob),
@@ -770,12 +779,20 @@ impl Blocks {
         let mut times = Vec::with_capacity(edited.len() * 4);
         for e in &edited {
             // The block keeps its time, which its unchanged entries show; its folder and
-            // the entries the edit changed show the commit's.
+            // the entries the edit changed show the commit's. An unchanged entry dated by
+            // an earlier whole-map edit keeps that date.
             let key = self.store.map().key_of(e.pos);
             times.push((key, e.after, self.mtimes.mtime(key, e.before)));
             times.push((self.entry_key(e.pos, ""), e.after, now));
-            for sub in &e.entries {
-                times.push((self.entry_key(e.pos, sub), while_stored(e.after), now));
+            for (sub, changed) in &e.entries {
+                let entry = self.entry_key(e.pos, sub);
+                let time = match changed {
+                    true => Some(now),
+                    false => self.mtimes.recorded(entry, while_stored(e.before)),
+                };
+                if let Some(t) = time {
+                    times.push((entry, while_stored(e.after), t));
+                }
             }
         }
         drop(edited);

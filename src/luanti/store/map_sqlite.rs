@@ -440,6 +440,10 @@ impl SqliteMap {
     /// created since is read, and followed at the next look).
     fn is_absent(&self) -> Result<bool> {
         let absent = matches!(lock(&self.followed)?.file, File::Absent(_));
+        if snapshot::on() {
+            // A snapshot shows the map as it was at the mount, absent or not.
+            return Ok(absent);
+        }
         Ok(absent && holds_nothing(&self.path))
     }
 

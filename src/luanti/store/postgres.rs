@@ -182,6 +182,23 @@ impl Server {
     /// proves broken (the server restarted since) is dropped and `f` runs again on a new
     /// one; a failure on a new connection is the call's, logged when the connection broke.
     pub fn read<T>(&self, mut f: impl FnMut(&mut Client) -> Result<T>) -> Result<T> {
+        let snapshot = super::snapshot::on();
+        // In a snapshot every connection stays in its transaction, which a failed statement
+        // (even one the caller answers, as a missing table) would abort for good: each read
+        // is rolled back to a savepoint after it.
+        let mut f = |client: &mut Client| -> Result<T> {
+            if !snapshot {
+                return f(client);
+            }
+            client
+                .batch_execute("SAVEPOINT worldfs_read")
+                .map_err(error)?;
+            let result = f(client);
+            client
+                .batch_execute("ROLLBACK TO SAVEPOINT worldfs_read; RELEASE SAVEPOINT worldfs_read")
+                .map_err(error)?;
+            result
+        };
         if let Some(mut client) = self.kept() {
             let result = f(&mut client);
             if result.is_ok() || !client.is_closed() {

@@ -878,13 +878,13 @@ impl Accounts {
     /// its first read): a store whose database cannot be read so fails the mount.
     pub fn open_every_store(&self) -> Result<()> {
         if let Some(players) = &self.players {
-            players.with(false, || Ok(()), |_| Ok(()))?;
+            players.open_for_snapshot()?;
         }
         if let Some(auth) = &self.auth {
-            auth.with(false, || Ok(()), |_| Ok(()))?;
+            auth.open_for_snapshot()?;
         }
         if let Some(mods) = &self.mods {
-            mods.with(false, || Ok(()), |_| Ok(()))?;
+            mods.open_for_snapshot()?;
         }
         Ok(())
     }

@@ -99,35 +99,27 @@ pub(super) fn expire_lighting(block: &mut MapBlock) {
     }
 }
 
-/// The entries of a block's folder (paths inside it) whose content differs between
-/// `before` and `after`, found without rendering anything: the views whose fields differ,
-/// and below `meta/` the inventories, values and listings that differ. A whole-map edit
-/// dates only these (see [`crate::luanti::cache::Blocks::edit_many`]).
-pub(super) fn changed_entries(before: &MapBlock, after: &MapBlock) -> Vec<String> {
-    let mut out: Vec<String> = VIEWS
+/// Every entry of the folder of block `after` (paths inside it, the folder itself aside),
+/// each with whether its content (a file's bytes, a folder's listing) differs from what
+/// the same path held in `before`; found without rendering anything: the views whose fields
+/// differ, and below `meta/` the inventories, values and listings that differ. A whole-map
+/// edit dates the changed ones and no other (see
+/// [`crate::luanti::cache::Blocks::edit_many`]).
+pub(super) fn entry_changes(before: &MapBlock, after: &MapBlock) -> Vec<(String, bool)> {
+    let mut out: Vec<(String, bool)> = VIEWS
         .iter()
-        .filter(|v| !(v.same)(before, after))
-        .map(|v| v.name.to_string())
+        .map(|v| (v.name.to_string(), !(v.same)(before, after)))
         .collect();
-    if before.metadata == after.metadata {
-        return out;
-    }
     let nodes = |b: &MapBlock| b.metadata.iter().map(|m| m.pos.index()).collect::<Vec<_>>();
-    if nodes(before) != nodes(after) {
-        out.push("meta".to_string());
-    }
+    out.push(("meta".to_string(), nodes(before) != nodes(after)));
     for m in &after.metadata {
         let old = meta_at(before, m.pos);
-        if old == Some(m) {
-            continue;
-        }
         let dir = format!("meta/{}", rel_name(m.pos));
-        if old.is_none() {
-            out.push(dir.clone());
-        }
-        if old.map(|o| &o.inventory) != Some(&m.inventory) {
-            out.push(format!("{dir}/inventory"));
-        }
+        out.push((dir.clone(), old.is_none()));
+        out.push((
+            format!("{dir}/inventory"),
+            old.map(|o| &o.inventory) != Some(&m.inventory),
+        ));
         for (private, kind) in [(false, "fields"), (true, "private")] {
             let vars = |n: Option<&NodeMeta>| -> Vec<(Vec<u8>, Vec<u8>)> {
                 n.into_iter()
@@ -139,13 +131,10 @@ pub(super) fn changed_entries(before: &MapBlock, after: &MapBlock) -> Vec<String
             let (was, now) = (vars(old), vars(Some(m)));
             let keys =
                 |v: &[(Vec<u8>, Vec<u8>)]| v.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
-            if keys(&was) != keys(&now) {
-                out.push(format!("{dir}/{kind}"));
-            }
+            out.push((format!("{dir}/{kind}"), keys(&was) != keys(&now)));
             for (key, value) in &now {
-                if !was.iter().any(|(k, v)| k == key && v == value) {
-                    out.push(format!("{dir}/{kind}/{}", names::escape(key)));
-                }
+                let same = was.iter().any(|(k, v)| k == key && v == value);
+                out.push((format!("{dir}/{kind}/{}", names::escape(key)), !same));
             }
         }
     }

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use super::blocks::{block_name, changed_entries, expire_lighting, rel_name};
+use super::blocks::{block_name, entry_changes, expire_lighting, rel_name};
 use super::{base_time, not_found, LuantiTree};
 use crate::error::{Error, Result};
 use crate::index_tree::{self, Shown};
@@ -380,7 +380,7 @@ impl LuantiTree {
         };
         let how = BlockEdit {
             edit: &edit,
-            entries: &changed_entries,
+            entries: &entry_changes,
         };
         let changed = self.blocks.edit_many(positions, &how, progress, followed)?;
         log::info!(

@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use super::lock;
 use crate::error::Result;
+use crate::luanti::store::snapshot;
 use crate::luanti::store::sqlite::file_id;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
 
@@ -79,6 +80,18 @@ impl<S> Lazy<S> {
         self.database.as_deref().and_then(file_id)
     }
 
+    /// Opens the store now, unless its database does not exist: a `--snapshot` mount reads
+    /// each store as of the mount, and never opens one later (see [`Lazy::with`]).
+    pub(super) fn open_for_snapshot(&self) -> Result<()> {
+        let mut guard = lock(&self.store)?;
+        if guard.is_none() && !self.database.as_ref().is_some_and(|p| !p.exists()) {
+            let on = self.database_id();
+            let store = (self.open)(&self.world, &self.world_mt, self.read_only)?;
+            *guard = Some(Opened { on, store });
+        }
+        Ok(())
+    }
+
     /// Runs `f` on the store; `absent` gives the answer while a database to be read does
     /// not exist.
     pub(super) fn with<R>(
@@ -88,6 +101,13 @@ impl<S> Lazy<S> {
         f: impl FnOnce(&mut S) -> Result<R>,
     ) -> Result<R> {
         let mut guard = lock(&self.store)?;
+        if snapshot::on() {
+            // What was opened at the mount, whatever happened at its path since.
+            return match guard.as_mut() {
+                Some(opened) => f(&mut opened.store),
+                None => absent(),
+            };
+        }
         let now = self.database.as_deref().and_then(file_id);
         if let (Some(database), Some(opened)) = (&self.database, guard.as_ref()) {
             if opened.on != now {
