@@ -5,7 +5,12 @@ PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
 [ -n "$PG_BIN" ] || fail "PostgreSQL is not installed (scripts/install-deps)"
 PG_OWN=""
 pg_cleanup() {
+  local rc=$?
+  set +e
   if [ -n "$PG_OWN" ]; then "$ROOT/scripts/pg-server" stop "$PG_OWN"; fi
+  # cleanup keeps a failed test's evidence by the test's status, not the stop's (set +e:
+  # else the status would end the trap here).
+  (exit "$rc")
   cleanup
 }
 trap pg_cleanup EXIT
