@@ -89,7 +89,7 @@ pub struct MountArgs {
     /// before mounting it: a world.mt naming sqlite3 for every store, as the engine writes
     /// for a new world; each database is made by the first write (a restore of a backup
     /// into it, for example). A folder that already is a world is mounted as it is; any
-    /// other folder with files in it is refused.
+    /// other folder with files in it is refused. Not with --read-only or --snapshot.
     #[arg(long, value_name = "GAMEID", num_args = 0..=1, require_equals = true,
           default_missing_value = "minetest", conflicts_with = "read_only")]
     pub create: Option<String>,

@@ -47,7 +47,8 @@ Nothing shows more than the disk allows (the kernel checks each user of an --all
 mount against it): the root shows the world folder's owner and mode, sticky bit included;
 each view the owner of its database and, for group and others, at most the bits the
 database gives them (a 0600 map.sqlite shows blocks 0600 and folders 0700); a Terrarum disk's files follow the disk file. World
-files and folders show their own owners, permission bits (less write on --read-only) and
+files and folders show their own owners, permission bits (the same on --read-only, where
+the kernel refuses every write) and
 mtimes; chmod and touch set them, a replaced file keeps its mode, and what a user makes
 there through the mount is that user's on disk when worldfs runs as root, as is a chown
 (cp -a and rsync -a as root keep owners); on a store's objects chmod and chown succeed

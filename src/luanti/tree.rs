@@ -181,6 +181,48 @@ fn refuse_without_snapshot(world: &Path, mt: &WorldMt) -> Result<()> {
             return refused(what, &mt.backend(key));
         }
     }
+    // Every database not in WAL mode named at once, so one stop of the server fixes all.
+    let databases = [
+        ("backend", "map.sqlite"),
+        ("player_backend", "players.sqlite"),
+        ("auth_backend", "auth.sqlite"),
+        ("mod_storage_backend", "mod_storage.sqlite"),
+    ];
+    let not_wal: Vec<PathBuf> = databases
+        .iter()
+        .filter(|(key, _)| {
+            let backend = match *key {
+                "backend" => mt.map_backend(),
+                key => mt.backend(key),
+            };
+            backend == Backend::Sqlite3
+        })
+        .map(|(_, file)| world.join(file))
+        .filter(|path| path.is_file() && snapshot::not_in_wal_mode(path))
+        .collect();
+    if !not_wal.is_empty() {
+        let commands: Vec<String> = not_wal
+            .iter()
+            .map(|p| format!("sqlite3 {} 'PRAGMA journal_mode=WAL'", p.display()))
+            .collect();
+        return Err(Error::new(
+            libc::EPERM,
+            format!(
+                "{}: --snapshot needs SQLite's WAL mode, and {} {} in rollback-journal mode \
+                 (the engine's default), where a reader holding a moment would block the \
+                 server's saves; stop the server, run: {}; and start it again (the engine \
+                 keeps WAL mode from then on)",
+                world.display(),
+                not_wal
+                    .iter()
+                    .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if not_wal.len() == 1 { "is" } else { "are" },
+                commands.join("; ")
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -834,6 +876,14 @@ impl Tree for LuantiTree {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn read_only_error(&self) -> Error {
+        if snapshot::on() {
+            Error::read_only("a --snapshot mount: the world as it was when mounted, read-only")
+        } else {
+            Error::read_only("the mount is read-only")
+        }
     }
 
     /// A change to any file of a block changes its other views (and its folder's time); a

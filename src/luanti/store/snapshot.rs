@@ -38,6 +38,16 @@ pub fn on() -> bool {
     ON.load(Ordering::SeqCst)
 }
 
+/// Whether the SQLite database at `path` is in another journal mode than WAL (looked at
+/// without changing it; one that cannot be read is left to its opening to report).
+pub fn not_in_wal_mode(path: &std::path::Path) -> bool {
+    let flags =
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    Connection::open_with_flags(path, flags)
+        .and_then(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)))
+        .is_ok_and(|mode| !mode.eq_ignore_ascii_case("wal"))
+}
+
 /// Begins the read transaction `conn` (on `path`) keeps for its life; refuses a database
 /// not in WAL mode, with the reason and what to do.
 pub fn begin_sqlite(conn: &Connection, path: &std::path::Path) -> Result<()> {
