@@ -761,7 +761,14 @@ impl Blocks {
         #[cfg(test)]
         self.before_edit.run(self);
         let mut changed = Vec::new();
-        let mut edited = Vec::new();
+        // The times to record once committed, made as each block comes back (its list of
+        // entries is not kept): those of the edit's moment as (key, hash), the others with
+        // their time. The block keeps its time, which its unchanged entries show; its folder
+        // and the entries the edit changed show the edit's. An unchanged entry dated by an
+        // earlier whole-map edit keeps that date.
+        let now = SystemTime::now();
+        let mut dated_now: Vec<(u64, u64)> = Vec::new();
+        let mut kept: Vec<(u64, u64, SystemTime)> = Vec::new();
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
@@ -770,33 +777,28 @@ impl Blocks {
             // In the store's order: neighbours share pages, read and written once each.
             let mut positions = positions(before)?;
             positions.sort_by_key(|p| self.store.map().key_of(*p));
-            edit_streamed(stream, &positions, how, workers, &progress, |block| {
-                changed.push(block.pos);
-                edited.push(block);
+            edit_streamed(stream, &positions, how, workers, &progress, |e| {
+                let key = self.store.map().key_of(e.pos);
+                kept.push((key, e.after, self.mtimes.mtime(key, e.before)));
+                dated_now.push((self.entry_key(e.pos, ""), e.after));
+                for (sub, changed) in &e.entries {
+                    let entry = self.entry_key(e.pos, sub);
+                    if *changed {
+                        dated_now.push((entry, while_stored(e.after)));
+                    } else if let Some(t) = self.mtimes.recorded(entry, while_stored(e.before)) {
+                        kept.push((entry, while_stored(e.after), t));
+                    }
+                }
+                changed.push(e.pos);
             })
         })?;
-        let now = SystemTime::now();
-        let mut times = Vec::with_capacity(edited.len() * 4);
-        for e in &edited {
-            // The block keeps its time, which its unchanged entries show; its folder and
-            // the entries the edit changed show the commit's. An unchanged entry dated by
-            // an earlier whole-map edit keeps that date.
-            let key = self.store.map().key_of(e.pos);
-            times.push((key, e.after, self.mtimes.mtime(key, e.before)));
-            times.push((self.entry_key(e.pos, ""), e.after, now));
-            for (sub, changed) in &e.entries {
-                let entry = self.entry_key(e.pos, sub);
-                let time = match changed {
-                    true => Some(now),
-                    false => self.mtimes.recorded(entry, while_stored(e.before)),
-                };
-                if let Some(t) = time {
-                    times.push((entry, while_stored(e.after), t));
-                }
-            }
+        self.mtimes.record_all(&kept);
+        drop(kept);
+        for chunk in dated_now.chunks(4096) {
+            let records: Vec<_> = chunk.iter().map(|&(k, h)| (k, h, now)).collect();
+            self.mtimes.record_all(&records);
         }
-        drop(edited);
-        self.mtimes.record_all(&times);
+        drop(dated_now);
         self.cache.committed(changed.iter());
         return_freed_memory();
         let edited = Edited {
