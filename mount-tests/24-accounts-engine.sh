@@ -40,7 +40,7 @@ for b in sqlite3 files; do
   F=$E/players/celeron55
   [ -f "$F" ] || fail "the engine wrote no players/celeron55"
   for want in "hp = 7" "position = (123.5,45,-67.25)" "name = celeron55"; do
-    grep -qxF "$want" "$F" || fail "the engine's player file lacks [$want]: $(head -12 "$F")"
+    grep -qxF -e "$want" "$F" || fail "the engine's player file lacks [$want]: $(head -12 "$F")"
   done
   grep -qF '"worldfs:note" : "hi there"' "$F" || grep -qF '"worldfs:note":"hi there"' "$F" \
     || fail "the engine's player file lacks the metadata: $(grep -A3 extended "$F")"

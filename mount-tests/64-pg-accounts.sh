@@ -37,7 +37,7 @@ migrate "$E" auth files
 F=$E/players/celeron55
 [ -f "$F" ] || fail "the engine wrote no players/celeron55"
 for want in "hp = 7" "position = (123.5,45,-67.25)" "name = celeron55"; do
-  grep -qxF "$want" "$F" || fail "the engine's player file lacks [$want]: $(head -12 "$F")"
+  grep -qxF -e "$want" "$F" || fail "the engine's player file lacks [$want]: $(head -12 "$F")"
 done
 diff <(after_args "$F") <(after_args "$T/shown") >"$T/diff" || fail "the engine's inventory differs: $(cat "$T/diff")"
 cmp "$E/auth.txt" "$T/auth" || fail "the engine's auth.txt differs: $(cat "$E/auth.txt")"

@@ -57,7 +57,7 @@ Q=$(ls "$M/players" | grep -vxF "$P" | head -1 || true)
 if [ -n "$Q" ]; then
   rm "$M/players/$Q" || fail "rm of a player"
   [ ! -e "$M/players/$Q" ] || fail "a removed player still shows"
-  ls "$M/players" | grep -qxF "$Q" && fail "a removed player is still listed"
+  ls "$M/players" | grep -qxF -e "$Q" && fail "a removed player is still listed"
 fi
 
 # 3. index/ takes no file: create, open for writing and truncation are refused at once.

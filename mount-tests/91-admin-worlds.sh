@@ -51,7 +51,7 @@ rsync -a -n -i "$M/blocks/" "$T/backup/" | awk '/^>f/ {print $2}' | sort >"$T/se
 cmp -s "$T/sent" "$T/differ" || fail "rsync would send [$(tr '\n' ' ' <"$T/sent")], the files that changed are [$(tr '\n' ' ' <"$T/differ")]"
 echo "sent: $(tr "\n" " " <"$T/sent")" >&2
 for b in $CHESTS; do
-  grep -qxF "$b/nodes.cubeset" "$T/sent" || fail "$b/nodes.cubeset not sent"
+  grep -qxF -e "$b/nodes.cubeset" "$T/sent" || fail "$b/nodes.cubeset not sent"
   grep -qE '^lighting_complete = 0x0*0 ' "$M/blocks/$b/block.txt" \
     || fail "block $b not marked for relighting: $(grep lighting "$M/blocks/$b/block.txt")"
 done

@@ -17,7 +17,7 @@ grep -l '^name = __builtin:item' "$M"/blocks/*/objects.txt | awk -F/ '{print $(N
 [ -s "$T/walk" ] || fail "no dropped item in the world"
 A=$(head -1 "$T/walk")
 B=0,3,0
-grep -qxF "$B" "$T/walk" && fail "block $B holds a dropped item already"
+grep -qxF -e "$B" "$T/walk" && fail "block $B holds a dropped item already"
 cat >>"$M/blocks/$A/objects.txt" <<'TEXT'
 
 [lua_entity]
