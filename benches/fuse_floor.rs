@@ -354,6 +354,8 @@ fn main() -> ExitCode {
         content,
         no_open: args.iter().any(|a| a == "--no-open"),
     };
+    // RUST_LOG=fuser=debug logs one line per request (scripts/count-requests counts them).
+    env_logger::init();
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("fuse-floor".into())];
     config.acl = SessionACL::Owner;

@@ -476,6 +476,8 @@ fn main() -> ExitCode {
     };
     // SAFETY: getuid and getgid only read the process's ids.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    // RUST_LOG=fuser=debug logs one line per request (scripts/count-requests counts them).
+    env_logger::init();
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("write-floor".into())];
     config.acl = SessionACL::Owner;
