@@ -115,7 +115,7 @@ pub struct MountArgs {
     #[arg(short = 'o', value_name = "OPTION", action = ArgAction::Append)]
     pub options: Vec<String>,
     /// Inodes the daemon keeps for the kernel before asking it to forget the oldest ones
-    /// (about 300 bytes each with what the kernel was told); bounds memory on walks of huge
+    /// (about 180 bytes each with what the kernel was told); bounds memory on walks of huge
     /// worlds. Above a world's count of files and folders, an incremental rsync runs from
     /// the kernel's caches.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
