@@ -414,6 +414,28 @@ pub fn new_block() -> MapBlock {
     }
 }
 
+/// A block as it was at a reader's open (see [`Blocks::pin`]).
+pub enum Pinned {
+    Decoded(Arc<Cached>),
+    Stored {
+        blob: Vec<u8>,
+        hash: u64,
+        from_seed: bool,
+    },
+}
+
+impl Pinned {
+    /// The hash of its stored bytes, and whether it is as the map generator made it.
+    pub fn stored(&self) -> (u64, bool) {
+        match self {
+            Pinned::Decoded(c) => (c.hash, c.from_seed),
+            Pinned::Stored {
+                hash, from_seed, ..
+            } => (*hash, *from_seed),
+        }
+    }
+}
+
 impl Blocks {
     /// Blocks of `store`, caching up to `cache_bytes`: three quarters for decoded blocks, a
     /// quarter for block summaries (see [`crate::luanti::summaries`]).
@@ -539,6 +561,36 @@ impl Blocks {
             weight,
             from_seed: self.store.map().seeded_at(pos)?,
         })
+    }
+
+    /// The block at `pos` as it is now, kept to be decoded later ([`Blocks::pinned`]): the
+    /// cached block when it is fresh, else its stored bytes, read but not decoded. `None`:
+    /// no block there.
+    pub fn pin(&self, pos: BlockPos) -> Result<Option<Pinned>> {
+        self.refresh();
+        if let Lookup::Fresh(c) = self.cache.lookup(&pos).1 {
+            return Ok(Some(Pinned::Decoded(c)));
+        }
+        let Some(blob) = self.store.read(pos)? else {
+            return Ok(None);
+        };
+        Ok(Some(Pinned::Stored {
+            hash: content_hash(&blob),
+            from_seed: self.store.map().seeded_at(pos)?,
+            blob,
+        }))
+    }
+
+    /// The block `pinned` holds, decoded: the cached one when it still is that block (the
+    /// same stored bytes), else decoded from the bytes kept, beside the cache.
+    pub fn pinned(&self, pos: BlockPos, pinned: &Pinned) -> Result<Arc<Cached>> {
+        match pinned {
+            Pinned::Decoded(c) => Ok(c.clone()),
+            Pinned::Stored { blob, hash, .. } => match self.get(pos) {
+                Ok(c) if c.hash == *hash => Ok(c),
+                _ => self.decode(pos, blob, *hash).map(Arc::new),
+            },
+        }
     }
 
     /// Why the stored block at `pos` does not decode (`None`: it decodes; `ENOENT`: no

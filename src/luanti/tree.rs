@@ -23,7 +23,7 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::index_tree;
-use crate::luanti::cache::{Blocks, Cached};
+use crate::luanti::cache::{Blocks, Cached, Pinned};
 use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::index::Index;
@@ -37,11 +37,11 @@ use crate::storekit::mtimes::content_hash;
 use crate::storekit::scratch::looks_like_scratch;
 use crate::vfs::tree::{
     base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Options, Owner,
-    Removal, Stat, Tree, TreePath,
+    Pin, Removal, Stat, Tree, TreePath,
 };
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
-use blocks::{check_key, meta_at, meta_entry, parse_rel_name, sub_path, Page, View, VIEWS};
+use blocks::{check_key, meta_at, meta_entry, parse_rel_name, source, sub_path, Page, View, VIEWS};
 
 /// A value file (a metadata field, a mod storage key) shows the value plus one `\n`.
 fn value_to_file(value: &[u8]) -> Vec<u8> {
@@ -124,6 +124,13 @@ pub struct LuantiTree {
     /// Recent pages of the `blocks/` listing: the kernel asks for a few dozen entries per
     /// call, and a page read from SQLite serves many consecutive calls.
     pages: Mutex<Vec<Arc<Page>>>,
+}
+
+/// A block view's source kept at a reader's open (see [`Tree::pin`]).
+struct PinnedView {
+    pos: BlockPos,
+    view: &'static View,
+    pinned: Pinned,
 }
 
 /// The world folder of a source: the folder itself, or none for a map database file.
@@ -553,6 +560,26 @@ impl Tree for LuantiTree {
     fn read(&self, path: &TreePath) -> Result<Arc<Vec<u8>>> {
         let place = self.place(path)?;
         self.read_place(&place, path)
+    }
+
+    /// A block's view keeps the block as stored at the open (decoded when it was cached),
+    /// when those are the bytes `stat` was made of.
+    fn pin(&self, path: &TreePath, stat: &Stat) -> Option<Pin> {
+        let Ok(Place::View(pos, view)) = self.place(path) else {
+            return None;
+        };
+        let pinned = self.blocks.pin(pos).ok()??;
+        let (hash, from_seed) = pinned.stored();
+        (stat.source == Some(source(hash, from_seed)))
+            .then(|| Box::new(PinnedView { pos, view, pinned }) as Pin)
+    }
+
+    fn read_pinned(&self, path: &TreePath, pin: &Pin) -> Result<Arc<Vec<u8>>> {
+        let Some(p) = pin.downcast_ref::<PinnedView>() else {
+            return self.read(path);
+        };
+        let c = self.blocks.pinned(p.pos, &p.pinned)?;
+        Ok(c.view(p.view.name, |b| (p.view.render)(b, p.pos)))
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {

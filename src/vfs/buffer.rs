@@ -6,15 +6,18 @@
 //! it was committed. Past the limit the bytes go to a file of the daemon's own (`O_TMPFILE`,
 //! mode 0600, gone with the daemon), so memory stays bounded however large or many the
 //! files being written; they are read back whole only for their commit. A text that is not
-//! being written (a reader's) stays the tree's shared text, never copied.
+//! being written (a reader's) stays the tree's shared text, never copied; a reader's text
+//! whose pages the kernel keeps is not even rendered until something reads it ([`Later`]).
 
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::held::{private_dir, Spill};
+use crate::vfs::naming::display_path;
+use crate::vfs::tree::{Pin, Tree};
 
 /// A file being written stays in memory up to this size.
 pub const MEMORY_LIMIT: usize = 8 << 20;
@@ -48,6 +51,49 @@ pub enum Buffer {
     Memory(Arc<Vec<u8>>),
     /// Past [`MEMORY_LIMIT`]: `len` bytes in an unnamed file.
     File { file: File, len: usize },
+    /// A reader's text, rendered at the first use.
+    Later(Box<Later>),
+}
+
+/// A reader's text not rendered yet: what the tree kept of its source at the open
+/// ([`Tree::pin`]), rendered into exactly the text of the open when first needed. An open
+/// whose pages the kernel keeps (a second `grep -r`) is then never rendered at all.
+pub struct Later {
+    tree: Arc<dyn Tree>,
+    path: Vec<String>,
+    pin: Pin,
+    /// The size the open's stat gave, until the text is rendered.
+    len: usize,
+    text: OnceLock<Arc<Vec<u8>>>,
+}
+
+impl Later {
+    /// The text of the file at `path` that `pin` holds, `len` bytes long as its stat said.
+    pub fn new(tree: Arc<dyn Tree>, path: Vec<String>, pin: Pin, len: usize) -> Later {
+        Later {
+            tree,
+            path,
+            pin,
+            len,
+            text: OnceLock::new(),
+        }
+    }
+
+    fn text(&self) -> Result<Arc<Vec<u8>>> {
+        if let Some(text) = self.text.get() {
+            return Ok(text.clone());
+        }
+        let text = self
+            .tree
+            .read_pinned(&self.path, &self.pin)
+            .map_err(|e| e.context(display_path(&self.path)))?;
+        Ok(self.text.get_or_init(|| text).clone())
+    }
+}
+
+/// What a [`Buffer::Later`] met where [`Buffer::render`] had rendered it.
+fn unrendered() -> Error {
+    Error::new(libc::EIO, "a reader's text was used before it was rendered")
 }
 
 /// Bytes read from an open file: a range of a text, not copied when it is in memory.
@@ -77,6 +123,7 @@ impl Buffer {
         match self {
             Buffer::Memory(d) => d.len(),
             Buffer::File { len, .. } => *len,
+            Buffer::Later(l) => l.text.get().map_or(l.len, |t| t.len()),
         }
     }
 
@@ -94,11 +141,23 @@ impl Buffer {
                 file.read_exact_at(&mut data, 0)?;
                 Ok(Arc::new(data))
             }
+            Buffer::Later(l) => l.text(),
         }
+    }
+
+    /// Renders a [`Buffer::Later`] text, which then is in memory like any other.
+    fn render(&mut self) -> Result<()> {
+        if let Buffer::Later(l) = self {
+            *self = Buffer::Memory(l.text()?);
+        }
+        Ok(())
     }
 
     /// Up to `size` bytes from `offset` (fewer at the end).
     pub fn read(&self, offset: u64, size: u32) -> Result<Slice> {
+        if let Buffer::Later(l) = self {
+            return Buffer::Memory(l.text()?).read(offset, size);
+        }
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)
             .min(self.len());
@@ -109,6 +168,7 @@ impl Buffer {
                 start,
                 end,
             }),
+            Buffer::Later(_) => Err(unrendered()),
             Buffer::File { file, .. } => {
                 let mut data = vec![0; end - start];
                 file.read_exact_at(&mut data, start as u64)?;
@@ -126,6 +186,7 @@ impl Buffer {
     /// text is or grows past [`MEMORY_LIMIT`] (before a large text shared with the tree is
     /// copied). A write that fails leaves the text as it was.
     pub fn write_at(&mut self, spill: &Spill, start: usize, data: &[u8]) -> Result<()> {
+        self.render()?;
         let end = start + data.len();
         self.spill_past(spill, end.max(self.len()));
         match self {
@@ -136,6 +197,7 @@ impl Buffer {
                 }
                 buffer[start..end].copy_from_slice(data);
             }
+            Buffer::Later(_) => return Err(unrendered()),
             Buffer::File { file, len } => {
                 // What the write covers of the text now, put back if it fails partway (a
                 // full disk): at most one write request's bytes.
@@ -160,6 +222,7 @@ impl Buffer {
 
     /// Cuts or zero-extends the text to `len` bytes.
     pub fn resize(&mut self, spill: &Spill, len: usize) -> Result<()> {
+        self.render()?;
         if let Buffer::File { file, len: now } = self {
             if len <= MEMORY_LIMIT && len <= *now {
                 // Small again: back in memory (the file goes).
@@ -172,6 +235,7 @@ impl Buffer {
         self.spill_past(spill, len);
         match self {
             Buffer::Memory(d) => Arc::make_mut(d).resize(len, 0),
+            Buffer::Later(_) => return Err(unrendered()),
             Buffer::File { file, len: now } => {
                 file.set_len(len as u64)?;
                 *now = len;

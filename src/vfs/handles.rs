@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use crate::error::{lock, Error, Result};
-use crate::vfs::buffer::{Buffer, Slice};
+use crate::vfs::buffer::{Buffer, Later, Slice};
 use crate::vfs::core::Vfs;
 use crate::vfs::descriptors::{Handle, HandleState};
 use crate::vfs::held::Text;
@@ -66,7 +66,9 @@ impl Vfs {
             (data, home, o.perm, o.mtime, o.owner)
         })?;
         let (data, home, perm, mtime, owner, disk_file) = match held {
-            Some((data, home, perm, mtime, owner)) => (data?, home, perm, mtime, owner, None),
+            Some((data, home, perm, mtime, owner)) => {
+                (Buffer::Memory(data?), home, perm, mtime, owner, None)
+            }
             None => {
                 let stat = self.stat_path(&path)?;
                 match stat.kind {
@@ -80,20 +82,38 @@ impl Vfs {
                         ))
                     }
                 }
-                let data = if mode.truncate {
-                    Arc::default()
+                // A reader whose pages the kernel keeps most likely reads nothing: its text
+                // is rendered at its first read, from what the tree kept of it now.
+                let pinned = if mode.write || mode.truncate || !self.pages_kept(ino, &stat, since) {
+                    None
                 } else {
-                    self.tree
-                        .read(&path)
-                        .map_err(|e| e.context(display_path(&path)))?
+                    self.tree.pin(&path, &stat)
                 };
-                if !mode.write {
-                    // The text is of the version the stat describes only if the file did
-                    // not change while it was read (the stat stands for the content).
-                    let after = self.stat_path(&path)?;
-                    let torn = !same(&after, &stat);
-                    reading = Some((after, torn));
-                }
+                let data = if mode.truncate {
+                    Buffer::default()
+                } else if let Some(pin) = pinned {
+                    let len = usize::try_from(stat.size).unwrap_or(usize::MAX);
+                    reading = Some((stat.clone(), false));
+                    Buffer::Later(Box::new(Later::new(
+                        self.tree.clone(),
+                        path.clone(),
+                        pin,
+                        len,
+                    )))
+                } else {
+                    let data = self
+                        .tree
+                        .read(&path)
+                        .map_err(|e| e.context(display_path(&path)))?;
+                    if !mode.write {
+                        // The text is of the version the stat describes only if the file did
+                        // not change while it was read (the stat stands for the content).
+                        let after = self.stat_path(&path)?;
+                        let torn = !same(&after, &stat);
+                        reading = Some((after, torn));
+                    }
+                    Buffer::Memory(data)
+                };
                 (
                     data,
                     Home::Tree,
@@ -107,7 +127,7 @@ impl Vfs {
         let file = Arc::new(Mutex::new(OpenFile {
             path: path.clone(),
             detached: false,
-            data: Buffer::Memory(data),
+            data,
             dirty: mode.truncate,
             set_mtime: None,
             mtime: if mode.truncate {

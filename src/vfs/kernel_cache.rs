@@ -228,6 +228,23 @@ impl Vfs {
         }
     }
 
+    /// Whether a reader's open of `ino`, whose attributes are `stat` (computed after
+    /// [`Vfs::kernel_epoch`] said `since`), will let the kernel keep the pages it holds:
+    /// what [`Vfs::reader_opened`] decides, asked before the open reads anything.
+    pub(super) fn pages_kept(&self, ino: u64, stat: &Stat, since: u64) -> bool {
+        if self.kernel.get().is_none() || stat.volatile {
+            return false;
+        }
+        let agrees = match self.inodes.read() {
+            Ok(t) => {
+                t.kept_one(ino).is_some_and(|k| same(stat, &k.stat))
+                    && !self.concerned_since(&t, ino, since)
+            }
+            Err(_) => false,
+        };
+        agrees && lock(&self.readers).is_ok_and(|r| !r.values().any(|(i, _)| *i == ino))
+    }
+
     /// Has the kernel drop the attributes and pages of `ino` at the next [`Vfs::settle`].
     fn drop_pages(&self, ino: u64) {
         if let Ok(mut q) = lock(&self.stale_pages) {
@@ -688,6 +705,43 @@ mod tests {
         tree.underneath.fetch_add(1, Ordering::Relaxed);
         vfs.watch_once();
         assert!(told.take().is_empty(), "dropped: no longer kept");
+    }
+
+    #[test]
+    fn a_reader_whose_pages_the_kernel_keeps_renders_only_when_read_and_the_text_of_its_open() {
+        let (tree, vfs, told, [f, _, _]) = kept_by(true);
+        let reads = || tree.reads.load(Ordering::Relaxed);
+        let before = reads();
+        let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        assert!(keep);
+        assert_eq!(reads(), before, "nothing rendered at the open");
+        // Another program changes f before anything is read: the handle reads the text of
+        // its open, and the kernel is told to drop its pages when the handle closes.
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/f".into(), b"ok a new and longer text".to_vec());
+        assert_eq!(&*vfs.read(fh, 0, 100).unwrap(), b"ok old");
+        assert_eq!(&*vfs.read(fh, 3, 100).unwrap(), b"old");
+        assert_eq!(reads(), before, "rendered from what was kept at the open");
+        vfs.release(fh).unwrap();
+        vfs.settle();
+        assert_eq!(told.take(), vec![format!("inode {f}")]);
+        // The kernel's pages are of the old text now: an open reads the new one at once.
+        let (fh, keep) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        assert!(!keep);
+        assert_eq!(reads(), before + 1);
+        assert_eq!(&*vfs.read(fh, 0, 100).unwrap(), b"ok a new and longer text");
+        vfs.release(fh).unwrap();
+        // A second reader beside a first: the kernel drops its pages, the text is read.
+        let since = vfs.kernel_epoch();
+        let (_, stat) = vfs.lookup(dir_ino(&vfs), "f", 1).unwrap();
+        assert!((vfs.kernel_keeps(f, &stat, since) == Keeping::Kept));
+        let (r1, keep1) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        let (r2, keep2) = vfs.open_keeping(f, OpenMode::default()).unwrap();
+        assert!(keep1 && !keep2);
+        assert_eq!(reads(), before + 2, "only the second open read");
+        vfs.release(r1).unwrap();
+        vfs.release(r2).unwrap();
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::vfs::core::Vfs;
 pub use crate::vfs::inodes::ROOT;
 use crate::vfs::paths::OpenMode;
 use crate::vfs::race_hook::RaceHook;
-use crate::vfs::tree::{stream, Entry, Kind, NewFile, Removal, Stat, Tree};
+use crate::vfs::tree::{stream, Entry, Kind, NewFile, Pin, Removal, Stat, Tree};
 
 /// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
 /// holding a fixed file `fixed` (like a block's views). A file's content must start with
@@ -32,6 +32,8 @@ pub struct Files {
     pub sources: AtomicBool,
     /// How many times [`Tree::stat`] was called.
     pub stats: AtomicU64,
+    /// How many times [`Tree::read`] was called.
+    pub reads: AtomicU64,
     /// How many times [`Tree::set_mtime`] was called.
     pub times_set: AtomicU64,
     /// The text [`Tree::read`] last gave of each file, given again while the file holds the
@@ -162,6 +164,7 @@ impl Tree for Files {
         self.kept_listings.load(Ordering::Relaxed) && dir.first().is_some_and(|d| d != "e")
     }
     fn read(&self, path: &[String]) -> Result<Arc<Vec<u8>>> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
         self.on_read.run(self);
         let key = self.file_key(path)?;
         let files = lock(&self.files)?;
@@ -282,12 +285,22 @@ impl Tree for Files {
         if !self.sources.load(Ordering::Relaxed) || path != ["d"] {
             return None;
         }
+        Some(Some(d_source(&*lock(&self.files).ok()?)))
+    }
+
+    /// A file of `d` keeps its bytes, when they are those `stat` was made of.
+    fn pin(&self, path: &[String], stat: &Stat) -> Option<Pin> {
+        let key = self.file_key(path).ok()?;
         let files = lock(&self.files).ok()?;
-        let mut in_d: Vec<_> = files.iter().filter(|(k, _)| k.starts_with("d/")).collect();
-        in_d.sort();
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        std::hash::Hash::hash(&in_d, &mut h);
-        Some(Some(std::hash::Hasher::finish(&h)))
+        let made_of = stat.source? == d_source(&files) && key.starts_with("d/");
+        let bytes = files.get(&key).filter(|_| made_of)?;
+        Some(Box::new(bytes.clone()))
+    }
+
+    fn read_pinned(&self, _path: &[String], pin: &Pin) -> Result<Arc<Vec<u8>>> {
+        pin.downcast_ref::<Vec<u8>>()
+            .map(|bytes| Arc::new(bytes.clone()))
+            .ok_or_else(|| Error::invalid("not a pin of this tree"))
     }
 
     fn read_only(&self) -> bool {
@@ -303,6 +316,15 @@ impl Tree for Files {
         lock(&self.links)?.insert(self.file_key(path)?, target.to_vec());
         Ok(())
     }
+}
+
+/// The source of every file in `d` (one object): a hash of their names and bytes.
+fn d_source(files: &HashMap<String, Vec<u8>>) -> u64 {
+    let mut in_d: Vec<_> = files.iter().filter(|(k, _)| k.starts_with("d/")).collect();
+    in_d.sort();
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(&in_d, &mut h);
+    std::hash::Hasher::finish(&h)
 }
 
 pub fn setup() -> (Arc<Files>, Vfs, u64) {

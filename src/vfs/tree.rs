@@ -40,6 +40,9 @@ pub fn base_time() -> SystemTime {
 /// A path below the mount root, one file name per component.
 pub type TreePath = [String];
 
+/// What a tree keeps of a file's source at a reader's open (see [`Tree::pin`]).
+pub type Pin = Box<dyn std::any::Any + Send + Sync>;
+
 /// File, directory or symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -287,6 +290,20 @@ pub trait Tree: Send + Sync + 'static {
     /// default: none.
     fn listing_kept(&self, _dir: &TreePath) -> bool {
         false
+    }
+
+    /// Keeps what the text of the file at `path`, as `stat` describes it, is made from, so
+    /// that [`Tree::read_pinned`] renders that very text later: a reader's open whose pages
+    /// the kernel keeps then renders nothing, and reads (if the kernel asks for any) still
+    /// get the text of the open, whatever changed since. `None` (the default, and whenever
+    /// the tree cannot hold exactly what `stat` describes): the core reads the text at open.
+    fn pin(&self, _path: &TreePath, _stat: &Stat) -> Option<Pin> {
+        None
+    }
+
+    /// The text of the file at `path` as it was when [`Tree::pin`] gave `pin`.
+    fn read_pinned(&self, path: &TreePath, _pin: &Pin) -> Result<Arc<Vec<u8>>> {
+        self.read(path)
     }
 
     /// What the stats at `path` are derived from now (see [`Stat::source`]), read cheaply

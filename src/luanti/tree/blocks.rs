@@ -835,7 +835,7 @@ impl LuantiTree {
 
 /// The [`Stat::source`] of a block's stats: the hash of its stored bytes, told apart by
 /// whether they come from the seed (the same bytes shown from the seed are read-only).
-fn source(hash: u64, from_seed: bool) -> u64 {
+pub(super) fn source(hash: u64, from_seed: bool) -> u64 {
     hash ^ u64::from(from_seed).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
