@@ -414,26 +414,11 @@ pub fn new_block() -> MapBlock {
     }
 }
 
-/// A block as it was at a reader's open (see [`Blocks::pin`]).
-pub enum Pinned {
-    Decoded(Arc<Cached>),
-    Stored {
-        blob: Vec<u8>,
-        hash: u64,
-        from_seed: bool,
-    },
-}
-
-impl Pinned {
-    /// The hash of its stored bytes, and whether it is as the map generator made it.
-    pub fn stored(&self) -> (u64, bool) {
-        match self {
-            Pinned::Decoded(c) => (c.hash, c.from_seed),
-            Pinned::Stored {
-                hash, from_seed, ..
-            } => (*hash, *from_seed),
-        }
-    }
+/// A block's stored bytes as they were at a reader's open (see [`Blocks::pin`]).
+pub struct Pinned {
+    blob: Vec<u8>,
+    /// The hash of the bytes ([`content_hash`]).
+    pub hash: u64,
 }
 
 impl Blocks {
@@ -542,16 +527,7 @@ impl Blocks {
         if self.cache.drop_oversized() {
             return_freed_memory();
         }
-        let context = |e: Error| {
-            // What the failed decode allocated (up to the codec's bounds) is free again.
-            return_freed_memory();
-            e.context(format!("block {},{},{}", pos.x, pos.y, pos.z))
-        };
-        let decoded = {
-            let _one = one_at_a_time();
-            codec::decode_block(blob).and_then(|block| cost(&block).map(|w| (block, w)))
-        };
-        let (block, weight) = decoded.map_err(context)?;
+        let (block, weight) = self.decode_bounded(pos, blob)?;
         Ok(Cached {
             block,
             mtime: self.mtime_of(pos, blob),
@@ -563,34 +539,52 @@ impl Blocks {
         })
     }
 
-    /// The block at `pos` as it is now, kept to be decoded later ([`Blocks::pinned`]): the
-    /// cached block when it is fresh, else its stored bytes, read but not decoded. `None`:
-    /// no block there.
+    /// Decodes stored bytes under [`HEAVY_WORK`], with the decoded block's weight (refused
+    /// past [`MAX_BLOCK_COST`]).
+    fn decode_bounded(&self, pos: BlockPos, blob: &[u8]) -> Result<(MapBlock, usize)> {
+        let decoded = {
+            let _one = one_at_a_time();
+            codec::decode_block(blob).and_then(|block| cost(&block).map(|w| (block, w)))
+        };
+        decoded.map_err(|e| {
+            // What the failed decode allocated (up to the codec's bounds) is free again.
+            return_freed_memory();
+            e.context(format!("block {},{},{}", pos.x, pos.y, pos.z))
+        })
+    }
+
+    /// The stored bytes of the block at `pos`, kept to be rendered later
+    /// ([`Blocks::pinned_view`]): read, not decoded. `None`: no block there, or it is cached
+    /// decoded and fresh (its views cost little to read now, and a reader holds only its
+    /// view's text, not the decoded block).
     pub fn pin(&self, pos: BlockPos) -> Result<Option<Pinned>> {
         self.refresh();
-        if let Lookup::Fresh(c) = self.cache.lookup(&pos).1 {
-            return Ok(Some(Pinned::Decoded(c)));
-        }
-        let Some(blob) = self.store.read(pos)? else {
+        if let Lookup::Fresh(_) = self.cache.lookup(&pos).1 {
             return Ok(None);
-        };
-        Ok(Some(Pinned::Stored {
+        }
+        Ok(self.store.read(pos)?.map(|blob| Pinned {
             hash: content_hash(&blob),
-            from_seed: self.store.map().seeded_at(pos)?,
             blob,
         }))
     }
 
-    /// The block `pinned` holds, decoded: the cached one when it still is that block (the
-    /// same stored bytes), else decoded from the bytes kept, beside the cache.
-    pub fn pinned(&self, pos: BlockPos, pinned: &Pinned) -> Result<Arc<Cached>> {
-        match pinned {
-            Pinned::Decoded(c) => Ok(c.clone()),
-            Pinned::Stored { blob, hash, .. } => match self.get(pos) {
-                Ok(c) if c.hash == *hash => Ok(c),
-                _ => self.decode(pos, blob, *hash).map(Arc::new),
-            },
+    /// The view `name` (rendered by `render`) of the block `pinned` holds: of the cached
+    /// block when it is fresh and still those bytes, else of the bytes kept, decoded beside
+    /// the cache (nothing is cached: the reader may be of a block changed since).
+    pub fn pinned_view(
+        &self,
+        pos: BlockPos,
+        pinned: &Pinned,
+        name: &'static str,
+        render: impl FnOnce(&MapBlock) -> Vec<u8>,
+    ) -> Result<Arc<Vec<u8>>> {
+        if let Lookup::Fresh(c) = self.cache.lookup(&pos).1 {
+            if c.hash == pinned.hash {
+                return Ok(c.view(name, render));
+            }
         }
+        let (block, _) = self.decode_bounded(pos, &pinned.blob)?;
+        Ok(Arc::new(render(&block)))
     }
 
     /// Why the stored block at `pos` does not decode (`None`: it decodes; `ENOENT`: no
@@ -1023,6 +1017,43 @@ mod tests {
 
     fn pos(x: i16, y: i16, z: i16) -> BlockPos {
         BlockPos { x, y, z }
+    }
+
+    /// Issue 37: a reader's open keeps the stored bytes of a block that is not cached, and
+    /// its view is rendered from them later, whatever was committed meanwhile; a block
+    /// cached decoded and fresh is not pinned (its views are read at the open).
+    #[test]
+    fn a_pinned_block_renders_the_view_of_its_bytes_after_a_change() {
+        let p = pos(0, 0, 0);
+        let blocks = Blocks::new(memory_with(&[(p, "test:a")]), 1 << 20, false);
+        let names = |b: &MapBlock| b.names.join(",").into_bytes();
+        let pinned = blocks.pin(p).expect("read").expect("not cached: pinned");
+        blocks
+            .modify(p, |b| {
+                b.names = vec!["test:b".to_string()];
+                Ok(())
+            })
+            .expect("modify");
+        let view = blocks
+            .pinned_view(p, &pinned, "names", names)
+            .expect("view");
+        assert_eq!(&*view, b"test:a");
+        assert_eq!(&*blocks.get(p).expect("now").block.names, ["test:b"]);
+        assert!(blocks.pin(p).expect("read").is_none(), "cached and fresh");
+        let view = blocks
+            .pinned_view(p, &pinned, "names", names)
+            .expect("view");
+        assert_eq!(&*view, b"test:a", "not the cached block of other bytes");
+        let now = blocks.pinned_view(
+            p,
+            &Pinned {
+                blob: blob("test:c"),
+                hash: 0,
+            },
+            "names",
+            names,
+        );
+        assert_eq!(&*now.expect("view"), b"test:c");
     }
 
     /// Issue "Nothing lost", point 10: a block is weighed by what it holds, so blocks

@@ -562,24 +562,29 @@ impl Tree for LuantiTree {
         self.read_place(&place, path)
     }
 
-    /// A block's view keeps the block as stored at the open (decoded when it was cached),
-    /// when those are the bytes `stat` was made of.
+    /// A block's view keeps the block's stored bytes at the open, when those are the bytes
+    /// `stat` was made of (a view's text depends on them and the position only, so whether
+    /// the block is as the map generator made it does not matter).
     fn pin(&self, path: &TreePath, stat: &Stat) -> Option<Pin> {
         let Ok(Place::View(pos, view)) = self.place(path) else {
             return None;
         };
         let pinned = self.blocks.pin(pos).ok()??;
-        let (hash, from_seed) = pinned.stored();
-        (stat.source == Some(source(hash, from_seed)))
-            .then(|| Box::new(PinnedView { pos, view, pinned }) as Pin)
+        let made_of = [false, true]
+            .into_iter()
+            .any(|seed| stat.source == Some(source(pinned.hash, seed)));
+        made_of.then(|| Arc::new(PinnedView { pos, view, pinned }) as Pin)
     }
 
     fn read_pinned(&self, path: &TreePath, pin: &Pin) -> Result<Arc<Vec<u8>>> {
-        let Some(p) = pin.downcast_ref::<PinnedView>() else {
-            return self.read(path);
-        };
-        let c = self.blocks.pinned(p.pos, &p.pinned)?;
-        Ok(c.view(p.view.name, |b| (p.view.render)(b, p.pos)))
+        let p = pin.downcast_ref::<PinnedView>().ok_or_else(|| {
+            Error::new(
+                libc::EIO,
+                format!("{}: not a pin of a block view", path.join("/")),
+            )
+        })?;
+        self.blocks
+            .pinned_view(p.pos, &p.pinned, p.view.name, |b| (p.view.render)(b, p.pos))
     }
 
     fn write(&self, path: &TreePath, data: &[u8]) -> Result<()> {

@@ -12,7 +12,7 @@
 use std::fs::File;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::held::{private_dir, Spill};
@@ -56,15 +56,16 @@ pub enum Buffer {
 }
 
 /// A reader's text not rendered yet: what the tree kept of its source at the open
-/// ([`Tree::pin`]), rendered into exactly the text of the open when first needed. An open
-/// whose pages the kernel keeps (a second `grep -r`) is then never rendered at all.
+/// ([`Tree::pin`]), rendered into exactly the text of the open when first read (see
+/// [`Buffer::later`]). An open whose pages the kernel keeps (a second `grep -r`) is then
+/// never rendered at all.
+#[derive(Clone)]
 pub struct Later {
     tree: Arc<dyn Tree>,
     path: Vec<String>,
     pin: Pin,
-    /// The size the open's stat gave, until the text is rendered.
+    /// The size the open's stat gave.
     len: usize,
-    text: OnceLock<Arc<Vec<u8>>>,
 }
 
 impl Later {
@@ -75,19 +76,14 @@ impl Later {
             path,
             pin,
             len,
-            text: OnceLock::new(),
         }
     }
 
-    fn text(&self) -> Result<Arc<Vec<u8>>> {
-        if let Some(text) = self.text.get() {
-            return Ok(text.clone());
-        }
-        let text = self
-            .tree
+    /// Renders the text (it may decode: call it holding no lock of the core's).
+    pub fn render(&self) -> Result<Arc<Vec<u8>>> {
+        self.tree
             .read_pinned(&self.path, &self.pin)
-            .map_err(|e| e.context(display_path(&self.path)))?;
-        Ok(self.text.get_or_init(|| text).clone())
+            .map_err(|e| e.context(display_path(&self.path)))
     }
 }
 
@@ -123,7 +119,7 @@ impl Buffer {
         match self {
             Buffer::Memory(d) => d.len(),
             Buffer::File { len, .. } => *len,
-            Buffer::Later(l) => l.text.get().map_or(l.len, |t| t.len()),
+            Buffer::Later(l) => l.len,
         }
     }
 
@@ -141,14 +137,31 @@ impl Buffer {
                 file.read_exact_at(&mut data, 0)?;
                 Ok(Arc::new(data))
             }
-            Buffer::Later(l) => l.text(),
+            Buffer::Later(l) => l.render(),
+        }
+    }
+
+    /// The text still to be rendered, if it is one: a copy of what renders it, so that the
+    /// caller renders it holding no lock ([`Later::render`]), then puts it in place with
+    /// [`Buffer::rendered`].
+    pub fn later(&self) -> Option<Later> {
+        match self {
+            Buffer::Later(l) => Some((**l).clone()),
+            _ => None,
+        }
+    }
+
+    /// Puts the text a [`Later`] rendered in its place (unless another read did first).
+    pub fn rendered(&mut self, text: Arc<Vec<u8>>) {
+        if let Buffer::Later(_) = self {
+            *self = Buffer::Memory(text);
         }
     }
 
     /// Renders a [`Buffer::Later`] text, which then is in memory like any other.
     fn render(&mut self) -> Result<()> {
         if let Buffer::Later(l) = self {
-            *self = Buffer::Memory(l.text()?);
+            *self = Buffer::Memory(l.render()?);
         }
         Ok(())
     }
@@ -156,7 +169,7 @@ impl Buffer {
     /// Up to `size` bytes from `offset` (fewer at the end).
     pub fn read(&self, offset: u64, size: u32) -> Result<Slice> {
         if let Buffer::Later(l) = self {
-            return Buffer::Memory(l.text()?).read(offset, size);
+            return Buffer::Memory(l.render()?).read(offset, size);
         }
         let start = usize::try_from(offset)
             .unwrap_or(usize::MAX)

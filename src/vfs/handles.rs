@@ -89,9 +89,7 @@ impl Vfs {
                 } else {
                     self.tree.pin(&path, &stat)
                 };
-                let data = if mode.truncate {
-                    Buffer::default()
-                } else if let Some(pin) = pinned {
+                let data = if let Some(pin) = pinned {
                     let len = usize::try_from(stat.size).unwrap_or(usize::MAX);
                     reading = Some((stat.clone(), false));
                     Buffer::Later(Box::new(Later::new(
@@ -101,10 +99,13 @@ impl Vfs {
                         len,
                     )))
                 } else {
-                    let data = self
-                        .tree
-                        .read(&path)
-                        .map_err(|e| e.context(display_path(&path)))?;
+                    let data = if mode.truncate {
+                        Arc::default()
+                    } else {
+                        self.tree
+                            .read(&path)
+                            .map_err(|e| e.context(display_path(&path)))?
+                    };
                     if !mode.write {
                         // The text is of the version the stat describes only if the file did
                         // not change while it was read (the stat stands for the content).
@@ -237,6 +238,13 @@ impl Vfs {
     /// Reads from an open handle (the file's buffer, with what other handles wrote).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Slice> {
         let file = lock(&*self.handle(fh)?)?.file.clone();
+        // A text left to its first read is rendered with the file unlocked: a writer's open
+        // looks at every reader's file ([`Vfs::attach_readers`]).
+        let later = lock(&file)?.data.later();
+        if let Some(later) = later {
+            let text = later.render()?;
+            lock(&file)?.data.rendered(text);
+        }
         let f = lock(&file)?;
         f.data.read(offset, size)
     }

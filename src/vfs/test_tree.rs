@@ -294,7 +294,7 @@ impl Tree for Files {
         let files = lock(&self.files).ok()?;
         let made_of = stat.source? == d_source(&files) && key.starts_with("d/");
         let bytes = files.get(&key).filter(|_| made_of)?;
-        Some(Box::new(bytes.clone()))
+        Some(Arc::new(bytes.clone()))
     }
 
     fn read_pinned(&self, _path: &[String], pin: &Pin) -> Result<Arc<Vec<u8>>> {

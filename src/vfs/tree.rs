@@ -41,7 +41,7 @@ pub fn base_time() -> SystemTime {
 pub type TreePath = [String];
 
 /// What a tree keeps of a file's source at a reader's open (see [`Tree::pin`]).
-pub type Pin = Box<dyn std::any::Any + Send + Sync>;
+pub type Pin = Arc<dyn std::any::Any + Send + Sync>;
 
 /// File, directory or symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,9 +301,13 @@ pub trait Tree: Send + Sync + 'static {
         None
     }
 
-    /// The text of the file at `path` as it was when [`Tree::pin`] gave `pin`.
+    /// The text of the file at `path` as it was when [`Tree::pin`] gave `pin` (never the
+    /// text of now: a tree that pins nothing keeps this default, an error).
     fn read_pinned(&self, path: &TreePath, _pin: &Pin) -> Result<Arc<Vec<u8>>> {
-        self.read(path)
+        Err(Error::new(
+            libc::EIO,
+            format!("{}: this tree keeps no text for later", path.join("/")),
+        ))
     }
 
     /// What the stats at `path` are derived from now (see [`Stat::source`]), read cheaply
