@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fuser::{Config, MountOption, Session, SessionACL};
+
+use crate::vfs::inodes::UNITS_PER_INODE;
 use nix::sys::signal::{SigSet, Signal};
 use nix::unistd::{fork, setsid, ForkResult};
 
@@ -353,7 +355,21 @@ fn forget_past_budget(vfs: Arc<Vfs>, notifier: fuser::Notifier, budget: usize) {
                 );
             }
             sent = names.iter().map(|(ino, _, _)| *ino).collect();
-            for (_, parent, name) in names {
+            let shed = vfs.shed_units(budget.saturating_mul(UNITS_PER_INODE));
+            if !shed.inodes.is_empty() {
+                log::info!(
+                    "over the budget of numbered folders: asking the kernel to drop {} inodes",
+                    shed.inodes.len()
+                );
+            }
+            for ino in shed.inodes {
+                let _ = notifier.inval_inode(fuser::INodeNo(ino), 0, 0);
+            }
+            let names = names
+                .into_iter()
+                .map(|(_, p, n)| (p, n))
+                .chain(shed.entries);
+            for (parent, name) in names {
                 // ENOENT: the kernel has dropped it already.
                 let _ = notifier.inval_entry(fuser::INodeNo(parent), std::ffi::OsStr::new(&name));
             }
@@ -529,7 +545,7 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
             })?
         }
     };
-    forget_past_budget(vfs.clone(), session.notifier(), args.max_inodes.max(1000));
+    forget_past_budget(vfs.clone(), session.notifier(), args.max_inodes.max(10));
     vfs.keep_kernel_cache(Box::new(KernelNotifier(session.notifier())));
     vfs.watch()?;
     unmount_on_signal(

@@ -14,6 +14,8 @@
 
 pub mod accounts;
 mod blocks;
+
+pub use blocks::BlockNumbers;
 mod index;
 
 use std::collections::BTreeSet;
@@ -36,8 +38,8 @@ use crate::storekit::folder::FolderFiles;
 use crate::storekit::mtimes::content_hash;
 use crate::storekit::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Options, Owner,
-    Pin, Removal, Stat, Tree, TreePath,
+    base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Numbering,
+    Options, Owner, Pin, Removal, Stat, Tree, TreePath,
 };
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
@@ -940,6 +942,10 @@ impl Tree for LuantiTree {
     /// the world folder's files are the system's: their stats are volatile).
     fn underneath(&self) -> Option<u64> {
         Some(self.blocks.underneath())
+    }
+
+    fn numbering(&self) -> Option<Arc<dyn Numbering>> {
+        Some(Arc::new(blocks::BlockNumbers))
     }
 
     /// Every stat under a block folder derives from the block's stored bytes (entry times

@@ -105,9 +105,10 @@ impl Vfs {
     /// A core over `tree`; held text larger than a few pages goes to files in `held_dir`
     /// (the state folder) when given.
     pub fn new(tree: Arc<dyn Tree>, held_dir: Option<PathBuf>) -> Vfs {
+        let numbering = tree.numbering();
         Vfs {
             tree,
-            inodes: RwLock::new(Inodes::default()),
+            inodes: RwLock::new(Inodes::new(numbering)),
             handles: Mutex::new(HashMap::new()),
             next_fh: AtomicU64::new(1),
             paths: Paths::default(),
@@ -497,6 +498,15 @@ impl Vfs {
                 .map(|(i, p, n)| (i, p, n.to_string()))
                 .collect(),
             Err(_) => Vec::new(),
+        }
+    }
+
+    /// What the kernel should drop so that at most about `most` numbered folders have their
+    /// kept state followed (see [`Inodes::shed_units`]).
+    pub fn shed_units(&self, most: usize) -> crate::vfs::inodes::Shed {
+        match self.inodes.write() {
+            Ok(mut t) => t.shed_units(most),
+            Err(_) => Default::default(),
         }
     }
 

@@ -11,6 +11,15 @@
 //! identities live beside the nodes, and the names every block folder repeats
 //! (`nodes.cubeset`, `meta`, …) are one shared string each ([`Names`]): 181 bytes per
 //! inode instead of 280, measured by `cargo bench --bench inode_memory`.
+//!
+//! That still bounds what the kernel may keep far below a world's count of files, so a tree
+//! may number the many folders of one kind itself ([`Numbering`]: `blocks/X,Y,Z` by its
+//! position) and their fixed entries (a block's views): such an inode's number says what it
+//! is, so the table holds no node for it and ignores its forgets. What the kernel keeps of
+//! them is followed per folder ([`Unit`]: which fixed entries' attributes it keeps, and the
+//! source they were derived from), a few bytes per block instead of seven nodes. A numbered
+//! inode moved or removed gets a node like any other (its number then stands for that node,
+//! and the name it left gets an ordinary inode when looked up again).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroUsize;
@@ -19,7 +28,8 @@ use std::time::SystemTime;
 
 use lru::LruCache;
 
-use crate::vfs::tree::{Kind, Stat};
+use crate::vfs::kernel::same;
+use crate::vfs::tree::{Kind, Numbering, Stat};
 
 /// The root inode.
 pub const ROOT: u64 = 1;
@@ -100,12 +110,96 @@ impl Names {
     }
 }
 
+/// Numbered inodes (see [`Numbering`]) have this bit set; below it, the folder's number
+/// times [`SLOTS`], plus 0 for the folder itself or 1 + the index of a fixed entry.
+const NUMBERED: u64 = 1 << 62;
+
+/// Inode numbers per numbered folder: the folder and up to 15 fixed entries.
+const SLOTS: u64 = 16;
+
+/// How many numbered folders the kernel may keep attributes in per inode of the budget
+/// (`--max-inodes`): a [`Unit`] costs about a tenth of a node.
+pub const UNITS_PER_INODE: usize = 8;
+
+fn is_numbered(ino: u64) -> bool {
+    ino & NUMBERED != 0
+}
+
+fn folder_of(ino: u64) -> u64 {
+    ino & !(SLOTS - 1)
+}
+
+fn slot_of(ino: u64) -> u64 {
+    ino & (SLOTS - 1)
+}
+
+/// What the kernel keeps of one numbered folder and its fixed entries: 16 bytes.
+#[derive(Default)]
+struct Unit {
+    /// The fixed entries (bit: slot) whose attributes the kernel keeps; bit 0 (the folder's
+    /// slot: a folder's attributes are never kept) says they came from different sources
+    /// (another program changed the folder's object in between: the next re-check drops
+    /// them all).
+    kept: u16,
+    /// The folders among the folder (bit 0) and its fixed entries whose listings the
+    /// kernel keeps.
+    listed: u16,
+    /// When it was last used, on the table's clock (the oldest are shed first).
+    used: u32,
+    /// The source ([`Stat::source`]) the kept attributes were derived from.
+    source: u64,
+}
+
+/// [`Unit::kept`]'s bit for "from different sources".
+const MIXED: u16 = 1;
+
+impl Unit {
+    /// Whether the kernel keeps attributes of any fixed entry.
+    fn keeps_any(&self) -> bool {
+        self.kept & !MIXED != 0
+    }
+
+    /// The one source the kept attributes were derived from, if they share one.
+    fn source(&self) -> Option<u64> {
+        (self.kept & MIXED == 0).then_some(self.source)
+    }
+
+    /// Whether the unit follows nothing any more.
+    fn is_empty(&self) -> bool {
+        !self.keeps_any() && self.listed == 0
+    }
+}
+
 /// An inode the kernel holds attributes of, as [`Inodes::kept_below`] returns it.
 pub struct Kept {
     pub ino: u64,
     pub parent: u64,
     pub name: Arc<str>,
-    pub stat: Stat,
+    /// The attributes the kernel keeps, when the table holds them; not for a numbered
+    /// entry, whose [`Kept::source`] stands for them.
+    pub stat: Option<Stat>,
+    /// What the kept attributes were derived from ([`Stat::source`]).
+    pub source: Option<u64>,
+}
+
+impl Kept {
+    /// Whether `now` is what the kernel keeps: the same attributes, or for a numbered entry
+    /// the same source (its attributes follow from its source, and every change the core
+    /// makes drops what the kernel keeps of it).
+    pub fn agrees(&self, now: &Stat) -> bool {
+        match &self.stat {
+            Some(kept) => same(now, kept),
+            None => !now.volatile && now.source.is_some() && now.source == self.source,
+        }
+    }
+}
+
+/// What the kernel is told to drop when a numbered folder's [`Unit`] is shed: the
+/// attributes (and pages, and listings) of `inodes`, and the names `entries` (folder, name).
+#[derive(Default)]
+pub struct Shed {
+    pub inodes: Vec<u64>,
+    pub entries: Vec<(u64, String)>,
 }
 
 /// Inode numbers for paths the kernel knows.
@@ -117,10 +211,24 @@ pub struct Inodes {
     files: HashMap<u64, u64>,
     names: Names,
     next: u64,
+    /// How the tree numbers inodes itself, if it does.
+    numbering: Option<Arc<dyn Numbering>>,
+    /// What the kernel keeps of numbered folders, by the folder's inode.
+    units: HashMap<u64, Unit>,
+    /// Counts uses of units (see [`Unit::used`]; it wraps after 2^32, which misorders the
+    /// oldest once).
+    clock: u32,
 }
 
 impl Default for Inodes {
     fn default() -> Self {
+        Inodes::new(None)
+    }
+}
+
+impl Inodes {
+    /// A table holding the root, with the tree's own numbering if it has one.
+    pub fn new(numbering: Option<Arc<dyn Numbering>>) -> Inodes {
         let mut nodes = HashMap::new();
         nodes.insert(
             ROOT,
@@ -138,6 +246,9 @@ impl Default for Inodes {
             files: HashMap::new(),
             names: Names::new(),
             next: ROOT + 1,
+            numbering,
+            units: HashMap::new(),
+            clock: 0,
         }
     }
 }
@@ -154,9 +265,17 @@ impl Inodes {
         let mut parts = Vec::new();
         let mut cur = ino;
         while cur != ROOT {
-            let node = self.nodes.get(&cur)?;
-            parts.push(node.name.to_string());
-            cur = node.parent;
+            match self.nodes.get(&cur) {
+                Some(node) => {
+                    parts.push(node.name.to_string());
+                    cur = node.parent;
+                }
+                None => {
+                    let (parent, name) = self.numbered_entry(cur)?;
+                    parts.push(name);
+                    cur = parent;
+                }
+            }
             if parts.len() > MAX_DEPTH {
                 return None;
             }
@@ -165,15 +284,61 @@ impl Inodes {
         Some(parts)
     }
 
-    /// The inode of `name` in `parent`, if the kernel knows it.
+    /// The folder and name of numbered inode `ino` that has no node.
+    fn numbered_entry(&self, ino: u64) -> Option<(u64, String)> {
+        if !is_numbered(ino) {
+            return None;
+        }
+        let numbering = self.numbering.as_ref()?;
+        match slot_of(ino) {
+            0 => Some((
+                self.numbered_dir()?,
+                numbering.name((ino & !NUMBERED) / SLOTS)?,
+            )),
+            s => Some((
+                folder_of(ino),
+                numbering.fixed().get(s as usize - 1)?.to_string(),
+            )),
+        }
+    }
+
+    /// The inode of the folder whose entries are numbered, while the kernel knows it.
+    fn numbered_dir(&self) -> Option<u64> {
+        let numbering = self.numbering.as_ref()?;
+        numbering.dir().iter().try_fold(ROOT, |ino, name| {
+            self.by_name.get(&(ino, Arc::from(*name))).copied()
+        })
+    }
+
+    /// The number the tree gives `name` in `parent`, unless a node holds that number (a
+    /// numbered inode moved or removed: the name then gets an ordinary inode).
+    fn computed(&self, parent: u64, name: &str) -> Option<u64> {
+        let numbering = self.numbering.as_ref()?;
+        let ino = if is_numbered(parent) && slot_of(parent) == 0 {
+            let i = numbering.fixed().iter().position(|f| *f == name)?;
+            parent + 1 + i as u64
+        } else if self.numbered_dir() == Some(parent) {
+            let n = numbering.number(name).filter(|n| *n < 1 << 56)?;
+            NUMBERED | (n * SLOTS)
+        } else {
+            return None;
+        };
+        (!self.nodes.contains_key(&ino)).then_some(ino)
+    }
+
+    /// The inode of `name` in `parent`, if the kernel knows it (a numbered one, if it may).
     pub fn find(&self, parent: u64, name: &str) -> Option<u64> {
-        self.by_name.get(&(parent, Arc::from(name))).copied()
+        self.by_name
+            .get(&(parent, Arc::from(name)))
+            .copied()
+            .or_else(|| self.computed(parent, name))
     }
 
     /// The inode of `name` in `parent`, allocating one; counts one kernel lookup. `file`
     /// says which file on disk the name now stands for (see [`Stat::file`]): when it is
     /// another than the inode's, the old inode loses its name (a reader holding it goes on
-    /// reading the old file, as on disk) and the name gets a new inode.
+    /// reading the old file, as on disk) and the name gets a new inode. A numbered name
+    /// gets its number, and nothing is counted.
     pub fn lookup(&mut self, parent: u64, name: &str, file: Option<u64>) -> u64 {
         let key: (u64, Arc<str>) = (parent, self.names.get(name));
         if let Some(&ino) = self.by_name.get(&key) {
@@ -188,6 +353,15 @@ impl Inodes {
                     return ino;
                 }
                 None => return ino,
+            }
+        }
+        if file.is_none() {
+            if let Some(ino) = self.computed(parent, name) {
+                self.clock = self.clock.wrapping_add(1);
+                if let Some(unit) = self.units.get_mut(&folder_of(ino)) {
+                    unit.used = self.clock;
+                }
+                return ino;
             }
         }
         let ino = self.next;
@@ -244,19 +418,26 @@ impl Inodes {
 
     /// Whether `ino` is a known inode (with a path or not).
     pub fn knows(&self, ino: u64) -> bool {
-        ino == ROOT || self.nodes.contains_key(&ino)
+        ino == ROOT || self.nodes.contains_key(&ino) || self.numbered_entry(ino).is_some()
     }
 
     /// Whether `ino` still has its name (it loses it to a removal, or to another file put
     /// at its path: see [`Inodes::lookup`]).
     pub fn named(&self, ino: u64) -> bool {
-        ino == ROOT
-            || self.nodes.get(&ino).is_some_and(|node| {
-                self.by_name.get(&(node.parent, node.name.clone())) == Some(&ino)
-            })
+        if ino == ROOT {
+            return true;
+        }
+        match self.nodes.get(&ino) {
+            Some(node) => self.by_name.get(&(node.parent, node.name.clone())) == Some(&ino),
+            None => self.numbered_entry(ino).is_some_and(|(parent, name)| {
+                self.by_name
+                    .get(&(parent, Arc::from(name)))
+                    .map_or(true, |&held| held == ino)
+            }),
+        }
     }
 
-    /// The kernel forgot `n` lookups of `ino`.
+    /// The kernel forgot `n` lookups of `ino` (numbered inodes without a node count none).
     pub fn forget(&mut self, ino: u64, n: u64) {
         if ino == ROOT {
             return;
@@ -279,17 +460,45 @@ impl Inodes {
         }
     }
 
+    /// Gives numbered inode `ino` a node at `name` in `parent`, counted as one lookup: its
+    /// number now stands for that node, which the kernel forgets like any other.
+    fn numbered_node(&mut self, ino: u64, parent: u64, name: &str) {
+        let name = self.names.get(name);
+        self.nodes.insert(
+            ino,
+            Node {
+                parent,
+                name,
+                nlookup: 1,
+                kept: None,
+                listed: false,
+            },
+        );
+    }
+
     /// `name` in `parent` no longer exists (the inode lives on until forgotten, nameless).
     pub fn unlink(&mut self, parent: u64, name: &str) {
-        self.by_name.remove(&(parent, Arc::from(name)));
+        if self.by_name.remove(&(parent, Arc::from(name))).is_none() {
+            if let Some(ino) = self.computed(parent, name) {
+                self.numbered_node(ino, parent, name);
+            }
+        }
     }
 
     /// Moves the entry `name` of `parent` to `new_name` of `new_parent`, replacing whatever
-    /// was there.
+    /// was there (a numbered inode replaced keeps no node: it is nameless while the moved
+    /// inode holds its name, since the kernel may never have known it, as when a restore's
+    /// rsync renames its temporary file over a view of a block folder it made).
     pub fn rename(&mut self, parent: u64, name: &str, new_parent: u64, new_name: &str) {
         let new_key: (u64, Arc<str>) = (new_parent, self.names.get(new_name));
         self.by_name.remove(&new_key);
-        if let Some(ino) = self.by_name.remove(&(parent, Arc::from(name))) {
+        let moved = match self.by_name.remove(&(parent, Arc::from(name))) {
+            Some(ino) => Some(ino),
+            None => self.computed(parent, name).inspect(|&ino| {
+                self.numbered_node(ino, parent, name);
+            }),
+        };
+        if let Some(ino) = moved {
             if let Some(node) = self.nodes.get_mut(&ino) {
                 node.parent = new_parent;
                 node.name = new_key.1.clone();
@@ -341,6 +550,14 @@ impl Inodes {
             .collect()
     }
 
+    /// The folder holding `ino`, if known.
+    fn parent_of(&self, ino: u64) -> Option<u64> {
+        match self.nodes.get(&ino) {
+            Some(node) => Some(node.parent),
+            None => self.numbered_entry(ino).map(|(parent, _)| parent),
+        }
+    }
+
     /// Whether `ino` or a folder above it is in `set`.
     fn below_any(&self, ino: u64, set: &HashSet<u64>) -> bool {
         let mut cur = ino;
@@ -351,19 +568,97 @@ impl Inodes {
             if set.contains(&cur) {
                 return true;
             }
-            match self.nodes.get(&cur) {
-                Some(node) => cur = node.parent,
+            match self.parent_of(cur) {
+                Some(parent) => cur = parent,
                 None => return false,
             }
         }
         false
     }
 
+    /// When more than `most` numbered folders have units, sheds the oldest down to three
+    /// quarters of `most`: what the kernel keeps of them is no longer followed, so it is told
+    /// to drop it (the attributes, pages and listings of their kept inodes, the names of
+    /// their kept entries and the folders' own names).
+    pub fn shed_units(&mut self, most: usize) -> Shed {
+        let mut shed = Shed::default();
+        if self.units.len() <= most {
+            return shed;
+        }
+        let excess = self.units.len() - most * 3 / 4;
+        let mut old: Vec<(u32, u64)> = self.units.iter().map(|(&f, u)| (u.used, f)).collect();
+        old.select_nth_unstable(excess - 1);
+        old.truncate(excess);
+        for (_, folder) in old {
+            let Some(unit) = self.units.remove(&folder) else {
+                continue;
+            };
+            for slot in 0..SLOTS {
+                let bit = 1u16 << slot;
+                if ((unit.kept & !MIXED) | unit.listed) & bit == 0 {
+                    continue;
+                }
+                let ino = folder + slot;
+                shed.inodes.push(ino);
+                if slot != 0 && unit.kept & bit != 0 {
+                    if let Some((parent, name)) = self.entry_of(ino) {
+                        shed.entries.push((parent, name));
+                    }
+                }
+            }
+            if let Some(entry) = self.entry_of(folder) {
+                shed.entries.push(entry);
+            }
+        }
+        shed
+    }
+
+    /// The folder and name of `ino`.
+    fn entry_of(&self, ino: u64) -> Option<(u64, String)> {
+        match self.nodes.get(&ino) {
+            Some(node) => Some((node.parent, node.name.to_string())),
+            None => self.numbered_entry(ino),
+        }
+    }
+
     /// Notes the attributes the kernel was given for `ino`: kept when `stat` is not
-    /// volatile (the kernel then caches them for long), else forgotten.
-    pub fn keep(&mut self, ino: u64, stat: &Stat) {
+    /// volatile (the kernel then caches them for long), else forgotten. False when they are
+    /// not kept (volatile, an inode the table does not know, or a numbered entry without a
+    /// source to follow): the kernel must then not keep them for long.
+    pub fn keep(&mut self, ino: u64, stat: &Stat) -> bool {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.kept = (!stat.volatile).then(|| Attrs::of(stat));
+            return !stat.volatile;
+        }
+        match stat.source.filter(|_| !stat.volatile) {
+            Some(source) if is_numbered(ino) && slot_of(ino) != 0 && self.knows(ino) => {
+                self.clock = self.clock.wrapping_add(1);
+                let unit = self.units.entry(folder_of(ino)).or_default();
+                if !unit.keeps_any() {
+                    unit.kept = 0;
+                    unit.source = source;
+                } else if unit.source != source {
+                    unit.kept |= MIXED;
+                }
+                unit.kept |= 1 << slot_of(ino);
+                unit.used = self.clock;
+                true
+            }
+            _ => {
+                self.unkeep(ino);
+                false
+            }
+        }
+    }
+
+    /// The kernel keeps nothing of numbered inode `ino` any more.
+    fn unkeep(&mut self, ino: u64) {
+        let folder = folder_of(ino);
+        if let Some(unit) = self.units.get_mut(&folder) {
+            unit.kept &= !(1 << slot_of(ino));
+            if unit.is_empty() {
+                self.units.remove(&folder);
+            }
         }
     }
 
@@ -371,17 +666,39 @@ impl Inodes {
     pub fn set_kept(&mut self, ino: u64, stat: Option<Stat>) {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.kept = stat.as_ref().map(Attrs::of);
+            return;
+        }
+        match stat {
+            Some(stat) => {
+                self.keep(ino, &stat);
+            }
+            None => self.unkeep(ino),
         }
     }
 
     /// `ino`, if the kernel keeps its attributes.
     pub fn kept_one(&self, ino: u64) -> Option<Kept> {
-        let node = self.nodes.get(&ino)?;
+        if let Some(node) = self.nodes.get(&ino) {
+            let kept = node.kept.as_ref()?;
+            return Some(Kept {
+                ino,
+                parent: node.parent,
+                name: node.name.clone(),
+                stat: Some(kept.stat()),
+                source: kept.has_source.then_some(kept.source),
+            });
+        }
+        let unit = self.units.get(&folder_of(ino))?;
+        if !is_numbered(ino) || slot_of(ino) == 0 || unit.kept & (1 << slot_of(ino)) == 0 {
+            return None;
+        }
+        let (parent, name) = self.numbered_entry(ino)?;
         Some(Kept {
             ino,
-            parent: node.parent,
-            name: node.name.clone(),
-            stat: node.kept.as_ref()?.stat(),
+            parent,
+            name: Arc::from(name),
+            stat: None,
+            source: unit.source(),
         })
     }
 
@@ -392,7 +709,9 @@ impl Inodes {
             None => self
                 .nodes
                 .keys()
-                .filter_map(|&i| self.kept_one(i))
+                .copied()
+                .chain(self.unit_inodes())
+                .filter_map(|i| self.kept_one(i))
                 .collect(),
             Some(top) => self
                 .subtree(top)
@@ -402,12 +721,25 @@ impl Inodes {
         }
     }
 
+    /// The numbered inodes (without a node) of every unit: its folder and fixed entries.
+    fn unit_inodes(&self) -> impl Iterator<Item = u64> + '_ {
+        self.units
+            .keys()
+            .flat_map(|&f| (0..SLOTS).map(move |s| f + s))
+            .filter(|i| !self.nodes.contains_key(i))
+    }
+
     /// `ino` and every inode below it.
     fn subtree(&self, top: u64) -> Vec<u64> {
         let mut found = Vec::new();
         let mut todo = vec![top];
+        let numbered_dir = self.numbered_dir();
+        let fixed = self
+            .numbering
+            .as_ref()
+            .map_or(0, |n| n.fixed().len() as u64);
         // A table with a loop (a bug) must not loop here: no walk visits more than all nodes.
-        let mut budget = self.nodes.len();
+        let mut budget = self.nodes.len() + self.units.len() * SLOTS as usize;
         while let Some(dir) = todo.pop() {
             if budget == 0 {
                 break;
@@ -420,6 +752,16 @@ impl Inodes {
                 .take_while(|((parent, _), _)| *parent == dir)
                 .map(|(_, &child)| child);
             todo.extend(children);
+            if is_numbered(dir) && slot_of(dir) == 0 {
+                todo.extend(
+                    (1..=fixed)
+                        .map(|s| dir + s)
+                        .filter(|i| !self.nodes.contains_key(i)),
+                );
+            }
+            if Some(dir) == numbered_dir {
+                todo.extend(self.units.keys().filter(|f| !self.nodes.contains_key(f)));
+            }
         }
         found
     }
@@ -428,6 +770,11 @@ impl Inodes {
     pub fn set_listed(&mut self, ino: u64) {
         if let Some(node) = self.nodes.get_mut(&ino) {
             node.listed = true;
+        } else if self.numbered_entry(ino).is_some() {
+            self.clock = self.clock.wrapping_add(1);
+            let unit = self.units.entry(folder_of(ino)).or_default();
+            unit.listed |= 1 << slot_of(ino);
+            unit.used = self.clock;
         }
     }
 
@@ -438,22 +785,48 @@ impl Inodes {
         let mut candidates: Vec<u64> = inos.to_vec();
         match below {
             Some(Some(top)) => candidates.extend(self.subtree(top)),
-            Some(None) => candidates.extend(self.nodes.keys().copied()),
+            Some(None) => {
+                candidates.extend(self.nodes.keys().copied());
+                let numbered: Vec<u64> = self.unit_inodes().collect();
+                candidates.extend(numbered);
+            }
             None => {}
         }
         candidates
             .into_iter()
-            .filter(|ino| {
-                self.nodes
-                    .get_mut(ino)
-                    .is_some_and(|n| std::mem::take(&mut n.listed))
+            .filter(|ino| match self.nodes.get_mut(ino) {
+                Some(n) => std::mem::take(&mut n.listed),
+                None => self.take_unit_listed(*ino),
             })
             .collect()
+    }
+
+    /// Whether the kernel kept the listing of numbered folder `ino`; it no longer does.
+    fn take_unit_listed(&mut self, ino: u64) -> bool {
+        if !is_numbered(ino) {
+            return false;
+        }
+        let folder = folder_of(ino);
+        let Some(unit) = self.units.get_mut(&folder) else {
+            return false;
+        };
+        let bit = 1u16 << slot_of(ino);
+        let was = unit.listed & bit != 0;
+        unit.listed &= !bit;
+        if unit.is_empty() {
+            self.units.remove(&folder);
+        }
+        was
     }
 
     /// Number of inodes held (for tests and memory accounting).
     pub fn len(&self) -> usize {
         self.nodes.len()
+    }
+
+    /// Number of numbered folders whose kept state is followed.
+    pub fn units(&self) -> usize {
+        self.units.len()
     }
 
     /// Whether only the root is held.
@@ -578,5 +951,157 @@ mod tests {
         assert_eq!(names.len(), 7, "{names:?}");
         assert_eq!(names[0], (blocks, "0,0,0".to_string()));
         assert!(names[1..].iter().all(|(p, _)| *p == held));
+    }
+    /// Numbers the entries `0`, `1`, … of `blocks/`, with fixed entries `a.txt`, `b.txt` and
+    /// `meta`.
+    struct Numbers;
+
+    impl Numbering for Numbers {
+        fn dir(&self) -> &'static [&'static str] {
+            &["blocks"]
+        }
+        fn number(&self, name: &str) -> Option<u64> {
+            name.parse::<u64>().ok().filter(|n| n.to_string() == name)
+        }
+        fn name(&self, n: u64) -> Option<String> {
+            Some(n.to_string())
+        }
+        fn fixed(&self) -> &'static [&'static str] {
+            &["a.txt", "b.txt", "meta"]
+        }
+    }
+
+    fn numbered() -> (Inodes, u64) {
+        let mut t = Inodes::new(Some(Arc::new(Numbers)));
+        let blocks = t.lookup(ROOT, "blocks", None);
+        (t, blocks)
+    }
+
+    fn stat(source: u64) -> Stat {
+        Stat {
+            source: Some(source),
+            ..Stat::file(3, SystemTime::UNIX_EPOCH, false)
+        }
+    }
+
+    #[test]
+    fn numbered_entries_cost_no_node_and_their_numbers_say_where_they_are() {
+        let (mut t, blocks) = numbered();
+        let b = t.lookup(blocks, "5", None);
+        let a = t.lookup(b, "a.txt", None);
+        let meta = t.lookup(b, "meta", None);
+        let inside = t.lookup(meta, "0,0,0", None);
+        assert!(b >= NUMBERED && a == b + 1 && meta == b + 3);
+        assert_eq!(t.len(), 3, "root, blocks, and the node below meta");
+        assert_eq!(t.path(a).unwrap(), ["blocks", "5", "a.txt"]);
+        assert_eq!(t.path(inside).unwrap(), ["blocks", "5", "meta", "0,0,0"]);
+        assert_eq!(t.find(blocks, "5"), Some(b));
+        assert_eq!(t.lookup(blocks, "5", None), b, "the same number again");
+        t.forget(b, 10);
+        t.forget(a, 10);
+        assert_eq!(
+            t.path(a).unwrap(),
+            ["blocks", "5", "a.txt"],
+            "forgets change nothing"
+        );
+        // Not numbered: another name in a numbered folder, one written another way, files on
+        // disk, and names anywhere else.
+        for (dir, name) in [(b, "error.txt"), (blocks, "05"), (ROOT, "5")] {
+            assert!(t.lookup(dir, name, None) < NUMBERED, "{name}");
+        }
+        assert!(t.lookup(blocks, "6", Some(1)) < NUMBERED);
+        assert!(t.named(a) && t.knows(a));
+    }
+
+    #[test]
+    fn a_numbered_folder_moved_takes_its_fixed_entries_and_leaves_its_name_to_a_new_inode() {
+        let (mut t, blocks) = numbered();
+        let five = t.lookup(blocks, "5", None);
+        let six = t.lookup(blocks, "6", None);
+        let a = t.lookup(five, "a.txt", None);
+        t.rename(blocks, "5", blocks, "6");
+        assert_eq!(t.path(five).unwrap(), ["blocks", "6"]);
+        assert_eq!(
+            t.path(a).unwrap(),
+            ["blocks", "6", "a.txt"],
+            "its files follow it"
+        );
+        assert!(
+            t.named(five) && !t.named(six),
+            "the folder it replaced has no name"
+        );
+        assert_eq!(t.find(blocks, "6"), Some(five));
+        let new_five = t.lookup(blocks, "5", None);
+        assert!(new_five != five && new_five < NUMBERED, "an ordinary inode");
+        // Removed: nameless, with the path it had; looked up again, an ordinary inode.
+        let seven = t.lookup(blocks, "7", None);
+        t.unlink(blocks, "7");
+        assert!(!t.named(seven));
+        assert_eq!(t.path(seven).unwrap(), ["blocks", "7"]);
+        assert!(t.lookup(blocks, "7", None) < NUMBERED);
+        t.forget(seven, 1);
+        assert_eq!(
+            t.path(seven).unwrap(),
+            ["blocks", "7"],
+            "a number again once forgotten"
+        );
+    }
+
+    #[test]
+    fn what_the_kernel_keeps_of_numbered_files_is_followed_per_folder_by_source() {
+        let (mut t, blocks) = numbered();
+        let b = t.lookup(blocks, "5", None);
+        let (a, bt) = (t.lookup(b, "a.txt", None), t.lookup(b, "b.txt", None));
+        assert!(
+            !t.keep(b, &Stat::dir(SystemTime::UNIX_EPOCH, false)),
+            "folders: no"
+        );
+        assert!(
+            !t.keep(a, &Stat::file(3, SystemTime::UNIX_EPOCH, false)),
+            "no source: no"
+        );
+        assert!(t.keep(a, &stat(9)) && t.keep(bt, &stat(9)));
+        assert_eq!(t.units(), 1);
+        let k = t.kept_one(a).unwrap();
+        assert!(k.stat.is_none() && k.source == Some(9) && &*k.name == "a.txt");
+        assert!(k.agrees(&stat(9)) && !k.agrees(&stat(8)));
+        let mut below: Vec<u64> = t.kept_below(Some(b)).iter().map(|k| k.ino).collect();
+        below.sort();
+        assert_eq!(below, [a, bt]);
+        assert_eq!(t.kept_below(Some(blocks)).len(), 2, "found from above too");
+        assert_eq!(t.kept_below(None).len(), 2);
+        // Served from another source (another program's change in between): no source
+        // stands for both.
+        t.keep(bt, &stat(10));
+        assert_eq!(t.kept_one(a).unwrap().source, None);
+        t.set_kept(a, None);
+        t.set_kept(bt, None);
+        assert_eq!(t.units(), 0, "nothing kept, nothing followed");
+        t.set_listed(b);
+        assert_eq!(t.take_listed(&[], Some(Some(blocks))), [b]);
+        assert!(t.take_listed(&[], Some(None)).is_empty());
+    }
+
+    #[test]
+    fn the_oldest_numbered_folders_are_shed_with_what_the_kernel_keeps_of_them() {
+        let (mut t, blocks) = numbered();
+        for i in 0..8 {
+            let b = t.lookup(blocks, &i.to_string(), None);
+            let a = t.lookup(b, "a.txt", None);
+            t.keep(a, &stat(i));
+        }
+        let first = t.lookup(blocks, "0", None);
+        assert!(t.shed_units(8).inodes.is_empty());
+        let shed = t.shed_units(4);
+        // 8 → 3: folders 1 to 5 (0 was looked up again last).
+        let mut names: Vec<String> = shed.entries.iter().map(|(_, n)| n.clone()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["1", "2", "3", "4", "5", "a.txt", "a.txt", "a.txt", "a.txt", "a.txt"]
+        );
+        assert_eq!(shed.inodes.len(), 5);
+        assert_eq!(t.units(), 3);
+        assert!(t.kept_one(first + 1).is_some());
     }
 }

@@ -12,6 +12,10 @@ use crate::vfs::tree::Stat;
 /// How often the watcher looks for other programs' changes and sends pending name drops.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(200);
 
+/// How many numbered folders (see `vfs::inodes`) stay kept across another program's change:
+/// each costs a look at its source then.
+pub const WATCHED_UNITS: usize = 4096;
+
 /// The kernel's caches, as the FUSE adapter reaches them (fuser's `Notifier`).
 pub trait KernelCache: Send + Sync {
     /// Drops the kernel's attributes and cached pages of `ino`.

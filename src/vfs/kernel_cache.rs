@@ -39,7 +39,8 @@ use crate::error::{lock, Error, Result};
 use crate::vfs::core::Vfs;
 use crate::vfs::inodes::{Inodes, Kept, ROOT};
 use crate::vfs::kernel::{
-    same, Keeping, KernelCache, Listing, LOGGED_RECHECKS, MOST_LISTINGS, WATCH_INTERVAL,
+    same, Keeping, KernelCache, Listing, LOGGED_RECHECKS, MOST_LISTINGS, WATCHED_UNITS,
+    WATCH_INTERVAL,
 };
 use crate::vfs::tree::{Kind, Stat};
 
@@ -108,8 +109,11 @@ impl Vfs {
                 if self.concerned_since(&t, ino, since) {
                     return Keeping::Briefly;
                 }
-                t.keep(ino, stat);
-                Keeping::Kept
+                if t.keep(ino, stat) {
+                    Keeping::Kept
+                } else {
+                    Keeping::Briefly
+                }
             }
             Err(_) => Keeping::Briefly,
         }
@@ -204,7 +208,7 @@ impl Vfs {
         // Whether the kernel may keep its pages, and whether it must drop its attributes.
         let (agrees, stale) = match self.inodes.write() {
             Ok(mut t) => match t.kept_one(ino) {
-                Some(k) if !torn && same(stat, &k.stat) => {
+                Some(k) if !torn && k.agrees(stat) => {
                     (!self.concerned_since(&t, ino, since), false)
                 }
                 Some(_) => {
@@ -237,7 +241,7 @@ impl Vfs {
         }
         let agrees = match self.inodes.read() {
             Ok(t) => {
-                t.kept_one(ino).is_some_and(|k| same(stat, &k.stat))
+                t.kept_one(ino).is_some_and(|k| k.agrees(stat))
                     && !self.concerned_since(&t, ino, since)
             }
             Err(_) => false,
@@ -422,7 +426,7 @@ impl Vfs {
                 Ok(p) => p,
                 Err(_) => continue,
             };
-            let source = match k.stat.source {
+            let source = match k.source {
                 Some(_) if by_source => {
                     let object = &path[..self.tree.change_scope(&path).min(path.len())];
                     match sources.get(object) {
@@ -436,14 +440,16 @@ impl Vfs {
                 }
                 _ => None,
             };
-            let now = match source {
-                Some(now) if now == k.stat.source => Now::Same,
-                Some(_) => Now::Gone,
-                None => match self.stat_path(&path) {
-                    Ok(s) if same(&s, &k.stat) => Now::Same,
-                    Ok(s) if s.kind == k.stat.kind => Now::Changed((!s.volatile).then_some(s)),
+            let now = match (source, &k.stat) {
+                (Some(now), _) if now == k.source => Now::Same,
+                (Some(_), _) => Now::Gone,
+                (None, Some(kept)) => match self.stat_path(&path) {
+                    Ok(s) if same(&s, kept) => Now::Same,
+                    Ok(s) if s.kind == kept.kind => Now::Changed((!s.volatile).then_some(s)),
                     _ => Now::Gone,
                 },
+                // A numbered entry's attributes are not kept here to compare: dropped.
+                (None, None) => Now::Changed(None),
             };
             match now {
                 Now::Same => {}
@@ -485,6 +491,19 @@ impl Vfs {
         let seen = self.tree.underneath().unwrap_or_default();
         if self.underneath_seen.swap(seen, Ordering::Relaxed) != seen {
             self.start_recheck(None);
+            // Each numbered folder kept costs a look at its source now: past a bound, the
+            // oldest are dropped instead (a server saving all the time keeps the kernel's
+            // copy of a world to what was used lately, as before numbering).
+            let shed = match self.inodes.write() {
+                Ok(mut t) => t.shed_units(WATCHED_UNITS),
+                Err(_) => Default::default(),
+            };
+            for ino in shed.inodes {
+                let _ = kernel.inval_inode(ino);
+            }
+            for (parent, name) in shed.entries {
+                let _ = kernel.inval_entry(parent, &name);
+            }
             let all = match self.inodes.read() {
                 Ok(t) => t.kept_below(None),
                 Err(_) => Vec::new(),
@@ -571,7 +590,12 @@ mod tests {
 
     /// [`kept`], the stats carrying their [`Stat::source`] when `sources`.
     fn kept_by(sources: bool) -> (Arc<Files>, Vfs, Told, [u64; 3]) {
-        let (tree, vfs, f) = setup();
+        kept_numbered(sources, false)
+    }
+
+    /// [`kept_by`], with `d` and its files numbered by the tree when `numbered`.
+    fn kept_numbered(sources: bool, numbered: bool) -> (Arc<Files>, Vfs, Told, [u64; 3]) {
+        let (tree, vfs, f) = setup_numbered(numbered);
         tree.sources.store(sources, Ordering::Relaxed);
         for name in ["d/g", "d/h"] {
             lock(&tree.files)
@@ -705,6 +729,103 @@ mod tests {
         tree.underneath.fetch_add(1, Ordering::Relaxed);
         vfs.watch_once();
         assert!(told.take().is_empty(), "dropped: no longer kept");
+    }
+
+    #[test]
+    fn numbered_files_cost_no_node_and_a_commit_drops_every_one_kept_of_its_object() {
+        let (tree, vfs, told, [f, g, h]) = kept_numbered(true, true);
+        let d = dir_ino(&vfs);
+        assert!(
+            [d, f, g, h].iter().all(|&i| i >= 1 << 62),
+            "numbered by the tree"
+        );
+        assert_eq!(
+            vfs.inodes.read().unwrap().len(),
+            1,
+            "only the root has a node"
+        );
+        assert_eq!(vfs.inodes.read().unwrap().units(), 1, "one unit follows d");
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"ok new text", false).unwrap();
+        vfs.release(fh).unwrap();
+        // Their attributes are not kept to compare: every kept file of d is dropped, the
+        // unchanged h too, and nothing stays followed.
+        let mut got = told.take();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                format!("inode {f}"),
+                format!("inode {g}"),
+                format!("inode {h}")
+            ]
+        );
+        assert_eq!(vfs.inodes.read().unwrap().units(), 0);
+        vfs.settle();
+        assert!(told.take().is_empty(), "told once");
+        // Served again, kept again; another program's change elsewhere keeps them, one of d
+        // drops them all, names too, without computing a stat.
+        for name in ["f", "g"] {
+            let (ino, stat) = vfs.lookup(d, name, 1).unwrap();
+            assert_eq!(
+                vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()),
+                Keeping::Kept
+            );
+        }
+        let stats = || tree.stats.load(Ordering::Relaxed);
+        let before = stats();
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        assert!(told.take().is_empty(), "unchanged source: nothing told");
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/h".into(), b"ok other".to_vec());
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        let mut got = told.take();
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                format!("entry {d} f"),
+                format!("entry {d} g"),
+                format!("inode {f}"),
+                format!("inode {g}"),
+            ]
+        );
+        assert_eq!(stats(), before, "no stat computed");
+    }
+
+    #[test]
+    fn a_numbered_files_pages_are_kept_only_while_its_source_is_the_one_the_kernel_keeps() {
+        let (tree, vfs, told, [f, _, _]) = kept_numbered(true, true);
+        let since = vfs.kernel_epoch();
+        let (_, stat) = vfs.lookup(dir_ino(&vfs), "f", 1).unwrap();
+        assert!(
+            vfs.pages_kept(f, &stat, since),
+            "the source the kernel keeps"
+        );
+        // Another program changed d; the watcher has not looked yet.
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok other".to_vec());
+        let (_, now) = vfs.lookup(dir_ino(&vfs), "f", 1).unwrap();
+        assert_eq!(
+            (now.size, now.mtime),
+            (stat.size, stat.mtime),
+            "f looks the same"
+        );
+        assert!(
+            !vfs.pages_kept(f, &now, vfs.kernel_epoch()),
+            "another source"
+        );
+        let fh = vfs.open(f, OpenMode::default()).unwrap();
+        vfs.settle();
+        assert!(
+            told.take().contains(&format!("inode {f}")),
+            "the kernel drops what it keeps of f"
+        );
+        vfs.release(fh).unwrap();
     }
 
     #[test]

@@ -32,4 +32,4 @@ pub mod tree;
 pub use self::core::Vfs;
 pub use self::paths::OpenMode;
 pub use self::readdir::DirEntry;
-pub use self::tree::{Entry, Kind, NewFile, Removal, Stat, Tree, TreePath};
+pub use self::tree::{Entry, Kind, NewFile, Numbering, Removal, Stat, Tree, TreePath};

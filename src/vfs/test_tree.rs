@@ -10,7 +10,7 @@ use crate::vfs::core::Vfs;
 pub use crate::vfs::inodes::ROOT;
 use crate::vfs::paths::OpenMode;
 use crate::vfs::race_hook::RaceHook;
-use crate::vfs::tree::{stream, Entry, Kind, NewFile, Pin, Removal, Stat, Tree};
+use crate::vfs::tree::{stream, Entry, Kind, NewFile, Numbering, Pin, Removal, Stat, Tree};
 
 /// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
 /// holding a fixed file `fixed` (like a block's views). A file's content must start with
@@ -45,6 +45,26 @@ pub struct Files {
     pub on_read: RaceHook<Files>,
     /// What [`Tree::source_files`] names, by top-level name (`None`: the root).
     pub on_disk: HashMap<Option<String>, Vec<std::path::PathBuf>>,
+    /// Whether the tree numbers `d` and its files `f`, `g`, `h` ([`Tree::numbering`]).
+    pub numbered: AtomicBool,
+}
+
+/// Numbers `d` (the root's one numbered entry) and `f`, `g`, `h` in it.
+struct DNumbers;
+
+impl Numbering for DNumbers {
+    fn dir(&self) -> &'static [&'static str] {
+        &[]
+    }
+    fn number(&self, name: &str) -> Option<u64> {
+        (name == "d").then_some(7)
+    }
+    fn name(&self, n: u64) -> Option<String> {
+        (n == 7).then(|| "d".to_string())
+    }
+    fn fixed(&self) -> &'static [&'static str] {
+        &["f", "g", "h"]
+    }
 }
 
 impl Files {
@@ -281,6 +301,12 @@ impl Tree for Files {
         Some(self.underneath.load(Ordering::Relaxed))
     }
 
+    fn numbering(&self) -> Option<Arc<dyn Numbering>> {
+        self.numbered
+            .load(Ordering::Relaxed)
+            .then(|| Arc::new(DNumbers) as Arc<dyn Numbering>)
+    }
+
     fn source_of(&self, path: &[String]) -> Option<Option<u64>> {
         if !self.sources.load(Ordering::Relaxed) || path != ["d"] {
             return None;
@@ -328,7 +354,13 @@ fn d_source(files: &HashMap<String, Vec<u8>>) -> u64 {
 }
 
 pub fn setup() -> (Arc<Files>, Vfs, u64) {
+    setup_numbered(false)
+}
+
+/// [`setup`], with `d` and its files numbered by the tree when `numbered`.
+pub fn setup_numbered(numbered: bool) -> (Arc<Files>, Vfs, u64) {
     let tree = Arc::new(Files::default());
+    tree.numbered.store(numbered, Ordering::Relaxed);
     lock(&tree.files)
         .unwrap()
         .insert("d/f".into(), b"ok old".to_vec());

@@ -43,6 +43,24 @@ pub type TreePath = [String];
 /// What a tree keeps of a file's source at a reader's open (see [`Tree::pin`]).
 pub type Pin = Arc<dyn std::any::Any + Send + Sync>;
 
+/// Inode numbers a tree computes from what a folder is (a block's position), for the many
+/// folders of one kind in one folder (`blocks/`) and the fixed entries each of them holds
+/// (its views): the core then keeps nothing per inode for them, so the kernel may keep the
+/// names and attributes of a whole world while the daemon keeps a few bytes per folder
+/// (see `vfs::inodes`).
+pub trait Numbering: Send + Sync {
+    /// The folder whose entries are numbered (`["blocks"]`).
+    fn dir(&self) -> &'static [&'static str];
+    /// The number of the entry `name` of [`Numbering::dir`] (below 2^56), when `name` is the
+    /// one way of writing a folder the tree numbers; `None` makes it an ordinary inode.
+    fn number(&self, name: &str) -> Option<u64>;
+    /// The name of the entry numbered `n` (the inverse of [`Numbering::number`]).
+    fn name(&self, n: u64) -> Option<String>;
+    /// The entries every numbered folder may hold under fixed names (at most 15; an entry a
+    /// folder lacks is simply never looked up). Never files on disk.
+    fn fixed(&self) -> &'static [&'static str];
+}
+
 /// File, directory or symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -308,6 +326,12 @@ pub trait Tree: Send + Sync + 'static {
             libc::EIO,
             format!("{}: this tree keeps no text for later", path.join("/")),
         ))
+    }
+
+    /// How the tree numbers inodes itself (see [`Numbering`]); `None` (the default): the
+    /// core numbers every inode as the kernel looks it up.
+    fn numbering(&self) -> Option<Arc<dyn Numbering>> {
+        None
     }
 
     /// What the stats at `path` are derived from now (see [`Stat::source`]), read cheaply

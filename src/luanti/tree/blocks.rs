@@ -21,7 +21,7 @@ use crate::luanti::summaries::VIEW_COUNT;
 use crate::luanti::views;
 use crate::names;
 use crate::storekit::mtimes::content_hash;
-use crate::vfs::tree::{stream, Entry, Stat, TreePath};
+use crate::vfs::tree::{stream, Entry, Numbering, Stat, TreePath};
 
 /// The files of a block folder, in listing order, with how each is rendered and parsed.
 pub(super) struct View {
@@ -200,6 +200,49 @@ pub fn parse_block_name(name: &str) -> Option<BlockPos> {
 /// The folder name of a block.
 pub fn block_name(p: BlockPos) -> String {
     format!("{},{},{}", p.x, p.y, p.z)
+}
+
+/// The fixed entries of a block folder: its views and `meta/`.
+const FIXED: [&str; VIEW_COUNT + 1] = [
+    VIEWS[0].name,
+    VIEWS[1].name,
+    VIEWS[2].name,
+    VIEWS[3].name,
+    VIEWS[4].name,
+    "meta",
+];
+
+/// Block folders numbered by position, and their views and `meta/` by index (see
+/// [`Numbering`]): the kernel may keep the names of a whole map while the core keeps a few
+/// bytes per block it keeps attributes in.
+pub struct BlockNumbers;
+
+impl Numbering for BlockNumbers {
+    fn dir(&self) -> &'static [&'static str] {
+        &["blocks"]
+    }
+
+    fn number(&self, name: &str) -> Option<u64> {
+        let p = parse_block_name(name)?;
+        let bits = |c: i16| u64::from(c as u16);
+        Some(bits(p.x) << 32 | bits(p.y) << 16 | bits(p.z))
+    }
+
+    fn name(&self, n: u64) -> Option<String> {
+        if n >> 48 != 0 {
+            return None;
+        }
+        let coord = |shift: u32| (n >> shift) as u16 as i16;
+        Some(block_name(BlockPos {
+            x: coord(32),
+            y: coord(16),
+            z: coord(0),
+        }))
+    }
+
+    fn fixed(&self) -> &'static [&'static str] {
+        &FIXED
+    }
 }
 
 pub(super) fn parse_rel_name(name: &str) -> Option<RelPos> {
