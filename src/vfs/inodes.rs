@@ -58,6 +58,17 @@ struct Attrs {
 }
 
 impl Attrs {
+    /// Attributes the kernel keeps that the table does not know (a numbered file's, when it
+    /// gets a node): never the same as a stat, so a re-check tells the kernel to drop them.
+    const UNKNOWN: Attrs = Attrs {
+        size: u64::MAX,
+        mtime: SystemTime::UNIX_EPOCH,
+        source: 0,
+        perm: u16::MAX,
+        kind: Kind::File,
+        has_source: false,
+    };
+
     fn of(stat: &Stat) -> Attrs {
         Attrs {
             size: stat.size,
@@ -110,9 +121,11 @@ impl Names {
     }
 }
 
-/// Numbered inodes (see [`Numbering`]) have this bit set; below it, the folder's number
-/// times [`SLOTS`], plus 0 for the folder itself or 1 + the index of a fixed entry.
-const NUMBERED: u64 = 1 << 62;
+/// Numbered inodes (see [`Numbering`]) are this plus the folder's number (below 2^48)
+/// times [`SLOTS`], plus 0 for the folder itself or 1 + the index of a fixed entry: all below
+/// 2^53, so programs that hold inode numbers in a double (Node.js) keep them apart, and far
+/// above any number the table allocates.
+const NUMBERED: u64 = 1 << 52;
 
 /// Inode numbers per numbered folder: the folder and up to 15 fixed entries.
 const SLOTS: u64 = 16;
@@ -122,7 +135,7 @@ const SLOTS: u64 = 16;
 pub const UNITS_PER_INODE: usize = 8;
 
 fn is_numbered(ino: u64) -> bool {
-    ino & NUMBERED != 0
+    ino >> 52 == 1
 }
 
 fn folder_of(ino: u64) -> u64 {
@@ -318,7 +331,7 @@ impl Inodes {
             let i = numbering.fixed().iter().position(|f| *f == name)?;
             parent + 1 + i as u64
         } else if self.numbered_dir() == Some(parent) {
-            let n = numbering.number(name).filter(|n| *n < 1 << 56)?;
+            let n = numbering.number(name).filter(|n| *n < 1 << 48)?;
             NUMBERED | (n * SLOTS)
         } else {
             return None;
@@ -438,14 +451,18 @@ impl Inodes {
     }
 
     /// The kernel forgot `n` lookups of `ino` (numbered inodes without a node count none).
+    /// The node of a numbered inode that still has its name stays: its lookups before it had
+    /// a node were not counted, so a forget of them (even one sent before a later lookup
+    /// and rename, and handled after) must not send its number back to the path it left.
     pub fn forget(&mut self, ino: u64, n: u64) {
         if ino == ROOT {
             return;
         }
+        let named_number = is_numbered(ino) && self.named(ino);
         let gone = match self.nodes.get_mut(&ino) {
             Some(node) => {
                 node.nlookup = node.nlookup.saturating_sub(n);
-                node.nlookup == 0
+                node.nlookup == 0 && !named_number
             }
             None => false,
         };
@@ -461,17 +478,36 @@ impl Inodes {
     }
 
     /// Gives numbered inode `ino` a node at `name` in `parent`, counted as one lookup: its
-    /// number now stands for that node, which the kernel forgets like any other.
+    /// number now stands for that node (see [`Inodes::forget`]). What its folder's unit
+    /// noted of it goes to the node: a kept listing, and kept attributes as
+    /// [`Attrs::UNKNOWN`], so the re-check of the change that made the node (a rename, a
+    /// removal) tells the kernel to drop them.
     fn numbered_node(&mut self, ino: u64, parent: u64, name: &str) {
         let name = self.names.get(name);
+        let bit = 1u16 << slot_of(ino);
+        let (kept, listed) = match self.units.get_mut(&folder_of(ino)) {
+            Some(unit) => {
+                let had = (
+                    slot_of(ino) != 0 && unit.kept & bit != 0,
+                    unit.listed & bit != 0,
+                );
+                unit.kept &= !bit | MIXED;
+                unit.listed &= !bit;
+                if unit.is_empty() {
+                    self.units.remove(&folder_of(ino));
+                }
+                had
+            }
+            None => (false, false),
+        };
         self.nodes.insert(
             ino,
             Node {
                 parent,
                 name,
                 nlookup: 1,
-                kept: None,
-                listed: false,
+                kept: kept.then_some(Attrs::UNKNOWN),
+                listed,
             },
         );
     }
@@ -653,6 +689,9 @@ impl Inodes {
 
     /// The kernel keeps nothing of numbered inode `ino` any more.
     fn unkeep(&mut self, ino: u64) {
+        if slot_of(ino) == 0 {
+            return;
+        }
         let folder = folder_of(ino);
         if let Some(unit) = self.units.get_mut(&folder) {
             unit.kept &= !(1 << slot_of(ino));
@@ -738,8 +777,9 @@ impl Inodes {
             .numbering
             .as_ref()
             .map_or(0, |n| n.fixed().len() as u64);
-        // A table with a loop (a bug) must not loop here: no walk visits more than all nodes.
-        let mut budget = self.nodes.len() + self.units.len() * SLOTS as usize;
+        // A table with a loop (a bug) must not loop here: no walk visits more than all nodes
+        // and every numbered inode of the folders above them or in units.
+        let mut budget = (self.nodes.len() + self.units.len()) * (SLOTS as usize + 1);
         while let Some(dir) = todo.pop() {
             if budget == 0 {
                 break;
@@ -760,7 +800,16 @@ impl Inodes {
                 );
             }
             if Some(dir) == numbered_dir {
-                todo.extend(self.units.keys().filter(|f| !self.nodes.contains_key(f)));
+                // Numbered folders the kernel keeps something of: in a unit, or in a node
+                // below one (`meta/`'s entries), whose parent is numbered.
+                let mut folders: HashSet<u64> = self.units.keys().copied().collect();
+                folders.extend(
+                    self.by_name
+                        .range((NUMBERED, Arc::from(""))..)
+                        .map(|((parent, _), _)| folder_of(*parent))
+                        .filter(|&f| is_numbered(f)),
+                );
+                todo.extend(folders.into_iter().filter(|f| !self.nodes.contains_key(f)));
             }
         }
         found
@@ -1045,6 +1094,49 @@ mod tests {
             ["blocks", "7"],
             "a number again once forgotten"
         );
+    }
+
+    #[test]
+    fn a_moved_numbered_folder_keeps_its_node_through_forgets_and_brings_what_was_kept() {
+        let (mut t, blocks) = numbered();
+        let five = t.lookup(blocks, "5", None);
+        let a = t.lookup(five, "a.txt", None);
+        assert!(t.keep(a, &stat(9)));
+        t.set_listed(five);
+        t.rename(blocks, "5", blocks, "6");
+        // A forget of lookups made before the move (uncounted) changes nothing while the
+        // folder has its name.
+        t.forget(five, 7);
+        assert_eq!(t.path(five).unwrap(), ["blocks", "6"]);
+        assert_eq!(
+            t.take_listed(&[five], None),
+            [five],
+            "its kept listing came along"
+        );
+        // A file moved aside: its kept attributes are unknown to its node, so a re-check
+        // tells the kernel.
+        t.rename(five, "a.txt", five, "a.txt~");
+        let k = t.kept_one(a).unwrap();
+        assert!(!k.agrees(&stat(9)), "{:?}", k.source);
+        // Removed, it goes with the kernel's forget.
+        t.unlink(blocks, "6");
+        t.forget(five, 1);
+        assert_eq!(t.path(five).unwrap(), ["blocks", "5"]);
+    }
+
+    #[test]
+    fn a_recheck_of_everything_reaches_what_is_kept_below_a_numbered_folder() {
+        let (mut t, blocks) = numbered();
+        let b = t.lookup(blocks, "5", None);
+        let meta = t.lookup(b, "meta", None);
+        let node = t.lookup(meta, "0,0,0", None);
+        let field = t.lookup(node, "text", None);
+        assert!(t.keep(field, &Stat::file(3, SystemTime::UNIX_EPOCH, false)));
+        assert_eq!(t.units(), 0, "nothing kept of the folder's own entries");
+        for top in [ROOT, blocks] {
+            let found: Vec<u64> = t.kept_below(Some(top)).iter().map(|k| k.ino).collect();
+            assert_eq!(found, [field], "from {top}");
+        }
     }
 
     #[test]

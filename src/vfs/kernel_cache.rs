@@ -420,7 +420,9 @@ impl Vfs {
             return Vec::new();
         };
         let mut sources: HashMap<Vec<String>, Option<Option<u64>>> = HashMap::new();
-        let mut changed: Vec<(u64, Option<Stat>)> = Vec::new();
+        // Each kept inode that changed, with its new stat, and whether its name is gone.
+        let mut found: Vec<(Kept, Option<Stat>, bool)> = Vec::new();
+        let mut told: Vec<u64> = Vec::new();
         for k in kept {
             let path = match self.path_of(k.ino) {
                 Ok(p) => p,
@@ -453,19 +455,30 @@ impl Vfs {
             };
             match now {
                 Now::Same => {}
-                Now::Changed(stat) => {
-                    let _ = kernel.inval_inode(k.ino);
-                    changed.push((k.ino, stat));
+                Now::Changed(stat) => found.push((k, stat, false)),
+                Now::Gone => found.push((k, None, true)),
+            }
+        }
+        // A numbered entry's bit is cleared before the kernel is told, not after: a stat
+        // served meanwhile (after this re-check started, so kept) sets it again and stays
+        // followed, where clearing it afterwards would leave the kernel keeping it unseen.
+        if let Ok(mut t) = self.inodes.write() {
+            for (k, _, _) in found.iter().filter(|(k, _, _)| k.stat.is_none()) {
+                t.set_kept(k.ino, None);
+            }
+        }
+        let mut changed: Vec<(u64, Option<Stat>)> = Vec::new();
+        for (k, stat, gone) in found {
+            let _ = kernel.inval_inode(k.ino);
+            if gone && k.ino != ROOT {
+                if let Ok(mut q) = lock(&self.stale_names) {
+                    q.push((k.parent, k.name.clone()));
                 }
-                Now::Gone => {
-                    let _ = kernel.inval_inode(k.ino);
-                    changed.push((k.ino, None));
-                    if k.ino != ROOT {
-                        if let Ok(mut q) = lock(&self.stale_names) {
-                            q.push((k.parent, k.name.clone()));
-                        }
-                    }
-                }
+            }
+            if k.stat.is_some() {
+                changed.push((k.ino, stat));
+            } else {
+                told.push(k.ino);
             }
         }
         if let Ok(mut t) = self.inodes.write() {
@@ -473,7 +486,8 @@ impl Vfs {
                 t.set_kept(*ino, stat.clone());
             }
         }
-        changed.into_iter().map(|(ino, _)| ino).collect()
+        told.extend(changed.into_iter().map(|(ino, _)| ino));
+        told
     }
 
     /// One look of the watcher: other programs' changes, then the names to drop.
@@ -557,7 +571,8 @@ mod tests {
     use super::*;
     use crate::vfs::paths::OpenMode;
     use crate::vfs::test_tree::*;
-    use std::sync::Mutex;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Mutex, OnceLock};
 
     /// What the core told the kernel.
     #[derive(Default, Clone)]
@@ -736,7 +751,7 @@ mod tests {
         let (tree, vfs, told, [f, g, h]) = kept_numbered(true, true);
         let d = dir_ino(&vfs);
         assert!(
-            [d, f, g, h].iter().all(|&i| i >= 1 << 62),
+            [d, f, g, h].iter().all(|&i| i >> 52 == 1),
             "numbered by the tree"
         );
         assert_eq!(
@@ -794,6 +809,65 @@ mod tests {
             ]
         );
         assert_eq!(stats(), before, "no stat computed");
+    }
+
+    /// Serves `d/g` again from inside the first invalidation it is told of, as a lookup on
+    /// another request thread may while a re-check tells the kernel.
+    struct LookupWhileTold {
+        vfs: OnceLock<Weak<Vfs>>,
+        done: AtomicBool,
+    }
+
+    impl KernelCache for Arc<LookupWhileTold> {
+        fn inval_inode(&self, _ino: u64) -> std::io::Result<()> {
+            let Some(vfs) = self.vfs.get().and_then(Weak::upgrade) else {
+                return Ok(());
+            };
+            if !self.done.swap(true, Ordering::SeqCst) {
+                let (g, stat) = vfs.lookup(dir_ino(&vfs), "g", 1).unwrap();
+                assert_eq!(
+                    vfs.kernel_keeps(g, &stat, vfs.kernel_epoch()),
+                    Keeping::Kept
+                );
+            }
+            Ok(())
+        }
+        fn inval_entry(&self, _parent: u64, _name: &str) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_numbered_file_served_while_a_recheck_tells_the_kernel_stays_followed() {
+        let (tree, vfs, f) = setup_numbered(true);
+        tree.sources.store(true, Ordering::Relaxed);
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/g".into(), b"ok same".to_vec());
+        let vfs = Arc::new(vfs);
+        let kernel = Arc::new(LookupWhileTold {
+            vfs: OnceLock::new(),
+            done: AtomicBool::new(false),
+        });
+        let _ = kernel.vfs.set(Arc::downgrade(&vfs));
+        vfs.keep_kernel_cache(Box::new(kernel.clone()));
+        let d = dir_ino(&vfs);
+        let (g, stat) = vfs.lookup(d, "g", 1).unwrap();
+        assert_eq!(
+            vfs.kernel_keeps(g, &stat, vfs.kernel_epoch()),
+            Keeping::Kept
+        );
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"ok new text", false).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(
+            kernel.done.load(Ordering::SeqCst),
+            "g was told and served again"
+        );
+        assert!(
+            vfs.inodes.read().unwrap().kept_one(g).is_some(),
+            "served after the re-check started: followed"
+        );
     }
 
     #[test]
