@@ -278,6 +278,11 @@ impl Vfs {
         }
         let scope = self.tree.change_scope(path).min(path.len());
         self.start_recheck(Some(&path[..scope]));
+        if scope == 0 {
+            if let Some(kernel) = self.kernel.get() {
+                self.shed_before_recheck(kernel.as_ref());
+            }
+        }
         let mut todo: Vec<Kept> = Vec::new();
         let mut own = None;
         // The scope's folder (or none when the kernel does not know it: then it keeps
@@ -490,6 +495,25 @@ impl Vfs {
         told
     }
 
+    /// Before a re-check of everything (another program's change, a rename all over the
+    /// map): each numbered folder kept costs a look at its source, so past
+    /// [`WATCHED_UNITS`] the oldest are dropped instead (a server saving all the time keeps
+    /// the kernel's copy of a world to what was used lately, as before numbering; a rename
+    /// all over the map costs what it did then).
+    fn shed_before_recheck(&self, kernel: &dyn KernelCache) {
+        let shed = match self.inodes.write() {
+            Ok(mut t) => t.shed_units(WATCHED_UNITS),
+            Err(_) => Default::default(),
+        };
+        for ino in shed.inodes {
+            let _ = kernel.inval_inode(ino);
+        }
+        // Names are dropped by the watcher, never from inside a request (see the module docs).
+        if let Ok(mut q) = lock(&self.stale_names) {
+            q.extend(shed.entries.into_iter().map(|(p, n)| (p, Arc::from(n))));
+        }
+    }
+
     /// One look of the watcher: other programs' changes, then the names to drop.
     pub fn watch_once(&self) {
         let (done, failed) = self.remove_held_back(crate::vfs::removals::WINDOW);
@@ -505,19 +529,7 @@ impl Vfs {
         let seen = self.tree.underneath().unwrap_or_default();
         if self.underneath_seen.swap(seen, Ordering::Relaxed) != seen {
             self.start_recheck(None);
-            // Each numbered folder kept costs a look at its source now: past a bound, the
-            // oldest are dropped instead (a server saving all the time keeps the kernel's
-            // copy of a world to what was used lately, as before numbering).
-            let shed = match self.inodes.write() {
-                Ok(mut t) => t.shed_units(WATCHED_UNITS),
-                Err(_) => Default::default(),
-            };
-            for ino in shed.inodes {
-                let _ = kernel.inval_inode(ino);
-            }
-            for (parent, name) in shed.entries {
-                let _ = kernel.inval_entry(parent, &name);
-            }
+            self.shed_before_recheck(kernel.as_ref());
             let all = match self.inodes.read() {
                 Ok(t) => t.kept_below(None),
                 Err(_) => Vec::new(),
