@@ -4,7 +4,9 @@
 # world's names, attributes and pages within the default --max-inodes: on a world of 3,388
 # blocks (about 23,700 block files and folders, more than the 20,000 inodes the budget
 # allows nodes for), a second grep -r reads (almost) no file through worldfs, and looks up
-# only folders (whose names the kernel keeps briefly).
+# no block folder and no meta/ (the kernel keeps their names and attributes too), only the
+# folders a chest's or sign's meta/ holds (whose names it keeps briefly). A block folder's
+# time set through the mount, or changed by another writer, shows as its files' does.
 # The numbers are the same in every mount; a block folder moved keeps its number and its
 # files follow it; another writer's change of a kept block still shows within 1 s.
 . "$(dirname "$0")/lib.sh"
@@ -24,13 +26,15 @@ grep -rl default:chest "$M/blocks" >/dev/null || true
 grep -rl default:chest "$M/blocks" >"$T/second" || true
 reads=$(count READ); opens=$(count OPEN); lookups=$(count LOOKUP)
 dirs=$(find "$M/blocks" -type d | wc -l)
+blocks=$(ls "$M/blocks" | wc -l)
+others=$((dirs - 1 - 2 * blocks))
 [ "$opens" -ge "$files" ] || fail "the second grep opened $opens files of $files (the log misses requests)"
 # The kernel may drop a few pages under memory pressure; without numbering, past the
 # budget, it reads them all again.
 [ "$reads" -le $((files / 100)) ] || fail "the second grep read $reads of $files files through worldfs: the kernel forgot pages"
-# Folders only (their names live 1 s: block folders, meta/ and what a chest's or sign's
-# meta/ holds), no file.
-[ "$lookups" -le $((dirs + 10)) ] || fail "the second grep looked up $lookups names for $dirs folders"
+# Only the folders a chest's or sign's meta/ holds (their names live 1 s), no block folder,
+# no meta/, no file.
+[ "$lookups" -le $((others + 10)) ] || fail "the second grep looked up $lookups names ($blocks block folders, $others folders below meta/)"
 grep -q "asking the kernel to forget" "$LOG" && fail "the budget was passed"
 
 # The same numbers in another mount, walked in another order.
@@ -66,5 +70,17 @@ python3 -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$M/blo
 sqlite3 -cmd ".timeout 5000" "$W/map.sqlite" "UPDATE blocks SET data = (SELECT data FROM blocks WHERE pos = $(key 0,0,0)) WHERE pos = $(key "$C");"
 sleep 1
 cmp -s "$M/blocks/$C/nodes.cubeset" "$M/blocks/0,0,0/nodes.cubeset" || fail "another writer's change of $C not shown within 1 s"
+
+# A block folder's time: set through the mount, it shows at once; another writer's change
+# of the block moves it within 1 s.
+D=$(ls "$M/blocks" | grep -vxF -e 0,0,0 -e "$A" -e "$B" -e "$C" | sed -n 9p)
+stat -c %Y "$M/blocks/$D" "$M/blocks/$D/meta" >/dev/null
+touch -d @1500000000 "$M/blocks/$D"
+[ "$(stat -c %Y "$M/blocks/$D")" = 1500000000 ] || fail "the time set on $D shows $(stat -c %Y "$M/blocks/$D")"
+before=$(stat -c %Y "$M/blocks/$D/meta")
+sqlite3 -cmd ".timeout 5000" "$W/map.sqlite" "UPDATE blocks SET data = (SELECT data FROM blocks WHERE pos = $(key 0,0,0)) WHERE pos = $(key "$D");"
+sleep 1
+[ "$(stat -c %Y "$M/blocks/$D")" = "$(stat -c %Y "$M/blocks/0,0,0")" ] || fail "another writer's change of $D: its folder still shows $(stat -c %Y "$M/blocks/$D")"
+[ "$(stat -c %Y "$M/blocks/$D/meta")" != "$before" ] || fail "another writer's change of $D: its meta/ still shows $before"
 unmount_world "$M"
 echo "ok: $files block files, a second grep read $reads through worldfs, looked up $lookups names"

@@ -16,8 +16,8 @@
 //! may number the many folders of one kind itself ([`Numbering`]: `blocks/X,Y,Z` by its
 //! position) and their fixed entries (a block's views): such an inode's number says what it
 //! is, so the table holds no node for it and ignores its forgets. What the kernel keeps of
-//! them is followed per folder ([`Unit`]: which fixed entries' attributes it keeps, and the
-//! source they were derived from), a few bytes per block instead of seven nodes. A numbered
+//! them is followed per folder ([`Unit`]: whether it keeps the folder's attributes and which
+//! fixed entries', and the source they were derived from), a few bytes per block instead of seven nodes. A numbered
 //! inode moved or removed gets a node like any other (its number then stands for that node,
 //! and the name it left gets an ordinary inode when looked up again).
 
@@ -127,14 +127,19 @@ impl Names {
 /// above any number the table allocates.
 const NUMBERED: u64 = 1 << 52;
 
-/// Inode numbers per numbered folder: the folder and up to 15 fixed entries.
+/// Inode numbers per numbered folder: the folder and up to [`MOST_FIXED`] fixed entries
+/// (the last slot's bit in [`Unit::kept`] is [`MIXED`]).
 const SLOTS: u64 = 16;
+
+/// The most fixed entries a numbered folder may hold.
+const MOST_FIXED: usize = SLOTS as usize - 2;
 
 /// How many numbered folders the kernel may keep attributes in per inode of the budget
 /// (`--max-inodes`): a [`Unit`] costs about a tenth of a node.
 pub const UNITS_PER_INODE: usize = 8;
 
-fn is_numbered(ino: u64) -> bool {
+/// Whether `ino` is a number the tree computed (see [`Numbering`]), node or not.
+pub fn is_numbered(ino: u64) -> bool {
     ino >> 52 == 1
 }
 
@@ -149,10 +154,9 @@ fn slot_of(ino: u64) -> u64 {
 /// What the kernel keeps of one numbered folder and its fixed entries: 16 bytes.
 #[derive(Default)]
 struct Unit {
-    /// The fixed entries (bit: slot) whose attributes the kernel keeps; bit 0 (the folder's
-    /// slot: a folder's attributes are never kept) says they came from different sources
-    /// (another program changed the folder's object in between: the next re-check drops
-    /// them all).
+    /// The folder (bit 0) and fixed entries (bit: slot) whose attributes the kernel keeps;
+    /// [`MIXED`] says they came from different sources (another program changed the
+    /// folder's object in between: the next re-check drops them all).
     kept: u16,
     /// The folders among the folder (bit 0) and its fixed entries whose listings the
     /// kernel keeps.
@@ -163,8 +167,9 @@ struct Unit {
     source: u64,
 }
 
-/// [`Unit::kept`]'s bit for "from different sources".
-const MIXED: u16 = 1;
+/// [`Unit::kept`]'s bit for "from different sources": the last slot's, which no fixed
+/// entry has.
+const MIXED: u16 = 1 << (SLOTS - 1);
 
 impl Unit {
     /// Whether the kernel keeps attributes of any fixed entry.
@@ -308,10 +313,11 @@ impl Inodes {
                 self.numbered_dir()?,
                 numbering.name((ino & !NUMBERED) / SLOTS)?,
             )),
-            s => Some((
+            s if s as usize <= MOST_FIXED => Some((
                 folder_of(ino),
                 numbering.fixed().get(s as usize - 1)?.to_string(),
             )),
+            _ => None,
         }
     }
 
@@ -328,7 +334,11 @@ impl Inodes {
     fn computed(&self, parent: u64, name: &str) -> Option<u64> {
         let numbering = self.numbering.as_ref()?;
         let ino = if is_numbered(parent) && slot_of(parent) == 0 {
-            let i = numbering.fixed().iter().position(|f| *f == name)?;
+            let i = numbering
+                .fixed()
+                .iter()
+                .take(MOST_FIXED)
+                .position(|f| *f == name)?;
             parent + 1 + i as u64
         } else if self.numbered_dir() == Some(parent) {
             let n = numbering.number(name).filter(|n| *n < 1 << 48)?;
@@ -487,10 +497,7 @@ impl Inodes {
         let bit = 1u16 << slot_of(ino);
         let (kept, listed) = match self.units.get_mut(&folder_of(ino)) {
             Some(unit) => {
-                let had = (
-                    slot_of(ino) != 0 && unit.kept & bit != 0,
-                    unit.listed & bit != 0,
-                );
+                let had = (unit.kept & bit != 0, unit.listed & bit != 0);
                 unit.kept &= !bit | MIXED;
                 unit.listed &= !bit;
                 if unit.is_empty() {
@@ -660,11 +667,14 @@ impl Inodes {
     /// source to follow): the kernel must then not keep them for long.
     pub fn keep(&mut self, ino: u64, stat: &Stat) -> bool {
         if let Some(node) = self.nodes.get_mut(&ino) {
-            node.kept = (!stat.volatile).then(|| Attrs::of(stat));
-            return !stat.volatile;
+            // A folder with a node is not kept: its time may follow what the table does not
+            // see (see `Vfs::kernel_keeps`).
+            let keep = !stat.volatile && stat.kind != Kind::Dir;
+            node.kept = keep.then(|| Attrs::of(stat));
+            return keep;
         }
         match stat.source.filter(|_| !stat.volatile) {
-            Some(source) if is_numbered(ino) && slot_of(ino) != 0 && self.knows(ino) => {
+            Some(source) if is_numbered(ino) && self.knows(ino) => {
                 self.clock = self.clock.wrapping_add(1);
                 let unit = self.units.entry(folder_of(ino)).or_default();
                 if !unit.keeps_any() {
@@ -686,7 +696,7 @@ impl Inodes {
 
     /// The kernel keeps nothing of numbered inode `ino` any more.
     fn unkeep(&mut self, ino: u64) {
-        if slot_of(ino) == 0 {
+        if !is_numbered(ino) {
             return;
         }
         let folder = folder_of(ino);
@@ -725,7 +735,7 @@ impl Inodes {
             });
         }
         let unit = self.units.get(&folder_of(ino))?;
-        if !is_numbered(ino) || slot_of(ino) == 0 || unit.kept & (1 << slot_of(ino)) == 0 {
+        if !is_numbered(ino) || unit.kept & (1 << slot_of(ino)) == 0 {
             return None;
         }
         let (parent, name) = self.numbered_entry(ino)?;
@@ -1169,6 +1179,40 @@ mod tests {
         t.set_listed(b);
         assert_eq!(t.take_listed(&[], Some(Some(blocks))), [b]);
         assert!(t.take_listed(&[], Some(None)).is_empty());
+    }
+
+    #[test]
+    fn a_numbered_folder_and_its_fixed_folders_are_followed_like_its_files() {
+        let (mut t, blocks) = numbered();
+        let b = t.lookup(blocks, "5", None);
+        let (a, meta) = (t.lookup(b, "a.txt", None), t.lookup(b, "meta", None));
+        let dir = |source| Stat {
+            source: Some(source),
+            ..Stat::dir(SystemTime::UNIX_EPOCH, false)
+        };
+        assert!(t.keep(b, &dir(9)) && t.keep(meta, &dir(9)) && t.keep(a, &stat(9)));
+        assert_eq!((t.units(), t.len()), (1, 2), "no node for them");
+        let k = t.kept_one(b).unwrap();
+        assert!(k.stat.is_none() && k.source == Some(9));
+        assert_eq!((k.parent, &*k.name), (blocks, "5"));
+        let mut below: Vec<u64> = t.kept_below(Some(blocks)).iter().map(|k| k.ino).collect();
+        below.sort();
+        assert_eq!(below, [b, a, meta]);
+        // The folder's own bit is not the one for "from different sources".
+        t.set_kept(a, None);
+        t.set_kept(meta, None);
+        assert_eq!(t.kept_one(b).unwrap().source, Some(9));
+        t.keep(meta, &dir(10));
+        assert_eq!(t.kept_one(b).unwrap().source, None, "now mixed");
+        // Shed, the folder's attributes go with its name.
+        let shed = t.shed_units(0);
+        assert_eq!(shed.entries, [(blocks, "5".to_string())]);
+        assert!(shed.inodes.contains(&b) && shed.inodes.contains(&meta));
+        // Moved, the folder has a node, and a folder with a node is not kept.
+        assert!(t.keep(b, &dir(9)));
+        t.rename(blocks, "5", blocks, "6");
+        assert!(!t.keep(b, &dir(9)));
+        assert!(t.kept_one(b).is_none());
     }
 
     #[test]

@@ -37,7 +37,7 @@ use std::sync::{Arc, Weak};
 
 use crate::error::{lock, Error, Result};
 use crate::vfs::core::Vfs;
-use crate::vfs::inodes::{Inodes, Kept, ROOT};
+use crate::vfs::inodes::{is_numbered, Inodes, Kept, ROOT};
 use crate::vfs::kernel::{
     same, Keeping, KernelCache, Listing, LOGGED_RECHECKS, MOST_LISTINGS, WATCHED_UNITS,
     WATCH_INTERVAL,
@@ -97,10 +97,14 @@ impl Vfs {
         if self.seen_by_some_only(ino) {
             return Keeping::Never;
         }
-        // Folders are not kept: their times follow commits that write-back makes later (a
-        // restore's `rsync` sets a block folder's time before its block is committed), and a
-        // stale folder time is what an incremental rsync compares first.
-        if self.kernel.get().is_none() || stat.volatile || stat.kind == Kind::Dir {
+        // Folders are not kept, save numbered ones (a block folder, its `meta/`), whose
+        // stats follow their source as their files' do: a folder's time may follow what the
+        // core does not re-check (a commit that write-back makes later, an entry made in
+        // it), and a stale folder time is what an incremental rsync compares first.
+        if self.kernel.get().is_none()
+            || stat.volatile
+            || (stat.kind == Kind::Dir && !(is_numbered(ino) && stat.source.is_some()))
+        {
             return Keeping::Briefly;
         }
         match self.inodes.write() {
@@ -821,6 +825,44 @@ mod tests {
             ]
         );
         assert_eq!(stats(), before, "no stat computed");
+    }
+
+    #[test]
+    fn a_numbered_folder_is_kept_and_dropped_with_its_object() {
+        let (tree, vfs, told, [f, _, _]) = kept_numbered(true, true);
+        let (d, stat) = vfs.lookup(ROOT, "d", 1).unwrap();
+        assert!(stat.kind == Kind::Dir && stat.source.is_some());
+        assert_eq!(
+            vfs.kernel_keeps(d, &stat, vfs.kernel_epoch()),
+            Keeping::Kept
+        );
+        // A commit in it drops it with its files.
+        let fh = vfs.open(f, TRUNC).unwrap();
+        vfs.write(fh, 0, b"ok new text", false).unwrap();
+        vfs.release(fh).unwrap();
+        assert!(told.take().contains(&format!("inode {d}")));
+        // Kept again, another program's change of it drops it, name and all.
+        let (_, stat) = vfs.lookup(ROOT, "d", 1).unwrap();
+        assert_eq!(
+            vfs.kernel_keeps(d, &stat, vfs.kernel_epoch()),
+            Keeping::Kept
+        );
+        lock(&tree.files)
+            .unwrap()
+            .insert("d/h".into(), b"ok other".to_vec());
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        let got = told.take();
+        assert!(got.contains(&format!("inode {d}")), "{got:?}");
+        assert!(got.contains(&format!("entry {ROOT} d")), "{got:?}");
+        // A folder the tree does not number is kept briefly, source or not.
+        let (_, plain, _, _) = kept_numbered(true, false);
+        let (d, stat) = plain.lookup(ROOT, "d", 1).unwrap();
+        assert!(stat.source.is_some());
+        assert_eq!(
+            plain.kernel_keeps(d, &stat, plain.kernel_epoch()),
+            Keeping::Briefly
+        );
     }
 
     /// Serves `d/g` again from inside the first invalidation it is told of, as a lookup on

@@ -131,7 +131,11 @@ impl Tree for Files {
     fn stat(&self, path: &[String]) -> Result<Stat> {
         self.stats.fetch_add(1, Ordering::Relaxed);
         if self.is_dir(path)? {
-            return Ok(Stat::dir(UNIX_EPOCH, false));
+            // `d` is one object: its stat is made of it, as a block folder's is.
+            return Ok(Stat {
+                source: self.source_of(path).flatten(),
+                ..Stat::dir(UNIX_EPOCH, false)
+            });
         }
         let key = self.file_key(path)?;
         if let Some(target) = lock(&self.links)?.get(&key) {

@@ -56,7 +56,7 @@ pub trait Numbering: Send + Sync {
     fn number(&self, name: &str) -> Option<u64>;
     /// The name of the entry numbered `n` (the inverse of [`Numbering::number`]).
     fn name(&self, n: u64) -> Option<String>;
-    /// The entries every numbered folder may hold under fixed names (at most 15; an entry a
+    /// The entries every numbered folder may hold under fixed names (at most 14; an entry a
     /// folder lacks is simply never looked up). Never files on disk.
     fn fixed(&self) -> &'static [&'static str];
 }
