@@ -75,8 +75,11 @@ cmp -s "$M/blocks/$C/nodes.cubeset" "$M/blocks/0,0,0/nodes.cubeset" || fail "ano
 # of the block moves it within 1 s.
 D=$(ls "$M/blocks" | grep -vxF -e 0,0,0 -e "$A" -e "$B" -e "$C" | sed -n 9p)
 stat -c %Y "$M/blocks/$D" "$M/blocks/$D/meta" >/dev/null
+ls -l "$M/blocks" >/dev/null
 touch -d @1500000000 "$M/blocks/$D"
-[ "$(stat -c %Y "$M/blocks/$D")" = 1500000000 ] || fail "the time set on $D shows $(stat -c %Y "$M/blocks/$D")"
+# Listed again (as rsync lists a folder before it sets times below it), then asked.
+ls -l "$M/blocks" >/dev/null
+[ "$(stat -c %Y "$M/blocks/$D")" = 1500000000 ] || fail "the time set on $D shows $(stat -c %Y "$M/blocks/$D") after a listing"
 before=$(stat -c %Y "$M/blocks/$D/meta")
 sqlite3 -cmd ".timeout 5000" "$W/map.sqlite" "UPDATE blocks SET data = (SELECT data FROM blocks WHERE pos = $(key 0,0,0)) WHERE pos = $(key "$D");"
 sleep 1

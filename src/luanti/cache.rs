@@ -17,6 +17,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -280,6 +281,9 @@ pub struct Blocks {
     /// Per-block locks over the times recorded for a block's entries (see
     /// [`Blocks::times_lock`]), sharded.
     time_locks: Vec<Mutex<()>>,
+    /// Counts [`Blocks::set_entry_mtimes`]: with the generation, what a stat computed from
+    /// the store and the recorded times stands for (see [`Blocks::times_generation`]).
+    times_set: AtomicU64,
     changes: Throttle,
     /// Runs once at the end of a commit, after the store and the cache took it and before
     /// anything else looks at the database (tests of the interleaving).
@@ -438,12 +442,20 @@ impl Blocks {
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             time_locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
+            times_set: AtomicU64::new(0),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
             #[cfg(test)]
             in_commit: Default::default(),
             #[cfg(test)]
             before_edit: Default::default(),
         }
+    }
+
+    /// A pair that changes whenever stored blocks or the times recorded for their entries
+    /// may have changed (a time set on a block folder commits nothing): what a listing
+    /// computed of both stands for. Take it before computing.
+    pub fn times_generation(&self) -> (u64, u64) {
+        (self.times_set.load(Ordering::SeqCst), self.generation())
     }
 
     /// A number that changes whenever stored blocks may have changed.
@@ -1006,6 +1018,7 @@ impl Blocks {
             .map(|(sub, hash, t)| (self.entry_key(pos, sub), *hash, *t))
             .collect();
         self.mtimes.record_all(&records);
+        self.times_set.fetch_add(1, Ordering::SeqCst);
     }
 }
 

@@ -290,7 +290,10 @@ pub(super) const ERROR_FILE: &str = "error.txt";
 
 /// One page of the `blocks/` listing: the entries with cookies after `after`.
 pub(super) struct Page {
-    generation: u64,
+    /// [`Blocks::times_generation`] when it was read: its folders' times are those of then.
+    ///
+    /// [`Blocks::times_generation`]: crate::luanti::cache::Blocks::times_generation
+    generation: (u64, u64),
     after: u64,
     entries: Vec<Entry>,
     /// Whether the listing ends with this page.
@@ -658,7 +661,7 @@ impl LuantiTree {
 
     /// The cached page holding the entries after `cursor`, reading one when none does.
     fn page_containing(&self, cursor: u64) -> Result<Arc<Page>> {
-        let generation = self.blocks.generation();
+        let generation = self.blocks.times_generation();
         if let Ok(pages) = self.pages.lock() {
             let hit = pages.iter().find(|p| {
                 p.generation == generation
