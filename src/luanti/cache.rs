@@ -26,6 +26,7 @@ use crate::luanti::codec;
 use crate::luanti::codec::block::{BlockPos, MapBlock, NODE_COUNT};
 use crate::luanti::store::map::{Change, MapStore, Stream};
 use crate::luanti::store::write_back::{BlockStore, Window};
+use crate::luanti::stored_hashes::{Seen, StoredHashes};
 use crate::luanti::summaries::{Summaries, Summary};
 use crate::luanti::summary_file::SummaryFile;
 use crate::luanti::views;
@@ -276,6 +277,8 @@ pub struct Blocks {
     cache: ObjectCache<BlockPos, Cached>,
     /// What the stats of the blocks shown last need, kept past the cache.
     summaries: Summaries,
+    /// The hashes of stored blocks read in this generation (see [`StoredHashes`]).
+    hashes: StoredHashes,
     mtimes: Mtimes,
     locks: Vec<Mutex<()>>,
     /// Per-block locks over the times recorded for a block's entries (see
@@ -426,10 +429,12 @@ pub struct Pinned {
 }
 
 impl Blocks {
-    /// Blocks of `store`, caching up to `cache_bytes`: three quarters for decoded blocks, a
-    /// quarter for block summaries (see [`crate::luanti::summaries`]).
+    /// Blocks of `store`, caching up to `cache_bytes`: a quarter for block summaries (see
+    /// [`crate::luanti::summaries`]), three sixteenths for the hashes of stored blocks read
+    /// (see [`crate::luanti::stored_hashes`]), the rest for decoded blocks.
     pub fn new(store: MapStore, cache_bytes: usize, read_only: bool) -> Blocks {
         let summary_bytes = cache_bytes / 4;
+        let hash_bytes = cache_bytes / 16 * 3;
         let mtimes = Mtimes::open(&store.identity(), read_only);
         let summaries = Summaries::weighing(summary_bytes, SummaryFile::open(&store.identity()));
         let store = BlockStore::new(store);
@@ -437,8 +442,9 @@ impl Blocks {
         store.before_commit(mtimes.writer());
         Blocks {
             store,
-            cache: ObjectCache::keeping_oversized(cache_bytes - summary_bytes),
+            cache: ObjectCache::keeping_oversized(cache_bytes - summary_bytes - hash_bytes),
             summaries,
+            hashes: StoredHashes::weighing(hash_bytes),
             mtimes,
             locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             time_locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
@@ -612,8 +618,8 @@ impl Blocks {
     }
 
     /// What a block folder's stat needs of the block stored at `pos` (`None`: no block
-    /// there): of the cached block when it is fresh, else of its summary when its stored
-    /// bytes were seen unchanged in this generation of the cache, else of its stored bytes,
+    /// there): of the cached block when it is fresh, else what was seen of its stored bytes
+    /// in this generation of the cache (see [`StoredHashes`]), else of its stored bytes,
     /// without decoding them.
     pub fn stored(&self, pos: BlockPos) -> Result<Option<Stored>> {
         self.refresh();
@@ -625,12 +631,11 @@ impl Blocks {
                 from_seed: c.from_seed,
             }));
         }
-        let summary = self.summaries.get(pos);
-        if let Some(s) = summary.filter(|s| s.checked == Some(generation)) {
+        if let Some(seen) = self.hashes.get(pos, generation) {
             return Ok(Some(Stored {
-                mtime: self.mtimes.mtime(self.store.map().key_of(pos), s.hash),
-                hash: s.hash,
-                from_seed: s.from_seed,
+                mtime: self.mtimes.mtime(self.store.map().key_of(pos), seen.hash),
+                hash: seen.hash,
+                from_seed: seen.from_seed,
             }));
         }
         let blob = match self.store.read(pos) {
@@ -654,14 +659,17 @@ impl Blocks {
             hash: content_hash(&blob),
             from_seed: self.store.map().seeded_at(pos)?,
         };
-        match summary {
-            Some(mut s) if s.hash == stored.hash => {
-                s.checked = Some(generation);
-                s.from_seed = stored.from_seed;
-                self.summaries.put(pos, s);
-            }
-            Some(_) => self.summaries.forget(pos),
-            None => {}
+        let seen = Seen {
+            hash: stored.hash,
+            from_seed: stored.from_seed,
+        };
+        self.hashes.put(pos, generation, seen);
+        if self
+            .summaries
+            .get(pos)
+            .is_some_and(|s| s.hash != stored.hash)
+        {
+            self.summaries.forget(pos);
         }
         Ok(Some(stored))
     }
@@ -701,8 +709,8 @@ impl Blocks {
     }
 
     /// Adds what `fill` notes to the summary of the decoded block `c` at `pos`. While `c` is
-    /// the cached block and fresh, the summary counts as checked in this generation (the
-    /// next pass over an unchanged world reads no stored bytes to use it).
+    /// the cached block and fresh, its stored hash counts as seen in this generation (the
+    /// next pass over an unchanged world reads no stored bytes to use the summary).
     pub fn summarize(&self, pos: BlockPos, c: &Cached, fill: impl FnOnce(&mut Summary)) {
         let generation = self.generation();
         let fresh = matches!(self.cache.lookup(&pos).1, Lookup::Fresh(f) if std::ptr::eq(&*f, c));
@@ -711,23 +719,19 @@ impl Blocks {
         // seed) may tell it from before.
         // (Once per generation: the stats of a block folder's entries each add to it.)
         let known = self
-            .summaries
-            .get(pos)
-            .is_some_and(|s| s.hash == c.hash && s.checked == Some(generation));
-        let from_seed = (fresh && !known)
-            .then(|| self.store.map().seeded_at(pos).ok())
-            .flatten();
-        let checked = match from_seed {
-            Some(seed) if self.generation() == generation => Some((generation, seed)),
-            _ => None,
-        };
-        self.summaries.note(pos, c.hash, |s| {
-            if let Some((generation, seed)) = checked {
-                s.checked = Some(generation);
-                s.from_seed = seed;
+            .hashes
+            .get(pos, generation)
+            .is_some_and(|seen| seen.hash == c.hash);
+        if fresh && !known {
+            if let Ok(from_seed) = self.store.map().seeded_at(pos) {
+                let seen = Seen {
+                    hash: c.hash,
+                    from_seed,
+                };
+                self.hashes.put(pos, generation, seen);
             }
-            fill(s);
-        });
+        }
+        self.summaries.note(pos, c.hash, fill);
     }
 
     /// Held while the times recorded for the entries of the block at `pos` are read and
@@ -1173,17 +1177,19 @@ mod tests {
         }
     }
 
-    /// A summary made from the cached block while it is fresh is checked for the generation
-    /// (a later stat reads no stored bytes); one made from a block that is no longer the
-    /// cached one is not, and one for other bytes is not used.
+    /// A summary made from the cached block while it is fresh notes its stored hash as seen
+    /// in the generation (a later stat reads no stored bytes); one made from a block that is
+    /// no longer the cached one does not, and one for other bytes is not used.
     #[test]
     fn a_summary_of_the_fresh_cached_block_counts_as_checked() {
         let blocks = Blocks::new(memory_with(&[(pos(0, 0, 0), "test:a")]), 1 << 20, false);
         let p = pos(0, 0, 0);
         let c = blocks.get(p).expect("decoded");
         blocks.summarize(p, &c, |s| s.set_view(0, 10, None));
-        let s = blocks.summaries.get(p).expect("summarized");
-        assert_eq!(s.checked, Some(blocks.generation()));
+        assert_eq!(
+            blocks.hashes.get(p, blocks.generation()).map(|s| s.hash),
+            Some(c.hash)
+        );
         assert_eq!(
             blocks.summary(p).expect("summary").map(|(st, _)| st.hash),
             Some(c.hash)
@@ -1198,14 +1204,51 @@ mod tests {
         blocks.summarize(p, &c, |s| s.set_view(1, 10, None));
         let s = blocks.summaries.get(p).expect("summarized");
         assert_eq!(s.hash, c.hash);
-        assert_ne!(
-            s.checked,
-            Some(blocks.generation()),
+        assert_eq!(
+            blocks.hashes.get(p, blocks.generation()),
+            None,
             "c is not the cached block now"
         );
         assert!(
             blocks.summary(p).expect("summary").is_none(),
             "the stored bytes changed"
+        );
+    }
+
+    /// What a stat saw of the stored bytes is used in place of reading them again, while the
+    /// generation holds: after our commit and after another writer's change (once seen) the
+    /// stat shows the new bytes, with no decoded block or summary to tell it.
+    #[test]
+    fn a_stat_uses_the_stored_hash_seen_in_its_generation_only() {
+        let p = pos(0, 0, 0);
+        let (_dir, path) = map_with(&[(p, "default:stone")]);
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
+        let hash_now = |blocks: &Blocks| blocks.stored(p).expect("stored").map(|s| s.hash);
+        let first = hash_now(&blocks);
+        assert_eq!(first, Some(content_hash(&blob("default:stone"))));
+        assert_eq!(
+            blocks.hashes.get(p, blocks.generation()).map(|s| s.hash),
+            first
+        );
+        assert_eq!(hash_now(&blocks), first);
+        blocks
+            .modify(p, |b| {
+                b.names = vec!["default:cobble".to_string()];
+                Ok(())
+            })
+            .expect("our commit");
+        blocks.drop_decoded();
+        let ours = hash_now(&blocks);
+        assert!(ours.is_some() && ours != first, "our commit shows");
+        MapStore::open(&path, false)
+            .expect("another writer")
+            .commit(&[(p, Some(blob("default:sand")))])
+            .expect("outside commit");
+        std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
+        assert_eq!(
+            hash_now(&blocks),
+            Some(content_hash(&blob("default:sand"))),
+            "another writer's change shows"
         );
     }
 
@@ -1246,8 +1289,21 @@ mod tests {
             "the cached block says main"
         );
         blocks.summarize(p, &kept, |s| s.set_view(0, 1, None));
-        let s = blocks.summaries.get(p).expect("summarized");
-        assert_eq!((s.checked, s.from_seed), (Some(blocks.generation()), true));
+        assert_eq!(
+            blocks.hashes.get(p, blocks.generation()),
+            Some(Seen {
+                hash: kept.hash,
+                from_seed: true
+            })
+        );
+        blocks.drop_decoded();
+        assert!(
+            blocks
+                .stored(p)
+                .expect("stored")
+                .is_some_and(|s| s.from_seed),
+            "a stat past the cache says the seed"
+        );
     }
 
     #[test]

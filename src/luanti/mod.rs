@@ -15,6 +15,7 @@ pub mod codec;
 pub mod index;
 pub mod inspect;
 pub mod store;
+pub mod stored_hashes;
 pub mod summaries;
 pub mod summary_file;
 #[cfg(test)]

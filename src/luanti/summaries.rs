@@ -7,7 +7,7 @@
 //! views. The decoded-block cache holds a few thousand blocks; a world's second pass (an
 //! incremental backup, `ls -l` again) finds them gone and decoded and rendered everything
 //! again. A summary is about a hundred bytes a block, so a quarter of `--cache-size` keeps one
-//! for tens of thousands of blocks (49,344 with the default 32 MiB), and the stats come from
+//! for tens of thousands of blocks (54,471 with the default 32 MiB), and the stats come from
 //! it while the block's stored bytes are unchanged.
 //!
 //! A summary names the hash of the stored bytes it was computed from, and views are rendered
@@ -32,9 +32,9 @@ use crate::luanti::summary_file::SummaryFile;
 /// The views of a block folder (see `tree::blocks::VIEWS`).
 pub const VIEW_COUNT: usize = 5;
 
-/// What one kept summary weighs with the map's own (its node and slot): 104 bytes of
+/// What one kept summary weighs with the map's own (its node and slot): 88 bytes of
 /// summary (`size_of`), its key, two links and the allocator's rounding, and a slot.
-pub const SUMMARY_BYTES: usize = 170;
+pub const SUMMARY_BYTES: usize = 154;
 
 /// A size no view has (the codec bounds a block and its views to tens of MiB): not known.
 const UNKNOWN: u32 = u32::MAX;
@@ -44,10 +44,6 @@ const UNKNOWN: u32 = u32::MAX;
 pub struct Summary {
     /// The hash of the stored bytes the rest was computed from.
     pub hash: u64,
-    /// The cache generation in which the stored bytes were last seen to hash to `hash`.
-    pub(crate) checked: Option<u64>,
-    /// The block is shown from a `readonly_backend` seed (known once checked).
-    pub(crate) from_seed: bool,
     sizes: [u32; VIEW_COUNT],
     hashes: [u64; VIEW_COUNT],
     /// Bit `i`: `hashes[i]` is known.
@@ -60,8 +56,6 @@ impl Summary {
     pub(crate) fn new(hash: u64) -> Summary {
         Summary {
             hash,
-            checked: None,
-            from_seed: false,
             sizes: [UNKNOWN; VIEW_COUNT],
             hashes: [0; VIEW_COUNT],
             hashed: 0,
@@ -113,8 +107,7 @@ impl Summary {
         self.meta = Some((hash, nodes > 0));
     }
 
-    /// What is kept on disk of it (all but what is checked again in each mount: `checked`,
-    /// `from_seed`; the hash of the stored bytes is kept beside it).
+    /// What is kept on disk of it (the hash of the stored bytes is kept beside it).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(ENCODED);
         for size in self.sizes {
@@ -205,14 +198,6 @@ impl Summaries {
         found
     }
 
-    /// Keeps `s` as the summary of the block at `pos` in memory (it replaces one for other
-    /// bytes); what is kept on disk is not changed (`checked`, `from_seed`).
-    pub fn put(&self, pos: BlockPos, s: Summary) {
-        if let Ok(mut kept) = self.kept.lock() {
-            kept.put(pos, Some(s));
-        }
-    }
-
     /// Drops the summary of the block at `pos` (it was made for other bytes).
     pub fn forget(&self, pos: BlockPos) {
         if let Ok(mut kept) = self.kept.lock() {
@@ -274,7 +259,6 @@ mod tests {
         );
         s.note(pos(1), 7, |s| s.set_meta(6, 2));
         assert!(!s.get(pos(1)).expect("kept").no_nodes());
-        assert_eq!(got.checked, None);
         // Other bytes at the same place start afresh.
         s.note(pos(1), 8, |s| s.set_view(1, 3, None));
         let got = s.get(pos(1)).expect("kept");
@@ -284,6 +268,11 @@ mod tests {
         );
         s.forget(pos(1));
         assert!(s.get(pos(1)).is_none());
+    }
+
+    #[test]
+    fn a_summary_weighs_what_its_memory_share_counts() {
+        assert_eq!(std::mem::size_of::<Summary>(), 88, "see SUMMARY_BYTES");
     }
 
     #[test]
