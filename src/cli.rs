@@ -96,10 +96,11 @@ pub struct MountArgs {
     /// Stay in the foreground (log to stderr) instead of running as a daemon.
     #[arg(short, long)]
     pub foreground: bool,
-    /// Memory for decoded blocks, in MiB (for Luanti, a quarter of it keeps block summaries:
-    /// what the attributes of a block's files need, so a second pass does not decode again;
-    /// they are also kept on disk, in the state folder; three sixteenths keep the hashes of
-    /// the blocks read since the last change, so a second pass does not read them again).
+    /// Memory for decoded blocks, in MiB (for Luanti, three sixteenths of it keep block
+    /// summaries: what the attributes of a block's files need, so a second pass does not
+    /// decode again; they are also kept on disk, in the state folder; three sixteenths keep
+    /// the hashes of the blocks read since the last change, so a second pass does not read
+    /// them again).
     #[arg(long, default_value_t = 32, value_name = "MIB")]
     pub cache_size: usize,
     /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf, unless

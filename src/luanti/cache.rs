@@ -288,6 +288,13 @@ pub struct Blocks {
     /// the store and the recorded times stands for (see [`Blocks::times_generation`]).
     times_set: AtomicU64,
     changes: Throttle,
+    /// Reads of the map by [`Blocks::stored`] (tests of what a stat reads).
+    #[cfg(test)]
+    pub(crate) stored_reads: AtomicU64,
+    /// Runs once in [`Blocks::stored`] after it read the map and before it notes what it
+    /// read (tests of a commit racing a stat).
+    #[cfg(test)]
+    pub(crate) after_stored_read: crate::vfs::race_hook::RaceHook<Blocks>,
     /// Runs once at the end of a commit, after the store and the cache took it and before
     /// anything else looks at the database (tests of the interleaving).
     #[cfg(test)]
@@ -429,11 +436,12 @@ pub struct Pinned {
 }
 
 impl Blocks {
-    /// Blocks of `store`, caching up to `cache_bytes`: a quarter for block summaries (see
-    /// [`crate::luanti::summaries`]), three sixteenths for the hashes of stored blocks read
-    /// (see [`crate::luanti::stored_hashes`]), the rest for decoded blocks.
+    /// Blocks of `store`, caching up to `cache_bytes`: three sixteenths for block summaries
+    /// (see [`crate::luanti::summaries`]), three sixteenths for the hashes of stored blocks
+    /// read (see [`crate::luanti::stored_hashes`]), the rest (five eighths: 20 MiB of the
+    /// default, as much as the largest block may take) for decoded blocks.
     pub fn new(store: MapStore, cache_bytes: usize, read_only: bool) -> Blocks {
-        let summary_bytes = cache_bytes / 4;
+        let summary_bytes = cache_bytes / 16 * 3;
         let hash_bytes = cache_bytes / 16 * 3;
         let mtimes = Mtimes::open(&store.identity(), read_only);
         let summaries = Summaries::weighing(summary_bytes, SummaryFile::open(&store.identity()));
@@ -450,6 +458,10 @@ impl Blocks {
             time_locks: (0..SHARDS).map(|_| Mutex::new(())).collect(),
             times_set: AtomicU64::new(0),
             changes: Throttle::new(Duration::from_millis(REFRESH_INTERVAL_MS)),
+            #[cfg(test)]
+            stored_reads: AtomicU64::new(0),
+            #[cfg(test)]
+            after_stored_read: Default::default(),
             #[cfg(test)]
             in_commit: Default::default(),
             #[cfg(test)]
@@ -638,6 +650,8 @@ impl Blocks {
                 from_seed: seen.from_seed,
             }));
         }
+        #[cfg(test)]
+        self.stored_reads.fetch_add(1, Ordering::SeqCst);
         let blob = match self.store.read(pos) {
             // Too large to read: shown as a broken block (its error.txt says why), whose
             // stat is made of the reason (it changes when the stored length does).
@@ -663,6 +677,8 @@ impl Blocks {
             hash: stored.hash,
             from_seed: stored.from_seed,
         };
+        #[cfg(test)]
+        self.after_stored_read.run(self);
         self.hashes.put(pos, generation, seen);
         if self
             .summaries
@@ -1217,39 +1233,58 @@ mod tests {
 
     /// What a stat saw of the stored bytes is used in place of reading them again, while the
     /// generation holds: after our commit and after another writer's change (once seen) the
-    /// stat shows the new bytes, with no decoded block or summary to tell it.
+    /// stat reads the store again and shows the new bytes, with no decoded block or summary
+    /// to tell it.
     #[test]
-    fn a_stat_uses_the_stored_hash_seen_in_its_generation_only() {
+    fn a_stat_reads_the_stored_bytes_once_per_generation() {
         let p = pos(0, 0, 0);
         let (_dir, path) = map_with(&[(p, "default:stone")]);
         let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
         let hash_now = |blocks: &Blocks| blocks.stored(p).expect("stored").map(|s| s.hash);
+        let reads = |blocks: &Blocks| blocks.stored_reads.load(Ordering::SeqCst);
         let first = hash_now(&blocks);
         assert_eq!(first, Some(content_hash(&blob("default:stone"))));
-        assert_eq!(
-            blocks.hashes.get(p, blocks.generation()).map(|s| s.hash),
-            first
-        );
-        assert_eq!(hash_now(&blocks), first);
+        assert_eq!((hash_now(&blocks), reads(&blocks)), (first, 1), "read once");
         blocks
             .modify(p, |b| {
                 b.names = vec!["default:cobble".to_string()];
                 Ok(())
             })
             .expect("our commit");
-        blocks.drop_decoded();
+        assert_eq!(blocks.decoded(), 0, "the commit drops the decoded block");
         let ours = hash_now(&blocks);
         assert!(ours.is_some() && ours != first, "our commit shows");
+        assert_eq!((hash_now(&blocks), reads(&blocks)), (ours, 2));
         MapStore::open(&path, false)
             .expect("another writer")
             .commit(&[(p, Some(blob("default:sand")))])
             .expect("outside commit");
         std::thread::sleep(Duration::from_millis(REFRESH_INTERVAL_MS + 30));
-        assert_eq!(
-            hash_now(&blocks),
-            Some(content_hash(&blob("default:sand"))),
-            "another writer's change shows"
-        );
+        let theirs = Some(content_hash(&blob("default:sand")));
+        assert_eq!(hash_now(&blocks), theirs, "another writer's change shows");
+        assert_eq!((hash_now(&blocks), reads(&blocks)), (theirs, 3));
+    }
+
+    /// A stat whose read of the store raced our commit of the block does not keep what it
+    /// read: the next stat reads again and shows the commit.
+    #[test]
+    fn a_stat_racing_our_commit_does_not_keep_what_it_read() {
+        let p = pos(0, 0, 0);
+        let (_dir, path) = map_with(&[(p, "default:stone")]);
+        let blocks = Blocks::new(MapStore::open(&path, false).expect("ours"), 1 << 20, false);
+        blocks.after_stored_read.set(move |blocks: &Blocks| {
+            blocks
+                .modify(p, |b| {
+                    b.names = vec!["default:cobble".to_string()];
+                    Ok(())
+                })
+                .expect("our commit");
+        });
+        let raced = blocks.stored(p).expect("stored").map(|s| s.hash);
+        assert_eq!(raced, Some(content_hash(&blob("default:stone"))));
+        let now = blocks.stored(p).expect("stored").map(|s| s.hash);
+        assert!(now.is_some() && now != raced, "the commit shows");
+        assert_eq!(blocks.stored_reads.load(Ordering::SeqCst), 2);
     }
 
     /// Whether a block comes from the seed is asked again for its summary: a block kept

@@ -9,17 +9,18 @@
 //! attributes again on a read-write mount; a second `grep`, whose opens check the block's
 //! source) read every block once per file.
 //!
-//! What was seen stays true until the generation of the cache moves: every commit of ours
-//! moves it once the store shows the commit, and so does every change of another writer that
-//! [`Blocks::refresh`](crate::luanti::cache::Blocks::refresh) sees (at most 50 ms late), as for
-//! cached blocks and summaries. A hash seen under an older generation (read before a commit,
-//! recorded after it) is not kept. So an entry answers exactly what a read of the map would
-//! have answered in the same generation, and the record is emptied when the generation moves.
+//! What was seen is used while the generation of the cache it was read in lasts: every commit
+//! of ours moves it once the store shows the commit, and so does every change of another
+//! writer that [`Blocks::refresh`](crate::luanti::cache::Blocks::refresh) sees (at most 50 ms
+//! late), as for cached blocks and summaries, which were trusted the same way before. A hash
+//! read under an older generation (before a commit, noted after it) is not kept, and the
+//! entries of an older generation are dropped when the first of a newer one is noted (none
+//! is answered meanwhile).
 //!
 //! It is bounded: at most [`StoredHashes::capacity`] blocks (all of a world of 229,376 blocks
-//! with the default `--cache-size`); past that, blocks are read as before. A pass in name
-//! order over a larger world keeps its first blocks rather than churning through all of them,
-//! so each pass still skips that many reads.
+//! in the 6 MiB of the default `--cache-size`: about 19 bytes a block); past that, blocks
+//! are read as before. A pass in name order over a larger world keeps its first blocks rather
+//! than churning through all of them, so each pass still skips that many reads.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -112,7 +113,14 @@ impl StoredHashes {
                 inner.generation = Some(generation);
             }
         }
-        inner.seen.remove(&key(pos, !seen.from_seed));
+        if inner.seen.contains_key(&key(pos, !seen.from_seed)) {
+            // The block moved between the seed and the main map within a generation (another
+            // writer, not seen yet): nothing is kept rather than a removal's marker, which
+            // could make the table grow past its bound.
+            inner.seen.clear();
+            inner.generation = None;
+            return;
+        }
         if inner.seen.len() < self.capacity || inner.seen.contains_key(&key(pos, seen.from_seed)) {
             inner.seen.insert(key(pos, seen.from_seed), seen.hash);
         }
@@ -147,14 +155,18 @@ mod tests {
         assert_eq!(r.get(b, 5), Some(seen(11, true)));
         assert_eq!(r.get(pos(1, 2, 3), 5), None);
         assert_eq!(r.get(a, 6), None, "another generation");
-        // A block seen again from the other side of the seed is that side's only.
-        r.put(b, 5, seen(12, false));
-        assert_eq!(r.get(b, 5), Some(seen(12, false)));
         // Read before the generation moved, noted after: not kept.
         r.put(a, 6, seen(20, false));
         r.put(b, 5, seen(13, false));
         assert_eq!((r.get(a, 6), r.get(b, 6)), (Some(seen(20, false)), None));
         assert_eq!(r.len(), 1, "the older generation's entries are gone");
+        // A block seen from the other side of the seed in the same generation: nothing
+        // seen is trusted any more.
+        r.put(b, 6, seen(11, true));
+        r.put(b, 6, seen(12, false));
+        assert_eq!((r.get(a, 6), r.get(b, 6), r.len()), (None, None, 0));
+        r.put(b, 6, seen(12, false));
+        assert_eq!(r.get(b, 6), Some(seen(12, false)));
     }
 
     #[test]

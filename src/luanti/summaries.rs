@@ -6,8 +6,8 @@
 //! needs the exact size of every view, which takes decoding the block and rendering its five
 //! views. The decoded-block cache holds a few thousand blocks; a world's second pass (an
 //! incremental backup, `ls -l` again) finds them gone and decoded and rendered everything
-//! again. A summary is about a hundred bytes a block, so a quarter of `--cache-size` keeps one
-//! for tens of thousands of blocks (54,471 with the default 32 MiB), and the stats come from
+//! again. A summary is about a hundred bytes a block, so three sixteenths of `--cache-size` keep one
+//! for tens of thousands of blocks (40,853 with the default 32 MiB), and the stats come from
 //! it while the block's stored bytes are unchanged.
 //!
 //! A summary names the hash of the stored bytes it was computed from, and views are rendered

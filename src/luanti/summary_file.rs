@@ -1,8 +1,8 @@
 //! Block summaries kept on disk, so that a block whose stored bytes have not changed is not
 //! decoded again to be listed by a later mount, or after its summary left memory.
 //!
-//! The summaries in memory ([`crate::luanti::summaries`]) take a quarter of `--cache-size`:
-//! 54,471 blocks with the default. A pass in name order over a world with more blocks (every
+//! The summaries in memory ([`crate::luanti::summaries`]) take three sixteenths of
+//! `--cache-size`: 40,853 blocks with the default. A pass in name order over a world with more blocks (every
 //! `rsync` pass) drops each of them before the next pass comes back to it, and a backup that
 //! mounts for each run (a cron job) starts every run with none. So summaries are also written
 //! to a sidecar of the store in the state directory (`*.summaries.sqlite`, beside the

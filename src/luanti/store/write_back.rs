@@ -194,11 +194,16 @@ impl BlockStore {
             return self.write(changes);
         }
         let mut queue = self.queue()?;
-        for (pos, data) in changes {
-            let base = match queue.blocks.get(&pos) {
+        // Every base is known before any block is queued: a read that fails leaves none of
+        // the changes pending (all or nothing, as a transaction).
+        let mut bases = Vec::with_capacity(changes.len());
+        for (pos, _) in &changes {
+            bases.push(match queue.blocks.get(pos) {
                 Some(p) => p.base,
-                None => stored_hash(&self.store, pos)?,
-            };
+                None => stored_hash(&self.store, *pos)?,
+            });
+        }
+        for ((pos, data), base) in changes.into_iter().zip(bases) {
             queue.blocks.insert(pos, Pending { data, base });
         }
         let now = Instant::now();
@@ -417,6 +422,38 @@ mod tests {
         assert_eq!(
             store.map().get(pos).expect("reads"),
             Some(blob("default:sand"))
+        );
+    }
+
+    /// A change of several blocks whose stored state cannot be read for one of them is
+    /// refused whole: the blocks before it in the change are not made pending either.
+    #[test]
+    fn a_change_that_fails_leaves_nothing_pending() {
+        let (a, b) = (BlockPos { x: 1, y: 2, z: 3 }, BlockPos { x: 4, y: 5, z: 6 });
+        let (_dir, path) = map_with(&[(a, "default:stone"), (b, "default:stone")]);
+        let store = BlockStore::new(MapStore::open(&path, false).expect("opens"));
+        let long = Duration::from_secs(60);
+        store
+            .write_back(Window {
+                quiet: long,
+                longest: long,
+            })
+            .expect("writes back");
+        store
+            .commit(vec![(a, Some(blob("default:dirt")))])
+            .expect("pending");
+        rusqlite::Connection::open(&path)
+            .and_then(|c| c.execute("DROP TABLE blocks", []))
+            .expect("another program drops the table");
+        let failed = store.commit(vec![
+            (a, Some(blob("default:sand"))),
+            (b, Some(blob("default:sand"))),
+        ]);
+        assert!(failed.is_err(), "b's stored state cannot be read");
+        assert_eq!(
+            store.read(a).expect("pending"),
+            Some(blob("default:dirt")),
+            "a keeps what was pending before"
         );
     }
 }
