@@ -259,6 +259,29 @@ impl Db {
     }
 }
 
+/// Whether the folder `path` is what a creation of a database that was interrupted (a
+/// crash, a kill) leaves: no `CURRENT` file, and no table or log holding any data, only the
+/// first manifest, the temporary file `CURRENT` is written to, `LOCK` and `LOG`s. LevelDB
+/// writes `CURRENT` last when it creates a database, so such a folder holds nothing, and
+/// opening it with `create_if_missing`, as the engine does, creates the database over it.
+/// A folder without `CURRENT` that holds data is not one: that is damage, shown as an error.
+pub fn unfinished_creation(path: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(path) else {
+        return false;
+    };
+    if path.join("CURRENT").exists() {
+        return false;
+    }
+    entries.flatten().all(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        let holds_data = name.ends_with(".ldb")
+            || name.ends_with(".sst")
+            || (name.ends_with(".log") && e.metadata().map_or(true, |m| m.len() > 0));
+        !holds_data
+    })
+}
+
 /// Opens a handle on the database folder `path` (see [`Db::open`]).
 fn open_handle(path: &Path, create: bool) -> Result<Handle> {
     let name = CString::new(path.as_os_str().as_encoded_bytes())

@@ -34,7 +34,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
-use crate::luanti::store::leveldb::{Batch, Db};
+use crate::luanti::store::leveldb::{unfinished_creation, Batch, Db};
 use crate::luanti::store::map::{block_key, parse_block_key};
 use crate::luanti::store::map::{
     too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
@@ -82,7 +82,9 @@ pub struct LevelDbMap {
 }
 
 impl LevelDbMap {
-    /// Opens `WORLD/map.db`. A database another process holds fails naming its `LOCK`.
+    /// Opens `WORLD/map.db`. A database another process holds fails naming its `LOCK`. A
+    /// folder a killed creation left (see [`unfinished_creation`]) is no database yet, as
+    /// none is: the first commit creates it, as the engine's start would.
     pub fn open(path: &Path, read_only: bool) -> Result<LevelDbMap> {
         let store = LevelDbMap {
             path: path.to_path_buf(),
@@ -90,7 +92,7 @@ impl LevelDbMap {
             db: OnceLock::new(),
             writer: Mutex::new(()),
         };
-        if std::fs::symlink_metadata(path).is_ok() {
+        if std::fs::symlink_metadata(path).is_ok() && !unfinished_creation(path) {
             let _ = store.db.set(Db::open(path, false)?);
         }
         Ok(store)
@@ -308,6 +310,39 @@ mod tests {
             prop_assert_eq!(listing_text(ka), ta.as_bytes().to_vec());
             prop_assert!(ka != 0);
         }
+    }
+
+    /// A creation killed before LevelDB wrote `CURRENT` leaves a folder that is no database
+    /// yet: it opens as an empty map and the first commit creates the database. A folder
+    /// without `CURRENT` that holds a table is refused, not created over.
+    #[test]
+    fn a_killed_creation_is_no_database_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("map.db");
+        drop(Db::open(&path, true).unwrap());
+        std::fs::remove_file(path.join("CURRENT")).unwrap();
+        std::fs::write(path.join("000001.dbtmp"), "MANIFEST-000001\n").unwrap();
+        let store = LevelDbMap::open(&path, false).expect("opens as no database yet");
+        assert_eq!(store.list(0, 10, true).unwrap().len(), 0);
+        let block = vec![(pos(1, 2, 3), Some(vec![7u8]))];
+        store.commit_selected(block, Box::new(Ok)).unwrap();
+        drop(store);
+        let again = LevelDbMap::open(&path, true).unwrap();
+        assert_eq!(again.get(pos(1, 2, 3)).unwrap(), Some(vec![7u8]));
+        drop(again);
+
+        let damaged = dir.path().join("damaged.db");
+        std::fs::create_dir(&damaged).unwrap();
+        std::fs::write(damaged.join("000005.ldb"), b"a table").unwrap();
+        assert!(!unfinished_creation(&damaged));
+        assert!(
+            LevelDbMap::open(&damaged, false).is_err(),
+            "damage is an error"
+        );
+        assert!(
+            damaged.join("000005.ldb").exists(),
+            "and nothing is created over it"
+        );
     }
 
     #[test]
