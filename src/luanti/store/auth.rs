@@ -117,7 +117,8 @@ impl AuthStore {
             Backend::LevelDb => Ok(AuthStore::new(LevelDbAuth::open(
                 &world.join("auth.db"),
                 read_only,
-                !read_only,
+                // Never over tables whose CURRENT is gone: LevelDB would delete them.
+                !read_only && crate::luanti::store::leveldb::may_create(&world.join("auth.db")),
             )?)),
             Backend::Postgresql => Ok(AuthStore::new(PostgresAuth::open(world_mt)?)),
             other => Err(other.unsupported("auth")),

@@ -260,19 +260,24 @@ impl Db {
 }
 
 /// Whether the folder `path` is what a creation of a database that was interrupted (a
-/// crash, a kill) leaves: no `CURRENT` file, and no table or log holding any data, only the
-/// first manifest, the temporary file `CURRENT` is written to, `LOCK` and `LOG`s. LevelDB
-/// writes `CURRENT` last when it creates a database, so such a folder holds nothing, and
-/// opening it with `create_if_missing`, as the engine does, creates the database over it.
-/// A folder without `CURRENT` that holds data is not one: that is damage, shown as an error.
+/// crash, a kill) leaves: no `CURRENT` file, and no table or log holding any data (a
+/// manifest, the temporary file `CURRENT` is written to, `LOCK` and `LOG`s may be there).
+/// LevelDB writes `CURRENT` at the end of creating a database, so such a folder holds no
+/// record, and opening it with `create_if_missing`, as the engine does, creates the database
+/// over it. A folder without `CURRENT` that holds data is not one: that is damage, shown as
+/// an error (creating over it would delete its tables). Any error reading the folder
+/// answers no.
 pub fn unfinished_creation(path: &Path) -> bool {
     let Ok(entries) = std::fs::read_dir(path) else {
         return false;
     };
-    if path.join("CURRENT").exists() {
+    if !matches!(path.join("CURRENT").try_exists(), Ok(false)) {
         return false;
     }
-    entries.flatten().all(|e| {
+    entries.into_iter().all(|e| {
+        let Ok(e) = e else {
+            return false;
+        };
         let name = e.file_name();
         let name = name.to_string_lossy();
         let holds_data = name.ends_with(".ldb")
@@ -280,6 +285,13 @@ pub fn unfinished_creation(path: &Path) -> bool {
             || (name.ends_with(".log") && e.metadata().map_or(true, |m| m.len() > 0));
         !holds_data
     })
+}
+
+/// Whether opening the database folder `path` may create it: when there is none, or when a
+/// creation was interrupted (see [`unfinished_creation`]), asked right before the open.
+pub fn may_create(path: &Path) -> bool {
+    matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        || unfinished_creation(path)
 }
 
 /// Opens a handle on the database folder `path` (see [`Db::open`]).

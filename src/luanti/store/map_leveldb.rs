@@ -34,7 +34,7 @@ use std::sync::{Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
-use crate::luanti::store::leveldb::{unfinished_creation, Batch, Db};
+use crate::luanti::store::leveldb::{may_create, unfinished_creation, Batch, Db};
 use crate::luanti::store::map::{block_key, parse_block_key};
 use crate::luanti::store::map::{
     too_large, Change, Listed, Produce, Stream, LIST_BYTES, MAX_STORED,
@@ -230,7 +230,7 @@ impl MapBackend for LevelDbMap {
         };
         produce(&mut batched)?;
         if self.db.get().is_none() {
-            let _ = self.db.set(Db::open(&self.path, true)?);
+            let _ = self.db.set(Db::open(&self.path, may_create(&self.path))?);
         }
         let db = self
             .db
@@ -247,7 +247,7 @@ impl MapBackend for LevelDbMap {
         }
         let _guard = crate::error::lock_named(&self.writer, "map store writer")?;
         if self.db.get().is_none() {
-            let _ = self.db.set(Db::open(&self.path, true)?);
+            let _ = self.db.set(Db::open(&self.path, may_create(&self.path))?);
         }
         let db = self
             .db
@@ -319,9 +319,17 @@ mod tests {
     fn a_killed_creation_is_no_database_yet() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("map.db");
-        drop(Db::open(&path, true).unwrap());
-        std::fs::remove_file(path.join("CURRENT")).unwrap();
-        std::fs::write(path.join("000001.dbtmp"), "MANIFEST-000001\n").unwrap();
+        // What the kill in mount test 87 left: the first manifest, CURRENT's temporary file.
+        std::fs::create_dir(&path).unwrap();
+        for (name, content) in [
+            ("LOCK", ""),
+            ("LOG", ""),
+            ("MANIFEST-000001", "\u{1}partial"),
+            ("000001.dbtmp", "MANIFEST-000001\n"),
+        ] {
+            std::fs::write(path.join(name), content).unwrap();
+        }
+        assert!(may_create(&path) && may_create(&dir.path().join("none.db")));
         let store = LevelDbMap::open(&path, false).expect("opens as no database yet");
         assert_eq!(store.list(0, 10, true).unwrap().len(), 0);
         let block = vec![(pos(1, 2, 3), Some(vec![7u8]))];
@@ -334,7 +342,7 @@ mod tests {
         let damaged = dir.path().join("damaged.db");
         std::fs::create_dir(&damaged).unwrap();
         std::fs::write(damaged.join("000005.ldb"), b"a table").unwrap();
-        assert!(!unfinished_creation(&damaged));
+        assert!(!unfinished_creation(&damaged) && !may_create(&damaged));
         assert!(
             LevelDbMap::open(&damaged, false).is_err(),
             "damage is an error"
@@ -343,6 +351,10 @@ mod tests {
             damaged.join("000005.ldb").exists(),
             "and nothing is created over it"
         );
+        let logged = dir.path().join("logged.db");
+        std::fs::create_dir(&logged).unwrap();
+        std::fs::write(logged.join("000003.log"), b"records").unwrap();
+        assert!(!may_create(&logged), "a log with records is data too");
     }
 
     #[test]

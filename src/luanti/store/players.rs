@@ -79,7 +79,8 @@ impl PlayerStore {
             Backend::LevelDb => Ok(PlayerStore::new(LevelDbPlayers::open(
                 &world.join("players.db"),
                 read_only,
-                !read_only,
+                // Never over tables whose CURRENT is gone: LevelDB would delete them.
+                !read_only && crate::luanti::store::leveldb::may_create(&world.join("players.db")),
             )?)),
             Backend::Postgresql => Ok(PlayerStore::new(PostgresPlayers::open(world_mt)?)),
             other => Err(other.unsupported("player")),
