@@ -30,7 +30,7 @@ use crate::luanti::stored_hashes::{Seen, StoredHashes};
 use crate::luanti::summaries::{Summaries, Summary};
 use crate::luanti::summary_file::SummaryFile;
 use crate::luanti::views;
-use crate::storekit::mtimes::{content_hash, content_hash_parts, Mtimes};
+use crate::storekit::mtimes::{content_hash, content_hash_parts, Key, Mtimes};
 use crate::storekit::objects::{Lookup, ObjectCache, Views, Weigh};
 use crate::storekit::throttle::Throttle;
 use std::time::Duration;
@@ -845,8 +845,8 @@ impl Blocks {
         // and the entries the edit changed show the edit's. An unchanged entry dated by an
         // earlier whole-map edit keeps that date.
         let now = SystemTime::now();
-        let mut dated_now: Vec<(u64, u64)> = Vec::new();
-        let mut kept: Vec<(u64, u64, SystemTime)> = Vec::new();
+        let mut dated_now: Vec<(Key, u64)> = Vec::new();
+        let mut kept: Vec<(Key, u64, SystemTime)> = Vec::new();
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2)
@@ -856,7 +856,7 @@ impl Blocks {
             let mut positions = positions(before)?;
             positions.sort_by_key(|p| self.store.map().key_of(*p));
             edit_streamed(stream, &positions, how, workers, &progress, |e| {
-                let key = self.store.map().key_of(e.pos);
+                let key = Key::from(self.store.map().key_of(e.pos));
                 kept.push((key, e.after, self.mtimes.mtime(key, e.before)));
                 dated_now.push((self.entry_key(e.pos, ""), e.after));
                 for (sub, changed) in &e.entries {
@@ -972,15 +972,19 @@ impl Blocks {
         self.mtimes.has(self.entry_key(pos, sub))
     }
 
-    /// The sidecar key of entry `sub` of the block at `pos`: the hash of `"{store key}/{sub}"`,
+    /// The sidecar key of entry `sub` of the block at `pos`: an item of the block's group
+    /// (its store key, the key of the block's own record), the hash of `"{store key}/{sub}"`
     /// built on the stack (asked on every stat of a block's file).
-    fn entry_key(&self, pos: BlockPos, sub: &str) -> u64 {
+    fn entry_key(&self, pos: BlockPos, sub: &str) -> Key {
         let mut digits = [0u8; 20];
         let mut rest = &mut digits[..];
         // A u64 has at most 20 decimal digits: the write always fits.
         let _ = write!(rest, "{}", self.store.map().key_of(pos));
         let len = 20 - rest.len();
-        content_hash_parts(&[&digits[..len], b"/", sub.as_bytes()])
+        Key::item(
+            self.store.map().key_of(pos),
+            content_hash_parts(&[&digits[..len], b"/", sub.as_bytes()]),
+        )
     }
 
     /// The mtime of an entry of the folder of a block whose own time is `block.mtime`: `sub`
@@ -1033,7 +1037,7 @@ impl Blocks {
     /// Records explicit mtimes for entries of the block's folder: `(sub, hash, time)`, as in
     /// [`Blocks::entry_mtime`].
     pub fn set_entry_mtimes(&self, pos: BlockPos, entries: &[(String, u64, SystemTime)]) {
-        let records: Vec<(u64, u64, SystemTime)> = entries
+        let records: Vec<(Key, u64, SystemTime)> = entries
             .iter()
             .map(|(sub, hash, t)| (self.entry_key(pos, sub), *hash, *t))
             .collect();
@@ -1170,8 +1174,9 @@ mod tests {
         );
     }
 
-    /// Sidecars written before keys were built on the stack keep their meaning: a key is
-    /// still the hash of `"{store key}/{entry}"`, for the largest and smallest store keys.
+    /// Sidecars written before keys were built on the stack, or grouped, keep their meaning:
+    /// an entry's item is still the hash of `"{store key}/{entry}"`, for the largest and
+    /// smallest store keys, in the group of the block's own record.
     #[test]
     fn entry_keys_are_the_hash_of_the_store_key_and_the_entry() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -1187,8 +1192,12 @@ mod tests {
             pos(3, -7, 11),
         ] {
             for sub in ["", "nodes.cubeset", "meta/1,2,3/fields/text", "m\u{e9}ta"] {
-                let joined = format!("{}/{sub}", blocks.store.map().key_of(p));
-                assert_eq!(blocks.entry_key(p, sub), content_hash(joined.as_bytes()));
+                let key = blocks.store.map().key_of(p);
+                let joined = format!("{key}/{sub}");
+                assert_eq!(
+                    blocks.entry_key(p, sub),
+                    Key::item(key, content_hash(joined.as_bytes()))
+                );
             }
         }
     }

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::SystemTime;
 
 use crate::error::{Error, Result};
-use crate::storekit::mtimes::{content_hash, Mtimes};
+use crate::storekit::mtimes::{content_hash, Key, Mtimes};
 use crate::storekit::objects::{ObjectCache, Views, Weigh};
 use crate::storekit::throttle::Throttle;
 use crate::survivalcraft::codec::chunk::{Chunk, ChunkPos};
@@ -63,9 +63,10 @@ fn chunk_key(pos: ChunkPos) -> u64 {
     (u64::from(pos.cx as u32) << 32) | u64::from(pos.cz as u32)
 }
 
-/// The mtime-record key of one view of a chunk.
-fn view_key(pos: ChunkPos, name: &str) -> u64 {
-    path_key(&format!("chunks/{pos}/{name}"))
+/// The mtime-record key of one view of a chunk: an item of the chunk's group (read from the
+/// sidecar with it), the hash of its path.
+fn view_key(pos: ChunkPos, name: &str) -> Key {
+    Key::item(chunk_key(pos), path_key(&format!("chunks/{pos}/{name}")))
 }
 
 /// The mtime-record key of any other object, by its path in the tree.
@@ -361,7 +362,7 @@ impl Objects {
     /// Records times for views of the chunk at `pos`: `(view name, hash of its content,
     /// time)`, each standing while that view's content is unchanged.
     pub fn set_view_mtimes(&self, pos: ChunkPos, views: &[(&str, u64, SystemTime)]) {
-        let records: Vec<(u64, u64, SystemTime)> = views
+        let records: Vec<(Key, u64, SystemTime)> = views
             .iter()
             .map(|&(name, hash, t)| (view_key(pos, name), hash, t))
             .collect();
@@ -455,9 +456,9 @@ impl Objects {
         }
         self.saw_own_commit();
         let now = SystemTime::now();
-        let records: Vec<(u64, u64, SystemTime)> = stored
+        let records: Vec<(Key, u64, SystemTime)> = stored
             .iter()
-            .map(|&(pos, hash)| (chunk_key(pos), hash, now))
+            .map(|&(pos, hash)| (Key::from(chunk_key(pos)), hash, now))
             .chain(kept_times)
             .collect();
         self.mtimes.record_all(&records);
