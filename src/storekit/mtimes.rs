@@ -69,9 +69,10 @@ pub fn derived_mtime(hash: u64) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(BASE_SECS - (hash % DERIVED_SPREAD_SECS))
 }
 
-/// How many records and groups (and known absences) are kept in memory: about 3 MiB (a
-/// restore of 10,000 blocks asks for about 60,000 again and again; clearing a smaller memory
-/// each time it fills would read them all from the sidecar).
+/// How many records and groups (and known absences) are kept in memory: about 3 MiB. A
+/// Luanti block restored through worldfs counts about 7 (its group, its own record, its
+/// files'): when the memory is full it is cleared, and each group asked for again costs one
+/// query.
 const CACHED: usize = 1 << 16;
 
 /// The table of sidecars written before records were grouped: `key` is the item, or the
@@ -159,8 +160,9 @@ struct Shared {
 }
 
 /// The groups kept in memory, each whole: every record the grouped table holds for it, and
-/// what [`LEGACY_TABLE`] was asked for its items (`None`: none there). An item a kept group
-/// lacks has no record, unless the legacy table, not asked yet, holds one.
+/// what [`LEGACY_TABLE`] was asked for its items (`None`: none there), sorted by item (a
+/// block may have thousands of files). An item a kept group lacks has no record, unless the
+/// legacy table, not asked yet, holds one.
 #[derive(Default)]
 struct Groups {
     groups: HashMap<u64, Vec<(u64, Option<Record>)>>,
@@ -172,8 +174,8 @@ impl Groups {
     /// What group `key.group`, if kept, says of the item: `Some(None)`, no record.
     fn get(&self, key: Key, legacy: bool) -> Option<Option<Record>> {
         let items = self.groups.get(&key.group)?;
-        match items.iter().find(|(item, _)| *item == key.item) {
-            Some(&(_, r)) => Some(r),
+        match find(items, key.item) {
+            Some(r) => Some(r),
             None if legacy => None,
             None => Some(None),
         }
@@ -190,14 +192,22 @@ impl Groups {
             }
             None => return,
         };
-        match items.iter_mut().find(|(item, _)| *item == key.item) {
-            Some(slot) => slot.1 = record,
-            None => {
-                items.push((key.item, record));
+        match items.binary_search_by_key(&key.item, |&(item, _)| item) {
+            Ok(at) => items[at].1 = record,
+            Err(at) => {
+                items.insert(at, (key.item, record));
                 self.len += 1;
             }
         }
     }
+}
+
+/// What the items of a kept group (sorted by item) hold for `item`: `None`, not there.
+fn find(items: &[(u64, Option<Record>)], item: u64) -> Option<Option<Record>> {
+    items
+        .binary_search_by_key(&item, |&(i, _)| i)
+        .ok()
+        .map(|at| items[at].1)
 }
 
 #[derive(Default)]
@@ -205,6 +215,20 @@ struct Unwritten {
     records: HashMap<Key, Record>,
     /// When the oldest of them was made.
     since: Option<Instant>,
+    /// Records whose write failed, kept in memory only (at most [`CACHED`]; their objects
+    /// show derived times once forgotten, or after a restart), until a write of their key
+    /// succeeds.
+    unsaved: HashMap<Key, Record>,
+}
+
+impl Unwritten {
+    /// The newest record of `key` not in the sidecar.
+    fn get(&self, key: &Key) -> Option<Record> {
+        self.records
+            .get(key)
+            .or_else(|| self.unsaved.get(key))
+            .copied()
+    }
 }
 
 /// Where sidecars live: `$WORLDFS_STATE_DIR`, else `$XDG_STATE_HOME/worldfs`, else
@@ -486,7 +510,7 @@ impl Shared {
         if !self.any.load(Ordering::Acquire) {
             return None;
         }
-        let waiting = |s: &Shared| s.unwritten.lock().ok()?.records.get(&key).copied();
+        let waiting = |s: &Shared| s.unwritten.lock().ok()?.get(&key);
         let kept = |s: &Shared| s.cache.lock().ok()?.get(key, s.legacy);
         if let Some(r) = waiting(self) {
             return Some(r);
@@ -521,17 +545,11 @@ impl Shared {
     /// Reads the record of `key` from the sidecar, its group's first unless kept, and keeps
     /// what it read; the caller holds the connection's lock.
     fn read(&self, c: &Connection, key: Key) -> rusqlite::Result<Option<Record>> {
-        let find = |items: &[(u64, Option<Record>)]| {
-            items
-                .iter()
-                .find(|(item, _)| *item == key.item)
-                .map(|&(_, r)| r)
-        };
         let kept = self
             .cache
             .lock()
             .ok()
-            .and_then(|g| g.groups.get(&key.group).map(|items| find(items)));
+            .and_then(|g| g.groups.get(&key.group).map(|items| find(items, key.item)));
         let in_group = match kept {
             Some(found) => found,
             None => {
@@ -551,7 +569,8 @@ impl Shared {
                         items.push(row?);
                     }
                 }
-                let found = find(&items);
+                items.sort_unstable_by_key(|&(item, _)| item);
+                let found = find(&items, key.item);
                 self.keep_group(key.group, items);
                 found
             }
@@ -602,9 +621,8 @@ impl Shared {
     /// Keeps what the legacy table holds for an item of a kept group.
     fn keep_item(&self, key: Key, record: Option<Record>) {
         if let Ok(mut g) = self.cache.lock() {
-            if g.groups.contains_key(&key.group) {
-                g.set(key, record, false);
-            }
+            self.room(&mut g, 1);
+            g.set(key, record, false);
         }
     }
 
@@ -623,7 +641,7 @@ impl Shared {
     }
 
     /// Writes the waiting records in one transaction. A failed write is logged, and the
-    /// records are kept in memory only (their objects show derived times after a restart).
+    /// records are kept in memory only (see [`Unwritten::unsaved`]).
     fn write(&self) {
         let Some(conn) = &self.conn else { return };
         // A panic under the lock leaves at worst a transaction open: the write below then
@@ -647,14 +665,28 @@ impl Shared {
             }
             tx.commit()
         });
-        if let Err(e) = stored {
-            log::warn!("could not record mtimes: {e}");
+        let saved = match stored {
+            Ok(()) => true,
+            Err(e) => {
+                log::warn!("could not record mtimes ({e}): they are kept in memory only");
+                false
+            }
+        };
+        if saved {
+            self.keep(records.iter().copied());
         }
-        self.keep(records.iter().copied());
         if let Ok(mut u) = self.unwritten.lock() {
             for (key, record) in &records {
                 if u.records.get(key) == Some(record) {
                     u.records.remove(key);
+                }
+                if saved {
+                    u.unsaved.remove(key);
+                } else {
+                    if u.unsaved.len() >= CACHED {
+                        u.unsaved.clear();
+                    }
+                    u.unsaved.insert(*key, *record);
                 }
             }
             u.since = (!u.records.is_empty()).then(Instant::now);
@@ -944,7 +976,10 @@ pub(crate) mod tests {
         let m = Mtimes::with_sidecar(Some(&sidecar), false);
         assert_eq!(m.recorded(Key::item(group, file), 2), Some(t(2)));
         m.record(Key::item(group, file), 3, t(3));
+        assert_eq!(m.recorded(Key::item(group, file), 3), Some(t(3)), "waiting");
         m.flush();
+        assert_eq!(m.recorded(Key::item(group, file), 3), Some(t(3)), "written");
+        assert_eq!(m.recorded(Key::item(group, file), 2), None, "over the old");
         drop(m);
         let m = Mtimes::with_sidecar(Some(&sidecar), true);
         assert_eq!(
@@ -971,6 +1006,84 @@ pub(crate) mod tests {
             asked + 1,
             "what the old table answered is kept, found or not"
         );
+    }
+
+    /// A record whose write fails (another program holds the sidecar past the busy
+    /// timeout) still answers, whether its group was read or not, until a later write of
+    /// its key succeeds.
+    #[test]
+    fn a_record_whose_write_failed_still_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sidecar, m, t) = sidecar_in(dir.path());
+        let later = t + Duration::from_secs(5);
+        m.record(Key::item(1, 2), 20, t);
+        m.flush();
+        assert_eq!(m.recorded(Key::from(1), 10), None, "group 1 read");
+        let holder = Connection::open(&sidecar).unwrap();
+        holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+        m.record(Key::from(1), 10, t);
+        m.record(Key::item(7, 3), 30, t);
+        m.shared.write();
+        for (key, hash) in [
+            (Key::from(1), 10),
+            (Key::item(7, 3), 30),
+            (Key::item(1, 2), 20),
+        ] {
+            assert_eq!(
+                m.recorded(key, hash),
+                Some(t),
+                "{key:?} after the failed write"
+            );
+        }
+        holder.execute_batch("COMMIT").unwrap();
+        m.record(Key::item(7, 3), 31, later);
+        m.shared.write();
+        assert_eq!(
+            m.recorded(Key::item(7, 3), 31),
+            Some(later),
+            "the newer, written"
+        );
+        assert!(!m
+            .shared
+            .unwritten
+            .lock()
+            .unwrap()
+            .unsaved
+            .contains_key(&Key::item(7, 3)));
+        assert_eq!(m.recorded(Key::from(1), 10), Some(t), "still in memory");
+    }
+
+    /// Groups of many items, and the old table's answers, stay within the bound.
+    #[test]
+    fn groups_and_old_answers_stay_within_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let sidecar = dir.path().join("bound.mtimes.sqlite");
+        Connection::open(&sidecar)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE mtimes (key INTEGER PRIMARY KEY, hash INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+                 INSERT INTO mtimes VALUES (5, 5, 5)",
+            )
+            .unwrap();
+        let m = Mtimes::with_sidecar(Some(&sidecar), false);
+        let t = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        assert!(m.shared.legacy);
+        let groups = CACHED as u64 / 4;
+        let records: Vec<(Key, u64, SystemTime)> = (0..groups)
+            .flat_map(|g| (1..=6).map(move |i| (Key::item(g, i), g + i, t)))
+            .collect();
+        for part in records.chunks(5000) {
+            m.record_all(part);
+        }
+        m.flush();
+        for g in 0..groups {
+            for i in 1..=8 {
+                let expected = (i <= 6).then_some(t);
+                assert_eq!(m.recorded(Key::item(g, i), g + i), expected, "{g}/{i}");
+            }
+            assert!(m.shared.cache.lock().unwrap().len <= CACHED);
+        }
+        assert_eq!(m.recorded(5, 5), Some(UNIX_EPOCH + Duration::from_nanos(5)));
     }
 
     /// Records wait in memory and answer at once; they reach the sidecar in one group when

@@ -591,6 +591,17 @@ mod tests {
     use crate::survivalcraft::codec::chunk::Cell;
     use crate::survivalcraft::codec::fixed::empty_directory;
 
+    /// Sidecars written before records were grouped keep their meaning: a view's item is
+    /// the hash of its path, as its key was, in the group of its chunk's own record.
+    #[test]
+    fn a_view_key_is_the_old_key_in_its_chunk_group() {
+        let pos = ChunkPos { cx: -3, cz: 70_000 };
+        let key = view_key(pos, "cells.txt");
+        assert_eq!(key.item, content_hash(b"chunks/-3,70000/cells.txt"));
+        assert_eq!(key.group, chunk_key(pos));
+        assert_eq!(Key::from(chunk_key(pos)).group, key.group);
+    }
+
     fn world() -> (tempfile::TempDir, Objects) {
         let dir = tempfile::tempdir().unwrap();
         std::env::set_var("WORLDFS_STATE_DIR", dir.path());
