@@ -1,5 +1,7 @@
 //! A backend store opened on first use: reading a world never creates a database, and a
-//! store whose database file does not exist yet reads as empty until the first write. A
+//! store whose database file does not exist yet reads as empty until the first write (so
+//! does a LevelDB folder whose creation was killed before it held data, as for the engine,
+//! which creates the database over it). A
 //! store on a PostgreSQL server is connected to on first use too: a server that is down
 //! fails the calls that need it, not the mount. A database file (or LevelDB folder)
 //! replaced under the mount (put back from a backup by `rsync` or `mv`) or removed is opened
@@ -10,6 +12,7 @@ use std::sync::Mutex;
 
 use super::lock;
 use crate::error::Result;
+use crate::luanti::store::leveldb::unfinished_creation;
 use crate::luanti::store::snapshot;
 use crate::luanti::store::sqlite::file_id;
 use crate::luanti::store::world_mt::{Backend, WorldMt};
@@ -27,6 +30,8 @@ pub(super) struct Lazy<S> {
     world_mt: WorldMt,
     read_only: bool,
     database: Option<PathBuf>,
+    /// Whether `database` is a LevelDB folder.
+    leveldb: bool,
     /// What holds the data in the world folder (`players.sqlite`, `auth.txt`, …).
     pub(super) label: String,
     open: Opener<S>,
@@ -62,6 +67,7 @@ impl<S> Lazy<S> {
             world_mt: world_mt.clone(),
             read_only,
             database,
+            leveldb: matches!(world_mt.backend(key), Backend::LevelDb),
             label: label.to_string(),
             open,
             store: Mutex::new(None),
@@ -75,6 +81,14 @@ impl<S> Lazy<S> {
             || std::fs::symlink_metadata(self.world.join(self.label.trim_end_matches('/'))).is_ok()
     }
 
+    /// Whether the database holds no data yet: its file does not exist, or its LevelDB
+    /// folder is what a killed creation left ([`unfinished_creation`]).
+    fn no_database_yet(&self) -> bool {
+        self.database
+            .as_deref()
+            .is_some_and(|p| !p.exists() || (self.leveldb && unfinished_creation(p)))
+    }
+
     /// The identity of the database file now (`None` without one).
     pub(super) fn database_id(&self) -> Option<(u64, u64)> {
         self.database.as_deref().and_then(file_id)
@@ -84,7 +98,7 @@ impl<S> Lazy<S> {
     /// each store as of the mount, and never opens one later (see [`Lazy::with`]).
     pub(super) fn open_for_snapshot(&self) -> Result<()> {
         let mut guard = lock(&self.store)?;
-        if guard.is_none() && !self.database.as_ref().is_some_and(|p| !p.exists()) {
+        if guard.is_none() && !self.no_database_yet() {
             let on = self.database_id();
             let store = (self.open)(&self.world, &self.world_mt, self.read_only)?;
             *guard = Some(Opened { on, store });
@@ -119,7 +133,7 @@ impl<S> Lazy<S> {
             }
         }
         if guard.is_none() {
-            if !write && self.database.as_ref().is_some_and(|p| !p.exists()) {
+            if !write && self.no_database_yet() {
                 return absent();
             }
             // Taken before opening, so that a file replaced in between is followed; one the

@@ -360,3 +360,47 @@ fn entry_stat_reads_the_value_only_after_a_change() {
     assert_eq!(a.stat(&path).unwrap().size, 15);
     assert_eq!(reads(), after_first + 2);
 }
+
+/// A LevelDB `players.db` or `auth.db` whose creation was killed before it held data (what
+/// the kill of mount test 87 left of a map) reads as no data on a read-only mount, as a
+/// database that does not exist does, and a read-write mount's first write creates it.
+#[test]
+fn a_killed_leveldb_creation_reads_as_no_data() {
+    let state = tempfile::tempdir().unwrap();
+    std::env::set_var("WORLDFS_STATE_DIR", state.path());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("world.mt"),
+        "player_backend = leveldb\nauth_backend = leveldb\nmod_storage_backend = sqlite3\n",
+    )
+    .unwrap();
+    for db in ["players.db", "auth.db"] {
+        let folder = dir.path().join(db);
+        std::fs::create_dir(&folder).unwrap();
+        for (name, content) in [
+            ("LOCK", ""),
+            ("LOG", ""),
+            ("MANIFEST-000001", "\u{1}partial"),
+            ("000001.dbtmp", "MANIFEST-000001\n"),
+        ] {
+            std::fs::write(folder.join(name), content).unwrap();
+        }
+    }
+    let world_mt = WorldMt::read(dir.path()).unwrap();
+    let auth = p(&["auth.txt"]);
+    let read_only = Accounts::open(dir.path(), &world_mt, true).unwrap();
+    assert!(names_in(&read_only, &["players"]).is_empty());
+    assert!(read_only.read(&auth).unwrap().is_empty());
+    drop(read_only);
+    assert!(
+        !dir.path().join("auth.db/CURRENT").exists(),
+        "nothing created"
+    );
+
+    let a = Accounts::open(dir.path(), &world_mt, false).unwrap();
+    assert!(names_in(&a, &["players"]).is_empty());
+    a.write(&auth, b"alice:#1#salt#verifier:interact:5\n")
+        .unwrap();
+    assert!(dir.path().join("auth.db/CURRENT").exists(), "created");
+    assert!(a.read(&auth).unwrap().starts_with(b"alice:"));
+}
