@@ -126,7 +126,15 @@ pub struct LuantiTree {
     /// Recent pages of the `blocks/` listing: the kernel asks for a few dozen entries per
     /// call, and a page read from SQLite serves many consecutive calls.
     pages: Mutex<Vec<Arc<Page>>>,
+    /// Blocks changed by edits of the whole map (`index/` renames) since the core last asked
+    /// ([`Tree::take_changed_objects`]); `None` once more than [`CHANGED_BLOCKS_NAMED`]
+    /// were: the core then re-checks everything the kernel keeps.
+    changed_blocks: Mutex<Option<Vec<BlockPos>>>,
 }
+
+/// How many blocks changed by edits of the whole map are named to the core (6 bytes each):
+/// past this, it re-checks everything, as it does without names.
+const CHANGED_BLOCKS_NAMED: usize = 1 << 20;
 
 /// A block view's source kept at a reader's open (see [`Tree::pin`]).
 struct PinnedView {
@@ -272,6 +280,7 @@ impl LuantiTree {
             view_sources,
             empty_meta: Mutex::new(BTreeSet::new()),
             pages: Mutex::new(Vec::new()),
+            changed_blocks: Mutex::new(Some(Vec::new())),
         })
     }
 
@@ -324,6 +333,19 @@ impl LuantiTree {
             (accounts::AUTH, vec![auth]),
             (accounts::MOD_STORAGE, vec![mods]),
         ]
+    }
+
+    /// Notes blocks an edit of the whole map changed, once committed (see
+    /// [`LuantiTree::changed_blocks`]).
+    fn whole_map_changed(&self, changed: &[BlockPos]) {
+        if let Ok(mut named) = self.changed_blocks.lock() {
+            match named.as_mut() {
+                Some(v) if v.len() + changed.len() <= CHANGED_BLOCKS_NAMED => {
+                    v.extend_from_slice(changed)
+                }
+                _ => *named = None,
+            }
+        }
     }
 
     /// The whole-world answers of `index/`.
@@ -929,6 +951,26 @@ impl Tree for LuantiTree {
             Some(index::INDEX) => 0,
             _ => path.len(),
         }
+    }
+
+    /// After renames under `index/`: the blocks they changed, `index/` and the accounts'
+    /// folders (an item rename changes players' inventories); not the world folder's files,
+    /// whose stats are volatile.
+    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Vec<String>> + '_>> {
+        let blocks = self.changed_blocks.lock().ok()?.replace(Vec::new())?;
+        let mut tops = vec![vec![index::INDEX.to_string()]];
+        if let Some(accounts) = &self.accounts {
+            tops.extend(
+                accounts
+                    .top_names()
+                    .into_iter()
+                    .map(|n| vec![n.to_string()]),
+            );
+        }
+        let blocks = blocks
+            .into_iter()
+            .map(|pos| vec!["blocks".to_string(), block_name(pos)]);
+        Some(Box::new(tops.into_iter().chain(blocks)))
     }
 
     /// `blocks/` and everything in it: blocks come and go with the map database (or by

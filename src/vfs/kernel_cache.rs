@@ -44,6 +44,10 @@ use crate::vfs::kernel::{
 };
 use crate::vfs::tree::{Kind, Stat};
 
+/// How many objects of a change of the whole tree are looked up at once (see
+/// [`Vfs::changed_objects`]).
+const OBJECTS_AT_ONCE: usize = 4096;
+
 /// Settles the core ([`Vfs::settle`]) when dropped. An operation of the core that may
 /// change something takes one as its first statement, so it is dropped last: after every lock
 /// the operation took is released (telling the kernel may wait for requests other threads
@@ -283,6 +287,10 @@ impl Vfs {
         let scope = self.tree.change_scope(path).min(path.len());
         self.start_recheck(Some(&path[..scope]));
         if scope == 0 {
+            if let Some(objects) = self.tree.take_changed_objects() {
+                self.changed_objects(path, objects);
+                return;
+            }
             if let Some(kernel) = self.kernel.get() {
                 self.shed_before_recheck(kernel.as_ref());
             }
@@ -320,6 +328,81 @@ impl Vfs {
             }
         }
         self.drop_listings(&above, top.map(Some));
+    }
+
+    /// After a change of the whole tree at `path` whose changed objects the tree named (see
+    /// [`Tree::take_changed_objects`]; the re-check of everything was counted): what the
+    /// kernel keeps of each numbered object (a block folder) is dropped, its attributes
+    /// without a stat or a look at its source (the tree said it changed), and its listings;
+    /// what it keeps below any other object, and of the folders above them, is re-checked
+    /// as after a change at each; what it keeps of everything else it goes on keeping.
+    /// Objects are taken [`OBJECTS_AT_ONCE`] at a time: what is held stays small for any
+    /// number of them.
+    ///
+    /// [`Tree::take_changed_objects`]: crate::vfs::Tree::take_changed_objects
+    fn changed_objects(
+        &self,
+        path: &[String],
+        objects: Box<dyn Iterator<Item = Vec<String>> + '_>,
+    ) {
+        let Some(kernel) = self.kernel.get() else {
+            return;
+        };
+        let mut above: Vec<u64> = Vec::new();
+        let mut tops: Vec<u64> = Vec::new();
+        let mut todo: Vec<Kept> = Vec::new();
+        let mut objects = objects.peekable();
+        while objects.peek().is_some() {
+            let chunk: Vec<Vec<String>> = objects.by_ref().take(OBJECTS_AT_ONCE).collect();
+            let mut numbered: Vec<u64> = Vec::new();
+            let mut dropped: Vec<u64> = Vec::new();
+            if let Ok(t) = self.inodes.read() {
+                for object in &chunk {
+                    let mut at = Some(ROOT);
+                    for name in object {
+                        if let Some(dir) = at {
+                            if !above.contains(&dir) {
+                                above.push(dir);
+                            }
+                            at = t.find(dir, name);
+                        }
+                    }
+                    let Some(top) = at else { continue };
+                    let kept = t.kept_below(Some(top));
+                    if is_numbered(top) {
+                        dropped.extend(kept.iter().map(|k| k.ino));
+                        numbered.push(top);
+                    } else {
+                        todo.extend(kept);
+                        tops.push(top);
+                    }
+                }
+            }
+            if let Ok(mut t) = self.inodes.write() {
+                for &ino in &dropped {
+                    t.set_kept(ino, None);
+                }
+            }
+            for ino in dropped {
+                let _ = kernel.inval_inode(ino);
+            }
+            for folder in numbered {
+                self.drop_listings(&[], Some(Some(folder)));
+            }
+        }
+        let mut own = None;
+        if let Ok(t) = self.inodes.read() {
+            todo.extend(above.iter().filter_map(|&i| t.kept_one(i)));
+            own = path.iter().try_fold(ROOT, |dir, name| t.find(dir, name));
+        }
+        let told = self.recheck(todo, true);
+        if let Some(ino) = own.filter(|ino| !told.contains(ino)) {
+            let _ = kernel.inval_inode(ino);
+        }
+        self.drop_listings(&above, None);
+        for top in tops {
+            self.drop_listings(&[], Some(Some(top)));
+        }
     }
 
     /// A call of a listing of folder `ino` (at `dir`) starts; its entries are computed
@@ -863,6 +946,59 @@ mod tests {
             plain.kernel_keeps(d, &stat, plain.kernel_epoch()),
             Keeping::Briefly
         );
+    }
+
+    /// A change of the whole tree whose objects the tree names (a rename under `index/`)
+    /// tells the kernel of those only: a named numbered folder's kept files are dropped
+    /// without computing a stat, what is kept elsewhere stays kept and nothing is told of
+    /// it; not named, everything kept is re-checked as before.
+    #[test]
+    fn a_change_of_the_whole_tree_tells_the_kernel_only_of_the_objects_it_names() {
+        let (tree, vfs, told, [f, g, h]) = kept_numbered(true, true);
+        lock(&tree.dirs).unwrap().push("all".into());
+        store(&tree, "all/x", b"ok x");
+        let (all, _) = vfs.lookup(ROOT, "all", 1).unwrap();
+        let of_d = |got: &[String]| {
+            [f, g, h]
+                .iter()
+                .filter(|i| got.contains(&format!("inode {i}")))
+                .count()
+        };
+        let stats = || tree.stats.load(Ordering::Relaxed);
+
+        *lock(&tree.whole).unwrap() = Some(vec![vec!["all".into()]]);
+        let before = stats();
+        vfs.rename(all, "x", all, "y").unwrap();
+        let a_rename = stats() - before;
+        let got = told.take();
+        assert_eq!(of_d(&got), 0, "d is not named: {got:?}");
+        assert_eq!(vfs.inodes.read().unwrap().units(), 1, "d stays followed");
+
+        let before = stats();
+        *lock(&tree.whole).unwrap() = Some(vec![vec!["all".into()], vec!["d".into()]]);
+        vfs.rename(all, "y", all, "x").unwrap();
+        let got = told.take();
+        assert_eq!(of_d(&got), 3, "every kept file of d: {got:?}");
+        assert!(
+            !got.iter().any(|t| t.starts_with("entry")),
+            "names stay: {got:?}"
+        );
+        assert_eq!(vfs.inodes.read().unwrap().units(), 0);
+        assert_eq!(stats() - before, a_rename, "no stat of d's files computed");
+
+        let d = dir_ino(&vfs);
+        for name in ["f", "g"] {
+            let (ino, stat) = vfs.lookup(d, name, 1).unwrap();
+            assert_eq!(
+                vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()),
+                Keeping::Kept
+            );
+        }
+        store(&tree, "d/h", b"ok other");
+        *lock(&tree.whole).unwrap() = None;
+        vfs.rename(all, "x", all, "y").unwrap();
+        let got = told.take();
+        assert_eq!(of_d(&got), 2, "not named: re-checked by source: {got:?}");
     }
 
     /// Serves `d/g` again from inside the first invalidation it is told of, as a lookup on

@@ -47,6 +47,9 @@ pub struct Files {
     pub on_disk: HashMap<Option<String>, Vec<std::path::PathBuf>>,
     /// Whether the tree numbers `d` and its files `f`, `g`, `h` ([`Tree::numbering`]).
     pub numbered: AtomicBool,
+    /// What [`Tree::take_changed_objects`] names after a change in `all/`, which changes
+    /// the whole tree (`None`: not known).
+    pub whole: Mutex<Option<Vec<Vec<String>>>>,
 }
 
 /// Numbers `d` (the root's one numbered entry) and `f`, `g`, `h` in it.
@@ -292,10 +295,13 @@ impl Tree for Files {
         lock(&self.mtimes)?.insert(self.file_key(path)?, mtime);
         Ok(())
     }
-    /// Every file of `d` changes with any other (like a block's views).
+    /// Every file of `d` changes with any other (like a block's views); a change in `all`
+    /// may change the whole tree (like a rename under a Luanti world's `index/`).
     fn change_scope(&self, path: &[String]) -> usize {
         if path.first().is_some_and(|d| d == "d") {
             1
+        } else if path.first().is_some_and(|d| d == "all") {
+            0
         } else {
             path.len()
         }
@@ -303,6 +309,11 @@ impl Tree for Files {
 
     fn underneath(&self) -> Option<u64> {
         Some(self.underneath.load(Ordering::Relaxed))
+    }
+
+    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Vec<String>> + '_>> {
+        let named = lock(&self.whole).ok()?.clone()?;
+        Some(Box::new(named.into_iter()))
     }
 
     fn numbering(&self) -> Option<Arc<dyn Numbering>> {

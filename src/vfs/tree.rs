@@ -291,6 +291,17 @@ pub trait Tree: Send + Sync + 'static {
         path.len()
     }
 
+    /// After changes of the whole tree (a [`Tree::change_scope`] of 0, as a rename under a
+    /// Luanti world's `index/`), the objects they changed, if the tree knows them all: each
+    /// object as [`Tree::change_scope`] names one (a block folder), and folders below which
+    /// anything may have changed (`index`). Each call gives what changed since the last,
+    /// counting only changes already made. The core then tells the kernel of those and of
+    /// the folders above them, and keeps the rest. `None` (the default): not known, so
+    /// everything the kernel keeps is re-checked.
+    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Vec<String>> + '_>> {
+        None
+    }
+
     /// Looks (at most once per short interval) whether another program changed the stores
     /// underneath, and returns a number that changes whenever it did. The core polls it and
     /// re-checks everything the kernel keeps when it changes. `None`: the tree cannot tell,

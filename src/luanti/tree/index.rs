@@ -373,6 +373,7 @@ impl LuantiTree {
             }
         };
         let followed = |edited: &Edited| {
+            self.whole_map_changed(&edited.changed);
             let changed: Vec<u64> = edited.changed.iter().map(|&p| pack(p)).collect();
             self.index.edited(edited.before, edited.after, |answer| {
                 follow(answer, &changed)
@@ -559,6 +560,7 @@ mod tests {
     use crate::luanti::codec;
     use crate::luanti::store::map::MapStore;
     use crate::luanti::test_map::{blob, map_with};
+    use crate::luanti::tree::CHANGED_BLOCKS_NAMED;
     use crate::vfs::tree::{Options, Tree};
 
     fn at(x: i16) -> BlockPos {
@@ -605,5 +607,53 @@ mod tests {
                 .expect("decodes");
             assert_eq!(b.names, ["test:b"], "block {x},0,0");
         }
+    }
+
+    /// A rename under `index/` names to the core exactly the blocks it changed (the one
+    /// another writer renamed just before too), with `index/`, once; past the bound it names
+    /// none, so the core re-checks everything.
+    #[test]
+    fn a_rename_names_the_blocks_it_changed_once() {
+        let mut blocks: Vec<_> = (0..5).map(|x| (at(x), "test:a")).collect();
+        blocks.push((at(9), "test:z"));
+        let (dir, path) = map_with(&blocks);
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let options = Options {
+            read_only: false,
+            cache_bytes: 1 << 20,
+        };
+        let tree = LuantiTree::open(&path, &options).expect("opens");
+        let p = |parts: &[&str]| -> Vec<String> { parts.iter().map(|s| s.to_string()).collect() };
+        let named = |tree: &LuantiTree| -> Option<Vec<Vec<String>>> {
+            let mut all: Vec<_> = tree.take_changed_objects()?.collect();
+            all.sort();
+            Some(all)
+        };
+        assert_eq!(
+            named(&tree),
+            Some(vec![p(&["index"])]),
+            "nothing changed yet"
+        );
+        tree.rename(
+            &p(&["index", "nodes", "test:a"]),
+            &p(&["index", "nodes", "test:b"]),
+        )
+        .expect("the rename");
+        let mut expected: Vec<Vec<String>> = (0..5)
+            .map(|x| p(&["blocks", &block_name(at(x))]))
+            .chain([p(&["index"])])
+            .collect();
+        expected.sort();
+        assert_eq!(named(&tree), Some(expected));
+        assert_eq!(named(&tree), Some(vec![p(&["index"])]), "named once");
+
+        tree.whole_map_changed(&vec![at(1); CHANGED_BLOCKS_NAMED]);
+        tree.whole_map_changed(&[at(2)]);
+        assert_eq!(named(&tree), None, "past the bound: unknown");
+        assert_eq!(
+            named(&tree),
+            Some(vec![p(&["index"])]),
+            "and known again after"
+        );
     }
 }
