@@ -57,10 +57,20 @@ mv "$M/index/nodes/$TARGET" "$M/index/nodes/bad name" 2>/dev/null && fail "a bad
 grep -q "index: renamed node default:chest to $TARGET" "$T/worldfs.log" || fail "no progress in the log"
 
 ITEMS=$(ls "$M/index/items")
-A=$(echo "$ITEMS" | sed -n 1p); B=$(echo "$ITEMS" | sed -n 2p)
+# A: the first item a block's inventory holds; B: another.
+A=$(cd "$M/index/items" && grep -l '^blocks/' $ITEMS | head -1)
+[ -n "$A" ] || fail "no item in a block's inventory"
+B=$(echo "$ITEMS" | grep -vxF -e "$A" | head -1)
 [ -n "$B" ] || fail "fewer than two items"
 SUM=$(cat "$M/index/items/$A" "$M/index/items/$B" | awk '{s+=$4} END {print s}')
+# An inventory holding the item, read (and its attributes kept) before the rename, shows
+# the renamed item and its new time at once after it.
+INV=$M/$(awk '$1 ~ /^blocks\// {print $1; exit}' "$M/index/items/$A")
+grep -q . "$INV" || fail "$INV: empty"
+BEFORE=$(stat -c '%y %s' "$INV")
 mv "$M/index/items/$A" "$M/index/items/$B" || fail "mv of an item"
+[ "$(stat -c '%y %s' "$INV")" != "$BEFORE" ] || fail "$INV: the kernel kept its time from before the rename ($BEFORE)"
+grep -qF "$B" "$INV" || fail "$INV: no $B after the rename: $(cat "$INV")"
 [ -e "$M/index/items/$A" ] && fail "$A still listed"
 assert_eq "$(awk '{s+=$4} END {print s}' "$M/index/items/$B")" "$SUM" "count of $B after the rename"
 

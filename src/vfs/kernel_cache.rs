@@ -285,9 +285,17 @@ impl Vfs {
             return;
         }
         let scope = self.tree.change_scope(path).min(path.len());
+        // Taken before the re-check is counted: a stat computed before a commit the tree
+        // names from here on is either dropped with its object or made before a re-check
+        // that concerns it (see `concerned_since`), so it is never kept.
+        let named = if scope == 0 {
+            self.tree.take_changed_objects()
+        } else {
+            None
+        };
         self.start_recheck(Some(&path[..scope]));
         if scope == 0 {
-            if let Some(objects) = self.tree.take_changed_objects() {
+            if let Some(objects) = named {
                 self.changed_objects(path, objects);
                 return;
             }

@@ -609,9 +609,8 @@ mod tests {
         }
     }
 
-    /// A rename under `index/` names to the core exactly the blocks it changed (the one
-    /// another writer renamed just before too), with `index/`, once; past the bound it names
-    /// none, so the core re-checks everything.
+    /// A rename under `index/` names to the core exactly the blocks it changed, with
+    /// `index/`, once; past the bound it names none, so the core re-checks everything.
     #[test]
     fn a_rename_names_the_blocks_it_changed_once() {
         let mut blocks: Vec<_> = (0..5).map(|x| (at(x), "test:a")).collect();
