@@ -485,8 +485,22 @@ impl Db {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// Makes at `path` what a kill left of a database's creation before LevelDB wrote
+    /// `CURRENT` (mount test 87's kill): the first manifest, CURRENT's temporary file.
+    pub(crate) fn killed_creation(path: &Path) {
+        std::fs::create_dir(path).unwrap();
+        for (name, content) in [
+            ("LOCK", ""),
+            ("LOG", ""),
+            ("MANIFEST-000001", "\u{1}partial"),
+            ("000001.dbtmp", "MANIFEST-000001\n"),
+        ] {
+            std::fs::write(path.join(name), content).unwrap();
+        }
+    }
 
     #[test]
     fn put_get_delete_scan_and_the_lock() {

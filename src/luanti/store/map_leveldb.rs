@@ -319,16 +319,7 @@ mod tests {
     fn a_killed_creation_is_no_database_yet() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("map.db");
-        // What the kill in mount test 87 left: the first manifest, CURRENT's temporary file.
-        std::fs::create_dir(&path).unwrap();
-        for (name, content) in [
-            ("LOCK", ""),
-            ("LOG", ""),
-            ("MANIFEST-000001", "\u{1}partial"),
-            ("000001.dbtmp", "MANIFEST-000001\n"),
-        ] {
-            std::fs::write(path.join(name), content).unwrap();
-        }
+        crate::luanti::store::leveldb::tests::killed_creation(&path);
         assert!(may_create(&path) && may_create(&dir.path().join("none.db")));
         let store = LevelDbMap::open(&path, false).expect("opens as no database yet");
         assert_eq!(store.list(0, 10, true).unwrap().len(), 0);

@@ -567,13 +567,18 @@ mod tests {
         BlockPos { x, y: 0, z: 0 }
     }
 
-    /// Another writer that gives a block the name after the question and before the
-    /// rename's transaction begins: the rename asks again inside its transaction, so that
-    /// block is renamed too.
-    #[test]
-    fn a_block_given_the_name_just_before_the_rename_is_renamed_too() {
-        let mut blocks: Vec<_> = (0..10).map(|x| (at(x), "test:a")).collect();
-        blocks.push((at(20), "test:z"));
+    fn p(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// A read-write tree of a map holding blocks `test:a` at x in `a` and `test:z` at `z`,
+    /// its folder (the state folder too) and its map file.
+    fn tree_of(
+        a: std::ops::Range<i16>,
+        z: i16,
+    ) -> (tempfile::TempDir, std::path::PathBuf, LuantiTree) {
+        let mut blocks: Vec<_> = a.map(|x| (at(x), "test:a")).collect();
+        blocks.push((at(z), "test:z"));
         let (dir, path) = map_with(&blocks);
         std::env::set_var("WORLDFS_STATE_DIR", dir.path());
         let options = Options {
@@ -581,7 +586,15 @@ mod tests {
             cache_bytes: 1 << 20,
         };
         let tree = LuantiTree::open(&path, &options).expect("opens");
-        let p = |parts: &[&str]| -> Vec<String> { parts.iter().map(|s| s.to_string()).collect() };
+        (dir, path, tree)
+    }
+
+    /// Another writer that gives a block the name after the question and before the
+    /// rename's transaction begins: the rename asks again inside its transaction, so that
+    /// block is renamed too.
+    #[test]
+    fn a_block_given_the_name_just_before_the_rename_is_renamed_too() {
+        let (_dir, path, tree) = tree_of(0..10, 20);
         let mut listed = 0;
         tree.list(&p(&["index", "nodes", "test:a"]), 0, &mut |_| {
             listed += 1;
@@ -613,16 +626,7 @@ mod tests {
     /// `index/`, once; past the bound it names none, so the core re-checks everything.
     #[test]
     fn a_rename_names_the_blocks_it_changed_once() {
-        let mut blocks: Vec<_> = (0..5).map(|x| (at(x), "test:a")).collect();
-        blocks.push((at(9), "test:z"));
-        let (dir, path) = map_with(&blocks);
-        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
-        let options = Options {
-            read_only: false,
-            cache_bytes: 1 << 20,
-        };
-        let tree = LuantiTree::open(&path, &options).expect("opens");
-        let p = |parts: &[&str]| -> Vec<String> { parts.iter().map(|s| s.to_string()).collect() };
+        let (_dir, _path, tree) = tree_of(0..5, 9);
         let named = |tree: &LuantiTree| -> Option<Vec<Vec<String>>> {
             let mut all: Vec<_> = tree.take_changed_objects()?.collect();
             all.sort();

@@ -375,16 +375,7 @@ fn a_killed_leveldb_creation_reads_as_no_data() {
     )
     .unwrap();
     for db in ["players.db", "auth.db"] {
-        let folder = dir.path().join(db);
-        std::fs::create_dir(&folder).unwrap();
-        for (name, content) in [
-            ("LOCK", ""),
-            ("LOG", ""),
-            ("MANIFEST-000001", "\u{1}partial"),
-            ("000001.dbtmp", "MANIFEST-000001\n"),
-        ] {
-            std::fs::write(folder.join(name), content).unwrap();
-        }
+        crate::luanti::store::leveldb::tests::killed_creation(&dir.path().join(db));
     }
     let world_mt = WorldMt::read(dir.path()).unwrap();
     let auth = p(&["auth.txt"]);
