@@ -1007,6 +1007,20 @@ mod tests {
         vfs.rename(all, "x", all, "y").unwrap();
         let got = told.take();
         assert_eq!(of_d(&got), 2, "not named: re-checked by source: {got:?}");
+
+        // A rename that fails after a part of it was done (a Luanti item rename whose
+        // players fail after its blocks were committed) tells what the tree names.
+        for name in ["f", "g"] {
+            let (ino, stat) = vfs.lookup(d, name, 1).unwrap();
+            assert_eq!(
+                vfs.kernel_keeps(ino, &stat, vfs.kernel_epoch()),
+                Keeping::Kept
+            );
+        }
+        *lock(&tree.whole).unwrap() = Some(vec![vec!["all".into()], vec!["d".into()]]);
+        assert!(vfs.rename(all, "y", all, "refused").is_err());
+        let got = told.take();
+        assert_eq!(of_d(&got), 2, "told though the rename failed: {got:?}");
     }
 
     /// Serves `d/g` again from inside the first invalidation it is told of, as a lookup on

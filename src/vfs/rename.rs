@@ -229,9 +229,15 @@ impl Vfs {
 
     /// A rename inside the tree; what replaced `to` replaces the text held for it too.
     fn rename_in_tree(&self, from: &[String], to: &[String]) -> Result<()> {
-        self.tree
-            .rename(from, to)
-            .map_err(|e| e.context(format!("{} -> {}", display_path(from), display_path(to))))?;
+        if let Err(e) = self.tree.rename(from, to) {
+            // A rename of the whole tree may fail after a part of it was committed (a Luanti
+            // item rename: the blocks, then the players): the kernel is told of what the
+            // tree names as changed all the same.
+            if self.tree.change_scope(from) == 0 {
+                self.note_change(from);
+            }
+            return Err(e.context(format!("{} -> {}", display_path(from), display_path(to))));
+        }
         // A file moved aside from `to` (`mv -b new f` moves `f` to `f~` first) is replaced,
         // as by a commit: `to` shows again, with what was renamed there.
         self.paths.replaced(to)?;

