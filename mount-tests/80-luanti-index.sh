@@ -46,8 +46,14 @@ TARGET_BEFORE=$(ls "$M/index/nodes/$TARGET" | wc -l)
 # nothing else).
 CHEST=$M/blocks/$(head -1 "$T/walk")/nodes.cubeset
 BEFORE=$(stat -c '%y %s' "$CHEST")
+# A view the rename leaves as it was (light.txt), read before it: the kernel keeps it
+# (the rename tells it of the changed views only), and what it keeps is what a fresh
+# mount shows (checked after the remount below).
+LIGHT=$(dirname "$CHEST")/light.txt
+LIGHT_BEFORE=$(stat -c '%y %s' "$LIGHT"; md5sum <"$LIGHT")
 mv "$M/index/nodes/default:chest" "$M/index/nodes/$TARGET" || fail "mv of a node"
 [ "$(stat -c '%y %s' "$CHEST")" != "$BEFORE" ] || fail "$CHEST: the kernel kept its time from before the rename ($BEFORE)"
+assert_eq "$(stat -c '%y %s' "$LIGHT"; md5sum <"$LIGHT")" "$LIGHT_BEFORE" "$LIGHT after a node rename"
 [ -e "$M/index/nodes/default:chest" ] && fail "default:chest still listed"
 if grep -l 'default:chest' "$M"/blocks/*/nodes.cubeset; then fail "a block still holds a chest"; fi
 ls "$M/index/nodes/$TARGET" >"$T/target"
@@ -73,8 +79,15 @@ mv "$M/index/items/$A" "$M/index/items/$B" || fail "mv of an item"
 grep -qF "$B" "$INV" || fail "$INV: no $B after the rename: $(cat "$INV")"
 [ -e "$M/index/items/$A" ] && fail "$A still listed"
 assert_eq "$(awk '{s+=$4} END {print s}' "$M/index/items/$B")" "$SUM" "count of $B after the rename"
+# What the kernel shows of the chest's block after both renames, which a fresh mount
+# must show too.
+shown() { (cd "$(dirname "$CHEST")" && stat -c '%n %y %s' block.txt light.txt nodes.cubeset . && md5sum block.txt light.txt nodes.cubeset); }
+KEPT=$(shown)
 
 # A corrupt block: listed in broken/, error.txt readable, rm -r deletes it.
+unmount_world "$M"
+mount_world "$W" "$M"
+assert_eq "$(shown)" "$KEPT" "the chest's block after a remount"
 unmount_world "$M"
 probe_area "$W" -32,-32,-32 31,31,31 "0,0,0" >"$T/probe0" || fail "the engine does not load the renamed world"
 grep -q "^count $TARGET " "$T/probe0" || fail "the engine sees no $TARGET"

@@ -152,6 +152,10 @@ pub struct Edited {
     pub after: i64,
     /// The blocks it changed.
     pub changed: Vec<BlockPos>,
+    /// For each of them, in the same order: the hash of its new stored bytes, and which of
+    /// its folder's first 16 entries (in the order [`EntryChanges`] gives them) the edit
+    /// changed, bit `i` for the `i`-th; `None` when a later one changed too.
+    pub entries: Vec<(u64, Option<u16>)>,
 }
 
 /// A job of [`edit_streamed`]: blocks and their stored blobs.
@@ -839,6 +843,7 @@ impl Blocks {
         #[cfg(test)]
         self.before_edit.run(self);
         let mut changed = Vec::new();
+        let mut entries = Vec::new();
         // The times to record once committed, made as each block comes back (its list of
         // entries is not kept): those of the edit's moment as (key, hash), the others with
         // their time. The block keeps its time, which its unchanged entries show; its folder
@@ -859,15 +864,18 @@ impl Blocks {
                 let key = Key::from(self.store.map().key_of(e.pos));
                 kept.push((key, e.after, self.mtimes.mtime(key, e.before)));
                 dated_now.push((self.entry_key(e.pos, ""), e.after));
-                for (sub, changed) in &e.entries {
+                let mut first = Some(0u16);
+                for (i, (sub, changed)) in e.entries.iter().enumerate() {
                     let entry = self.entry_key(e.pos, sub);
                     if *changed {
+                        first = first.and_then(|bits| (i < 16).then(|| bits | 1 << i));
                         dated_now.push((entry, while_stored(e.after)));
                     } else if let Some(t) = self.mtimes.recorded(entry, while_stored(e.before)) {
                         kept.push((entry, while_stored(e.after), t));
                     }
                 }
                 changed.push(e.pos);
+                entries.push((e.after, first));
             })
         })?;
         self.mtimes.record_all(&kept);
@@ -883,6 +891,7 @@ impl Blocks {
             before,
             after,
             changed,
+            entries,
         };
         committed(&edited);
         Ok(edited.changed.len())

@@ -25,7 +25,7 @@ use std::time::SystemTime;
 
 use crate::error::{Error, Result};
 use crate::index_tree;
-use crate::luanti::cache::{Blocks, Cached, Pinned};
+use crate::luanti::cache::{Blocks, Cached, Edited, Pinned};
 use crate::luanti::codec::block::{BlockPos, MetaVar, RelPos};
 use crate::luanti::codec::inventory::{parse_inventory, serialize_inventory};
 use crate::luanti::index::Index;
@@ -38,8 +38,8 @@ use crate::storekit::folder::FolderFiles;
 use crate::storekit::mtimes::content_hash;
 use crate::storekit::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    base_time, no_link_here, not_a_link, not_found, stream, Entry, Kind, NewFile, Numbering,
-    Options, Owner, Pin, Removal, Stat, Tree, TreePath,
+    base_time, no_link_here, not_a_link, not_found, stream, Changed, Entry, Kind, NewFile,
+    Numbering, Options, Owner, Pin, Removal, Stat, Tree, TreePath,
 };
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
@@ -129,12 +129,22 @@ pub struct LuantiTree {
     /// Blocks changed by edits of the whole map (`index/` renames) since the core last asked
     /// ([`Tree::take_changed_objects`]); `None` once more than [`CHANGED_BLOCKS_NAMED`]
     /// were: the core then re-checks everything the kernel keeps.
-    changed_blocks: Mutex<Option<Vec<BlockPos>>>,
+    changed_blocks: Mutex<Option<Vec<ChangedBlock>>>,
 }
 
-/// How many blocks changed by edits of the whole map are named to the core (6 bytes each):
+/// A block an edit of the whole map changed, as named to the core.
+#[derive(Clone, Copy)]
+struct ChangedBlock {
+    pos: BlockPos,
+    /// The hash of its new stored bytes.
+    hash: u64,
+    /// The views the edit changed (bit `i`: `VIEWS[i]`); `None`: more than views changed.
+    views: Option<u8>,
+}
+
+/// How many blocks changed by edits of the whole map are named to the core (16 bytes each):
 /// past this, it re-checks everything, as it does without names.
-const CHANGED_BLOCKS_NAMED: usize = 1 << 20;
+const CHANGED_BLOCKS_NAMED: usize = 1 << 19;
 
 /// A block view's source kept at a reader's open (see [`Tree::pin`]).
 struct PinnedView {
@@ -337,11 +347,17 @@ impl LuantiTree {
 
     /// Notes blocks an edit of the whole map changed, once committed (see
     /// [`LuantiTree::changed_blocks`]).
-    fn whole_map_changed(&self, changed: &[BlockPos]) {
+    fn whole_map_changed(&self, edited: &Edited) {
         if let Ok(mut named) = self.changed_blocks.lock() {
             match named.as_mut() {
-                Some(v) if v.len() + changed.len() <= CHANGED_BLOCKS_NAMED => {
-                    v.extend_from_slice(changed)
+                Some(v) if v.len() + edited.changed.len() <= CHANGED_BLOCKS_NAMED => {
+                    v.extend(edited.changed.iter().zip(&edited.entries).map(
+                        |(&pos, &(hash, first))| ChangedBlock {
+                            pos,
+                            hash,
+                            views: blocks::changed_views(first),
+                        },
+                    ))
                 }
                 _ => *named = None,
             }
@@ -956,20 +972,29 @@ impl Tree for LuantiTree {
     /// After renames under `index/`: the blocks they changed, `index/` and the accounts'
     /// folders (an item rename changes players' inventories); not the world folder's files,
     /// whose stats are volatile.
-    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Vec<String>> + '_>> {
+    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Changed> + '_>> {
         let blocks = self.changed_blocks.lock().ok()?.replace(Vec::new())?;
-        let mut tops = vec![vec![index::INDEX.to_string()]];
+        let mut tops = vec![Changed::whole(vec![index::INDEX.to_string()])];
         if let Some(accounts) = &self.accounts {
             tops.extend(
                 accounts
                     .top_names()
                     .into_iter()
-                    .map(|n| vec![n.to_string()]),
+                    .map(|n| Changed::whole(vec![n.to_string()])),
             );
         }
-        let blocks = blocks
-            .into_iter()
-            .map(|pos| vec!["blocks".to_string(), block_name(pos)]);
+        let blocks = blocks.into_iter().map(|b| Changed {
+            path: vec!["blocks".to_string(), block_name(b.pos)],
+            entries: b.views.map(|views| {
+                let names = VIEWS
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, _)| views & 1 << i != 0)
+                    .map(|(_, v)| v.name)
+                    .collect();
+                (names, source(b.hash, false))
+            }),
+        });
         Some(Box::new(tops.into_iter().chain(blocks)))
     }
 

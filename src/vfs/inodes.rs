@@ -722,6 +722,17 @@ impl Inodes {
         }
     }
 
+    /// What the kernel keeps of numbered folder `folder`'s entries is now derived from
+    /// `source`: a change moved the folder's source and left those entries as they were.
+    /// Not when they came from different sources already (the next re-check drops them).
+    pub fn carry_source(&mut self, folder: u64, source: u64) {
+        if let Some(unit) = self.units.get_mut(&folder_of(folder)) {
+            if unit.kept & MIXED == 0 {
+                unit.source = source;
+            }
+        }
+    }
+
     /// `ino`, if the kernel keeps its attributes.
     pub fn kept_one(&self, ino: u64) -> Option<Kept> {
         if let Some(node) = self.nodes.get(&ino) {

@@ -42,7 +42,7 @@ use crate::vfs::kernel::{
     same, Keeping, KernelCache, Listing, LOGGED_RECHECKS, MOST_LISTINGS, WATCHED_UNITS,
     WATCH_INTERVAL,
 };
-use crate::vfs::tree::{Kind, Stat};
+use crate::vfs::tree::{Changed, Kind, Stat};
 
 /// How many objects of a change of the whole tree are looked up at once (see
 /// [`Vfs::changed_objects`]).
@@ -342,17 +342,15 @@ impl Vfs {
     /// [`Tree::take_changed_objects`]; the re-check of everything was counted): what the
     /// kernel keeps of each numbered object (a block folder) is dropped, its attributes
     /// without a stat or a look at its source (the tree said it changed), and its listings;
-    /// what it keeps below any other object, and of the folders above them, is re-checked
+    /// of one whose changed entries the tree names, only the folder's attributes and those
+    /// entries are dropped, and what the kernel keeps of its other entries, still true,
+    /// is followed as derived from the object's new source; what it keeps below any other object, and of the folders above them, is re-checked
     /// as after a change at each; what it keeps of everything else it goes on keeping.
     /// Objects are taken [`OBJECTS_AT_ONCE`] at a time: what is held stays small for any
     /// number of them.
     ///
     /// [`Tree::take_changed_objects`]: crate::vfs::Tree::take_changed_objects
-    fn changed_objects(
-        &self,
-        path: &[String],
-        objects: Box<dyn Iterator<Item = Vec<String>> + '_>,
-    ) {
+    fn changed_objects(&self, path: &[String], objects: Box<dyn Iterator<Item = Changed> + '_>) {
         let Some(kernel) = self.kernel.get() else {
             return;
         };
@@ -361,13 +359,15 @@ impl Vfs {
         let mut todo: Vec<Kept> = Vec::new();
         let mut objects = objects.peekable();
         while objects.peek().is_some() {
-            let chunk: Vec<Vec<String>> = objects.by_ref().take(OBJECTS_AT_ONCE).collect();
-            let mut numbered: Vec<u64> = Vec::new();
+            let chunk: Vec<Changed> = objects.by_ref().take(OBJECTS_AT_ONCE).collect();
+            // Folders whose listings, and those of every folder below, are dropped.
+            let mut listed: Vec<u64> = Vec::new();
             let mut dropped: Vec<u64> = Vec::new();
+            let mut carried: Vec<(u64, u64)> = Vec::new();
             if let Ok(t) = self.inodes.read() {
                 for object in &chunk {
                     let mut at = Some(ROOT);
-                    for name in object {
+                    for name in &object.path {
                         if let Some(dir) = at {
                             if !above.contains(&dir) {
                                 above.push(dir);
@@ -376,13 +376,24 @@ impl Vfs {
                         }
                     }
                     let Some(top) = at else { continue };
-                    let kept = t.kept_below(Some(top));
-                    if is_numbered(top) {
-                        dropped.extend(kept.iter().map(|k| k.ino));
-                        numbered.push(top);
-                    } else {
-                        todo.extend(kept);
+                    if !is_numbered(top) {
+                        todo.extend(t.kept_below(Some(top)));
                         tops.push(top);
+                        continue;
+                    }
+                    match &object.entries {
+                        None => {
+                            dropped.extend(t.kept_below(Some(top)).iter().map(|k| k.ino));
+                            listed.push(top);
+                        }
+                        Some((names, source)) => {
+                            dropped.extend(t.kept_one(top).map(|k| k.ino));
+                            for entry in names.iter().filter_map(|n| t.find(top, n)) {
+                                dropped.extend(t.kept_below(Some(entry)).iter().map(|k| k.ino));
+                                listed.push(entry);
+                            }
+                            carried.push((top, *source));
+                        }
                     }
                 }
             }
@@ -390,11 +401,14 @@ impl Vfs {
                 for &ino in &dropped {
                     t.set_kept(ino, None);
                 }
+                for &(top, source) in &carried {
+                    t.carry_source(top, source);
+                }
             }
             for ino in dropped {
                 let _ = kernel.inval_inode(ino);
             }
-            for folder in numbered {
+            for folder in listed {
                 self.drop_listings(&[], Some(Some(folder)));
             }
         }
@@ -974,7 +988,7 @@ mod tests {
         };
         let stats = || tree.stats.load(Ordering::Relaxed);
 
-        *lock(&tree.whole).unwrap() = Some(vec![vec!["all".into()]]);
+        *lock(&tree.whole).unwrap() = Some(wholes(&["all"]));
         let before = stats();
         vfs.rename(all, "x", all, "y").unwrap();
         let a_rename = stats() - before;
@@ -983,7 +997,7 @@ mod tests {
         assert_eq!(vfs.inodes.read().unwrap().units(), 1, "d stays followed");
 
         let before = stats();
-        *lock(&tree.whole).unwrap() = Some(vec![vec!["all".into()], vec!["d".into()]]);
+        *lock(&tree.whole).unwrap() = Some(wholes(&["all", "d"]));
         vfs.rename(all, "y", all, "x").unwrap();
         let got = told.take();
         assert_eq!(of_d(&got), 3, "every kept file of d: {got:?}");
@@ -1017,10 +1031,69 @@ mod tests {
                 Keeping::Kept
             );
         }
-        *lock(&tree.whole).unwrap() = Some(vec![vec!["all".into()], vec!["d".into()]]);
+        *lock(&tree.whole).unwrap() = Some(wholes(&["all", "d"]));
         assert!(vfs.rename(all, "y", all, "refused").is_err());
         let got = told.take();
         assert_eq!(of_d(&got), 2, "told though the rename failed: {got:?}");
+    }
+
+    /// Top-level objects, each named as changed whole.
+    fn wholes(names: &[&str]) -> Vec<Changed> {
+        names
+            .iter()
+            .map(|n| Changed::whole(vec![n.to_string()]))
+            .collect()
+    }
+
+    /// A named object whose changed entries the tree names too (a block an `index/` rename
+    /// changed the nodes of): the kernel is told of the folder and those entries only, and
+    /// what it keeps of the others stays followed, as derived from the object's new source:
+    /// a re-check by source after it finds them unchanged.
+    #[test]
+    fn a_named_object_whose_changed_entries_are_named_costs_the_kernel_only_those() {
+        let (tree, vfs, told, [f, g, h]) = kept_numbered(true, true);
+        lock(&tree.dirs).unwrap().push("all".into());
+        store(&tree, "all/x", b"ok x");
+        let (all, _) = vfs.lookup(ROOT, "all", 1).unwrap();
+        let (d, stat) = vfs.lookup(ROOT, "d", 1).unwrap();
+        assert_eq!(
+            vfs.kernel_keeps(d, &stat, vfs.kernel_epoch()),
+            Keeping::Kept
+        );
+        store(&tree, "d/f", b"ok new");
+        let source = d_source(&lock(&tree.files).unwrap());
+        let mut named = wholes(&["all"]);
+        named.push(Changed {
+            path: vec!["d".into()],
+            entries: Some((vec!["f"], source)),
+        });
+        *lock(&tree.whole).unwrap() = Some(named);
+        vfs.rename(all, "x", all, "y").unwrap();
+        let got = told.take();
+        for ino in [d, f] {
+            assert!(got.contains(&format!("inode {ino}")), "{ino}: {got:?}");
+        }
+        for ino in [g, h] {
+            assert!(!got.contains(&format!("inode {ino}")), "{ino}: {got:?}");
+        }
+        let stats = tree.stats.load(Ordering::Relaxed);
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        let got = told.take();
+        assert!(got.is_empty(), "followed from the new source: {got:?}");
+        assert_eq!(
+            tree.stats.load(Ordering::Relaxed),
+            stats,
+            "no stat computed"
+        );
+        // Then another program changes d: what the kernel keeps of g and h is dropped.
+        store(&tree, "d/h", b"ok other");
+        tree.underneath.fetch_add(1, Ordering::Relaxed);
+        vfs.watch_once();
+        let got = told.take();
+        for ino in [g, h] {
+            assert!(got.contains(&format!("inode {ino}")), "{ino}: {got:?}");
+        }
     }
 
     /// Serves `d/g` again from inside the first invalidation it is told of, as a lookup on

@@ -10,7 +10,9 @@ use crate::vfs::core::Vfs;
 pub use crate::vfs::inodes::ROOT;
 use crate::vfs::paths::OpenMode;
 use crate::vfs::race_hook::RaceHook;
-use crate::vfs::tree::{stream, Entry, Kind, NewFile, Numbering, Pin, Removal, Stat, Tree};
+use crate::vfs::tree::{
+    stream, Changed, Entry, Kind, NewFile, Numbering, Pin, Removal, Stat, Tree,
+};
 
 /// Folders of files, keyed by their path (`d/f`): `d` exists, `mkdir` makes a folder
 /// holding a fixed file `fixed` (like a block's views). A file's content must start with
@@ -49,7 +51,7 @@ pub struct Files {
     pub numbered: AtomicBool,
     /// What [`Tree::take_changed_objects`] names after a change in `all/`, which changes
     /// the whole tree (`None`: not known).
-    pub whole: Mutex<Option<Vec<Vec<String>>>>,
+    pub whole: Mutex<Option<Vec<Changed>>>,
 }
 
 /// Numbers `d` (the root's one numbered entry) and `f`, `g`, `h` in it.
@@ -314,7 +316,7 @@ impl Tree for Files {
         Some(self.underneath.load(Ordering::Relaxed))
     }
 
-    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Vec<String>> + '_>> {
+    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Changed> + '_>> {
         let named = lock(&self.whole).ok()?.clone()?;
         Some(Box::new(named.into_iter()))
     }
@@ -363,7 +365,7 @@ impl Tree for Files {
 }
 
 /// The source of every file in `d` (one object): a hash of their names and bytes.
-fn d_source(files: &HashMap<String, Vec<u8>>) -> u64 {
+pub fn d_source(files: &HashMap<String, Vec<u8>>) -> u64 {
     let mut in_d: Vec<_> = files.iter().filter(|(k, _)| k.starts_with("d/")).collect();
     in_d.sort();
     let mut h = std::collections::hash_map::DefaultHasher::new();

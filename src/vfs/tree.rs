@@ -61,6 +61,30 @@ pub trait Numbering: Send + Sync {
     fn fixed(&self) -> &'static [&'static str];
 }
 
+/// An object a change of the whole tree changed, as [`Tree::take_changed_objects`] names it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Changed {
+    /// Its path, as [`Tree::change_scope`] names an object (a block folder), or a folder
+    /// below which anything may have changed (`index`).
+    pub path: Vec<String>,
+    /// When the tree knows them: the object's fixed entries ([`Numbering::fixed`]) that
+    /// changed, and the source ([`Stat::source`]) its stats are derived from now. The
+    /// object itself changed too (its time); everything else at and below it shows what it
+    /// showed before (the same attributes, the same bytes), so what the kernel keeps of it
+    /// stays true. `None`: anything at or below it may have changed.
+    pub entries: Option<(Vec<&'static str>, u64)>,
+}
+
+impl Changed {
+    /// Object `path`, anything at or below which may have changed.
+    pub fn whole(path: Vec<String>) -> Changed {
+        Changed {
+            path,
+            entries: None,
+        }
+    }
+}
+
 /// File, directory or symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -297,8 +321,9 @@ pub trait Tree: Send + Sync + 'static {
     /// anything may have changed (`index`). Each call gives what changed since the last,
     /// counting only changes already made. The core then tells the kernel of those and of
     /// the folders above them, and keeps the rest. `None` (the default): not known, so
-    /// everything the kernel keeps is re-checked.
-    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Vec<String>> + '_>> {
+    /// everything the kernel keeps is re-checked. An object whose changed entries the tree
+    /// knows ([`Changed::entries`]) costs the kernel only those.
+    fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Changed> + '_>> {
         None
     }
 

@@ -101,7 +101,8 @@ pub(super) fn expire_lighting(block: &mut MapBlock) {
 
 /// Every entry of the folder of block `after` (paths inside it, the folder itself aside),
 /// each with whether its content (a file's bytes, a folder's listing) differs from what
-/// the same path held in `before`; found without rendering anything: the views whose fields
+/// the same path held in `before`, the views first, in [`VIEWS`] order (see
+/// [`changed_views`]); found without rendering anything: the views whose fields
 /// differ, and below `meta/` the inventories, values and listings that differ. A whole-map
 /// edit dates the changed ones and no other (see
 /// [`crate::luanti::cache::Blocks::edit_many`]).
@@ -139,6 +140,15 @@ pub(super) fn entry_changes(before: &MapBlock, after: &MapBlock) -> Vec<(String,
         }
     }
     out
+}
+
+/// Which views an edit changed, from the first entries [`entry_changes`] named changed
+/// (bit `i` for its `i`-th, the views first): `None` when anything else changed too (`meta`
+/// or an entry below it), or an entry past the sixteenth (`first` is `None`).
+pub(super) fn changed_views(first: Option<u16>) -> Option<u8> {
+    first
+        .filter(|bits| bits >> VIEW_COUNT == 0)
+        .and_then(|bits| u8::try_from(bits).ok())
 }
 
 /// A block's header: version, flags, `lighting_complete`, timestamp.

@@ -373,7 +373,7 @@ impl LuantiTree {
             }
         };
         let followed = |edited: &Edited| {
-            self.whole_map_changed(&edited.changed);
+            self.whole_map_changed(edited);
             let changed: Vec<u64> = edited.changed.iter().map(|&p| pack(p)).collect();
             self.index.edited(edited.before, edited.after, |answer| {
                 follow(answer, &changed)
@@ -557,11 +557,14 @@ fn block_links<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::luanti::cache::Edited;
     use crate::luanti::codec;
     use crate::luanti::store::map::MapStore;
+    use crate::luanti::summaries::VIEW_COUNT;
     use crate::luanti::test_map::{blob, map_with};
+    use crate::luanti::tree::blocks::changed_views;
     use crate::luanti::tree::CHANGED_BLOCKS_NAMED;
-    use crate::vfs::tree::{Options, Tree};
+    use crate::vfs::tree::{Changed, Options, Tree};
 
     fn at(x: i16) -> BlockPos {
         BlockPos { x, y: 0, z: 0 }
@@ -623,18 +626,20 @@ mod tests {
     }
 
     /// A rename under `index/` names to the core exactly the blocks it changed, with
-    /// `index/`, once; past the bound it names none, so the core re-checks everything.
+    /// `index/`, once, each with the views it changed and the source its stats now come
+    /// from; past the bound it names none, so the core re-checks everything.
     #[test]
     fn a_rename_names_the_blocks_it_changed_once() {
         let (_dir, _path, tree) = tree_of(0..5, 9);
-        let named = |tree: &LuantiTree| -> Option<Vec<Vec<String>>> {
+        let named = |tree: &LuantiTree| -> Option<Vec<Changed>> {
             let mut all: Vec<_> = tree.take_changed_objects()?.collect();
             all.sort();
             Some(all)
         };
+        let index = Changed::whole(p(&["index"]));
         assert_eq!(
             named(&tree),
-            Some(vec![p(&["index"])]),
+            Some(vec![index.clone()]),
             "nothing changed yet"
         );
         tree.rename(
@@ -642,21 +647,44 @@ mod tests {
             &p(&["index", "nodes", "test:b"]),
         )
         .expect("the rename");
-        let mut expected: Vec<Vec<String>> = (0..5)
-            .map(|x| p(&["blocks", &block_name(at(x))]))
-            .chain([p(&["index"])])
+        let mut expected: Vec<Changed> = (0..5)
+            .map(|x| {
+                let block = p(&["blocks", &block_name(at(x))]);
+                let mut file = block.clone();
+                file.push("light.txt".into());
+                let source = tree.stat(&file).expect("stat").source.expect("a source");
+                Changed {
+                    path: block,
+                    // The nodes only: the header already has the lighting to redo.
+                    entries: Some((vec!["nodes.cubeset"], source)),
+                }
+            })
+            .chain([index.clone()])
             .collect();
         expected.sort();
         assert_eq!(named(&tree), Some(expected));
-        assert_eq!(named(&tree), Some(vec![p(&["index"])]), "named once");
+        assert_eq!(named(&tree), Some(vec![index.clone()]), "named once");
 
-        tree.whole_map_changed(&vec![at(1); CHANGED_BLOCKS_NAMED]);
-        tree.whole_map_changed(&[at(2)]);
+        let edited = |n: usize| Edited {
+            before: 0,
+            after: 0,
+            changed: vec![at(1); n],
+            entries: vec![(0, None); n],
+        };
+        tree.whole_map_changed(&edited(CHANGED_BLOCKS_NAMED));
+        tree.whole_map_changed(&edited(1));
         assert_eq!(named(&tree), None, "past the bound: unknown");
-        assert_eq!(
-            named(&tree),
-            Some(vec![p(&["index"])]),
-            "and known again after"
-        );
+        assert_eq!(named(&tree), Some(vec![index]), "and known again after");
+    }
+
+    /// Only views named changed name the block's entries: anything below `meta/`, or past
+    /// the sixteenth entry, makes the whole block changed.
+    #[test]
+    fn only_changed_views_are_named_entries() {
+        assert_eq!(changed_views(Some(0b00101)), Some(0b101));
+        assert_eq!(changed_views(Some(0)), Some(0));
+        assert_eq!(changed_views(Some(1 << VIEW_COUNT)), None, "meta");
+        assert_eq!(changed_views(Some(1 << 9 | 1)), None, "below meta");
+        assert_eq!(changed_views(None), None, "past the sixteenth");
     }
 }
