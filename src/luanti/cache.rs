@@ -152,10 +152,11 @@ pub struct Edited {
     pub after: i64,
     /// The blocks it changed.
     pub changed: Vec<BlockPos>,
-    /// For each of them, in the same order: the hash of its new stored bytes, and which of
-    /// its folder's first 16 entries (in the order [`EntryChanges`] gives them) the edit
-    /// changed, bit `i` for the `i`-th; `None` when a later one changed too.
-    pub entries: Vec<(u64, Option<u16>)>,
+    /// For each of them, in the same order: the hashes of its stored bytes before and
+    /// after, and which of its folder's first 16 entries (in the order [`EntryChanges`]
+    /// gives them) the edit changed, bit `i` for the `i`-th; `None` when a later one
+    /// changed too.
+    pub entries: Vec<(u64, u64, Option<u16>)>,
 }
 
 /// A job of [`edit_streamed`]: blocks and their stored blobs.
@@ -875,7 +876,7 @@ impl Blocks {
                     }
                 }
                 changed.push(e.pos);
-                entries.push((e.after, first));
+                entries.push((e.before, e.after, first));
             })
         })?;
         self.mtimes.record_all(&kept);

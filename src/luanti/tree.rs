@@ -38,8 +38,8 @@ use crate::storekit::folder::FolderFiles;
 use crate::storekit::mtimes::content_hash;
 use crate::storekit::scratch::looks_like_scratch;
 use crate::vfs::tree::{
-    base_time, no_link_here, not_a_link, not_found, stream, Changed, Entry, Kind, NewFile,
-    Numbering, Options, Owner, Pin, Removal, Stat, Tree, TreePath,
+    base_time, no_link_here, not_a_link, not_found, stream, Changed, ChangedEntries, Entry, Kind,
+    NewFile, Numbering, Options, Owner, Pin, Removal, Stat, Tree, TreePath,
 };
 use accounts::Accounts;
 pub use blocks::{block_name, parse_block_name};
@@ -136,15 +136,16 @@ pub struct LuantiTree {
 #[derive(Clone, Copy)]
 struct ChangedBlock {
     pos: BlockPos,
-    /// The hash of its new stored bytes.
-    hash: u64,
+    /// The hashes of its stored bytes before and after.
+    before: u64,
+    after: u64,
     /// The views the edit changed (bit `i`: `VIEWS[i]`); `None`: more than views changed.
     views: Option<u8>,
 }
 
-/// How many blocks changed by edits of the whole map are named to the core (16 bytes each):
+/// How many blocks changed by edits of the whole map are named to the core (24 bytes each):
 /// past this, it re-checks everything, as it does without names.
-const CHANGED_BLOCKS_NAMED: usize = 1 << 19;
+const CHANGED_BLOCKS_NAMED: usize = 1 << 18;
 
 /// A block view's source kept at a reader's open (see [`Tree::pin`]).
 struct PinnedView {
@@ -352,9 +353,10 @@ impl LuantiTree {
             match named.as_mut() {
                 Some(v) if v.len() + edited.changed.len() <= CHANGED_BLOCKS_NAMED => {
                     v.extend(edited.changed.iter().zip(&edited.entries).map(
-                        |(&pos, &(hash, first))| ChangedBlock {
+                        |(&pos, &(before, after, first))| ChangedBlock {
                             pos,
-                            hash,
+                            before,
+                            after,
                             views: blocks::changed_views(first),
                         },
                     ))
@@ -985,14 +987,16 @@ impl Tree for LuantiTree {
         }
         let blocks = blocks.into_iter().map(|b| Changed {
             path: vec!["blocks".to_string(), block_name(b.pos)],
-            entries: b.views.map(|views| {
-                let names = VIEWS
+            entries: b.views.map(|views| ChangedEntries {
+                names: VIEWS
                     .iter()
                     .enumerate()
                     .filter(|&(i, _)| views & 1 << i != 0)
                     .map(|(_, v)| v.name)
-                    .collect();
-                (names, source(b.hash, false))
+                    .collect(),
+                // An edit of the whole map refuses blocks from the seed.
+                before: source(b.before, false),
+                after: source(b.after, false),
             }),
         });
         Some(Box::new(tops.into_iter().chain(blocks)))

@@ -722,14 +722,21 @@ impl Inodes {
         }
     }
 
-    /// What the kernel keeps of numbered folder `folder`'s entries is now derived from
-    /// `source`: a change moved the folder's source and left those entries as they were.
-    /// Not when they came from different sources already (the next re-check drops them).
-    pub fn carry_source(&mut self, folder: u64, source: u64) {
-        if let Some(unit) = self.units.get_mut(&folder_of(folder)) {
-            if unit.kept & MIXED == 0 {
-                unit.source = source;
+    /// What the kernel keeps of numbered folder `folder` and its fixed entries, derived
+    /// from source `before`, is now derived from `after` (a change moved the folder's
+    /// source and left them as they were): true when so, or when it keeps nothing of them;
+    /// false, changing nothing, when what it keeps came from another source or from
+    /// several.
+    pub fn carry_source(&mut self, folder: u64, before: u64, after: u64) -> bool {
+        match self.units.get_mut(&folder_of(folder)) {
+            Some(unit) if unit.keeps_any() => {
+                if unit.source() != Some(before) {
+                    return false;
+                }
+                unit.source = after;
+                true
             }
+            _ => true,
         }
     }
 

@@ -42,7 +42,7 @@ use crate::vfs::kernel::{
     same, Keeping, KernelCache, Listing, LOGGED_RECHECKS, MOST_LISTINGS, WATCHED_UNITS,
     WATCH_INTERVAL,
 };
-use crate::vfs::tree::{Changed, Kind, Stat};
+use crate::vfs::tree::{Changed, ChangedEntries, Kind, Stat};
 
 /// How many objects of a change of the whole tree are looked up at once (see
 /// [`Vfs::changed_objects`]).
@@ -342,9 +342,10 @@ impl Vfs {
     /// [`Tree::take_changed_objects`]; the re-check of everything was counted): what the
     /// kernel keeps of each numbered object (a block folder) is dropped, its attributes
     /// without a stat or a look at its source (the tree said it changed), and its listings;
-    /// of one whose changed entries the tree names, only the folder's attributes and those
-    /// entries are dropped, and what the kernel keeps of its other entries, still true,
-    /// is followed as derived from the object's new source; what it keeps below any other object, and of the folders above them, is re-checked
+    /// of one whose changed entries the tree names, and whose kept attributes all came
+    /// from its source before the change, only the folder's attributes and those entries
+    /// are dropped, and what the kernel keeps of its other entries, still true, is followed
+    /// as derived from the object's new source; what it keeps below any other object, and of the folders above them, is re-checked
     /// as after a change at each; what it keeps of everything else it goes on keeping.
     /// Objects are taken [`OBJECTS_AT_ONCE`] at a time: what is held stays small for any
     /// number of them.
@@ -360,10 +361,8 @@ impl Vfs {
         let mut objects = objects.peekable();
         while objects.peek().is_some() {
             let chunk: Vec<Changed> = objects.by_ref().take(OBJECTS_AT_ONCE).collect();
-            // Folders whose listings, and those of every folder below, are dropped.
-            let mut listed: Vec<u64> = Vec::new();
-            let mut dropped: Vec<u64> = Vec::new();
-            let mut carried: Vec<(u64, u64)> = Vec::new();
+            // Each numbered object the kernel knows, with what changed of it.
+            let mut numbered: Vec<(u64, Option<&ChangedEntries>)> = Vec::new();
             if let Ok(t) = self.inodes.read() {
                 for object in &chunk {
                     let mut at = Some(ROOT);
@@ -376,33 +375,35 @@ impl Vfs {
                         }
                     }
                     let Some(top) = at else { continue };
-                    if !is_numbered(top) {
+                    if is_numbered(top) {
+                        numbered.push((top, object.entries.as_ref()));
+                    } else {
                         todo.extend(t.kept_below(Some(top)));
                         tops.push(top);
-                        continue;
-                    }
-                    match &object.entries {
-                        None => {
-                            dropped.extend(t.kept_below(Some(top)).iter().map(|k| k.ino));
-                            listed.push(top);
-                        }
-                        Some((names, source)) => {
-                            dropped.extend(t.kept_one(top).map(|k| k.ino));
-                            for entry in names.iter().filter_map(|n| t.find(top, n)) {
-                                dropped.extend(t.kept_below(Some(entry)).iter().map(|k| k.ino));
-                                listed.push(entry);
-                            }
-                            carried.push((top, *source));
-                        }
                     }
                 }
             }
+            // Folders whose listings, and those of every folder below, are dropped.
+            let mut listed: Vec<u64> = Vec::new();
+            let mut dropped: Vec<u64> = Vec::new();
             if let Ok(mut t) = self.inodes.write() {
+                for (top, entries) in numbered {
+                    match entries {
+                        Some(e) if t.carry_source(top, e.before, e.after) => {
+                            dropped.extend(t.kept_one(top).map(|k| k.ino));
+                            for entry in e.names.iter().filter_map(|n| t.find(top, n)) {
+                                dropped.extend(t.kept_below(Some(entry)).iter().map(|k| k.ino));
+                                listed.push(entry);
+                            }
+                        }
+                        _ => {
+                            dropped.extend(t.kept_below(Some(top)).iter().map(|k| k.ino));
+                            listed.push(top);
+                        }
+                    }
+                }
                 for &ino in &dropped {
                     t.set_kept(ino, None);
-                }
-                for &(top, source) in &carried {
-                    t.carry_source(top, source);
                 }
             }
             for ino in dropped {
@@ -1048,7 +1049,9 @@ mod tests {
     /// A named object whose changed entries the tree names too (a block an `index/` rename
     /// changed the nodes of): the kernel is told of the folder and those entries only, and
     /// what it keeps of the others stays followed, as derived from the object's new source:
-    /// a re-check by source after it finds them unchanged.
+    /// a re-check by source after it finds them unchanged. Unless what the kernel keeps
+    /// came from another source than the change started from (another program changed the
+    /// object just before): then all of it is dropped.
     #[test]
     fn a_named_object_whose_changed_entries_are_named_costs_the_kernel_only_those() {
         let (tree, vfs, told, [f, g, h]) = kept_numbered(true, true);
@@ -1060,16 +1063,25 @@ mod tests {
             vfs.kernel_keeps(d, &stat, vfs.kernel_epoch()),
             Keeping::Kept
         );
-        store(&tree, "d/f", b"ok new");
-        let source = d_source(&lock(&tree.files).unwrap());
-        let mut named = wholes(&["all"]);
-        named.push(Changed {
-            path: vec!["d".into()],
-            entries: Some((vec!["f"], source)),
-        });
-        *lock(&tree.whole).unwrap() = Some(named);
-        vfs.rename(all, "x", all, "y").unwrap();
-        let got = told.take();
+        let source = || d_source(&lock(&tree.files).unwrap());
+        // Changes d/f, names d with f changed, renames in all/; what the kernel was told.
+        let change = |from: &str, to: &str, before: u64| {
+            store(&tree, "d/f", to.as_bytes());
+            let mut named = wholes(&["all"]);
+            named.push(Changed {
+                path: vec!["d".into()],
+                entries: Some(ChangedEntries {
+                    names: vec!["f"],
+                    before,
+                    after: source(),
+                }),
+            });
+            *lock(&tree.whole).unwrap() = Some(named);
+            vfs.rename(all, from, all, if from == "x" { "y" } else { "x" })
+                .unwrap();
+            told.take()
+        };
+        let got = change("x", "ok new", source());
         for ino in [d, f] {
             assert!(got.contains(&format!("inode {ino}")), "{ino}: {got:?}");
         }
@@ -1086,14 +1098,15 @@ mod tests {
             stats,
             "no stat computed"
         );
-        // Then another program changes d: what the kernel keeps of g and h is dropped.
+
+        // Another program changes d/h, unseen yet, and the change starts from there: what
+        // the kernel keeps of g and h came from before it, and is dropped.
         store(&tree, "d/h", b"ok other");
-        tree.underneath.fetch_add(1, Ordering::Relaxed);
-        vfs.watch_once();
-        let got = told.take();
+        let got = change("y", "ok newer", source());
         for ino in [g, h] {
             assert!(got.contains(&format!("inode {ino}")), "{ino}: {got:?}");
         }
+        assert_eq!(vfs.inodes.read().unwrap().units(), 0, "nothing kept of d");
     }
 
     /// Serves `d/g` again from inside the first invalidation it is told of, as a lookup on

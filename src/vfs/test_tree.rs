@@ -50,7 +50,7 @@ pub struct Files {
     /// Whether the tree numbers `d` and its files `f`, `g`, `h` ([`Tree::numbering`]).
     pub numbered: AtomicBool,
     /// What [`Tree::take_changed_objects`] names after a change in `all/`, which changes
-    /// the whole tree (`None`: not known).
+    /// the whole tree (`None`: not known); those with entries, once.
     pub whole: Mutex<Option<Vec<Changed>>>,
 }
 
@@ -317,7 +317,12 @@ impl Tree for Files {
     }
 
     fn take_changed_objects(&self) -> Option<Box<dyn Iterator<Item = Changed> + '_>> {
-        let named = lock(&self.whole).ok()?.clone()?;
+        let mut whole = lock(&self.whole).ok()?;
+        let named = whole.clone()?;
+        // Named with their entries once, as a Luanti tree names a changed block's views.
+        if let Some(w) = whole.as_mut() {
+            w.retain(|c| c.entries.is_none());
+        }
         Some(Box::new(named.into_iter()))
     }
 

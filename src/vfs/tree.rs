@@ -67,12 +67,22 @@ pub struct Changed {
     /// Its path, as [`Tree::change_scope`] names an object (a block folder), or a folder
     /// below which anything may have changed (`index`).
     pub path: Vec<String>,
-    /// When the tree knows them: the object's fixed entries ([`Numbering::fixed`]) that
-    /// changed, and the source ([`Stat::source`]) its stats are derived from now. The
-    /// object itself changed too (its time); everything else at and below it shows what it
-    /// showed before (the same attributes, the same bytes), so what the kernel keeps of it
-    /// stays true. `None`: anything at or below it may have changed.
-    pub entries: Option<(Vec<&'static str>, u64)>,
+    /// Which of its fixed entries changed, when the tree knows (`None`: anything at or
+    /// below it may have changed).
+    pub entries: Option<ChangedEntries>,
+}
+
+/// Which fixed entries ([`Numbering::fixed`]) of a changed object changed, and the source
+/// ([`Stat::source`]) its stats were derived from before and after the change. The object
+/// itself changed too (its time); everything else at and below it shows what it showed
+/// when its source was `before` (the same attributes, the same bytes). So what the kernel
+/// keeps of those, if derived from `before`, stays true and is now derived from `after`;
+/// kept from any other source (another program's change just before), it is dropped.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ChangedEntries {
+    pub names: Vec<&'static str>,
+    pub before: u64,
+    pub after: u64,
 }
 
 impl Changed {

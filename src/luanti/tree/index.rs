@@ -564,7 +564,7 @@ mod tests {
     use crate::luanti::test_map::{blob, map_with};
     use crate::luanti::tree::blocks::changed_views;
     use crate::luanti::tree::CHANGED_BLOCKS_NAMED;
-    use crate::vfs::tree::{Changed, Options, Tree};
+    use crate::vfs::tree::{Changed, ChangedEntries, Options, Tree};
 
     fn at(x: i16) -> BlockPos {
         BlockPos { x, y: 0, z: 0 }
@@ -642,6 +642,12 @@ mod tests {
             Some(vec![index.clone()]),
             "nothing changed yet"
         );
+        let before: Vec<u64> = (0..5)
+            .map(|x| {
+                let file = p(&["blocks", &block_name(at(x)), "light.txt"]);
+                tree.stat(&file).expect("stat").source.expect("a source")
+            })
+            .collect();
         tree.rename(
             &p(&["index", "nodes", "test:a"]),
             &p(&["index", "nodes", "test:b"]),
@@ -652,11 +658,15 @@ mod tests {
                 let block = p(&["blocks", &block_name(at(x))]);
                 let mut file = block.clone();
                 file.push("light.txt".into());
-                let source = tree.stat(&file).expect("stat").source.expect("a source");
+                let after = tree.stat(&file).expect("stat").source.expect("a source");
                 Changed {
                     path: block,
-                    // The nodes only: the header already has the lighting to redo.
-                    entries: Some((vec!["nodes.cubeset"], source)),
+                    entries: Some(ChangedEntries {
+                        // The nodes only: the header already has the lighting to redo.
+                        names: vec!["nodes.cubeset"],
+                        before: before[x as usize],
+                        after,
+                    }),
                 }
             })
             .chain([index.clone()])
@@ -669,7 +679,7 @@ mod tests {
             before: 0,
             after: 0,
             changed: vec![at(1); n],
-            entries: vec![(0, None); n],
+            entries: vec![(0, 0, None); n],
         };
         tree.whole_map_changed(&edited(CHANGED_BLOCKS_NAMED));
         tree.whole_map_changed(&edited(1));
