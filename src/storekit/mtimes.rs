@@ -647,10 +647,12 @@ impl Shared {
         // A panic under the lock leaves at worst a transaction open: the write below then
         // fails and is logged, and the records still leave `unwritten`.
         let mut c = crate::error::recover(conn);
-        let records: Vec<(Key, Record)> = match self.unwritten.lock() {
+        let mut records: Vec<(Key, Record)> = match self.unwritten.lock() {
             Ok(u) if !u.records.is_empty() => u.records.iter().map(|(k, r)| (*k, *r)).collect(),
             _ => return,
         };
+        // In the table's order: each page of it is then read and written once.
+        records.sort_unstable_by_key(|(k, _)| (k.group as i64, k.item as i64));
         let stored = c.transaction().and_then(|tx| {
             for &(key, (hash, ns)) in &records {
                 tx.prepare_cached(
