@@ -62,6 +62,35 @@ impl Drop for Settling<'_> {
     }
 }
 
+/// How many inodes one thread tells the kernel to drop, at least, when several share them.
+const DROPPED_PER_THREAD: usize = 2048;
+
+/// Tells the kernel to drop the attributes and pages of `inos`, from as many threads as
+/// there are cores when they are many: each notification is a write to the FUSE device
+/// that the kernel serves in the writer's thread (it frees the inode's pages there), and
+/// a rename all over the map drops hundreds of thousands.
+fn drop_inodes(kernel: &dyn KernelCache, inos: &[u64]) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(inos.len() / DROPPED_PER_THREAD)
+        .max(1);
+    if threads == 1 {
+        for &ino in inos {
+            let _ = kernel.inval_inode(ino);
+        }
+        return;
+    }
+    std::thread::scope(|s| {
+        for part in inos.chunks(inos.len().div_ceil(threads)) {
+            s.spawn(move || {
+                for &ino in part {
+                    let _ = kernel.inval_inode(ino);
+                }
+            });
+        }
+    });
+}
+
 impl Vfs {
     /// Lets the kernel keep what it is served for long, telling it through `kernel` what
     /// changes (the mount does this once, after mounting).
@@ -406,9 +435,7 @@ impl Vfs {
                     t.set_kept(ino, None);
                 }
             }
-            for ino in dropped {
-                let _ = kernel.inval_inode(ino);
-            }
+            drop_inodes(kernel.as_ref(), &dropped);
             for folder in listed {
                 self.drop_listings(&[], Some(Some(folder)));
             }
@@ -615,9 +642,7 @@ impl Vfs {
             Ok(mut t) => t.shed_units(WATCHED_UNITS),
             Err(_) => Default::default(),
         };
-        for ino in shed.inodes {
-            let _ = kernel.inval_inode(ino);
-        }
+        drop_inodes(kernel, &shed.inodes);
         // Names are dropped by the watcher, never from inside a request (see the module docs).
         if let Ok(mut q) = lock(&self.stale_names) {
             q.extend(shed.entries.into_iter().map(|(p, n)| (p, Arc::from(n))));
@@ -1036,6 +1061,21 @@ mod tests {
         assert!(vfs.rename(all, "y", all, "refused").is_err());
         let got = told.take();
         assert_eq!(of_d(&got), 2, "told though the rename failed: {got:?}");
+    }
+
+    /// Many inodes dropped at once are told from several threads, each exactly once.
+    #[test]
+    fn many_dropped_inodes_are_each_told_once() {
+        for n in [0, 1, DROPPED_PER_THREAD, 5 * DROPPED_PER_THREAD + 3] {
+            let told = Told::default();
+            let inos: Vec<u64> = (1..=n as u64).collect();
+            drop_inodes(&told, &inos);
+            let mut got = told.take();
+            got.sort();
+            let mut expected: Vec<String> = inos.iter().map(|i| format!("inode {i}")).collect();
+            expected.sort();
+            assert_eq!(got, expected, "{n} inodes");
+        }
     }
 
     /// Top-level objects, each named as changed whole.
