@@ -80,13 +80,20 @@ fn drop_inodes(kernel: &dyn KernelCache, inos: &[u64]) {
         }
         return;
     }
+    let tell = |part: &[u64]| {
+        for &ino in part {
+            let _ = kernel.inval_inode(ino);
+        }
+    };
     std::thread::scope(|s| {
         for part in inos.chunks(inos.len().div_ceil(threads)) {
-            s.spawn(move || {
-                for &ino in part {
-                    let _ = kernel.inval_inode(ino);
-                }
-            });
+            // A thread the system refuses: this one tells those.
+            if std::thread::Builder::new()
+                .spawn_scoped(s, move || tell(part))
+                .is_err()
+            {
+                tell(part);
+            }
         }
     });
 }
