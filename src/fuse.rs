@@ -9,15 +9,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
-    KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
-    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
-    ReplyWrite, Request, TimeOrNow, WriteFlags,
+    AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
+    INodeNo, InitFlags, KernelConfig, LockOwner, Notifier, OpenAccMode, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
 use crate::callers::Callers;
 use crate::error::Error;
 use crate::vfs::kernel::{Keeping, KernelCache};
+use crate::vfs::permission::{self, Want};
 use crate::vfs::tree::Owner;
 use crate::vfs::{Kind, OpenMode, Stat, Vfs};
 
@@ -37,20 +38,28 @@ pub struct WorldFs {
     gid: u32,
     /// Whether the kernel can open folders itself (`FUSE_NO_OPENDIR_SUPPORT`).
     kernel_opens_folders: bool,
+    /// Whether the kernel checks owners and modes (`default_permissions`, with
+    /// `--allow-other`); if not, the adapter checks what the kernel leaves to it.
+    kernel_checks: bool,
     /// The process of a request's thread: the core's views that depend on who asks are per
     /// process.
-    callers: Callers,
+    callers: Arc<Callers>,
 }
 
 impl WorldFs {
-    /// An adapter whose files belong to `uid`/`gid` (the mounting user).
-    pub fn new(vfs: Arc<Vfs>, uid: u32, gid: u32) -> WorldFs {
+    /// An adapter whose files belong to `uid`/`gid` (the mounting user); `kernel_checks`:
+    /// the kernel checks owners and modes itself (`default_permissions`).
+    pub fn new(vfs: Arc<Vfs>, uid: u32, gid: u32, kernel_checks: bool) -> WorldFs {
+        let callers = Arc::new(Callers::default());
+        let parents = callers.clone();
+        vfs.set_parent_of(Box::new(move |pid| parents.parent(pid)));
         WorldFs {
             vfs,
             uid,
             gid,
             kernel_opens_folders: false,
-            callers: Callers::default(),
+            kernel_checks,
+            callers,
         }
     }
 
@@ -73,9 +82,11 @@ impl WorldFs {
         })
     }
 
-    /// `chown` of `ino`: the parts not given stay as shown.
+    /// `chown` of `ino` by the user of `req`: the parts not given stay as shown. The rules
+    /// of `chown(2)` are checked here (the kernel checks them only with `--allow-other`).
     fn chown(
         &self,
+        req: &Request,
         ino: u64,
         fh: Option<u64>,
         uid: Option<u32>,
@@ -89,10 +100,62 @@ impl WorldFs {
             uid: uid.unwrap_or(now.uid),
             gid: gid.unwrap_or(now.gid),
         };
-        if owner != now {
-            self.vfs.set_owner(ino, owner)?;
+        if owner == now {
+            return Ok(());
         }
-        Ok(())
+        let caller = Owner {
+            uid: req.uid(),
+            gid: req.gid(),
+        };
+        let groups = if caller.uid != 0 && owner.gid != now.gid && owner.gid != caller.gid {
+            self.callers.groups(req.pid())
+        } else {
+            Vec::new()
+        };
+        if !permission::may_chown(now, owner, caller, &groups) {
+            return Err(Error::new(
+                libc::EPERM,
+                format!(
+                    "chown to {}:{}: only root gives a file away, and its owner only to a group of its own",
+                    owner.uid, owner.gid
+                ),
+            ));
+        }
+        self.vfs.set_owner(ino, owner).map(|_| ())
+    }
+
+    /// Whether the user of `req` may have `want` of `ino`, by the owner and mode shown, where
+    /// the kernel does not check them: the modes a user may set (files the core holds, a
+    /// real folder's files) are enforced as on disk. Numbered inodes (a block's views) have
+    /// the tree's modes, which always let their owner read, and a read-only tree refuses
+    /// writes itself; root may do anything the kernel would let it.
+    fn may(&self, req: &Request, ino: u64, want: Want) -> Result<(), Errno> {
+        if self.kernel_checks || req.uid() == 0 || crate::vfs::inodes::is_numbered(ino) {
+            return Ok(());
+        }
+        let s = self
+            .vfs
+            .getattr(ino, None)
+            .map_err(|e| fail(&self.vfs, "access", &e))?;
+        if self.permits(req, ino, &s, want) {
+            Ok(())
+        } else {
+            Err(Errno::EACCES)
+        }
+    }
+
+    /// Whether the user of `req` may have `want` of `ino`, whose attributes are `s`.
+    fn permits(&self, req: &Request, ino: u64, s: &Stat, want: Want) -> bool {
+        let attr = self.attr(ino, s);
+        let owner = Owner {
+            uid: attr.uid,
+            gid: attr.gid,
+        };
+        let caller = Owner {
+            uid: req.uid(),
+            gid: req.gid(),
+        };
+        permission::permits(attr.perm, owner, s.kind == Kind::Dir, caller, want)
     }
 
     /// The process a request comes from.
@@ -243,6 +306,25 @@ impl Filesystem for WorldFs {
         self.vfs.forget(ino.0, nlookup);
     }
 
+    /// `access(2)`, asked only without `default_permissions` (a mount without
+    /// `--allow-other`): the caller's class of the owner and mode the core shows.
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let s = match self.vfs.getattr(ino.0, None) {
+            Ok(s) => s,
+            Err(e) => return reply.error(fail(&self.vfs, "access", &e)),
+        };
+        let want = Want {
+            read: mask.contains(AccessFlags::R_OK),
+            write: mask.contains(AccessFlags::W_OK),
+            execute: mask.contains(AccessFlags::X_OK),
+        };
+        if self.permits(req, ino.0, &s, want) {
+            reply.ok();
+        } else {
+            reply.error(Errno::EACCES);
+        }
+    }
+
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         let since = self.vfs.kernel_epoch();
         match self.vfs.getattr(ino.0, fh.map(|f| f.0)) {
@@ -253,7 +335,7 @@ impl Filesystem for WorldFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -270,12 +352,20 @@ impl Filesystem for WorldFs {
         reply: ReplyAttr,
     ) {
         let since = self.vfs.kernel_epoch();
+        if size.is_some() && fh.is_none() {
+            let write = Want {
+                write: true,
+                ..Want::default()
+            };
+            if let Err(e) = self.may(req, ino.0, write) {
+                return reply.error(e);
+            }
+        }
         // The modes and owners of tree files are fixed (chmod/chown succeed without effect
         // there, so `cp -p` and `rsync -a` work); sizes, mtimes, the modes of files the core
-        // holds and the owners of real folders' files are real. The kernel checked who may
-        // chown (default_permissions).
+        // holds and the owners of real folders' files are real.
         if uid.is_some() || gid.is_some() {
-            if let Err(e) = self.chown(ino.0, fh.map(|f| f.0), uid, gid) {
+            if let Err(e) = self.chown(req, ino.0, fh.map(|f| f.0), uid, gid) {
                 return reply.error(fail(&self.vfs, "chown", &e));
             }
         }
@@ -390,12 +480,20 @@ impl Filesystem for WorldFs {
         }
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let mode = OpenMode {
             write: flags.acc_mode() != OpenAccMode::O_RDONLY,
             truncate: flags.0 & libc::O_TRUNC != 0,
             append: flags.0 & libc::O_APPEND != 0,
         };
+        let want = Want {
+            read: flags.acc_mode() != OpenAccMode::O_WRONLY,
+            write: mode.write || mode.truncate,
+            execute: false,
+        };
+        if let Err(e) = self.may(req, ino.0, want) {
+            return reply.error(e);
+        }
         // A handle opened for reading is never dirty, so its close has nothing to commit:
         // FOPEN_NOFLUSH spares the kernel's FLUSH round trip on every close of a read.
         // FOPEN_KEEP_CACHE where the core keeps the kernel's pages true. An open may find

@@ -256,13 +256,19 @@ fn detach_stdio() {
 }
 
 fn mount_config(args: &MountArgs, fs_name: String) -> Config {
+    let allow_other = args.allow_other || has_option(args, "allow_other");
     let mut opts = vec![
         MountOption::FSName(fs_name),
         MountOption::Subtype("worldfs".into()),
-        MountOption::DefaultPermissions,
         MountOption::NoDev,
         MountOption::NoSuid,
     ];
+    // Other users' access is checked by the kernel against owners and modes; a mount of one
+    // user's checks what the kernel leaves to it itself (`vfs::permission`), which spares a
+    // request for the folder's attributes after each change in it.
+    if allow_other {
+        opts.push(MountOption::DefaultPermissions);
+    }
     if args.read_only || args.snapshot {
         opts.push(MountOption::RO);
     }
@@ -291,7 +297,7 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
     }
     let mut config = Config::default();
     config.mount_options = opts;
-    config.acl = if args.allow_other || has_option(args, "allow_other") {
+    config.acl = if allow_other {
         SessionACL::All
     } else {
         SessionACL::Owner
@@ -533,7 +539,12 @@ fn serve(args: &MountArgs, game: worlds::Game, ready: impl FnOnce()) -> Result<E
     }
     let uid = nix::unistd::geteuid().as_raw();
     let gid = nix::unistd::getegid().as_raw();
-    let fs = || WorldFs::new(vfs.clone(), uid, gid);
+    let kernel_checks = config.mount_options.iter().any(|o| match o {
+        MountOption::DefaultPermissions => true,
+        MountOption::CUSTOM(c) => c == "default_permissions",
+        _ => false,
+    });
+    let fs = || WorldFs::new(vfs.clone(), uid, gid, kernel_checks);
     let mut session = match without_mount_capability(|| {
         Session::new(fs(), &args.mountpoint, &config)
     }) {

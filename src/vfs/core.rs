@@ -159,6 +159,12 @@ impl Vfs {
     }
 
     /// The tree under this core.
+    /// Tells the core how to find the parent of a process: what a process's folder hides
+    /// from it, it hides from the processes it started (`vfs::fresh`).
+    pub fn set_parent_of(&self, parent_of: crate::vfs::fresh::ParentOf) {
+        self.fresh.set_parent_of(parent_of);
+    }
+
     pub fn tree(&self) -> &Arc<dyn Tree> {
         &self.tree
     }
@@ -368,7 +374,9 @@ impl Vfs {
                 .set_perm(&path, permission_bits(mode))
                 .map_err(|e| e.context(display_path(&path)))?;
         }
-        if size.is_some() || mtime.is_some() || mode.is_some() {
+        // The time or mode of held text (a copier's temporary file, before it is renamed
+        // into the tree) changes nothing the tree shows: the reply tells the kernel all.
+        if size.is_some() || ((mtime.is_some() || mode.is_some()) && !held) {
             self.note_change(&path);
         }
         self.stat_path(&path)

@@ -5,7 +5,10 @@
 //! `copytree`) fill a folder they just made by creating each entry with `O_EXCL` or `mkdir`,
 //! which fails on an entry that already exists. So, for a while, the process that made a
 //! folder does not see the entries of it that it has not written yet; every other process
-//! sees the folder as it is.
+//! sees the folder as it is. The processes the maker started count as the maker: `rsync`'s
+//! generator makes the folders and its child, the receiver, writes the files (it opens a file
+//! it replaces to compare, which for a new block's file would cost five requests and a
+//! render for nothing).
 //!
 //! A file the tree keeps showing after it was removed (a block's `light.txt`: `rm` resets it
 //! or changes nothing) is hidden the same way from the process that removed it, until it
@@ -21,7 +24,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long a made folder hides its unwritten entries from its maker after it was made, or
@@ -52,7 +55,12 @@ struct Fresh {
 #[derive(Default)]
 pub struct FreshDirs {
     dirs: Mutex<Made>,
+    /// The parent of a process, if known (the adapter reads it from `/proc`).
+    parent_of: OnceLock<ParentOf>,
 }
+
+/// How the parent of a process is found.
+pub type ParentOf = Box<dyn Fn(u32) -> Option<u32> + Send + Sync>;
 
 #[derive(Default)]
 struct Made {
@@ -177,23 +185,35 @@ impl FreshDirs {
         self.hidden_at(dir, name, None, Instant::now())
     }
 
-    /// Whether entry `name` of folder `dir` is hidden from process `pid` (`None`: from any).
+    /// Tells how to find the parent of a process (the first call counts).
+    pub fn set_parent_of(&self, parent_of: ParentOf) {
+        let _ = self.parent_of.set(parent_of);
+    }
+
+    /// Whether entry `name` of folder `dir` is hidden from process `pid` (`None`: from any):
+    /// from the process that made the folder or removed the file, and from its children.
     fn hidden_at(&self, dir: &[String], name: &str, pid: Option<u32>, now: Instant) -> bool {
-        let from = |by: u32| pid.map_or(true, |pid| pid == by);
+        let parent = std::cell::OnceCell::new();
+        let from = |by: u32| {
+            pid.map_or(true, |pid| {
+                pid == by
+                    || *parent.get_or_init(|| self.parent_of.get().and_then(|f| f(pid))) == Some(by)
+            })
+        };
         self.dirs.lock().is_ok_and(|d| {
             if d.by_path.is_empty() && d.gone.is_empty() {
                 return false;
             }
             let fresh = d.by_path.get(key(dir).as_str()).is_some_and(|f| {
-                from(f.pid)
-                    && now.saturating_duration_since(f.made) < WINDOW
+                now.saturating_duration_since(f.made) < WINDOW
                     && !f.shown.iter().any(|s| &**s == name)
+                    && from(f.pid)
             });
             fresh
                 || (!d.gone.is_empty() && {
                     let path = gone_key(dir, name);
                     d.gone.iter().any(|(at, by, p)| {
-                        from(*by) && *p == path && now.saturating_duration_since(*at) < WINDOW
+                        *p == path && now.saturating_duration_since(*at) < WINDOW && from(*by)
                     })
                 })
         })
@@ -317,6 +337,32 @@ mod tests {
         }
         assert!(!f.hidden(&[], "f0", 42), "the oldest are forgotten");
         assert!(f.hidden(&[], &format!("f{}", MOST_GONE + 9), 42));
+    }
+
+    #[test]
+    fn what_is_hidden_from_a_process_is_hidden_from_its_children() {
+        let f = FreshDirs::default();
+        // 42 started 43 (rsync's generator and its receiver); 7 started 44.
+        f.set_parent_of(Box::new(|pid| match pid {
+            43 => Some(42),
+            44 => Some(7),
+            _ => None,
+        }));
+        f.made(&p("blocks/1,0,1"), 42);
+        f.unlinked(&p("blocks/0,0,0/light.txt"), 42);
+        for pid in [42, 43] {
+            assert!(f.hidden(&p("blocks/1,0,1"), "nodes.cubeset", pid));
+            assert!(f.hidden(&p("blocks/0,0,0"), "light.txt", pid));
+        }
+        for pid in [7, 44] {
+            assert!(!f.hidden(&p("blocks/1,0,1"), "nodes.cubeset", pid));
+            assert!(!f.hidden(&p("blocks/0,0,0"), "light.txt", pid));
+        }
+        // The maker's parent is not its child.
+        f.made(&p("blocks/2,0,1"), 43);
+        assert!(!f.hidden(&p("blocks/2,0,1"), "nodes.cubeset", 42));
+        f.show(&p("blocks/1,0,1"), "nodes.cubeset");
+        assert!(!f.hidden(&p("blocks/1,0,1"), "nodes.cubeset", 43));
     }
 
     #[test]

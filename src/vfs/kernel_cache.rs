@@ -1583,6 +1583,19 @@ mod tests {
             "a closed scratch file"
         );
         told.take();
+        // rsync then sets its time and its mode: the replies carry them, nothing else in
+        // the tree changed, so nothing is told and the replies' attributes are kept.
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+        let since = vfs.kernel_epoch();
+        let stat = vfs.setattr(tmp, None, None, Some(t), None).unwrap();
+        assert_eq!(stat.mtime, t);
+        assert!(told.take().is_empty(), "a held file's time is the reply's");
+        assert!(vfs.kernel_keeps(tmp, &stat, since) == Keeping::Kept);
+        let since = vfs.kernel_epoch();
+        let stat = vfs.setattr(tmp, None, None, None, Some(0o644)).unwrap();
+        assert_eq!(stat.perm, 0o644);
+        assert!(told.take().is_empty(), "a held file's mode is the reply's");
+        assert!(vfs.kernel_keeps(tmp, &stat, since) == Keeping::Kept);
         vfs.rename(d, ".f.Xa3k2P", d, "f").unwrap();
         vfs.settle();
         assert_eq!(stored(&tree, "d/f").as_deref(), Some(&b"ok new"[..]));

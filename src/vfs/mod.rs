@@ -17,6 +17,7 @@ pub mod kernel_cache;
 pub mod naming;
 pub mod overlay;
 pub mod paths;
+pub mod permission;
 #[cfg(test)]
 pub mod race_hook;
 pub mod readdir;
