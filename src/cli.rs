@@ -106,7 +106,8 @@ pub struct MountArgs {
     /// Let other users access the mount (needs user_allow_other in /etc/fuse.conf, unless
     /// root mounts). Each user gets what the disk gives them: the root shows the world
     /// folder's owner and mode, each view its database's owner and, for group and others,
-    /// at most what the database gives them.
+    /// at most what the database gives them, checked by the kernel (default_permissions;
+    /// without --allow-other, worldfs checks what the kernel leaves to it).
     #[arg(long)]
     pub allow_other: bool,
     /// Extra mount options passed to the kernel (comma-separated, repeatable); `nonempty`
