@@ -2,7 +2,7 @@
 # A block's fixed files (nodes.cubeset, block.txt, light.txt, timers.txt) replaced the ways
 # that remove the destination first, then create it with O_EXCL: `mv` from another file
 # system, `cp --remove-destination`, `install`; and a new folder's, hidden from its maker
-# and the maker's children. The tree keeps showing a removed fixed file,
+# and the maker's forks. The tree keeps showing a removed fixed file,
 # so it is hidden from the process that removed it until that process writes it
 # (docs/limits.md, "Views of a block cannot be absent"); every other process still sees it.
 # The edits survive a remount.
@@ -35,18 +35,23 @@ ls "$B" | grep -qx light.txt || fail "another process no longer sees light.txt a
 cmp -s "$T/light.txt" "$B/light.txt" || fail "light.txt changed by rm"
 
 # A new block folder hides the fixed files not written yet from the process that made it
-# and from the processes that one started (rsync's receiver is a child of the generator,
-# which makes the folders), not from any other (docs/semantics.md, "New folders").
-python3 - "$M/blocks/5,5,5" <<'PY' || fail "a new folder's fixed files, as its maker and the maker's child see them"
+# and from its forks that run the same program (rsync's receiver is a fork of the generator,
+# which makes the folders), not from a child that runs another program, nor from any other
+# process (docs/semantics.md, "New folders").
+python3 - "$M/blocks/5,5,5" <<'PY' || fail "a new folder's fixed files, as its maker, its fork and its child see them"
 import os, subprocess, sys
 d = sys.argv[1]
 os.mkdir(d)
 f = os.path.join(d, "nodes.cubeset")
 assert not os.path.exists(f), "the maker sees nodes.cubeset"
-assert subprocess.run(["test", "-e", f]).returncode == 1, "the maker's child sees nodes.cubeset"
-assert subprocess.run(["ls", d], capture_output=True, text=True).stdout == "", "the maker's child lists fixed files"
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if not os.path.exists(f) and os.listdir(d) == [] else 1)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, "the maker's fork sees the fixed files"
+assert subprocess.run(["test", "-e", f]).returncode == 0, "a child running another program does not see nodes.cubeset"
 PY
-# This shell started the maker: it is not the maker's child.
+# This shell started the maker: it is neither the maker nor its fork.
 [ -e "$M/blocks/5,5,5/nodes.cubeset" ] || fail "the maker's parent does not see the new folder's nodes.cubeset"
 ls "$M/blocks/5,5,5" | grep -qx block.txt || fail "the maker's parent does not list block.txt"
 

@@ -5,8 +5,9 @@
 //! removed file from its remover: `vfs::fresh`) are per process: `cp -r` in a thread pool,
 //! or any program whose threads share the work, makes a folder in one thread and fills it
 //! from another. So the adapter names the thread's process (its thread group, `Tgid` in
-//! `/proc/TID/status`) before asking the core, and tells the core a process's parent
-//! (`PPid`) when it asks: `rsync` makes folders in one process and fills them from a child.
+//! `/proc/TID/status`) before asking the core, and tells the core when a process is a fork
+//! of another running the same program (`PPid` and `Name`): `rsync` makes folders in one
+//! process and fills them from its fork.
 //!
 //! Reading `/proc` costs a system call or three, so each answer is kept for a second: a
 //! thread's process never changes, and a thread id is not handed to a new thread within a
@@ -28,11 +29,23 @@ pub struct Callers {
     known: Mutex<HashMap<u32, (Task, Instant)>>,
 }
 
-/// A thread's process and that process's parent (0 when `/proc` does not say).
+/// A thread's process, that process's parent (0 when `/proc` does not say) and the name of
+/// the program it runs (the kernel's `comm`, at most 15 bytes; empty when unknown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Task {
     process: u32,
     parent: u32,
+    program: [u8; 16],
+}
+
+impl Task {
+    fn unknown(process: u32) -> Task {
+        Task {
+            process,
+            parent: 0,
+            program: [0; 16],
+        }
+    }
 }
 
 impl Callers {
@@ -42,17 +55,20 @@ impl Callers {
         self.task(tid).process
     }
 
-    /// The parent of process `pid` (a process's first thread has its id), if `/proc` says.
-    pub fn parent(&self, pid: u32) -> Option<u32> {
-        Some(self.task(pid).parent).filter(|&p| p != 0)
+    /// Whether process `pid` is a fork of process `of` that runs the same program: its child
+    /// that started no other program (rsync's receiver, forked by its generator), as far as
+    /// `/proc` tells while both run.
+    pub fn forked_from(&self, pid: u32, of: u32) -> bool {
+        let child = self.task(pid);
+        child.parent == of
+            && of != 0
+            && child.program != [0; 16]
+            && self.task(of).program == child.program
     }
 
     fn task(&self, tid: u32) -> Task {
         if tid == 0 {
-            return Task {
-                process: 0,
-                parent: 0,
-            };
+            return Task::unknown(0);
         }
         let now = Instant::now();
         if let Ok(known) = self.known.lock() {
@@ -62,10 +78,7 @@ impl Callers {
                 }
             }
         }
-        let task = task_of(tid).unwrap_or(Task {
-            process: tid,
-            parent: 0,
-        });
+        let task = task_of(tid).unwrap_or(Task::unknown(tid));
         if let Ok(mut known) = self.known.lock() {
             if known.len() >= MOST {
                 known.clear();
@@ -94,18 +107,21 @@ impl Callers {
     }
 }
 
-/// The thread group of thread `tid` and its parent, from `/proc/TID/status`.
+/// The thread group of thread `tid`, its parent and its program, from `/proc/TID/status`.
 fn task_of(tid: u32) -> Option<Task> {
     let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse().ok())
-    };
+    let line = |name: &str| status.lines().find_map(|l| l.strip_prefix(name));
+    let field = |name: &str| line(name).and_then(|v| v.trim().parse().ok());
+    let mut program = [0; 16];
+    if let Some(name) = line("Name:") {
+        let name = name.trim().as_bytes();
+        let n = name.len().min(program.len());
+        program[..n].copy_from_slice(&name[..n]);
+    }
     Some(Task {
         process: field("Tgid:")?,
         parent: field("PPid:").unwrap_or(0),
+        program,
     })
 }
 
@@ -119,11 +135,51 @@ mod tests {
     }
 
     #[test]
-    fn a_process_is_named_with_its_parent() {
+    fn a_process_is_named_with_its_parent_and_a_fork_by_its_program() {
         let callers = Callers::default();
+        let me = std::process::id();
         let parent = std::os::unix::process::parent_id();
-        assert_eq!(callers.parent(std::process::id()), Some(parent));
-        assert_eq!(callers.parent(0), None);
+        assert_eq!(callers.task(me).parent, parent);
+        assert_eq!(callers.task(0).parent, 0);
+        assert!(!callers.forked_from(me, 0));
+        // A child that runs another program is not a fork of this one.
+        let mut sleep = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let child = sleep.id();
+        assert_eq!(callers.task(child).parent, me);
+        assert!(!callers.forked_from(child, me), "sleep is another program");
+        sleep.kill().unwrap();
+        sleep.wait().unwrap();
+        // A fork that started no other program is. It is named after the thread that forks
+        // it: this test's thread takes the process's name first (a thread of the test
+        // harness has the test's).
+        let name = std::ffi::CString::new(
+            std::fs::read_to_string(format!("/proc/{me}/comm"))
+                .unwrap()
+                .trim_end(),
+        )
+        .unwrap();
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+        unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+        // SAFETY: the child only sleeps and exits (async-signal-safe calls).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            unsafe {
+                libc::sleep(10);
+                libc::_exit(0);
+            }
+        }
+        assert!(pid > 0);
+        let fork = pid as u32;
+        let seen = Callers::default().forked_from(fork, me);
+        // SAFETY: signals and reaps the child forked above.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+            libc::waitpid(pid, std::ptr::null_mut(), 0);
+        }
+        assert!(seen, "a fork runs the same program");
     }
 
     #[test]
@@ -146,6 +202,6 @@ mod tests {
         assert_eq!(callers.process(tid), me);
         assert_eq!(task_of(tid), None);
         assert_eq!(Callers::default().process(tid), tid);
-        assert_eq!(Callers::default().parent(tid), None);
+        assert_eq!(Callers::default().task(tid).parent, 0);
     }
 }

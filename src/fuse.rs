@@ -51,8 +51,8 @@ impl WorldFs {
     /// the kernel checks owners and modes itself (`default_permissions`).
     pub fn new(vfs: Arc<Vfs>, uid: u32, gid: u32, kernel_checks: bool) -> WorldFs {
         let callers = Arc::new(Callers::default());
-        let parents = callers.clone();
-        vfs.set_parent_of(Box::new(move |pid| parents.parent(pid)));
+        let forks = callers.clone();
+        vfs.set_fork_of(Box::new(move |pid, of| forks.forked_from(pid, of)));
         WorldFs {
             vfs,
             uid,
@@ -125,18 +125,20 @@ impl WorldFs {
     }
 
     /// Whether the user of `req` may have `want` of `ino`, by the owner and mode shown, where
-    /// the kernel does not check them: the modes a user may set (files the core holds, a
-    /// real folder's files) are enforced as on disk. Numbered inodes (a block's views) have
-    /// the tree's modes, which always let their owner read, and a read-only tree refuses
-    /// writes itself; root may do anything the kernel would let it.
+    /// the kernel does not check them (a mount of one user), as the kernel would: root may
+    /// do anything it would let it. A read of a numbered inode (a block's view, whose tree
+    /// lets its owner read it always) is not looked at, so a walk pays nothing for it.
     fn may(&self, req: &Request, ino: u64, want: Want) -> Result<(), Errno> {
-        if self.kernel_checks || req.uid() == 0 || crate::vfs::inodes::is_numbered(ino) {
+        if self.kernel_checks
+            || req.uid() == 0
+            || (!want.write && crate::vfs::inodes::is_numbered(ino))
+        {
             return Ok(());
         }
         let s = self
             .vfs
             .getattr(ino, None)
-            .map_err(|e| fail(&self.vfs, "access", &e))?;
+            .map_err(|e| fail(&self.vfs, "permission check", &e))?;
         if self.permits(req, ino, &s, want) {
             Ok(())
         } else {
@@ -155,7 +157,17 @@ impl WorldFs {
             uid: req.uid(),
             gid: req.gid(),
         };
-        permission::permits(attr.perm, owner, s.kind == Kind::Dir, caller, want)
+        // A group that is not the caller's own counts when the caller is in it: read from
+        // `/proc` only then (a file of another user's, shown with its group's bits).
+        let groups = if caller.uid != 0
+            && caller.uid != owner.uid
+            && !permission::in_group(owner, caller, &[])
+        {
+            self.callers.groups(req.pid())
+        } else {
+            Vec::new()
+        };
+        permission::permits(attr.perm, owner, s.kind == Kind::Dir, caller, &groups, want)
     }
 
     /// The process a request comes from.
@@ -365,8 +377,11 @@ impl Filesystem for WorldFs {
         // there, so `cp -p` and `rsync -a` work); sizes, mtimes, the modes of files the core
         // holds and the owners of real folders' files are real.
         if uid.is_some() || gid.is_some() {
-            if let Err(e) = self.chown(req, ino.0, fh.map(|f| f.0), uid, gid) {
-                return reply.error(fail(&self.vfs, "chown", &e));
+            match self.chown(req, ino.0, fh.map(|f| f.0), uid, gid) {
+                Ok(()) => {}
+                // Refused to the caller, as on disk: not the mount's failure.
+                Err(e) if e.errno() == libc::EPERM => return reply.error(Errno::EPERM),
+                Err(e) => return reply.error(fail(&self.vfs, "chown", &e)),
             }
         }
         let fh = fh.map(|f| f.0);
@@ -534,12 +549,17 @@ impl Filesystem for WorldFs {
             .create(parent.0, name, mode)
             .map(|(ino, s, fh)| (ino, self.made_by(req, ino, s), fh));
         match result {
+            // The close of a copier's temporary commits nothing: no FLUSH round trip.
             Ok((ino, s, fh)) => reply.created(
                 &self.ttls(ino, &s, since).0,
                 &self.attr(ino, &s),
                 Generation(0),
                 FileHandle(fh),
-                FopenFlags::empty(),
+                if self.vfs.closes_quietly(fh) {
+                    FopenFlags::FOPEN_NOFLUSH
+                } else {
+                    FopenFlags::empty()
+                },
             ),
             Err(e) => reply.error(fail(&self.vfs, "create", &e)),
         }

@@ -574,6 +574,12 @@ impl Blocks {
         })
     }
 
+    /// Refuses (`EROFS`) a change of the block at `pos` that no commit could store (a
+    /// `readonly_backend` seed's).
+    pub fn check_writable(&self, pos: BlockPos) -> Result<()> {
+        self.store.map().check_writable(pos)
+    }
+
     /// Decodes stored bytes under [`HEAVY_WORK`], with the decoded block's weight (refused
     /// past [`MAX_BLOCK_COST`]).
     fn decode_bounded(&self, pos: BlockPos, blob: &[u8]) -> Result<(MapBlock, usize)> {

@@ -686,8 +686,14 @@ impl Tree for LuantiTree {
     }
 
     fn writable_at(&self, path: &TreePath) -> Result<()> {
-        match path.first() {
-            Some(top) if top == index::INDEX => Err(index_tree::read_only(INDEX_RENAMES)),
+        match path.first().map(String::as_str) {
+            Some(index::INDEX) => Err(index_tree::read_only(INDEX_RENAMES)),
+            // A block shown from a `readonly_backend` seed (0555/0444) takes nothing, whoever
+            // asks: root, or a mount whose kernel does not check modes.
+            Some("blocks") => match path.get(1).and_then(|b| parse_block_name(b)) {
+                Some(pos) => self.blocks.check_writable(pos),
+                None => Ok(()),
+            },
             _ => Ok(()),
         }
     }

@@ -2,8 +2,9 @@
 //! what it is shown from on disk (issue 35, "`--allow-other` shows more than the disk
 //! allows").
 //!
-//! The kernel checks permissions itself (`default_permissions`) against the owner and mode
-//! the core reports, so those must be the disk's: the mount's root takes the world folder's
+//! The kernel checks permissions (`default_permissions`, with `--allow-other`; on a mount of
+//! one user the adapter checks what the kernel leaves to it, `vfs::permission`) against the
+//! owner and mode the core reports, so those must be the disk's: the mount's root takes the world folder's
 //! owner and mode (the sticky bit included, which the kernel then enforces on the root's
 //! files as on disk), a view takes the owner of the database it shows and, for its group
 //! and others, at most the permission bits the database gives them (a map at 0600 shows

@@ -159,14 +159,14 @@ impl Vfs {
     }
 
     /// The tree under this core.
-    /// Tells the core how to find the parent of a process: what a process's folder hides
-    /// from it, it hides from the processes it started (`vfs::fresh`).
-    pub fn set_parent_of(&self, parent_of: crate::vfs::fresh::ParentOf) {
-        self.fresh.set_parent_of(parent_of);
-    }
-
     pub fn tree(&self) -> &Arc<dyn Tree> {
         &self.tree
+    }
+
+    /// Tells the core how to find whether a process is a fork of another running the same
+    /// program: what a process's new folder hides from it, it hides from those (`vfs::fresh`).
+    pub fn set_fork_of(&self, fork_of: crate::vfs::fresh::ForkOf) {
+        self.fresh.set_fork_of(fork_of);
     }
 
     /// Why held texts' commits failed and the latest errors (see [`Report`]).

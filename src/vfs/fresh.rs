@@ -5,10 +5,11 @@
 //! `copytree`) fill a folder they just made by creating each entry with `O_EXCL` or `mkdir`,
 //! which fails on an entry that already exists. So, for a while, the process that made a
 //! folder does not see the entries of it that it has not written yet; every other process
-//! sees the folder as it is. The processes the maker started count as the maker: `rsync`'s
-//! generator makes the folders and its child, the receiver, writes the files (it opens a file
-//! it replaces to compare, which for a new block's file would cost five requests and a
-//! render for nothing).
+//! sees the folder as it is. The maker's forks that run the same program count as the maker:
+//! `rsync`'s generator makes the folders and its fork, the receiver, writes the files (it
+//! opens a file it replaces to compare, which for a new block's file would cost five
+//! requests and a render for nothing). A child that runs another program (a script's
+//! `mkdir`, then `sed -i` on a file of the folder) sees the folder as it is.
 //!
 //! A file the tree keeps showing after it was removed (a block's `light.txt`: `rm` resets it
 //! or changes nothing) is hidden the same way from the process that removed it, until it
@@ -55,12 +56,14 @@ struct Fresh {
 #[derive(Default)]
 pub struct FreshDirs {
     dirs: Mutex<Made>,
-    /// The parent of a process, if known (the adapter reads it from `/proc`).
-    parent_of: OnceLock<ParentOf>,
+    /// Whether a process is a fork of another running the same program (the adapter reads
+    /// it from `/proc`).
+    fork_of: OnceLock<ForkOf>,
 }
 
-/// How the parent of a process is found.
-pub type ParentOf = Box<dyn Fn(u32) -> Option<u32> + Send + Sync>;
+/// `fork_of(pid, maker)`: whether process `pid` is a fork of process `maker` that runs the
+/// same program.
+pub type ForkOf = Box<dyn Fn(u32, u32) -> bool + Send + Sync>;
 
 #[derive(Default)]
 struct Made {
@@ -185,19 +188,18 @@ impl FreshDirs {
         self.hidden_at(dir, name, None, Instant::now())
     }
 
-    /// Tells how to find the parent of a process (the first call counts).
-    pub fn set_parent_of(&self, parent_of: ParentOf) {
-        let _ = self.parent_of.set(parent_of);
+    /// Tells how to find whether a process is a fork of another (the first call counts).
+    pub fn set_fork_of(&self, fork_of: ForkOf) {
+        let _ = self.fork_of.set(fork_of);
     }
 
     /// Whether entry `name` of folder `dir` is hidden from process `pid` (`None`: from any):
-    /// from the process that made the folder or removed the file, and from its children.
+    /// from the process that made the folder or removed the file, and from its forks that
+    /// run the same program.
     fn hidden_at(&self, dir: &[String], name: &str, pid: Option<u32>, now: Instant) -> bool {
-        let parent = std::cell::OnceCell::new();
         let from = |by: u32| {
             pid.map_or(true, |pid| {
-                pid == by
-                    || *parent.get_or_init(|| self.parent_of.get().and_then(|f| f(pid))) == Some(by)
+                pid == by || self.fork_of.get().is_some_and(|f| f(pid, by))
             })
         };
         self.dirs.lock().is_ok_and(|d| {
@@ -340,25 +342,22 @@ mod tests {
     }
 
     #[test]
-    fn what_is_hidden_from_a_process_is_hidden_from_its_children() {
+    fn what_is_hidden_from_a_process_is_hidden_from_its_forks() {
         let f = FreshDirs::default();
-        // 42 started 43 (rsync's generator and its receiver); 7 started 44.
-        f.set_parent_of(Box::new(|pid| match pid {
-            43 => Some(42),
-            44 => Some(7),
-            _ => None,
-        }));
+        // 43 is a fork of 42 (rsync's generator and its receiver); 45 is a child of 42 that
+        // runs another program; 44 is a fork of 7.
+        f.set_fork_of(Box::new(|pid, of| matches!((pid, of), (43, 42) | (44, 7))));
         f.made(&p("blocks/1,0,1"), 42);
         f.unlinked(&p("blocks/0,0,0/light.txt"), 42);
         for pid in [42, 43] {
             assert!(f.hidden(&p("blocks/1,0,1"), "nodes.cubeset", pid));
             assert!(f.hidden(&p("blocks/0,0,0"), "light.txt", pid));
         }
-        for pid in [7, 44] {
+        for pid in [7, 44, 45] {
             assert!(!f.hidden(&p("blocks/1,0,1"), "nodes.cubeset", pid));
             assert!(!f.hidden(&p("blocks/0,0,0"), "light.txt", pid));
         }
-        // The maker's parent is not its child.
+        // The maker's parent is not its fork.
         f.made(&p("blocks/2,0,1"), 43);
         assert!(!f.hidden(&p("blocks/2,0,1"), "nodes.cubeset", 42));
         f.show(&p("blocks/1,0,1"), "nodes.cubeset");

@@ -284,6 +284,21 @@ impl Vfs {
     /// error of its own close). A file this handle created is committed at that first close
     /// when the tree takes it empty. The next close, or the release, commits whatever the
     /// file holds.
+    /// Whether a close of handle `fh` has nothing to commit or check before it returns: its
+    /// file is scratch text the core holds (a copier's temporary, committed or checked only
+    /// when renamed into the tree), so [`Vfs::flush`] would do nothing and the kernel need
+    /// not send it.
+    pub fn closes_quietly(&self, fh: u64) -> bool {
+        self.handle(fh)
+            .ok()
+            .and_then(|h| {
+                let file = lock(&*h).ok()?.file.clone();
+                let home = lock(&file).ok()?.home;
+                Some(home == Home::Core)
+            })
+            .unwrap_or(false)
+    }
+
     pub fn flush(&self, fh: u64) -> Result<()> {
         let _settled = self.settling();
         self.commit_handle(fh, false)
@@ -480,6 +495,35 @@ mod tests {
         vfs.release(fh).unwrap();
         assert!(vfs.failed_paths().is_empty());
         assert_eq!(lock(&tree.files).unwrap()["d/f"], b"okd");
+    }
+
+    /// The kernel sends no FLUSH for a handle whose close commits and checks nothing (a
+    /// copier's temporary): its release holds the text as a flush and a release would.
+    #[test]
+    fn a_scratch_files_close_needs_no_flush() {
+        let (tree, vfs, f) = setup();
+        let d = dir_ino(&vfs);
+        let (tmp, _, fh) = vfs.create(d, ".f.Xa3k2P", 0o600).unwrap();
+        assert!(vfs.closes_quietly(fh));
+        vfs.write(fh, 0, b"bad", false).unwrap();
+        vfs.release(fh).unwrap();
+        assert_eq!(
+            vfs.getattr(tmp, None).unwrap().size,
+            3,
+            "held at the release"
+        );
+        assert!(lock(&tree.writes).unwrap().is_empty());
+        let e = vfs.rename(d, ".f.Xa3k2P", d, "f").unwrap_err();
+        assert_eq!(
+            e.errno(),
+            libc::EINVAL,
+            "the rename reports the reason: {e}"
+        );
+        let fh = vfs.open(f, TRUNC).unwrap();
+        assert!(!vfs.closes_quietly(fh), "a tree file's close commits");
+        vfs.release(fh).unwrap_err();
+        let (_, _, fh) = vfs.create(d, "g", 0o644).unwrap();
+        assert!(!vfs.closes_quietly(fh), "a new tree file's close commits");
     }
 
     #[test]

@@ -20,18 +20,26 @@ pub struct Want {
     pub execute: bool,
 }
 
-/// Whether `caller` may have `want` of a file or folder owned by `owner` with permission
-/// bits `perm`, as the kernel's own check decides: root may read and write anything and
-/// execute what has any execute bit (or is a folder); anyone else gets the owner's, the
-/// group's or the others' bits, the first class that names them.
-pub fn permits(perm: u16, owner: Owner, dir: bool, caller: Owner, want: Want) -> bool {
+/// Whether `caller`, a member of `groups` besides its own group, may have `want` of a file
+/// or folder owned by `owner` with permission bits `perm`, as the kernel's own check
+/// decides: root may read and write anything and execute what has any execute bit (or is
+/// a folder); anyone else gets the owner's, the group's or the others' bits, the first
+/// class that names them.
+pub fn permits(
+    perm: u16,
+    owner: Owner,
+    dir: bool,
+    caller: Owner,
+    groups: &[u32],
+    want: Want,
+) -> bool {
     let perm = u32::from(perm);
     if caller.uid == 0 {
         return !want.execute || dir || perm & 0o111 != 0;
     }
     let bits = if caller.uid == owner.uid {
         perm >> 6
-    } else if caller.gid == owner.gid {
+    } else if in_group(owner, caller, groups) {
         perm >> 3
     } else {
         perm
@@ -39,6 +47,12 @@ pub fn permits(perm: u16, owner: Owner, dir: bool, caller: Owner, want: Want) ->
     (!want.read || bits & 0o4 != 0)
         && (!want.write || bits & 0o2 != 0)
         && (!want.execute || bits & 0o1 != 0)
+}
+
+/// Whether the group class of a file owned by `owner` names `caller`, a member of `groups`
+/// besides its own group; also what says whether [`permits`] needs `groups` at all.
+pub fn in_group(owner: Owner, caller: Owner, groups: &[u32]) -> bool {
+    caller.gid == owner.gid || groups.contains(&owner.gid)
 }
 
 /// Whether `caller`, a member of `groups` besides its own group, may change the owner of a
@@ -82,15 +96,15 @@ mod tests {
 
     #[test]
     fn the_owner_gets_the_owners_bits() {
-        assert!(permits(0o644, ME, false, ME, R));
-        assert!(permits(0o644, ME, false, ME, W));
-        assert!(!permits(0o444, ME, false, ME, W), "a read-only file");
-        assert!(!permits(0o644, ME, false, ME, X));
-        assert!(permits(0o755, ME, true, ME, X));
-        assert!(!permits(0o555, ME, true, ME, W), "a read-only folder");
-        assert!(permits(0o644, ME, false, ME, Want::default()), "F_OK");
+        assert!(permits(0o644, ME, false, ME, &[], R));
+        assert!(permits(0o644, ME, false, ME, &[], W));
+        assert!(!permits(0o444, ME, false, ME, &[], W), "a read-only file");
+        assert!(!permits(0o644, ME, false, ME, &[], X));
+        assert!(permits(0o755, ME, true, ME, &[], X));
+        assert!(!permits(0o555, ME, true, ME, &[], W), "a read-only folder");
+        assert!(permits(0o644, ME, false, ME, &[], Want::default()), "F_OK");
         // The owner's class decides, even where others get more.
-        assert!(!permits(0o066, ME, false, ME, R));
+        assert!(!permits(0o066, ME, false, ME, &[], R));
     }
 
     #[test]
@@ -99,21 +113,27 @@ mod tests {
             uid: 3000,
             gid: OTHER.gid,
         };
-        assert!(permits(0o640, OTHER, false, in_group, R));
-        assert!(!permits(0o640, OTHER, false, in_group, W));
-        assert!(!permits(0o640, OTHER, false, ME, R));
-        assert!(permits(0o604, OTHER, false, ME, R));
-        assert!(!permits(0o700, OTHER, true, ME, X));
+        assert!(permits(0o640, OTHER, false, in_group, &[], R));
+        assert!(!permits(0o640, OTHER, false, in_group, &[], W));
+        assert!(!permits(0o640, OTHER, false, ME, &[], R));
+        assert!(permits(0o604, OTHER, false, ME, &[], R));
+        assert!(!permits(0o700, OTHER, true, ME, &[], X));
+        // A supplementary group counts as the caller's own.
+        assert!(permits(0o640, OTHER, false, ME, &[27, OTHER.gid], R));
+        assert!(
+            !permits(0o604, OTHER, false, ME, &[OTHER.gid], R),
+            "the group's bits"
+        );
     }
 
     #[test]
     fn root_reads_and_writes_anything_and_executes_what_has_an_execute_bit() {
-        assert!(permits(0o000, ME, false, ROOT, R));
-        assert!(permits(0o444, ME, false, ROOT, W));
-        assert!(!permits(0o644, ME, false, ROOT, X));
-        assert!(permits(0o744, ME, false, ROOT, X));
+        assert!(permits(0o000, ME, false, ROOT, &[], R));
+        assert!(permits(0o444, ME, false, ROOT, &[], W));
+        assert!(!permits(0o644, ME, false, ROOT, &[], X));
+        assert!(permits(0o744, ME, false, ROOT, &[], X));
         assert!(
-            permits(0o000, ME, true, ROOT, X),
+            permits(0o000, ME, true, ROOT, &[], X),
             "root searches any folder"
         );
     }

@@ -161,6 +161,13 @@ pub trait MapBackend: Send + Sync {
         Ok(false)
     }
 
+    /// Refuses (`EROFS`, with the reason) a change of the block at `pos` that no commit
+    /// could store: one shown from a `readonly_backend` seed. Checked before a change is
+    /// queued for a later commit, where a refusal would hold back every other block.
+    fn check_writable(&self, _pos: BlockPos) -> Result<()> {
+        Ok(())
+    }
+
     /// The listing key of a position (for resuming a listing just after it).
     fn key_of(&self, pos: BlockPos) -> u64;
 

@@ -121,6 +121,13 @@ impl MapBackend for SeededMap {
         Ok(!has_data(&self.main.get(pos)?) && has_data(&self.seed.get(pos)?))
     }
 
+    fn check_writable(&self, pos: BlockPos) -> Result<()> {
+        if self.seeded_at(pos)? {
+            return Err(self.seed_block(pos));
+        }
+        Ok(())
+    }
+
     /// The main map's listing key.
     fn key_of(&self, pos: BlockPos) -> u64 {
         self.main.key_of(pos)

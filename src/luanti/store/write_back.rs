@@ -195,12 +195,16 @@ impl BlockStore {
         }
         let mut queue = self.queue()?;
         // Every base is known before any block is queued: a read that fails leaves none of
-        // the changes pending (all or nothing, as a transaction).
+        // the changes pending (all or nothing, as a transaction). A block no commit could
+        // store (a seed's) is refused now: queued, it would fail every commit of the others.
         let mut bases = Vec::with_capacity(changes.len());
         for (pos, _) in &changes {
             bases.push(match queue.blocks.get(pos) {
                 Some(p) => p.base,
-                None => stored_hash(&self.store, *pos)?,
+                None => {
+                    self.store.check_writable(*pos)?;
+                    stored_hash(&self.store, *pos)?
+                }
             });
         }
         for ((pos, data), base) in changes.into_iter().zip(bases) {
