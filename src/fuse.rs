@@ -146,6 +146,21 @@ impl WorldFs {
         }
     }
 
+    /// Whether the user of `req` may add or remove entries of folder `dir` (write and search
+    /// permission, as the kernel's `may_create` and `may_delete` ask; it still applies the
+    /// sticky bit itself), where the kernel does not check modes.
+    fn may_change_in(&self, req: &Request, dir: u64) -> Result<(), Errno> {
+        self.may(
+            req,
+            dir,
+            Want {
+                write: true,
+                execute: true,
+                ..Want::default()
+            },
+        )
+    }
+
     /// Whether the user of `req` may have `want` of `ino`, whose attributes are `s`.
     fn permits(&self, req: &Request, ino: u64, s: &Stat, want: Want) -> bool {
         let attr = self.attr(ino, s);
@@ -402,6 +417,9 @@ impl Filesystem for WorldFs {
         reply: ReplyEntry,
     ) {
         let since = self.vfs.kernel_epoch();
+        if let Err(e) = self.may_change_in(req, parent.0) {
+            return reply.error(e);
+        }
         let name = match name_str(name, "mkdir") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
@@ -432,6 +450,9 @@ impl Filesystem for WorldFs {
         reply: ReplyEntry,
     ) {
         let since = self.vfs.kernel_epoch();
+        if let Err(e) = self.may_change_in(req, parent.0) {
+            return reply.error(e);
+        }
         let name = match name_str(link_name, "symlink") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
@@ -448,6 +469,9 @@ impl Filesystem for WorldFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Err(e) = self.may_change_in(req, parent.0) {
+            return reply.error(e);
+        }
         let name = match name_str(name, "unlink") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
@@ -459,7 +483,10 @@ impl Filesystem for WorldFs {
         }
     }
 
-    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Err(e) = self.may_change_in(req, parent.0) {
+            return reply.error(e);
+        }
         let name = match name_str(name, "rmdir") {
             Ok(n) => n,
             Err(e) => return reply.error(e),
@@ -473,7 +500,7 @@ impl Filesystem for WorldFs {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -483,6 +510,11 @@ impl Filesystem for WorldFs {
     ) {
         if !flags.is_empty() {
             return reply.error(Errno::from_i32(libc::EINVAL));
+        }
+        for dir in [parent.0, newparent.0] {
+            if let Err(e) = self.may_change_in(req, dir) {
+                return reply.error(e);
+            }
         }
         let (name, newname) = match (name_str(name, "rename"), name_str(newname, "rename")) {
             (Ok(a), Ok(b)) => (a, b),
@@ -540,6 +572,9 @@ impl Filesystem for WorldFs {
         reply: ReplyCreate,
     ) {
         let since = self.vfs.kernel_epoch();
+        if let Err(e) = self.may_change_in(req, parent.0) {
+            return reply.error(e);
+        }
         let name = match name_str(name, "create") {
             Ok(n) => n,
             Err(e) => return reply.error(e),

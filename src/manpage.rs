@@ -53,8 +53,8 @@ mtimes; chmod and touch set them, a replaced file keeps its mode, and what a use
 there through the mount is that user's on disk when worldfs runs as root, as is a chown
 (cp -a and rsync -a as root keep owners); on a store's objects chmod and chown succeed
 without effect. Without --allow-other only the mounting user reaches the mount, and
-worldfs checks modes itself where the kernel leaves it to (access(2), opening or
-truncating a file whose mode a user set, chown), with the kernel's rules. Symbolic links in the
+worldfs checks modes itself where the kernel leaves it to (access(2), writes, reads of
+all but block views, entries made, removed or renamed, chown), with the kernel's rules. Symbolic links in the
 world folder show as links and worldfs never follows one: readlink gives the target as
 stored; rm, mv, touch -h and ln -s act on the link itself (ln -s only among the world
 folder's files). A folder named like a view (blocks/, index/, players/ beside the sqlite3 player

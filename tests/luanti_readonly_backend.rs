@@ -157,6 +157,11 @@ fn the_seed_shows_where_the_engine_reads_it_and_stays_unchanged() {
             assert!(e.message().contains("readonly_backend"), "{e}");
         }
         tree.writable_at(&p("blocks/0,0,0/nodes.cubeset")).unwrap();
+        // Removing a seed block's field is refused at the unlink, not when it commits.
+        let e = tree
+            .check_remove(&p("blocks/1,0,0/meta/0,0,0/fields/infotext"))
+            .unwrap_err();
+        assert_eq!(e.errno(), libc::EROFS, "{e}");
         let own =
             String::from_utf8(tree.read(&p("blocks/1,0,0/block.txt")).unwrap().to_vec()).unwrap();
         let edited: String = own

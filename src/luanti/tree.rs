@@ -745,7 +745,12 @@ impl Tree for LuantiTree {
             // Removing these changes nothing stored (auth.txt is reset by writing it).
             Place::View(..) | Place::BlockError(_) => Removal::AtOnce,
             Place::Accounts if path.len() == 1 => Removal::AtOnce,
-            Place::Accounts | Place::Inventory(..) | Place::Var(..) => Removal::Checked,
+            Place::Accounts => Removal::Checked,
+            // A seed block's (0555) are refused now, not when the held-back removal commits.
+            Place::Inventory(pos, _) | Place::Var(pos, ..) => {
+                self.blocks.check_writable(pos)?;
+                Removal::Checked
+            }
             _ => return Err(Error::is_dir("is a directory")),
         };
         match self.stat(path)?.kind {
