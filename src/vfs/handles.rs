@@ -367,6 +367,12 @@ impl Vfs {
         if f.cut {
             let e = cut_error(&f.path);
             log::error!("not stored, what was written is dropped: {e}");
+            // Scratch text cut is dropped with its name: held empty (as made), a rename of
+            // it after this release would commit nothing over what it was to replace.
+            if f.home == Home::Core {
+                self.paths.take_held(&f.path)?;
+                self.note_change(&f.path);
+            }
             return Err(e.logged());
         }
         if f.home == Home::Core {
@@ -702,13 +708,14 @@ mod tests {
         let e = vfs.rename(d, ".f.tmp", d, "f").unwrap_err();
         assert_eq!(e.errno(), libc::EFBIG);
         assert_eq!(vfs.release(tmp).unwrap_err().errno(), libc::EFBIG);
+        // Released, it is gone with what was written: a later `mv` of it (a script's
+        // `cat big > tmp; mv tmp f`) replaces nothing.
         assert_eq!(
-            vfs.getattr(vfs.lookup(d, ".f.tmp", 1).unwrap().0, None)
-                .unwrap()
-                .size,
-            0
+            vfs.lookup(d, ".f.tmp", 1).unwrap_err().errno(),
+            libc::ENOENT
         );
-        vfs.unlink(d, ".f.tmp").unwrap();
+        let e = vfs.rename(d, ".f.tmp", d, "f").unwrap_err();
+        assert_eq!(e.errno(), libc::ENOENT);
         assert_eq!(stored(&tree, "d/f").unwrap(), b"ok old");
         assert!(vfs.failed_paths().is_empty(), "the cut text is held");
         // A truncation says what the file holds: then it commits.
