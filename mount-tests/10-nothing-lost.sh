@@ -83,7 +83,8 @@ assert_eq "$(cat "$FIELD")" "external" "field after the refused truncation"
 # A world-folder file copied past the limit is never stored cut: its close fails with EFBIG
 # and what was written is dropped, so the file shows and keeps what it held (a new file
 # stays as the shell's `>` made it, empty); nothing cut is held to be saved at unmount. A
-# cut temporary renamed over the file while still open is refused too.
+# cut temporary renamed over the file while still open is refused too, and once closed it
+# is gone.
 mkdir -p "$M/worldmods/big"
 echo "small mod file" >"$M/worldmods/big/data"
 if head -c 300M /dev/zero >"$M/worldmods/big/data" 2>"$T/err"; then fail "a 300 MiB file was taken"; fi
@@ -113,7 +114,20 @@ try:
     os.close(fd)
 except OSError as e:
     assert e.errno == errno.EFBIG, e
-os.unlink(f"{d}/.data.tmp")
+# Closed, the cut temporary goes with what was written (once the kernel's release, which
+# close() does not wait for, is done): a later `mv` of it replaces nothing.
+import time
+try:
+    os.rename(f"{d}/.data.tmp", f"{d}/data")
+    raise SystemExit("a closed cut temporary was renamed over data")
+except OSError as e:
+    assert e.errno in (errno.EFBIG, errno.ENOENT), e
+for _ in range(100):
+    if not os.path.exists(f"{d}/.data.tmp"):
+        break
+    time.sleep(0.05)
+else:
+    raise SystemExit("a closed cut temporary is still there after 5 s")
 PY
 assert_eq "$(cat "$W/worldmods/big/data")" "small mod file" "the stored file after a cut rename"
 rm -r "$M/worldmods"
