@@ -84,14 +84,7 @@ fn the_seed_shows_where_the_engine_reads_it_and_stays_unchanged() {
 
     let before = probe(&world, "-16,0,-16", "15,15,15", "2,10,1");
     {
-        let tree = LuantiTree::open(
-            &world,
-            &Options {
-                read_only: false,
-                cache_bytes: 4 << 20,
-            },
-        )
-        .unwrap();
+        let tree = open_rw(&world);
         tree.write(
             &p("blocks/0,0,0/meta/2,10,1/fields/infotext"),
             b"main map edit",
@@ -139,14 +132,7 @@ fn the_seed_shows_where_the_engine_reads_it_and_stays_unchanged() {
         // With commits held back (a mount's write-back), a seed block's change is refused
         // at once, whoever asks (root, or a mount whose kernel does not check modes): held
         // back, it would fail every later commit of the main map's blocks.
-        let tree = LuantiTree::open(
-            &world,
-            &Options {
-                read_only: false,
-                cache_bytes: 4 << 20,
-            },
-        )
-        .unwrap();
+        let tree = open_rw(&world);
         tree.write_back(WINDOW).unwrap();
         for path in [
             "blocks/1,0,0/nodes.cubeset",
@@ -200,4 +186,16 @@ fn the_seed_shows_where_the_engine_reads_it_and_stays_unchanged() {
             .collect::<Vec<_>>()
     };
     assert_eq!(counts(&before), counts(&after));
+}
+
+/// The world's tree, read-write.
+fn open_rw(world: &Path) -> LuantiTree {
+    LuantiTree::open(
+        world,
+        &Options {
+            read_only: false,
+            cache_bytes: 4 << 20,
+        },
+    )
+    .unwrap()
 }
