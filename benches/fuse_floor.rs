@@ -4,7 +4,8 @@
 //! `cargo bench --bench fuse_floor -- MOUNTPOINT BLOCKS SIZE [--cached|--kept] [--no-open]` mounts, in the
 //! foreground until unmounted, a filesystem held in memory: `blocks/` with BLOCKS folders, each
 //! holding `nodes.cubeset` of SIZE bytes, four small views and an empty `meta/` folder, as
-//! `worldfs` lists a block. It answers every request from arrays, with the kernel settings of
+//! `worldfs` lists a block (with `.` and `..` in every listing, as `worldfs` lists them). It
+//! answers every request from arrays, with the kernel settings of
 //! `worldfs` (4 request threads on cloned descriptors, readdirplus chosen by the kernel, names
 //! cached 1 s, file attributes not cached), save one: it leaves opening folders to the kernel
 //! (`FUSE_NO_OPENDIR_SUPPORT`), which `worldfs` does not (docs/semantics.md "Kernel
@@ -169,6 +170,33 @@ impl NullFs {
         (b < self.blocks && Self::block_name(b) == name).then_some(b)
     }
 
+    /// The entries of a folder after the cookie `offset`: `.` and `..` (cookies 1 and 2, as
+    /// `worldfs` lists them: the kernel adds none, and programs expect them), then its
+    /// children; each as (inode, cookie, kind, name) until `each` says the reply is full.
+    fn entries(
+        &self,
+        ino: u64,
+        offset: u64,
+        each: &mut dyn FnMut(u64, u64, FileType, &str) -> bool,
+    ) {
+        let parent = match self.node(ino) {
+            Some(Node::Root | Node::Blocks) => ROOT,
+            Some(Node::BlockDir(_)) => BLOCKS,
+            Some(Node::Meta) => ino - (PER_BLOCK - 1),
+            _ => return,
+        };
+        for (cookie, i, name) in [(1, ino, "."), (2, parent, "..")] {
+            if offset < cookie && each(i, cookie, FileType::Directory, name) {
+                return;
+            }
+        }
+        let mut next = offset.max(2);
+        self.children(ino, next - 2, &mut |i, kind, name| {
+            next += 1;
+            each(i, next, kind, name)
+        });
+    }
+
     /// The children of a folder: (inode, kind, name), in listing order.
     fn children(&self, ino: u64, from: u64, each: &mut dyn FnMut(u64, FileType, &str) -> bool) {
         match self.node(ino) {
@@ -285,9 +313,7 @@ impl Filesystem for NullFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let mut next = offset;
-        self.children(ino.0, offset, &mut |i, kind, name| {
-            next += 1;
+        self.entries(ino.0, offset, &mut |i, next, kind, name| {
             reply.add(INodeNo(i), next, kind, name)
         });
         reply.ok();
@@ -301,14 +327,14 @@ impl Filesystem for NullFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        let mut next = offset;
-        self.children(ino.0, offset, &mut |i, _kind, name| {
-            next += 1;
-            match self.attr(i) {
+        self.entries(
+            ino.0,
+            offset,
+            &mut |i, next, _kind, name| match self.attr(i) {
                 Some((attr, ttl)) => reply.add(INodeNo(i), next, name, &ttl, &attr, Generation(0)),
                 None => true,
-            }
-        });
+            },
+        );
         reply.ok();
     }
 }

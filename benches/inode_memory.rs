@@ -12,6 +12,7 @@ use std::time::{Instant, SystemTime};
 
 use std::sync::Arc;
 
+use worldfs::luanti::store::map::AxisOrder;
 use worldfs::luanti::tree::BlockNumbers;
 use worldfs::vfs::inodes::{Inodes, ROOT};
 use worldfs::vfs::tree::Stat;
@@ -36,7 +37,10 @@ fn main() {
         .skip(1)
         .find_map(|a| a.parse().ok())
         .unwrap_or(30_000);
-    let numbered = fill(Inodes::new(Some(Arc::new(BlockNumbers))), blocks);
+    let numbered = fill(
+        Inodes::new(Some(Arc::new(BlockNumbers(AxisOrder::Zyx)))),
+        blocks,
+    );
     let inodes = blocks * (ENTRIES.len() as u64 + 1);
     println!(
         "numbered: {} block folders followed ({} nodes): {} bytes per block folder ({} per inode the kernel keeps), {:.0} ns per lookup",

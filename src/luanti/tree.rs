@@ -1027,7 +1027,9 @@ impl Tree for LuantiTree {
     }
 
     fn numbering(&self) -> Option<Arc<dyn Numbering>> {
-        Some(Arc::new(blocks::BlockNumbers))
+        Some(Arc::new(blocks::BlockNumbers(
+            self.blocks.store().map().axis_order(),
+        )))
     }
 
     /// Every stat under a block folder derives from the block's stored bytes (entry times

@@ -75,6 +75,52 @@ pub fn pos_to_int(p: BlockPos) -> i64 {
 pub const POS_MIN: i64 = -2048 * 0x100_0000 - 2048 * 0x1000 - 2048;
 pub const POS_MAX: i64 = 2047 * 0x100_0000 + 2047 * 0x1000 + 2047;
 
+/// Which coordinate of a block varies slowest in a backend's key order, then which next:
+/// the order its listing follows and its reads ahead fetch. Block folders are numbered in
+/// the same order ([`AxisOrder::number`]), because `find` (gnulib's fts) visits a large
+/// folder's entries sorted by inode number: a walk numbered so visits the store in key order
+/// and reads ahead serve it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AxisOrder {
+    /// z, then y, then x: the engine's integer position (`pos` of SQLite, and the
+    /// backends keyed by it).
+    Zyx,
+    /// x, then z, then y: SQLite's table of `x`, `y`, `z` columns (primary key `(x, z, y)`).
+    Xzy,
+    /// x, then y, then z: PostgreSQL's primary key `(posX, posY, posZ)`.
+    Xyz,
+}
+
+impl AxisOrder {
+    /// The coordinates of `pos`, slowest first.
+    fn digits(self, p: BlockPos) -> [i16; 3] {
+        match self {
+            AxisOrder::Zyx => [p.z, p.y, p.x],
+            AxisOrder::Xzy => [p.x, p.z, p.y],
+            AxisOrder::Xyz => [p.x, p.y, p.z],
+        }
+    }
+
+    /// A number below 2^48 for each position, ascending in this order (each coordinate
+    /// offset by 32768, sixteen bits each, the slowest highest).
+    pub fn number(self, p: BlockPos) -> u64 {
+        let bits = |c: i16| u64::from((i32::from(c) + 32768) as u16);
+        let [a, b, c] = self.digits(p);
+        bits(a) << 32 | bits(b) << 16 | bits(c)
+    }
+
+    /// The position numbered by the low 48 bits of `n` ([`AxisOrder::number`]).
+    pub fn pos(self, n: u64) -> BlockPos {
+        let coord = |shift: u32| (((n >> shift) & 0xFFFF) as i32 - 32768) as i16;
+        let (a, b, c) = (coord(32), coord(16), coord(0));
+        match self {
+            AxisOrder::Zyx => BlockPos { x: c, y: b, z: a },
+            AxisOrder::Xzy => BlockPos { x: a, y: c, z: b },
+            AxisOrder::Xyz => BlockPos { x: a, y: b, z: c },
+        }
+    }
+}
+
 /// The engine's key of a block in LevelDB and Redis: `i64tos(getBlockAsInteger(pos))`.
 pub fn block_key(pos: BlockPos) -> String {
     pos_to_int(pos).to_string()
@@ -170,6 +216,13 @@ pub trait MapBackend: Send + Sync {
 
     /// The listing key of a position (for resuming a listing just after it).
     fn key_of(&self, pos: BlockPos) -> u64;
+
+    /// The order of the coordinates in [`MapBackend::key_of`]'s order, where it follows
+    /// one (LevelDB's keys are decimal text, whose order follows none; Redis lists in the
+    /// engine's integer order).
+    fn axis_order(&self) -> AxisOrder {
+        AxisOrder::Zyx
+    }
 
     /// Up to `limit` blocks with a key greater than `after` (0 = from the start), in key
     /// order; with their blobs when `with_data`. One short read per call, so a listing
@@ -339,6 +392,26 @@ mod tests {
         #[test]
         fn integer_positions_round_trip(x in -2048i16..2048, y in -2048i16..2048, z in -2048i16..2048) {
             prop_assert_eq!(int_to_pos(pos_to_int(pos(x, y, z))), pos(x, y, z));
+        }
+
+        #[test]
+        fn axis_orders_number_in_their_order(
+            a in (-2048i16..2048, -2048i16..2048, -2048i16..2048),
+            b in (-2048i16..2048, -2048i16..2048, -2048i16..2048),
+            wide in any::<(i16, i16, i16)>(),
+        ) {
+            let (a, b) = (pos(a.0, a.1, a.2), pos(b.0, b.1, b.2));
+            let zyx = AxisOrder::Zyx;
+            prop_assert_eq!(zyx.number(a).cmp(&zyx.number(b)), pos_to_int(a).cmp(&pos_to_int(b)));
+            let xyz = AxisOrder::Xyz;
+            prop_assert_eq!(xyz.number(a).cmp(&xyz.number(b)), (a.x, a.y, a.z).cmp(&(b.x, b.y, b.z)));
+            let xzy = AxisOrder::Xzy;
+            prop_assert_eq!(xzy.number(a).cmp(&xzy.number(b)), (a.x, a.z, a.y).cmp(&(b.x, b.z, b.y)));
+            let wide = pos(wide.0, wide.1, wide.2);
+            for order in [zyx, xyz, xzy] {
+                prop_assert!(order.number(wide) >> 48 == 0);
+                prop_assert_eq!(order.pos(order.number(wide)), wide);
+            }
         }
     }
 

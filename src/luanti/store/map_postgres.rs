@@ -32,7 +32,7 @@ use crate::luanti::codec::block::BlockPos;
 use crate::luanti::store::map::{
     is_last_page, push_listed, too_large, Change, Listed, Produce, Stream, MAX_STORED,
 };
-use crate::luanti::store::map::{MapBackend, Select};
+use crate::luanti::store::map::{AxisOrder, MapBackend, Select};
 use crate::luanti::store::postgres::{create_tables, error, no_table, Server};
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, MAX_BYTES};
 use crate::luanti::store::world_mt::WorldMt;
@@ -62,18 +62,11 @@ fn data_column() -> String {
 
 /// The listing key of a position: the primary key's order, never 0 (the start).
 fn key(p: BlockPos) -> u64 {
-    let b = |v: i16| u64::from((i32::from(v) + 32768) as u16);
-    ((b(p.x) << 32) | (b(p.y) << 16) | b(p.z)) + 1
+    AxisOrder::Xyz.number(p) + 1
 }
 
 fn from_key(k: u64) -> BlockPos {
-    let k = k.saturating_sub(1);
-    let v = |s: u32| (((k >> s) & 0xFFFF) as i32 - 32768) as i16;
-    BlockPos {
-        x: v(32),
-        y: v(16),
-        z: v(0),
-    }
+    AxisOrder::Xyz.pos(k.saturating_sub(1))
 }
 
 /// A map in PostgreSQL.
@@ -337,6 +330,10 @@ impl MapBackend for PostgresMap {
     /// The listing key of a position.
     fn key_of(&self, pos: BlockPos) -> u64 {
         key(pos)
+    }
+
+    fn axis_order(&self) -> AxisOrder {
+        AxisOrder::Xyz
     }
 
     /// Up to `limit` blocks after the key `after`, streamed and cut at `LIST_BYTES`.

@@ -18,8 +18,8 @@ use std::path::PathBuf;
 
 use crate::error::{Error, Result};
 use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map::{AxisOrder, MapBackend, Select};
 use crate::luanti::store::map::{Change, Listed, MapStore, Produce, Stream, LIST_BYTES};
-use crate::luanti::store::map::{MapBackend, Select};
 
 /// A main map over a read-only seed map.
 pub struct SeededMap {
@@ -131,6 +131,10 @@ impl MapBackend for SeededMap {
     /// The main map's listing key.
     fn key_of(&self, pos: BlockPos) -> u64 {
         self.main.key_of(pos)
+    }
+
+    fn axis_order(&self) -> AxisOrder {
+        self.main.axis_order()
     }
 
     /// Up to `limit` blocks of either map after `after`, in key order, the main map's where

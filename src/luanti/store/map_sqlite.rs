@@ -25,7 +25,7 @@ use crate::luanti::store::map::{
     int_to_pos, is_last_page, pos_to_int, push_listed, too_large, Change, Listed, Produce, Stream,
     MAX_STORED,
 };
-use crate::luanti::store::map::{MapBackend, Select};
+use crate::luanti::store::map::{AxisOrder, MapBackend, Select};
 use crate::luanti::store::map::{POS_MAX, POS_MIN};
 use crate::luanti::store::read_ahead::{Filled, ReadAhead, LOCAL, MAX_BYTES};
 use crate::luanti::store::snapshot;
@@ -319,17 +319,11 @@ fn take_rows(
 }
 
 fn xyz_key(p: BlockPos) -> u64 {
-    let b = |v: i16| u64::from((i32::from(v) + 32768) as u16);
-    (b(p.x) << 32) | (b(p.z) << 16) | b(p.y)
+    AxisOrder::Xzy.number(p)
 }
 
 fn xyz_from_key(k: u64) -> BlockPos {
-    let v = |s: u32| (((k >> s) & 0xFFFF) as i32 - 32768) as i16;
-    BlockPos {
-        x: v(32),
-        z: v(16),
-        y: v(0),
-    }
+    AxisOrder::Xzy.pos(k)
 }
 
 /// Offset that makes every `pos` integer (|pos| < 2³⁶) a positive key.
@@ -933,6 +927,13 @@ impl MapBackend for SqliteMap {
         match self.schema {
             Schema::Pos => (pos_to_int(pos) + POS_KEY_OFFSET) as u64,
             Schema::Xyz => xyz_key(pos),
+        }
+    }
+
+    fn axis_order(&self) -> AxisOrder {
+        match self.schema {
+            Schema::Pos => AxisOrder::Zyx,
+            Schema::Xyz => AxisOrder::Xzy,
         }
     }
 

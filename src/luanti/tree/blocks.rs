@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::luanti::cache::{Cached, Stored};
 use crate::luanti::codec::block::{BlockPos, MapBlock, NodeMeta, RelPos};
 use crate::luanti::codec::inventory::serialize_inventory;
-use crate::luanti::store::map::LIST_BYTES;
+use crate::luanti::store::map::{AxisOrder, LIST_BYTES};
 use crate::luanti::summaries::VIEW_COUNT;
 use crate::luanti::views;
 use crate::names;
@@ -224,8 +224,10 @@ const FIXED: [&str; VIEW_COUNT + 1] = [
 
 /// Block folders numbered by position, and their views and `meta/` by index (see
 /// [`Numbering`]): the kernel may keep the names of a whole map while the core keeps a few
-/// bytes per block it keeps attributes in.
-pub struct BlockNumbers;
+/// bytes per block it keeps attributes in. Positions are numbered in the map store's key
+/// order ([`AxisOrder`]), so a `find`, which visits a large folder in inode order, reads
+/// the store in the order its reads ahead fetch.
+pub struct BlockNumbers(pub AxisOrder);
 
 impl Numbering for BlockNumbers {
     fn dir(&self) -> &'static [&'static str] {
@@ -233,21 +235,11 @@ impl Numbering for BlockNumbers {
     }
 
     fn number(&self, name: &str) -> Option<u64> {
-        let p = parse_block_name(name)?;
-        let bits = |c: i16| u64::from(c as u16);
-        Some(bits(p.x) << 32 | bits(p.y) << 16 | bits(p.z))
+        parse_block_name(name).map(|p| self.0.number(p))
     }
 
     fn name(&self, n: u64) -> Option<String> {
-        if n >> 48 != 0 {
-            return None;
-        }
-        let coord = |shift: u32| (n >> shift) as u16 as i16;
-        Some(block_name(BlockPos {
-            x: coord(32),
-            y: coord(16),
-            z: coord(0),
-        }))
+        (n >> 48 == 0).then(|| block_name(self.0.pos(n)))
     }
 
     fn fixed(&self) -> &'static [&'static str] {
@@ -1082,6 +1074,55 @@ mod tests {
         })
         .expect("lists meta");
         out
+    }
+
+    /// Block folders are numbered in the order `blocks/` lists them, the map store's key
+    /// order, for both SQLite layouts: `find` visits a large folder in inode order, and reads
+    /// ahead serve a walk in key order only.
+    #[test]
+    fn block_folders_are_numbered_in_listing_order() {
+        let mut positions = Vec::new();
+        for x in [-3i16, 0, 2] {
+            for y in [-1i16, 0, 5] {
+                for z in [-2i16, 0, 1] {
+                    positions.push((BlockPos { x, y, z }, "test:a"));
+                }
+            }
+        }
+        let (dir, path) = map_with(&positions);
+        std::env::set_var("WORLDFS_STATE_DIR", dir.path());
+        let xyz = dir.path().join("xyz");
+        std::fs::create_dir(&xyz).expect("a folder");
+        let xyz_map = xyz.join("map.sqlite");
+        let c = rusqlite::Connection::open(&xyz_map).expect("a database");
+        c.execute_batch(
+            "CREATE TABLE blocks (x INTEGER, y INTEGER, z INTEGER, data BLOB NOT NULL, \
+             PRIMARY KEY (x, z, y))",
+        )
+        .expect("the table of x, y, z columns");
+        for (p, n) in &positions {
+            c.execute(
+                "INSERT INTO blocks VALUES (?1, ?2, ?3, ?4)",
+                rusqlite::params![p.x, p.y, p.z, blob(n)],
+            )
+            .expect("a block");
+        }
+        for map in [&path, &xyz_map] {
+            let tree = open(map);
+            let numbers = tree.numbering().expect("block folders are numbered");
+            let mut listed = Vec::new();
+            tree.list(&at(&["blocks"]), 0, &mut |e| {
+                listed.push(numbers.number(&e.name).expect("a block folder's number"));
+                true
+            })
+            .expect("lists blocks");
+            assert_eq!(listed.len(), positions.len());
+            assert!(
+                listed.windows(2).all(|w| w[0] < w[1]),
+                "{}: numbers in listing order: {listed:?}",
+                map.display()
+            );
+        }
     }
 
     /// The stats a second walk takes from the blocks' summaries (sizes, times, sources,
