@@ -29,7 +29,7 @@ done
 [ "$(find "$M/blocks" -name nodes.cubeset | wc -l)" -eq "$(ls "$M/blocks" | wc -l)" ] \
   || fail "find does not see one nodes.cubeset per block"
 # Block folders' inode numbers ascend in listing order (the database's key order): find
-# visits a folder of 10,000 entries or more in inode order, and only a walk in key order is
+# visits a folder of more than 10,000 entries in inode order, and only a walk in key order is
 # served by the reads ahead.
 ls -i -U "$M/blocks" | awk '{print $1}' >"$T/inos"
 [ "$(wc -l <"$T/inos")" -gt 1 ] || fail "ls -i -U blocks lists one block or none"

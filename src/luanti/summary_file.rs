@@ -15,13 +15,20 @@
 //! holds the hash of the sources of the code that wrote it ([`build`]) and is used by code
 //! built from the same sources only; the first mount by other code empties the table.
 //!
+//! Rows are keyed x, then y, then z, so the blocks of one column (one x and y, every z) are
+//! neighbours: a walk in name order (every `rsync` pass, `ls` in the C locale) asks for a
+//! column's blocks one after another (`-1,2,-1`, `-1,2,-10`, …), and a second miss in the
+//! same column reads the whole column at once ([`COLUMNS`] kept; a walk in another order
+//! reads rows one by one, as before). What a column read holds is as good as a row read
+//! later: a summary is used only for the stored bytes it names.
+//!
 //! Rows are written in groups of [`WRITE_BATCH`], at `fsync` and at unmount. They are a
 //! cache: a crash loses at most a group not written yet, which costs only decoding those
 //! blocks again; a sidecar that cannot be opened, read or written (logged once) leaves the
 //! summaries in memory only. A read-only mount keeps them too: the sidecar is the user's,
 //! never the world's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -30,6 +37,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::luanti::codec::block::BlockPos;
+use crate::luanti::store::map::AxisOrder;
 use crate::luanti::summaries::Summary;
 use crate::storekit::mtimes::{content_hash_parts, fold_log, open_sidecar, sidecar_file};
 
@@ -39,6 +47,43 @@ const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How many changed summaries wait before they are written (about 150 KiB of memory).
 pub const WRITE_BATCH: usize = 1024;
+
+/// Columns read whole kept at once (two readers by name, each a column at a time, and the
+/// one each left).
+const COLUMNS: usize = 4;
+
+/// The most rows a column read keeps (every z the engine can load); a column with more is
+/// read row by row. At most about 360 KiB a column.
+const COLUMN_ROWS: usize = 4096;
+
+/// The summaries on disk of one column of blocks (one x and y), read at once.
+struct Column {
+    x: i16,
+    y: i16,
+    /// `(z, summary)`, ascending z: every row the column had when read.
+    rows: Vec<(i16, Summary)>,
+}
+
+impl Column {
+    fn holds(&self, pos: BlockPos) -> bool {
+        (self.x, self.y) == (pos.x, pos.y)
+    }
+
+    /// What the column read for `pos`, which it holds: `None`, no row.
+    fn get(&self, z: i16) -> Option<Summary> {
+        self.rows
+            .binary_search_by_key(&z, |(z, _)| *z)
+            .ok()
+            .map(|i| self.rows[i].1)
+    }
+}
+
+/// The column read lately, and the column of the last row read alone.
+#[derive(Default)]
+struct Columns {
+    kept: VecDeque<Column>,
+    last_miss: Option<(i16, i16)>,
+}
 
 /// The summaries of one store's blocks in its sidecar.
 pub struct SummaryFile {
@@ -55,6 +100,11 @@ pub struct SummaryFile {
     written: Box<[AtomicU64]>,
     /// Changed summaries not written yet; asked before the disk.
     unwritten: Mutex<HashMap<BlockPos, Summary>>,
+    /// Columns read whole (see the module's doc).
+    columns: Mutex<Columns>,
+    /// Queries made by lookups.
+    #[cfg(test)]
+    queries: std::sync::atomic::AtomicUsize,
     /// A read or write failed (logged once).
     failed: AtomicBool,
 }
@@ -69,9 +119,9 @@ pub fn build() -> i64 {
 /// world of 131,383 blocks.
 const WRITTEN_BITS: usize = 1 << 20;
 
-/// The key of a block's row.
+/// The key of a block's row: x, then y, then z (see the module's doc).
 fn key(pos: BlockPos) -> i64 {
-    i64::from(pos.x as u16) | i64::from(pos.y as u16) << 16 | i64::from(pos.z as u16) << 32
+    AxisOrder::Xyz.number(pos) as i64
 }
 
 /// The word and bit of [`SummaryFile::written`] that stand for the block at `pos`.
@@ -143,6 +193,9 @@ impl SummaryFile {
             rows_at_open,
             written: (0..WRITTEN_BITS / 64).map(|_| AtomicU64::new(0)).collect(),
             unwritten: Mutex::new(HashMap::new()),
+            columns: Mutex::new(Columns::default()),
+            #[cfg(test)]
+            queries: std::sync::atomic::AtomicUsize::new(0),
             failed: AtomicBool::new(false),
         }))
     }
@@ -155,9 +208,38 @@ impl SummaryFile {
         if !self.rows_at_open && !self.maybe_written(pos) {
             return None;
         }
+        let whole_column = {
+            let mut columns = crate::error::recover(&self.columns);
+            if let Some(c) = columns.kept.iter().find(|c| c.holds(pos)) {
+                return c.get(pos.z);
+            }
+            let again = columns.last_miss == Some((pos.x, pos.y));
+            columns.last_miss = Some((pos.x, pos.y));
+            again
+        };
         // Taken after `unwritten` was asked: a group taken from it is written under this
         // lock, so what was not waiting any more is on disk once the lock is ours.
         let c = crate::error::recover(&self.conn);
+        #[cfg(test)]
+        self.queries.fetch_add(1, Ordering::Relaxed);
+        if whole_column {
+            match self.read_column(&c, pos) {
+                Ok(Some(column)) => {
+                    let found = column.get(pos.z);
+                    let mut columns = crate::error::recover(&self.columns);
+                    columns.kept.push_back(column);
+                    while columns.kept.len() > COLUMNS {
+                        columns.kept.pop_front();
+                    }
+                    return found;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.failed_once(&e);
+                    return None;
+                }
+            }
+        }
         let row = c
             .prepare_cached("SELECT hash, data FROM summaries WHERE pos = ?1 AND build = ?2")
             .and_then(|mut st| {
@@ -175,10 +257,47 @@ impl SummaryFile {
         }
     }
 
+    /// Every row of the column of `pos` (`None`: more than [`COLUMN_ROWS`]).
+    fn read_column(&self, c: &Connection, pos: BlockPos) -> rusqlite::Result<Option<Column>> {
+        let at = |z: i16| key(BlockPos { z, ..pos });
+        let mut st = c.prepare_cached(
+            "SELECT pos, hash, data FROM summaries WHERE pos BETWEEN ?1 AND ?2 AND build = ?3 \
+             ORDER BY pos LIMIT ?4",
+        )?;
+        let mut rows = Vec::new();
+        let mut found = st.query(params![
+            at(i16::MIN),
+            at(i16::MAX),
+            self.build,
+            COLUMN_ROWS as i64 + 1
+        ])?;
+        while let Some(r) = found.next()? {
+            let z = AxisOrder::Xyz.pos(r.get::<_, i64>(0)? as u64).z;
+            if let Some(s) = Summary::decode(r.get::<_, i64>(1)? as u64, &r.get::<_, Vec<u8>>(2)?) {
+                rows.push((z, s));
+            }
+        }
+        Ok((rows.len() <= COLUMN_ROWS).then_some(Column {
+            x: pos.x,
+            y: pos.y,
+            rows,
+        }))
+    }
+
     /// Keeps `s` as the summary of the block at `pos` (written with its group).
     pub fn put(&self, pos: BlockPos, s: Summary) {
         if !self.writable {
             return;
+        }
+        if let Some(c) = crate::error::recover(&self.columns)
+            .kept
+            .iter_mut()
+            .find(|c| c.holds(pos))
+        {
+            match c.rows.binary_search_by_key(&pos.z, |(z, _)| *z) {
+                Ok(i) => c.rows[i].1 = s,
+                Err(i) => c.rows.insert(i, (pos.z, s)),
+            }
         }
         let due = match self.unwritten.lock() {
             Ok(mut u) => {
@@ -273,6 +392,64 @@ mod tests {
         SummaryFile::at(file, build, true)
             .expect("opens")
             .expect("a sidecar")
+    }
+
+    /// A walk in name order reads a column's rows at its second miss in that column, and
+    /// answers the rest of the column from it (a block with no row too); a walk in the
+    /// database's order (x changing from one block to the next) reads row by row. Both
+    /// answer what was written, and a summary changed since the column was read is the new.
+    #[test]
+    fn a_second_miss_in_a_column_reads_the_column() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("s.sqlite");
+        let at = |x: i16, y: i16, z: i16| BlockPos { x, y, z };
+        let summary = |p: BlockPos| {
+            let mut s = Summary::new(key(p) as u64);
+            s.set_view(2, (p.z + 100) as usize, None);
+            s
+        };
+        let f = opened(&file, 1);
+        let zs: Vec<i16> = (-12..12).filter(|z| *z != 3).collect();
+        for x in [-1, 0, 7] {
+            for &z in &zs {
+                f.put(at(x, 2, z), summary(at(x, 2, z)));
+            }
+        }
+        f.flush();
+        drop(f);
+        let f = opened(&file, 1);
+        let queries = |f: &SummaryFile| f.queries.load(Ordering::Relaxed);
+        // Name order: z as text sorts -1, -10, -11, -12, -2, …
+        let mut by_name: Vec<i16> = (-12..12).collect();
+        by_name.sort_by_key(|z| z.to_string());
+        for (i, &z) in by_name.iter().enumerate() {
+            let got = f.get(at(-1, 2, z)).map(|s| s.encode());
+            let want = (z != 3).then(|| summary(at(-1, 2, z)).encode());
+            assert_eq!(got, want, "z {z}");
+            assert_eq!(queries(&f), (i + 1).min(2), "after z {z}");
+        }
+        let mut changed = summary(at(-1, 2, 5));
+        changed.set_view(0, 77, None);
+        f.put(at(-1, 2, 5), changed);
+        f.write();
+        assert_eq!(
+            f.get(at(-1, 2, 5)).map(|s| s.encode()),
+            Some(changed.encode())
+        );
+        let before = queries(&f);
+        for &z in &zs[..4] {
+            for x in [0, 7] {
+                assert_eq!(
+                    f.get(at(x, 2, z)).map(|s| s.encode()),
+                    Some(summary(at(x, 2, z)).encode())
+                );
+            }
+        }
+        assert_eq!(
+            queries(&f) - before,
+            8,
+            "one row a block in the database's order"
+        );
     }
 
     /// `fsync` and unmount leave no log beside the sidecar, and lose no row.

@@ -51,7 +51,7 @@ pub type Pin = Arc<dyn std::any::Any + Send + Sync>;
 pub trait Numbering: Send + Sync {
     /// The folder whose entries are numbered (`["blocks"]`).
     fn dir(&self) -> &'static [&'static str];
-    /// The number of the entry `name` of [`Numbering::dir`] (below 2^56), when `name` is the
+    /// The number of the entry `name` of [`Numbering::dir`] (below 2^48), when `name` is the
     /// one way of writing a folder the tree numbers; `None` makes it an ordinary inode.
     fn number(&self, name: &str) -> Option<u64>;
     /// The name of the entry numbered `n` (the inverse of [`Numbering::number`]).
