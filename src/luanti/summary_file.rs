@@ -23,12 +23,14 @@
 //! later: a summary is used only for the stored bytes it names.
 //!
 //! Rows are written in groups of [`WRITE_BATCH`], at `fsync` and at unmount. A full group
-//! is written by a thread of its own on a connection of its own, so no request waits for the
-//! disk: a walk's first pass (`find` decodes every block once) hands its summaries over and
-//! goes on, and a lookup reads the rows already written (the file's log lets it) or finds the
-//! summary in the group being written. They are a
-//! cache: a crash loses at most two groups not written yet, which costs only decoding those
-//! blocks again; a sidecar that cannot be opened, read or written (logged once) leaves the
+//! is written by a thread of its own on a connection of its own, so a walk's first pass
+//! (`find` decodes every block once) hands its summaries over and goes on (it waits only if
+//! the next group fills before the last is written, and at `fsync`), and a lookup reads the
+//! rows already written (the file's log lets it) or finds the summary in a group not written
+//! yet. They are a
+//! cache: a crash of the daemon loses at most the two groups not written yet (a crash of the
+//! machine may also lose groups written since the log was last folded), which costs only
+//! decoding those blocks again; a sidecar that cannot be opened, read or written (logged once) leaves the
 //! summaries in memory only. A read-only mount keeps them too: the sidecar is the user's,
 //! never the world's.
 
@@ -49,8 +51,10 @@ use crate::storekit::mtimes::{content_hash_parts, fold_log, open_sidecar, sideca
 /// are a cache, and a request thread waits.
 const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 
-/// How many changed summaries wait before they are written (about 1.7 MiB of memory; one
-/// group waits while the one before is written, no more). A group is written in key order
+/// How many changed summaries wait before they are written. While a group is written, the
+/// next fills, and a request that fills it waits for the write: at most two groups (and one
+/// summary a request thread) are held, about 3.8 MiB at the peak with the writer's sorted
+/// copy, outside `--cache-size`. A group is written in key order
 /// and rewrites every page of the table it lands on: a walk in another order than the key's
 /// (`find` goes in the map's order) puts each row of a small group on a page of its own. With
 /// groups of 1,024 written by the request threads, a first `find` walk of 131,383 blocks
@@ -76,6 +80,14 @@ struct Column {
 impl Column {
     fn holds(&self, pos: BlockPos) -> bool {
         (self.x, self.y) == (pos.x, pos.y)
+    }
+
+    /// Sets the summary at `z` (a row added or replaced).
+    fn set(&mut self, z: i16, s: Summary) {
+        match self.rows.binary_search_by_key(&z, |(z, _)| *z) {
+            Ok(i) => self.rows[i].1 = s,
+            Err(i) => self.rows.insert(i, (z, s)),
+        }
     }
 
     /// What the column read for `pos`, which it holds: `None`, no row.
@@ -131,8 +143,16 @@ impl Writer {
     }
 
     /// Writes the group taken (in key order: neighbours in the table one after another),
-    /// then lets the next be taken.
+    /// then lets the next be taken (also if the write panicked: nothing waits forever).
     fn write_group(&self) {
+        struct Done<'a>(&'a Writer);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.pending().writing.clear();
+                self.0.group_written.notify_all();
+            }
+        }
+        let _done = Done(self);
         let mut rows: Vec<(BlockPos, Summary)> = self
             .pending()
             .writing
@@ -155,8 +175,6 @@ impl Writer {
         if let Err(e) = written {
             failed_once(&self.failed, &e);
         }
-        self.pending().writing.clear();
-        self.group_written.notify_all();
     }
 }
 
@@ -312,9 +330,20 @@ impl SummaryFile {
         self.queries.fetch_add(1, Ordering::Relaxed);
         if whole_column {
             match self.read_column(&c, pos) {
-                Ok(Some(column)) => {
-                    let found = column.get(pos.z);
+                Ok(Some(mut column)) => {
+                    // Kept under the columns' lock from here: a summary put from now on
+                    // finds the column and changes it; one put before is on its way, and
+                    // newer than any row the read found.
                     let mut columns = crate::error::recover(&self.columns);
+                    if let Some(w) = &self.writer {
+                        let p = w.pending();
+                        for (at, s) in p.writing.iter().chain(p.unwritten.iter()) {
+                            if column.holds(*at) {
+                                column.set(at.z, *s);
+                            }
+                        }
+                    }
+                    let found = column.get(pos.z);
                     columns.kept.push_back(column);
                     while columns.kept.len() > COLUMNS {
                         columns.kept.pop_front();
@@ -378,24 +407,27 @@ impl SummaryFile {
         let Some(w) = &self.writer else {
             return;
         };
+        // On its way before a kept column changes: a column read meanwhile lays what is on
+        // its way over what it read (see `get`).
+        let full = {
+            let mut p = w.pending();
+            p.unwritten.insert(pos, s);
+            p.unwritten.len() >= WRITE_BATCH
+        };
         if let Some(c) = crate::error::recover(&self.columns)
             .kept
             .iter_mut()
             .find(|c| c.holds(pos))
         {
-            match c.rows.binary_search_by_key(&pos.z, |(z, _)| *z) {
-                Ok(i) => c.rows[i].1 = s,
-                Err(i) => c.rows.insert(i, (pos.z, s)),
-            }
+            c.set(pos.z, s);
+        }
+        if !full {
+            return;
         }
         let due = {
-            let mut p = w.pending();
-            p.unwritten.insert(pos, s);
-            if p.unwritten.len() < WRITE_BATCH {
-                return;
-            }
-            let mut p = w.idle(p);
-            self.take_group(&mut p)
+            let mut p = w.idle(w.pending());
+            // Another request may have taken the group while this one waited.
+            p.unwritten.len() >= WRITE_BATCH && self.take_group(&mut p)
         };
         if due {
             let writing = Arc::clone(w);
@@ -570,44 +602,72 @@ mod tests {
         assert_eq!(again.get(pos(1999)).map(|r| r.encode()), Some(s.encode()));
     }
 
-    /// A full group goes to disk on a thread of its own: the summaries of the group being
-    /// written are found meanwhile, a request waits for nothing but a group that waits
-    /// behind another (memory stays bounded), and every row is on disk after `write`.
+    /// A full group goes to disk on a thread of its own: while it is written (here held up
+    /// by taking the writer's connection), its summaries are found, and one put again is
+    /// found as put last; a column read meanwhile holds what was on its way, so it answers
+    /// the same once the group is written; every row is then on disk, the one put again as
+    /// put last.
     #[test]
     fn full_groups_are_written_aside_and_found_meanwhile() {
         let dir = tempfile::tempdir().expect("temp dir");
         let file = dir.path().join("s.sqlite");
+        let column = |z: i16| BlockPos { x: 7, y: 5, z };
+        let f = opened(&file, 1);
+        f.put(column(-500), Summary::new(1));
+        f.flush();
+        drop(f);
         let f = opened(&file, 1);
         let at = |i: usize| BlockPos {
             x: (i % 128) as i16,
-            y: (i / 16384) as i16,
-            z: ((i / 128) % 128) as i16,
+            y: 5,
+            z: (i / 128) as i16,
         };
-        let summary = |i: usize| {
+        let summary = |i: usize, size: usize| {
             let mut s = Summary::new(i as u64);
-            s.set_view(1, i, None);
+            s.set_view(1, size, None);
             s
         };
-        let n = 3 * WRITE_BATCH + 5;
-        for i in 0..n {
-            f.put(at(i), summary(i));
-            assert!(f.waiting() <= WRITE_BATCH, "at most a group waits");
+        let writer = f.writer.as_ref().expect("writable");
+        let held = writer.conn.lock().expect("the writer's connection");
+        for i in 0..WRITE_BATCH {
+            f.put(at(i), summary(i, 1));
         }
-        for i in (0..n).step_by(97) {
-            assert_eq!(f.get(at(i)).map(|s| s.encode()), Some(summary(i).encode()));
+        assert_eq!(f.waiting(), 0, "the group was taken");
+        assert!(!writer.pending().writing.is_empty(), "and is being written");
+        f.put(at(7), summary(7, 2));
+        for i in (0..WRITE_BATCH).step_by(61).chain([7]) {
+            let size = if i == 7 { 2 } else { 1 };
+            assert_eq!(
+                f.get(at(i)).map(|s| s.encode()),
+                Some(summary(i, size).encode()),
+                "block {i} while its group is written"
+            );
         }
+        // Two misses in the column of block 7 read it from disk (one row there).
+        assert!(f.get(column(-1)).is_none());
+        assert!(f.get(column(-2)).is_none());
+        drop(held);
         f.write();
+        assert!(writer.pending().writing.is_empty());
         assert_eq!(f.waiting(), 0);
+        for (i, size) in [(7, 2), (7 + 128, 1), (7 + 256, 1)] {
+            assert_eq!(
+                f.get(at(i)).map(|s| s.encode()),
+                Some(summary(i, size).encode()),
+                "block {i} from the column read while it was on its way"
+            );
+        }
         drop(f);
         let rows: i64 = Connection::open(&file)
             .and_then(|c| c.query_row("SELECT COUNT(*) FROM summaries", [], |r| r.get(0)))
             .expect("counts");
-        assert_eq!(rows, n as i64, "every summary is on disk");
+        assert_eq!(rows, WRITE_BATCH as i64 + 1, "every summary is on disk");
         let again = opened(&file, 1);
-        for i in (0..n).step_by(89) {
+        for i in (0..WRITE_BATCH).step_by(89).chain([7]) {
+            let size = if i == 7 { 2 } else { 1 };
             assert_eq!(
                 again.get(at(i)).map(|s| s.encode()),
-                Some(summary(i).encode())
+                Some(summary(i, size).encode())
             );
         }
     }
