@@ -51,15 +51,17 @@ use crate::storekit::mtimes::{content_hash_parts, fold_log, open_sidecar, sideca
 /// are a cache, and a request thread waits.
 const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 
-/// How many changed summaries wait before they are written. While a group is written, the
-/// next fills, and a request that fills it waits for the write: at most two groups (and one
-/// summary a request thread) are held, about 3.8 MiB at the peak with the writer's sorted
-/// copy, outside `--cache-size`. A group is written in key order
+/// How many changed summaries wait before they are written: as many as a table of 8,192
+/// slots holds (seven eighths of it, 7,168), less room for those put by other requests
+/// while one waits for the writer; about 0.9 MiB. While a group is written (about
+/// 0.8 MiB, sorted) the next fills, and a request that fills it waits for the write: at most
+/// two groups (and one summary a request thread) are held, outside `--cache-size`. A group
+/// is written in key order
 /// and rewrites every page of the table it lands on: a walk in another order than the key's
 /// (`find` goes in the map's order) puts each row of a small group on a page of its own. With
 /// groups of 1,024 written by the request threads, a first `find` walk of 131,383 blocks
 /// wrote 596,596 pages of 4 KiB (log and file) and waited for 314 `fsync`s.
-pub const WRITE_BATCH: usize = 8192;
+pub const WRITE_BATCH: usize = 7040;
 
 /// Columns read whole kept at once (two readers by name, each a column at a time, and the
 /// one each left).
@@ -111,8 +113,21 @@ struct Columns {
 struct Pending {
     /// Not written yet.
     unwritten: HashMap<BlockPos, Summary>,
-    /// The group being written (empty: none): its rows are on disk once it is emptied.
-    writing: HashMap<BlockPos, Summary>,
+    /// The group being written, in key order (empty: none): its rows are on disk once it
+    /// is emptied.
+    writing: Arc<Vec<(BlockPos, Summary)>>,
+}
+
+impl Pending {
+    /// The summary of the block at `pos` on its way to disk, the last put.
+    fn get(&self, pos: BlockPos) -> Option<Summary> {
+        self.unwritten.get(&pos).copied().or_else(|| {
+            self.writing
+                .binary_search_by_key(&key(pos), |(at, _)| key(*at))
+                .ok()
+                .map(|i| self.writing[i].1)
+        })
+    }
 }
 
 /// What writes summaries: shared with the thread that writes a group.
@@ -148,23 +163,17 @@ impl Writer {
         struct Done<'a>(&'a Writer);
         impl Drop for Done<'_> {
             fn drop(&mut self) {
-                self.0.pending().writing.clear();
+                self.0.pending().writing = Arc::default();
                 self.0.group_written.notify_all();
             }
         }
         let _done = Done(self);
-        let mut rows: Vec<(BlockPos, Summary)> = self
-            .pending()
-            .writing
-            .iter()
-            .map(|(p, s)| (*p, *s))
-            .collect();
-        rows.sort_unstable_by_key(|(pos, _)| key(*pos));
+        let rows = Arc::clone(&self.pending().writing);
         let written =
             crate::error::recover(&self.conn)
                 .transaction()
                 .and_then(|tx| {
-                    for (pos, s) in &rows {
+                    for (pos, s) in rows.iter() {
                         tx.prepare_cached(
                         "REPLACE INTO summaries (pos, hash, build, data) VALUES (?1, ?2, ?3, ?4)",
                     )?
@@ -306,9 +315,8 @@ impl SummaryFile {
     /// The summary kept for the block at `pos`, whatever bytes it names.
     pub fn get(&self, pos: BlockPos) -> Option<Summary> {
         if let Some(w) = &self.writer {
-            let p = w.pending();
-            if let Some(s) = p.unwritten.get(&pos).or_else(|| p.writing.get(&pos)) {
-                return Some(*s);
+            if let Some(s) = w.pending().get(pos) {
+                return Some(s);
             }
         }
         if !self.rows_at_open && !self.maybe_written(pos) {
@@ -337,7 +345,8 @@ impl SummaryFile {
                     let mut columns = crate::error::recover(&self.columns);
                     if let Some(w) = &self.writer {
                         let p = w.pending();
-                        for (at, s) in p.writing.iter().chain(p.unwritten.iter()) {
+                        let writing = p.writing.iter().map(|(at, s)| (at, s));
+                        for (at, s) in writing.chain(p.unwritten.iter()) {
                             if column.holds(*at) {
                                 column.set(at.z, *s);
                             }
@@ -451,7 +460,9 @@ impl SummaryFile {
             let (word, bit) = written_bit(*pos);
             self.written[word].fetch_or(bit, Ordering::Release);
         }
-        p.writing = std::mem::take(&mut p.unwritten);
+        let mut group: Vec<(BlockPos, Summary)> = p.unwritten.drain().collect();
+        group.sort_unstable_by_key(|(pos, _)| key(*pos));
+        p.writing = Arc::new(group);
         true
     }
 
