@@ -53,9 +53,10 @@ const BUSY_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// How many changed summaries wait before they are written: as many as a table of 8,192
 /// slots holds (seven eighths of it, 7,168), less room for those put by other requests
-/// while one waits for the writer; about 0.9 MiB. While a group is written (about
-/// 0.8 MiB, sorted) the next fills, and a request that fills it waits for the write: at most
-/// two groups (and one summary a request thread) are held, outside `--cache-size`. A group
+/// while one waits for the writer (up to 128 request threads); about 0.76 MiB. While a group
+/// is written (about 0.64 MiB, sorted) the next fills, and a request that fills it waits for
+/// the write: at most two groups (and one summary a request thread) are held, about 1.4 MiB,
+/// outside `--cache-size`. A group
 /// is written in key order
 /// and rewrites every page of the table it lands on: a walk in another order than the key's
 /// (`find` goes in the map's order) puts each row of a small group on a page of its own. With
@@ -116,6 +117,9 @@ struct Pending {
     /// The group being written, in key order (empty: none): its rows are on disk once it
     /// is emptied.
     writing: Arc<Vec<(BlockPos, Summary)>>,
+    /// How many groups were written: a column read during which one was is not kept (the
+    /// group's rows may be neither in what it read nor on their way any more).
+    groups: u64,
 }
 
 impl Pending {
@@ -163,7 +167,9 @@ impl Writer {
         struct Done<'a>(&'a Writer);
         impl Drop for Done<'_> {
             fn drop(&mut self) {
-                self.0.pending().writing = Arc::default();
+                let mut p = self.0.pending();
+                p.writing = Arc::default();
+                p.groups += 1;
                 self.0.group_written.notify_all();
             }
         }
@@ -337,14 +343,18 @@ impl SummaryFile {
         #[cfg(test)]
         self.queries.fetch_add(1, Ordering::Relaxed);
         if whole_column {
+            let groups = self.writer.as_ref().map(|w| w.pending().groups);
             match self.read_column(&c, pos) {
                 Ok(Some(mut column)) => {
                     // Kept under the columns' lock from here: a summary put from now on
                     // finds the column and changes it; one put before is on its way, and
-                    // newer than any row the read found.
+                    // newer than any row the read found, or was written before the read
+                    // began, unless a group was written during the read.
                     let mut columns = crate::error::recover(&self.columns);
+                    let mut keep = true;
                     if let Some(w) = &self.writer {
                         let p = w.pending();
+                        keep = Some(p.groups) == groups;
                         let writing = p.writing.iter().map(|(at, s)| (at, s));
                         for (at, s) in writing.chain(p.unwritten.iter()) {
                             if column.holds(*at) {
@@ -353,9 +363,11 @@ impl SummaryFile {
                         }
                     }
                     let found = column.get(pos.z);
-                    columns.kept.push_back(column);
-                    while columns.kept.len() > COLUMNS {
-                        columns.kept.pop_front();
+                    if keep {
+                        columns.kept.push_back(column);
+                        while columns.kept.len() > COLUMNS {
+                            columns.kept.pop_front();
+                        }
                     }
                     return found;
                 }
@@ -416,20 +428,17 @@ impl SummaryFile {
         let Some(w) = &self.writer else {
             return;
         };
-        // On its way before a kept column changes: a column read meanwhile lays what is on
-        // its way over what it read (see `get`).
+        // On its way and in a kept column at once (two puts of one block leave both on the
+        // last); a column read meanwhile lays what is on its way over what it read (`get`).
         let full = {
+            let mut columns = crate::error::recover(&self.columns);
             let mut p = w.pending();
             p.unwritten.insert(pos, s);
+            if let Some(c) = columns.kept.iter_mut().find(|c| c.holds(pos)) {
+                c.set(pos.z, s);
+            }
             p.unwritten.len() >= WRITE_BATCH
         };
-        if let Some(c) = crate::error::recover(&self.columns)
-            .kept
-            .iter_mut()
-            .find(|c| c.holds(pos))
-        {
-            c.set(pos.z, s);
-        }
         if !full {
             return;
         }
