@@ -5,11 +5,9 @@
 //! foreground until unmounted, a filesystem held in memory: `blocks/` with BLOCKS folders, each
 //! holding `nodes.cubeset` of SIZE bytes, four small views and an empty `meta/` folder, as
 //! `worldfs` lists a block (with `.` and `..` in every listing, as `worldfs` lists them). It
-//! answers every request from arrays on 4 request threads on cloned descriptors (its fastest
-//! on the 2-core bench machine: with 2, its incremental `rsync -a` took 24.8-27.4 s against
-//! 17.3 s; `worldfs` runs one thread per CPU, at least 2, its fastest there, see
-//! docs/bench.md), with the kernel settings of `worldfs` (readdirplus chosen by the kernel,
-//! names cached 1 s, file attributes not cached), save one: it leaves opening folders to the kernel
+//! answers every request from arrays, with the kernel settings of
+//! `worldfs` (4 request threads on cloned descriptors, readdirplus chosen by the kernel, names
+//! cached 1 s, file attributes not cached), save one: it leaves opening folders to the kernel
 //! (`FUSE_NO_OPENDIR_SUPPORT`), which `worldfs` does not (docs/semantics.md "Kernel
 //! caching, kept true"), so the kernel sends it no OPENDIR and RELEASEDIR and keeps its
 //! listings. With `--cached` it also lets the kernel cache file attributes for 1 s and

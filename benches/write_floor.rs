@@ -7,7 +7,7 @@
 //! and dropped. It asks the kernel for the fewest requests a writable FUSE filesystem can:
 //! names and attributes cached 1 s, folders opened by the kernel, no FLUSH (the first one is
 //! answered `ENOSYS`, and the kernel sends none again), 4 request threads on cloned
-//! descriptors (`worldfs` runs one per CPU, at least 2). An `rsync -a` of a backup into this mount is the lower bound
+//! descriptors as `worldfs` has. An `rsync -a` of a backup into this mount is the lower bound
 //! for the same restore into a `worldfs` mount, which also decodes, validates and commits
 //! what it is given. With `--writeback` the kernel also caches what is written
 //! (`FUSE_WRITEBACK_CACHE`) and sends it later, in larger writes.

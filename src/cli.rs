@@ -125,12 +125,11 @@ pub struct MountArgs {
     /// caches.
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub max_inodes: usize,
-    /// Request-handling threads [default: one per CPU, at least 2] (at least 2: a
-    /// change's cache invalidation, sent from a request thread, can wait for a page that
-    /// another request, a write, holds). More threads than CPUs make a pass of one program
-    /// slower: each request wakes the thread that has waited longest.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(2..))]
-    pub threads: Option<u16>,
+    /// Request-handling threads (at least 2: a change's cache invalidation, sent from a
+    /// request thread, can wait for a page that another request, a write, holds).
+    #[arg(long, default_value_t = 4, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(2..))]
+    pub threads: u16,
     /// More log output (-v info, -vv debug); RUST_LOG overrides.
     #[arg(short, long, action = ArgAction::Count)]
     pub verbose: u8,

@@ -302,19 +302,9 @@ fn mount_config(args: &MountArgs, fs_name: String) -> Config {
     } else {
         SessionACL::Owner
     };
-    config.n_threads = Some(request_threads(args.threads));
+    config.n_threads = Some(usize::from(args.threads));
     config.clone_fd = true;
     config
-}
-
-/// `asked`, else one request thread per CPU, at least 2 (see `--threads`).
-fn request_threads(asked: Option<u16>) -> usize {
-    asked.map(usize::from).unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(usize::from)
-            .unwrap_or(2)
-            .max(2)
-    })
 }
 
 /// How the session ended: unmounting is a normal end. The kernel ends the session with
@@ -871,15 +861,6 @@ pub fn unmount(mountpoint: &Path) -> Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::{check_mountpoint, keep_orphaned_held, process_alive, session_end, task_running};
-
-    #[test]
-    fn request_threads_are_as_asked_else_one_per_cpu_at_least_two() {
-        use super::request_threads;
-        assert_eq!(request_threads(Some(2)), 2);
-        assert_eq!(request_threads(Some(16)), 16);
-        let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-        assert_eq!(request_threads(None), cpus.max(2));
-    }
 
     #[test]
     fn the_connection_of_a_mount_is_found_in_mountinfo() {
