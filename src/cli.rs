@@ -126,7 +126,8 @@ pub struct MountArgs {
     #[arg(long, default_value_t = 20_000, value_name = "N")]
     pub max_inodes: usize,
     /// Request-handling threads (at least 2: a change's cache invalidation, sent from a
-    /// request thread, can wait for a page that another request, a write, holds).
+    /// request thread, can wait for a page that another request, a read or a write, holds;
+    /// N threads let N-1 such waits happen at once, the default 4 three).
     #[arg(long, default_value_t = 4, value_name = "N",
           value_parser = clap::value_parser!(u16).range(2..))]
     pub threads: u16,
